@@ -1,0 +1,3 @@
+from tpu_perf.cli import main
+
+main()

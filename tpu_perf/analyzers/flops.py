@@ -1,0 +1,80 @@
+"""FLOPs per step and utilisation of the chip's peak.
+
+`flops.per_step` is what runs per step on all devices: the user's `--flops-per-step`, else XLA's
+cost analysis of the step program (per-device program FLOPs x devices it runs on). The utilisation
+computed from it counts every FLOP XLA executes (hardware FLOPs); model-FLOPs MFU with named
+conventions comes from `tpu_perf.analyzers.mfu` when the model is known.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tpu_perf.analyzers.steps import StepStats
+from tpu_perf.hardware import Chip, lookup_chip
+from tpu_perf.store import Run
+
+
+@dataclass(frozen=True, kw_only=True)
+class FlopsStats:
+    per_step: float | None
+    source: str | None
+    """`user`, `xla_cost_analysis`, or None when unknown."""
+    per_device_step: float | None
+    devices: int
+    achieved_tflops: float | None
+    """All devices together, at the steady-state median step time."""
+    achieved_tflops_per_device: float | None
+    chip: str | None
+    peak_tflops_per_device: float | None
+    precision: str
+    utilization: float | None
+    """achieved / peak, both per device: a fraction."""
+
+
+def run_chip(run: Run) -> Chip | None:
+    """The chip named by `--chip`, else the one the device kind names."""
+    config = run.manifest.get("config") or {}
+    hardware = run.manifest.get("hardware") or {}
+    return lookup_chip(config.get("chip")) or lookup_chip(hardware.get("device_kind"))
+
+
+def step_flops(run: Run) -> tuple[float | None, str | None, int]:
+    """(FLOPs per step on all devices, where from, devices the step runs on)."""
+    config = run.manifest.get("config") or {}
+    hardware = run.manifest.get("hardware") or {}
+    devices = int(hardware.get("device_count") or 1)
+    programs = run.programs
+    if not programs.empty and "devices" in programs:
+        step_rows = programs[programs["is_step"].astype(bool)] if "is_step" in programs else programs.iloc[0:0]
+        if not step_rows.empty:
+            devices = int(step_rows["devices"].iloc[0] or devices)
+    if config.get("flops_per_step"):
+        return float(config["flops_per_step"]), "user", devices
+    if programs.empty or "flops" not in programs:
+        return None, None, devices
+    step_rows = programs[programs["is_step"].astype(bool)]
+    if not step_rows.empty and step_rows["flops"].notna().any():
+        return float(step_rows["flops"].iloc[0]) * devices, "xla_cost_analysis", devices
+    return None, None, devices
+
+
+def analyze_flops(run: Run, steps: StepStats, *, precision: str = "bf16") -> FlopsStats:
+    per_step, source, devices = step_flops(run)
+    chip = run_chip(run)
+    median = steps.median_s
+    achieved = per_step / median / 1e12 if (per_step and median) else None
+    per_device = achieved / devices if achieved is not None else None
+    peak = chip.peak_tflops_per_device(precision) if chip else None
+    return FlopsStats(
+        per_step=per_step,
+        source=source,
+        per_device_step=per_step / devices if per_step else None,
+        devices=devices,
+        achieved_tflops=achieved,
+        achieved_tflops_per_device=per_device,
+        chip=chip.name if chip else None,
+        peak_tflops_per_device=peak,
+        precision=precision,
+        utilization=per_device / peak if (per_device is not None and peak) else None,
+    )

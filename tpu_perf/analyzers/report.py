@@ -1,0 +1,139 @@
+"""The report document: every analyzer's answer for one run, as plain JSON-able data.
+
+`tpu-perf report --json` prints it; the terminal view and the dashboard render it. Sections are
+registered functions so each analyzer family adds its part without touching the others. Keys are
+documented in the README ("report --json keys"); a key, once published, keeps its meaning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+from tpu_perf.analyzers.compiles import analyze_compiles
+from tpu_perf.analyzers.flops import analyze_flops
+from tpu_perf.analyzers.memory import analyze_memory
+from tpu_perf.analyzers.programs import analyze_fusion
+from tpu_perf.analyzers.steps import analyze_steps
+from tpu_perf.store import Run
+
+REPORT_VERSION = 1
+
+Section = Callable[[Run, dict[str, Any]], None]
+"""Adds keys to the document; it sees what earlier sections wrote."""
+
+SECTIONS: list[Section] = []
+
+
+def section(fn: Section) -> Section:
+    SECTIONS.append(fn)
+    return fn
+
+
+@section
+def _run(run: Run, doc: dict[str, Any]) -> None:
+    m = run.manifest
+    doc["run"] = {
+        "id": run.id,
+        "name": run.name,
+        "url": run.url,
+        "status": run.status,
+        "exit_code": m.get("exit_code"),
+        "started_at": m.get("started_at"),
+        "ended_at": m.get("ended_at"),
+        "command": m.get("command"),
+        "tags": run.tags,
+        "frameworks": m.get("frameworks") or [],
+        "hardware": m.get("hardware") or {},
+        "git": m.get("git"),
+        "error": (m.get("error") or {}).get("message"),
+        "warnings": m.get("warnings") or [],
+    }
+
+
+@section
+def _steps(run: Run, doc: dict[str, Any]) -> None:
+    stats = analyze_steps(run)
+    doc["steps"] = {
+        "count": stats.count,
+        "warmup": stats.warmup,
+        "steady": stats.steady,
+        "traced": stats.traced,
+        "compiled_after_warmup": stats.compiled_after_warmup,
+        "source": stats.source,
+        "median_s": stats.median_s,
+        "mean_s": stats.mean_s,
+        "p10_s": stats.p10_s,
+        "p90_s": stats.p90_s,
+        "min_s": stats.min_s,
+        "max_s": stats.max_s,
+        "total_s": stats.total_s,
+        "steps_per_s": stats.steps_per_s,
+        "tokens_per_step": stats.tokens_per_step,
+        "tokens_per_s": stats.tokens_per_s,
+    }
+    stats_f = analyze_flops(run, stats)
+    doc["flops"] = {
+        "per_step": stats_f.per_step,
+        "source": stats_f.source,
+        "per_device_step": stats_f.per_device_step,
+        "devices": stats_f.devices,
+        "achieved_tflops": stats_f.achieved_tflops,
+        "achieved_tflops_per_device": stats_f.achieved_tflops_per_device,
+        "chip": stats_f.chip,
+        "peak_tflops_per_device": stats_f.peak_tflops_per_device,
+        "precision": stats_f.precision,
+        "utilization": stats_f.utilization,
+    }
+    doc["mfu"] = stats_f.utilization
+    doc["mfu_basis"] = "hardware_flops" if stats_f.utilization is not None else None
+
+
+@section
+def _compile(run: Run, doc: dict[str, Any]) -> None:
+    stats = analyze_compiles(run)
+    doc["compile"] = {
+        "count": stats.count,
+        "total_s": stats.total_s,
+        "after_warmup": stats.after_warmup,
+        "after_warmup_s": stats.after_warmup_s,
+        "after_warmup_functions": stats.after_warmup_functions,
+        "cache_hits": stats.cache_hits,
+        "cache_misses": stats.cache_misses,
+        "slowest": [{"function": f, "duration_s": d} for f, d in stats.slowest],
+    }
+
+
+@section
+def _memory(run: Run, doc: dict[str, Any]) -> None:
+    doc["memory"] = asdict(analyze_memory(run))
+
+
+@section
+def _hlo(run: Run, doc: dict[str, Any]) -> None:
+    fusion = analyze_fusion(run)
+    step = next((p for p in fusion if p.is_step), fusion[0] if fusion else None)
+    doc["hlo"] = {
+        "fusions": step.summary.fusions if step else None,
+        "fusions_by_kind": step.summary.fusions_by_kind if step else {},
+        "top_level_instructions": step.summary.top_level_instructions if step else None,
+        "programs": [p.to_dict() for p in fusion],
+    }
+    programs = run.programs
+    doc["programs"] = programs.astype(object).where(programs.notna(), None).to_dict("records") if not programs.empty else []
+
+
+@section
+def _trace(run: Run, doc: dict[str, Any]) -> None:
+    files = run.list_files("trace")
+    logdir = run.file_path("trace") if files else None
+    doc["trace"] = {"files": files, "logdir": logdir}
+
+
+def build_report(run: Run) -> dict[str, Any]:
+    """The whole report for `run`: a dict of plain values (None where a number is unknown)."""
+    doc: dict[str, Any] = {"report_version": REPORT_VERSION}
+    for fn in SECTIONS:
+        fn(run, doc)
+    return doc

@@ -1,0 +1,234 @@
+"""The `tpu-perf` command. Thin: parse options into dataclasses, call, render.
+
+Exit codes: 0 success (for `record`: the script's own exit code), 2 usage error, 3 data error.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from tpu_perf import __version__
+from tpu_perf.errors import TpuPerfError, UsageError
+from tpu_perf.store import layout
+
+app = typer.Typer(
+    name="tpu-perf",
+    help="Record, analyse and guard the performance of JAX and PyTorch training on TPUs (and GPUs).",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode="rich",
+)
+out = Console()
+err = Console(stderr=True)
+
+StoreOption = Annotated[str, typer.Option("--store", envvar=layout.STORE_ENV, help="Run store: a folder or an fsspec URL (memory://, gs://...).", show_default=True)]
+
+
+def _version(value: bool) -> None:
+    if value:
+        out.print(f"tpu-perf {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")] = False) -> None:
+    """tpu-perf: record a training script, then report, compare and check its performance."""
+
+
+def _parse_tags(tags: list[str]) -> dict[str, str]:
+    parsed = {}
+    for tag in tags:
+        key, sep, value = tag.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--tag {tag!r}: expected KEY=VALUE")
+        parsed[key] = value
+    return parsed
+
+
+def _parse_window(text: str) -> tuple[int, int]:
+    start, sep, stop = text.partition(":")
+    try:
+        window = (int(start), int(stop))
+    except ValueError:
+        raise UsageError(f"--trace-steps {text!r}: expected START:STOP, e.g. 5:8") from None
+    if not sep or window[0] < 0 or window[1] <= window[0]:
+        raise UsageError(f"--trace-steps {text!r}: expected START:STOP with 0 <= START < STOP")
+    return window
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "allow_interspersed_args": False})
+def record(
+    ctx: typer.Context,
+    script: Annotated[str | None, typer.Argument(help="Training script to run as `python SCRIPT ARGS...` would.", show_default=False)] = None,
+    module: Annotated[str | None, typer.Option("-m", "--module", help="Run a module as `python -m MODULE ARGS...` would.")] = None,
+    name: Annotated[str | None, typer.Option(help="Run name (default: the script's name).")] = None,
+    tag: Annotated[list[str], typer.Option("--tag", help="KEY=VALUE label; repeatable.")] = [],  # noqa: B006
+    store: StoreOption = layout.DEFAULT_STORE,
+    trace_steps: Annotated[str, typer.Option(help="Steps START:STOP to capture in an XLA/profiler trace window.")] = "3:6",
+    no_trace: Annotated[bool, typer.Option("--no-trace", help="Capture no trace window.")] = False,
+    tokens_per_step: Annotated[int | None, typer.Option(help="Tokens per step (global batch x sequence) for tokens/s.", min=1)] = None,
+    flops_per_step: Annotated[float | None, typer.Option(help="FLOPs per step; overrides the measured count.", min=1)] = None,
+    chip: Annotated[str | None, typer.Option(help="Chip name (v6e, h100, ...) when detection is wrong or impossible.")] = None,
+    warmup_steps: Annotated[int | None, typer.Option(help="Steps to treat as warm-up (default: leading steps that compiled, at least 1).", min=0)] = None,
+    sample_interval: Annotated[float, typer.Option(help="Seconds between memory samples.", min=0.01)] = 1.0,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines while recording.")] = False,
+) -> None:
+    """Run a training script unchanged and record its steps, compiles, FLOPs, memory, HLO and a trace.
+
+    Everything after SCRIPT (or -m MODULE) goes to the script: `tpu-perf record train.py --lr 3e-4`.
+    The exit code is the script's.
+    """
+    from tpu_perf.collectors.record import record as do_record
+    from tpu_perf.collectors.runner import resolve_target
+    from tpu_perf.collectors.session import RecordOptions
+
+    args = list(ctx.args)
+    if module and script:
+        args = [script, *args]
+        script = None
+    if chip:
+        from tpu_perf.hardware import lookup_chip
+
+        if lookup_chip(chip) is None:
+            raise UsageError(f"--chip {chip!r}: unknown chip; `tpu-perf chips` lists the known ones")
+    target = resolve_target(script, module, args)
+    options = RecordOptions(
+        trace_steps=None if no_trace else _parse_window(trace_steps),
+        tokens_per_step=tokens_per_step,
+        flops_per_step=flops_per_step,
+        chip=chip,
+        warmup_steps=warmup_steps,
+        sample_interval_s=sample_interval,
+        progress=not quiet,
+    )
+    result = do_record(
+        target,
+        store=store,
+        name=name,
+        tags=_parse_tags(tag),
+        options=options,
+        log=lambda line: err.print(line, highlight=False, markup=False),
+        on_created=lambda w: err.print(f"tpu-perf: recording run {w.run_id} into {w.url}", highlight=False),
+    )
+    _print_summary(result.url, store)
+    raise typer.Exit(result.outcome.exit_code)
+
+
+def _print_summary(url: str, store: str) -> None:
+    from tpu_perf.analyzers.report import build_report
+    from tpu_perf.store import load_run
+    from tpu_perf.views import format as fmt
+
+    try:
+        doc = build_report(load_run(url))
+    except TpuPerfError as exc:
+        err.print(f"tpu-perf: run saved at {url}, but it cannot be summarised: {exc}")
+        return
+    s, r = doc["steps"], doc["run"]
+    err.print(
+        f"tpu-perf: run {r['id']} {r['status']}: {s['count']} steps, median {fmt.seconds(s['median_s'])}, "
+        f"utilisation {fmt.percent(doc['mfu'])}; folder {url}\n"
+        f"tpu-perf: see it with `tpu-perf report {r['id']}" + (f" --store {store}" if store != layout.DEFAULT_STORE else "") + "`",
+        highlight=False,
+    )
+    for warning in r["warnings"]:
+        err.print(f"tpu-perf: warning: {warning}", style="yellow", highlight=False)
+
+
+@app.command()
+def report(
+    run: Annotated[str, typer.Argument(help="Run id, unique prefix of one, run name, or run folder.")],
+    store: StoreOption = layout.DEFAULT_STORE,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON (keys documented in the README).")] = False,
+) -> None:
+    """Show one run: step time, compiles, FLOPs and utilisation, memory, fusion, trace."""
+    from tpu_perf.analyzers.report import build_report
+    from tpu_perf.store import load_run
+    from tpu_perf.views.report import render_report
+
+    doc = build_report(load_run(run, store=store))
+    if as_json:
+        sys.stdout.write(json.dumps(doc, indent=2, default=_json_default) + "\n")
+    else:
+        out.print(render_report(doc))
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "item"):
+        return value.item()
+    return str(value)
+
+
+@app.command("ls")
+def ls(store: StoreOption = layout.DEFAULT_STORE, as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False) -> None:
+    """List the runs in a store: id, name, status, start, steps, median step time."""
+    from tpu_perf.analyzers.steps import analyze_steps
+    from tpu_perf.store import list_runs
+    from tpu_perf.views import format as fmt
+    from tpu_perf.views.report import STATUS_STYLE
+
+    rows = []
+    for run in list_runs(store):
+        try:
+            stats = analyze_steps(run)
+            count, median = stats.count, stats.median_s
+        except TpuPerfError:
+            count, median = None, None
+        rows.append({"id": run.id, "name": run.name, "status": run.status, "started_at": run.started_at, "steps": count, "median_s": median, "url": run.url})
+    if as_json:
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        return
+    if not rows:
+        err.print(f"no runs in {store}; record one with `tpu-perf record train.py`")
+        return
+    table = Table(title=f"runs in {store}", title_justify="left")
+    for col in ("id", "name", "status", "started", "steps", "median step"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["id"], r["name"], f"[{STATUS_STYLE.get(r['status'], '')}]{r['status']}[/]", fmt.timestamp(r["started_at"]), str(r["steps"] if r["steps"] is not None else "n/a"), fmt.seconds(r["median_s"]))
+    out.print(table)
+
+
+COMMAND_MODULES: tuple[str, ...] = ()
+"""Modules under tpu_perf/commands/ that add commands: each has `register(app: typer.Typer)`."""
+
+
+def _register_commands() -> None:
+    import importlib
+
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"tpu_perf.commands.{name}").register(app)
+
+
+_register_commands()
+
+
+def main() -> None:
+    """Console entry point: one-line errors, exit codes by kind."""
+    try:
+        app(standalone_mode=False)
+    except TpuPerfError as exc:
+        err.print(f"tpu-perf: error: {exc}", highlight=False, markup=False)
+        sys.exit(exc.exit_code)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        err.print("tpu-perf: aborted")
+        sys.exit(130)
+    except Exception as exc:  # click usage errors
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+"""Hooks JAX for one recording: jit tracking, step annotations, compile events, trace window,
+device memory, hardware facts and XLA program analysis.
+
+Everything is undone by the returned `uninstall`, so a recording leaves jax as it found it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from tpu_perf.collectors.jax.jit import JitTracker
+from tpu_perf.collectors.jax.programs import analyse_programs
+from tpu_perf.collectors.session import Recorder, TraceControl
+from tpu_perf.store import layout
+
+_COMPILE_EVENTS = {
+    "/jax/core/compile/backend_compile_duration": "backend_compile",
+    "/jax/core/compile/jaxpr_trace_duration": "trace",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower",
+}
+_CACHE_EVENTS = {
+    "/jax/compilation_cache/cache_hits": "cache_hit",
+    "/jax/compilation_cache/cache_misses": "cache_miss",
+}
+
+
+def _hardware(jax: Any) -> dict[str, Any]:
+    devices = jax.devices()
+    first = devices[0]
+    return {
+        "platform": first.platform,
+        "device_kind": first.device_kind,
+        "device_count": len(devices),
+        "local_device_count": jax.local_device_count(),
+        "process_count": jax.process_count(),
+        "process_index": jax.process_index(),
+    }
+
+
+def _device_memory_source(jax: Any) -> Callable[[], list[dict[str, Any]]]:
+    def sample() -> list[dict[str, Any]]:
+        rows = []
+        for device in jax.local_devices():
+            stats = device.memory_stats()
+            if not stats:
+                continue
+            rows.append({
+                "device": f"{device.platform}:{device.id}",
+                "bytes_in_use": stats.get("bytes_in_use"),
+                "peak_bytes": stats.get("peak_bytes_in_use"),
+                "limit_bytes": stats.get("bytes_limit"),
+                "source": "jax.memory_stats",
+            })
+        return rows
+
+    return sample
+
+
+def install(rec: Recorder, jax: ModuleType) -> Callable[[], None]:
+    """Hook `jax` (already imported by the script) into `rec`; returns the undo function."""
+    import jax.profiler
+    from jax._src import monitoring
+
+    tracker = JitTracker(rec, jax)
+    original_jit = jax.jit
+    jax.jit = tracker.wrap_jit(original_jit)
+    rec.add_sync(tracker.sync_all)
+
+    original_annotation = jax.profiler.StepTraceAnnotation
+
+    class StepTraceAnnotation(original_annotation):  # type: ignore[misc, valid-type]
+        __doc__ = original_annotation.__doc__
+
+        def __init__(self, name: str, **kwargs: Any) -> None:
+            super().__init__(name, **kwargs)
+            self._tpu_perf_step = kwargs.get("step_num")
+
+        def __enter__(self) -> Any:
+            rec.boundary("annotation", self._tpu_perf_step)
+            return super().__enter__()
+
+        def __exit__(self, *exc: Any) -> Any:
+            result = super().__exit__(*exc)
+            rec.end_step("annotation")
+            return result
+
+    jax.profiler.StepTraceAnnotation = StepTraceAnnotation
+
+    analysing = False  # compiles made for the end-of-run XLA analysis are not the script's
+
+    def on_duration(event: str, duration: float, **kwargs: Any) -> None:
+        kind = _COMPILE_EVENTS.get(event)
+        if kind is None or analysing:
+            return
+        if kind == "backend_compile":
+            tracker.note_compile()
+        rec.compile_event(function=str(kwargs.get("fun_name", "")), duration_s=float(duration), event=kind)
+
+    def on_event(event: str, **kwargs: Any) -> None:
+        kind = _CACHE_EVENTS.get(event)
+        if kind is not None and not analysing:
+            rec.compile_event(function=str(kwargs.get("fun_name", "")), duration_s=0.0, event=kind)
+
+    monitoring.register_event_duration_secs_listener(on_duration)
+    monitoring.register_event_listener(on_event)
+
+    trace_dir = Path(rec.writer.dir) / layout.TRACE_DIR
+    rec.offer_trace(TraceControl(start=lambda: jax.profiler.start_trace(str(trace_dir)), stop=jax.profiler.stop_trace, name="jax.profiler"))
+
+    seen_hardware = False
+
+    def on_boundary(index: int) -> None:
+        nonlocal seen_hardware
+        if not seen_hardware:  # the backend is surely initialised once a step ran
+            seen_hardware = True
+            rec.writer.update_manifest(hardware=_hardware(jax))
+            rec.add_sample_source("jax", _device_memory_source(jax))
+
+    rec.on_boundary(on_boundary)
+    rec.add_before_close(tracker.fallback)
+
+    def finalize() -> None:
+        nonlocal analysing
+        analysing = True
+        if not seen_hardware and tracker.functions:
+            rec.writer.update_manifest(hardware=_hardware(jax))
+        rows = analyse_programs(tracker.functions, tracker.step_fn, rec, jax)
+        if rows:
+            rec.writer.write_table("programs", rows)
+
+    rec.add_finalizer(finalize)
+
+    def uninstall() -> None:
+        jax.jit = original_jit
+        jax.profiler.StepTraceAnnotation = original_annotation
+        for unregister, callback in ((monitoring.unregister_event_duration_listener, on_duration), (monitoring.unregister_event_listener, on_event)):
+            try:
+                unregister(callback)
+            except Exception:
+                pass
+
+    return uninstall

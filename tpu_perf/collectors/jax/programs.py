@@ -1,0 +1,88 @@
+"""XLA's own view of the step program: cost analysis, memory analysis and optimized HLO.
+
+Taken after the script ended, from abstract arguments (shapes, dtypes, shardings) captured when the
+function last compiled, so no timed step pays for it. The price is one more lower-and-compile per
+program at the end of `record` (XLA's in-memory caches usually make it cheaper than the first).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+from tpu_perf.collectors.jax.jit import FunctionState
+from tpu_perf.collectors.session import Recorder
+from tpu_perf.store import layout
+
+MAX_PROGRAMS = 8
+"""Programs analysed at the end of a run: the step function first, then the most-called others."""
+
+_MEMORY_FIELDS = {
+    "argument_size_in_bytes": "argument_bytes",
+    "output_size_in_bytes": "output_bytes",
+    "temp_size_in_bytes": "temp_bytes",
+    "alias_size_in_bytes": "alias_bytes",
+    "generated_code_size_in_bytes": "generated_code_bytes",
+    "peak_memory_in_bytes": "peak_bytes",
+}
+
+
+def _safe_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_")[:80] or "program"
+
+
+def _cost(compiled: Any) -> dict[str, float]:
+    cost = compiled.cost_analysis()
+    if isinstance(cost, (list, tuple)):  # older jax: one dict per device program
+        cost = cost[0] if cost else {}
+    return dict(cost or {})
+
+
+def _device_count(abstract: Any, jax: Any) -> int:
+    counts = [len(leaf.sharding.device_set) for leaf in jax.tree_util.tree_leaves(abstract) if getattr(leaf, "sharding", None) is not None]
+    return max(counts, default=1)
+
+
+def analyse_program(state: FunctionState, *, is_step: bool, rec: Recorder, jax: Any) -> dict[str, Any]:
+    """Compile `state`'s function for its last signature and return one `programs` row."""
+    args, kwargs = state.abstract_args or ((), {})
+    t0 = time.perf_counter()
+    compiled = state.jitted.lower(*args, **kwargs).compile()
+    seconds = time.perf_counter() - t0
+    cost = _cost(compiled)
+    row: dict[str, Any] = {
+        "function": state.name,
+        "is_step": is_step,
+        "calls": state.calls,
+        "calls_in_steps": state.calls_in_steps,
+        "flops": cost.get("flops"),
+        "bytes_accessed": cost.get("bytes accessed"),
+        "transcendentals": cost.get("transcendentals"),
+        "optimal_seconds": cost.get("optimal_seconds"),
+        "devices": _device_count((args, kwargs), jax),
+        "analysis_s": seconds,
+    }
+    memory = compiled.memory_analysis()
+    for attr, column in _MEMORY_FIELDS.items():
+        value = getattr(memory, attr, None) if memory is not None else None
+        row[column] = int(value) if value is not None else None
+    hlo_file = f"{layout.HLO_DIR}/{_safe_name(state.name)}.{len(state.name) % 97:02d}.hlo.txt"
+    rec.writer.write_text(hlo_file, compiled.as_text())
+    row["hlo_file"] = hlo_file
+    return row
+
+
+def analyse_programs(functions: list[FunctionState], step_fn: FunctionState | None, rec: Recorder, jax: Any) -> list[dict[str, Any]]:
+    """Rows for the step function and the most-called other programs run during steps."""
+    others = sorted((f for f in functions if f is not step_fn and f.calls_in_steps > 0), key=lambda f: -f.calls_in_steps)
+    chosen = ([step_fn] if step_fn is not None else []) + others
+    rows = []
+    for state in chosen[:MAX_PROGRAMS]:
+        if state.abstract_args is None:
+            continue
+        try:
+            rows.append(analyse_program(state, is_step=state is step_fn, rec=rec, jax=jax))
+        except Exception as exc:  # a program that no longer lowers must not lose the run
+            rec.warn(f"XLA analysis of {state.name} failed ({type(exc).__name__}: {str(exc)[:200]})")
+    return rows

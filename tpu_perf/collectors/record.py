@@ -1,0 +1,108 @@
+"""`record()`: run a script under every collector that applies and leave a run folder behind."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from types import ModuleType
+
+from tpu_perf.collectors import environment, imports
+from tpu_perf.collectors.runner import Outcome, Target, run_target
+from tpu_perf.collectors.session import RecordOptions, Recorder
+from tpu_perf.store import RunWriter, layout
+
+FRAMEWORK_COLLECTORS: dict[str, str] = {
+    "jax": "tpu_perf.collectors.jax:install",
+}
+"""Module the script imports -> `install(recorder, module) -> uninstall` of the collector for it."""
+
+
+@dataclass
+class RecordResult:
+    run_id: str
+    url: str
+    outcome: Outcome
+    warnings: list[str]
+
+
+def _installer(spec: str) -> Callable[[Recorder, ModuleType], Callable[[], None]]:
+    module, attr = spec.split(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def record(
+    target: Target,
+    *,
+    store: str,
+    name: str | None = None,
+    tags: dict[str, str] | None = None,
+    options: RecordOptions | None = None,
+    log: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
+    on_created: Callable[[RunWriter], None] | None = None,
+) -> RecordResult:
+    """Run `target` in this process while collectors write a run into `store`."""
+    options = options or RecordOptions()
+    script_path = target.path or Path.cwd()
+    manifest = {
+        "name": name or (target.path.stem if target.path else target.module),
+        "tags": tags or {},
+        "status": "running",
+        "exit_code": None,
+        "command": [target.display, *target.args],
+        "argv": sys.argv,
+        "cwd": os.getcwd(),
+        "script": str(target.path) if target.path else None,
+        "module": target.module,
+        "started_at": time.time(),
+        "pid": os.getpid(),
+        "host": layout.hostname(),
+        "git": environment.git_state(Path(script_path)),
+        "versions": environment.versions(),
+        "env": environment.relevant_env(),
+        "host_facts": environment.host_facts(),
+        "config": {k: v for k, v in asdict(options).items() if k != "progress"},
+        "frameworks": [],
+        "hardware": {},
+    }
+    writer = RunWriter.create(store, manifest)
+    if on_created is not None:
+        on_created(writer)
+    rec = Recorder(writer, options, log=log)
+    uninstalls: list[Callable[[], None]] = []
+
+    def hook(framework: str, spec: str) -> Callable[[ModuleType], None]:
+        def install(module: ModuleType) -> None:
+            try:
+                uninstalls.append(_installer(spec)(rec, module))
+                writer.update_manifest(frameworks=sorted({*writer.manifest.get("frameworks", []), framework}))
+            except Exception as exc:
+                rec.warn(f"the {framework} collector could not be installed ({type(exc).__name__}: {exc}); recording without it")
+
+        return install
+
+    for framework, spec in FRAMEWORK_COLLECTORS.items():
+        imports.when_imported(framework, hook(framework, spec))
+    rec.start()
+    outcome = Outcome("crashed", 1)
+    try:
+        outcome = run_target(target)
+    finally:
+        imports.clear()
+        try:
+            rec.finish()
+        finally:
+            for undo in reversed(uninstalls):
+                undo()
+            fields = {"warnings": rec.warnings, "step_source": rec.steps.source}
+            if outcome.traceback:
+                writer.write_text(layout.TRACEBACK, outcome.traceback)
+                fields["error"] = {"message": outcome.error, "traceback_file": layout.TRACEBACK}
+            elif outcome.error:
+                fields["error"] = {"message": outcome.error}
+            url = writer.finish(outcome.status, outcome.exit_code, **fields)
+    return RecordResult(writer.run_id, url, outcome, rec.warnings)

@@ -1,0 +1,121 @@
+"""Runs a training script in this process as `python SCRIPT` or `python -m MODULE` would.
+
+In-process, so collectors can hook the frameworks the script imports. `sys.argv`, `sys.path[0]`
+and `__name__ == "__main__"` are set as Python sets them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import runpy
+import signal
+import sys
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+from tpu_perf.errors import UsageError
+
+
+@dataclass(frozen=True)
+class Target:
+    """A script path or a module name, with its arguments."""
+
+    path: Path | None
+    module: str | None
+    args: tuple[str, ...]
+
+    @property
+    def display(self) -> str:
+        return f"-m {self.module}" if self.module else str(self.path)
+
+
+def resolve_target(script: str | None, module: str | None, args: list[str]) -> Target:
+    """Check the script exists and is Python *before* anything is created; UsageError otherwise."""
+    if module:
+        try:
+            spec = importlib.util.find_spec(module)
+        except (ImportError, ValueError) as exc:
+            raise UsageError(f"-m {module}: cannot be imported ({exc})") from None
+        if spec is None:
+            raise UsageError(f"-m {module}: no such module on sys.path; check the name or install it")
+        return Target(None, module, tuple(args))
+    if not script:
+        raise UsageError("SCRIPT: give a Python training script (or -m MODULE) to record")
+    path = Path(script)
+    if not path.is_file():
+        raise UsageError(f"{script}: no such file; give the path of a Python training script")
+    try:
+        source = path.read_bytes()
+        compile(source, str(path), "exec")
+    except (SyntaxError, ValueError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{script}: not a Python script ({type(exc).__name__}: {exc})") from None
+    return Target(path.resolve(), None, tuple(args))
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread so the run is closed as `interrupted`."""
+
+
+@contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise Terminated()
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@dataclass
+class Outcome:
+    status: str
+    exit_code: int
+    traceback: str | None = None
+    error: str | None = None
+
+
+def run_target(target: Target) -> Outcome:
+    """Run the script; map how it ended to a run status and the exit code `python` would give."""
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    if target.module:
+        sys.argv = [target.module, *target.args]
+        sys.path.insert(0, str(Path.cwd()))
+    else:
+        assert target.path is not None
+        sys.argv = [str(target.path), *target.args]
+        sys.path.insert(0, str(target.path.parent))
+    try:
+        with _sigterm_raises():
+            if target.module:
+                runpy.run_module(target.module, run_name="__main__", alter_sys=True)
+            else:
+                runpy.run_path(str(target.path), run_name="__main__")
+        return Outcome("completed", 0)
+    except SystemExit as exc:
+        code = exc.code
+        if code is None:
+            return Outcome("completed", 0)
+        if isinstance(code, int):
+            return Outcome("completed" if code == 0 else "failed", code, error=None if code == 0 else f"SystemExit({code})")
+        print(code, file=sys.stderr)
+        return Outcome("failed", 1, error=f"SystemExit({code!r})")
+    except KeyboardInterrupt:
+        return Outcome("interrupted", 130, traceback.format_exc(), "KeyboardInterrupt")
+    except Terminated:
+        return Outcome("interrupted", 143, None, "SIGTERM")
+    except BaseException as exc:
+        text = traceback.format_exc()
+        sys.stderr.write(text)
+        return Outcome("failed", 1, text, f"{type(exc).__name__}: {exc}")
+    finally:
+        sys.argv, sys.path[:] = saved_argv, saved_path

@@ -1,0 +1,254 @@
+"""The live recording: one `Recorder` per `tpu-perf record`, shared by every collector.
+
+Collectors only observe and write. They reach the run folder through the recorder, which stamps
+every record with host, process index and a time on one clock (epoch seconds, from a monotonic
+counter anchored once, so intervals are exact and tables from different sources line up).
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tpu_perf import marks
+from tpu_perf.collectors.sampler import Rows, Sampler, SampleSource, host_memory_source
+from tpu_perf.collectors.steps import StepTracker
+from tpu_perf.store import RunWriter, layout
+
+FLUSH_INTERVAL_S = 0.5
+"""Append-only tables reach the OS at least this often (the store promises at most 1 s)."""
+
+PROGRESS_INTERVAL_S = 15.0
+"""One progress line at most this often: visible in logs without flooding them."""
+
+
+@dataclass(kw_only=True)
+class RecordOptions:
+    """What `tpu-perf record` was asked for; stored in run.json under `config`."""
+
+    trace_steps: tuple[int, int] | None = (3, 6)
+    """Steps [start, stop) to capture in a trace window; None turns tracing off."""
+    tokens_per_step: int | None = None
+    flops_per_step: float | None = None
+    chip: str | None = None
+    warmup_steps: int | None = None
+    sample_interval_s: float = 1.0
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.trace_steps is not None:
+            start, stop = self.trace_steps
+            if start < 0 or stop <= start:
+                raise ValueError(f"trace window {start}:{stop} must satisfy 0 <= START < STOP")
+        for name in ("tokens_per_step", "flops_per_step", "warmup_steps"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ValueError(f"{name} must be >= 0, got {value}")
+        if self.sample_interval_s <= 0:
+            raise ValueError("sample interval must be > 0 seconds")
+
+
+@dataclass
+class TraceControl:
+    """How one framework starts and stops its profiler; the first collector to offer one owns it."""
+
+    start: Callable[[], None]
+    stop: Callable[[], None]
+    name: str = ""
+    active: bool = field(default=False, init=False)
+    done: bool = field(default=False, init=False)
+
+
+class Recorder:
+    """Shared state of a recording: the writer, the clock, steps, compile events, hooks."""
+
+    def __init__(self, writer: RunWriter, options: RecordOptions, *, log: Callable[[str], None]) -> None:
+        self.writer = writer
+        self.options = options
+        self.log = log
+        self.host = layout.hostname()
+        self.process_index = 0
+        self._perf0 = time.perf_counter()
+        self._epoch0 = time.time()
+        self._syncs: list[Callable[[], None]] = []
+        self._finalizers: list[Callable[[], None]] = []
+        self._before_close: list[Callable[[], None]] = []
+        self._boundary_hooks: list[Callable[[int], None]] = []
+        self._compile_lock = threading.Lock()
+        self._compile_ends: list[float] = []
+        self._compile_starts: list[float] = []
+        self.trace: TraceControl | None = None
+        self.steps = StepTracker(self._emit_step, self.compile_seconds)
+        self.steps.traced = lambda: bool(self.trace and self.trace.active)
+        self._recent: list[float] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.warnings: list[str] = []
+        self.sampler = Sampler(options.sample_interval_s, self.now, self.append, self.warn)
+        self.sampler.add(host_memory_source())
+
+    # -- clock ----------------------------------------------------------------------------------
+    def now(self) -> float:
+        """Epoch seconds on the recording's monotonic clock."""
+        return self._epoch0 + (time.perf_counter() - self._perf0)
+
+    # -- hooks collectors register --------------------------------------------------------------
+    def add_sync(self, sync: Callable[[], None]) -> None:
+        """A function that blocks until the device finished the work queued so far."""
+        self._syncs.append(sync)
+
+    def add_finalizer(self, finalize: Callable[[], None]) -> None:
+        """Runs once after the script ended (success or not), before the tables are compacted."""
+        self._finalizers.append(finalize)
+
+    def add_before_close(self, hook: Callable[[], None]) -> None:
+        """Runs at the end of the script, before the last step is closed (late step detection)."""
+        self._before_close.append(hook)
+
+    def add_sample_source(self, name: str, sample: Callable[[], Rows], table: str = "memory") -> None:
+        """A time series to sample every `sample_interval_s` on the sampler thread."""
+        self.sampler.add(SampleSource(name, sample, table))
+
+    def on_boundary(self, hook: Callable[[int], None]) -> None:
+        self._boundary_hooks.append(hook)
+
+    def offer_trace(self, control: TraceControl) -> None:
+        if self.trace is None and self.options.trace_steps is not None:
+            self.trace = control
+
+    def warn(self, message: str) -> None:
+        """A one-line warning shown at the end and kept in run.json."""
+        if message not in self.warnings:
+            self.warnings.append(message)
+
+    # -- records --------------------------------------------------------------------------------
+    def append(self, table: str, record: dict[str, Any]) -> None:
+        """Append to a run table with host and process index stamped on."""
+        record.setdefault("host", self.host)
+        record.setdefault("process_index", self.process_index)
+        self.writer.append(table, record)
+
+    def compile_event(self, *, function: str, duration_s: float, event: str, end_time_s: float | None = None, **extra: Any) -> None:
+        """A compile (or cache hit/miss) seen by a framework hook; `duration_s` may be 0 for counters."""
+        end = self.now() if end_time_s is None else end_time_s
+        if event == "backend_compile" and duration_s > 0:
+            with self._compile_lock:
+                i = bisect.bisect(self._compile_ends, end)
+                self._compile_ends.insert(i, end)
+                self._compile_starts.insert(i, end - duration_s)
+        self.append("compiles", {"time_s": end, "duration_s": duration_s, "function": function, "event": event, **extra})
+
+    def compile_seconds(self, start: float, end: float) -> float:
+        """Seconds of backend compilation that ended within [start, end]."""
+        with self._compile_lock:
+            lo = bisect.bisect_left(self._compile_ends, start)
+            hi = bisect.bisect_right(self._compile_ends, end)
+            return sum(self._compile_ends[i] - self._compile_starts[i] for i in range(lo, hi))
+
+    def _emit_step(self, record: dict[str, Any]) -> None:
+        self.append("steps", record)
+        self._recent.append(record["duration_s"])
+        del self._recent[:-20]
+
+    # -- step boundaries (the StepSink protocol of tpu_perf.marks) ------------------------------
+    def sync(self) -> None:
+        for sync in self._syncs:
+            try:
+                sync()
+            except Exception as exc:  # a failed sync must never break the user's loop
+                self.warn(f"device sync failed ({type(exc).__name__}: {exc}); step times may include dispatch only")
+
+    def boundary(self, source: str, step_num: int | None = None) -> None:
+        if not self.steps.accepts(source):
+            return
+        self.sync()
+        index = self.steps.boundary(source, self.now(), step_num)
+        if index is None:
+            return
+        self._run_boundary_hooks(index)
+        self.steps.open(source, self.now(), step_num)
+
+    def end_step(self, source: str) -> None:
+        if not self.steps.accepts(source):
+            return
+        self.sync()
+        self.steps.end(source, self.now())
+
+    def backfill(self, source: str, starts: list[float]) -> None:
+        """Steps found after the fact (automatic detection); the last start is the open step."""
+        self.steps.backfill(source, starts)
+        self._run_boundary_hooks(self.steps.next_index - 1, reopen=True)
+
+    def _run_boundary_hooks(self, index: int, reopen: bool = False) -> None:
+        trace, window = self.trace, self.options.trace_steps
+        if trace is not None and window is not None and not trace.done:
+            start, stop = window
+            if not trace.active and start <= index < stop and not reopen:
+                self._trace_call(trace, trace.start, active=True)
+            elif trace.active and index >= stop:
+                self._trace_call(trace, trace.stop, active=False)
+        for hook in self._boundary_hooks:
+            hook(index)
+
+    def _trace_call(self, trace: TraceControl, call: Callable[[], None], *, active: bool) -> None:
+        try:
+            call()
+            trace.active = active
+            trace.done = not active
+        except Exception as exc:
+            trace.active, trace.done = False, True
+            self.warn(f"trace window failed ({type(exc).__name__}: {exc}); the run has no trace")
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def start(self) -> None:
+        marks.set_sink(self)
+        self._thread = threading.Thread(target=self._background, name="tpu-perf-flush", daemon=True)
+        self._thread.start()
+        self.sampler.start()
+
+    def _background(self) -> None:
+        last_beat = last_progress = time.monotonic()
+        while not self._stop.wait(FLUSH_INTERVAL_S):
+            try:
+                self.writer.flush()
+                now = time.monotonic()
+                if now - last_beat >= layout.HEARTBEAT_INTERVAL_S:
+                    self.writer.write_manifest()
+                    last_beat = now
+                if self.options.progress and now - last_progress >= PROGRESS_INTERVAL_S and self.steps.closed:
+                    self.log(self.progress_line())
+                    last_progress = now
+            except Exception as exc:  # never let the flusher die silently
+                self.warn(f"background flush failed: {type(exc).__name__}: {exc}")
+
+    def progress_line(self) -> str:
+        recent = sorted(self._recent)
+        median = recent[len(recent) // 2] if recent else float("nan")
+        return f"tpu-perf: {self.steps.closed} steps, last {self.steps.last_duration_s or 0:.4f} s, median of last {len(recent)} {median:.4f} s"
+
+    def finish(self) -> None:
+        """Close the last step, stop the trace, run collector finalizers, stop the flusher."""
+        marks.set_sink(None)
+        self.sync()
+        for hook in self._before_close:
+            self._guarded(hook)
+        self.steps.close_open(self.now())
+        if self.trace is not None and self.trace.active:
+            self._trace_call(self.trace, self.trace.stop, active=False)
+        self.sampler.stop()
+        for finalize in self._finalizers:
+            self._guarded(finalize)
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self.writer.flush()
+
+    def _guarded(self, hook: Callable[[], None]) -> None:
+        try:
+            hook()
+        except Exception as exc:
+            self.warn(f"{getattr(hook, '__qualname__', hook)} failed: {type(exc).__name__}: {exc}")

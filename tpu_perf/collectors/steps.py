@@ -1,0 +1,117 @@
+"""Turns step boundaries from several sources into step records.
+
+Sources rank by how much they know: an explicit `tpu_perf.step()` beats a framework annotation
+(`jax.profiler.StepTraceAnnotation`, `torch.profiler` `prof.step()`), which beats automatic detection
+(the jitted step function, optimizer step hooks). Once a better source speaks, worse ones are ignored.
+
+A step starts at a boundary taken *after* the device finished the work queued so far (the recorder
+syncs first), so a host that runs ahead of the device cannot produce near-zero steps.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tpu_perf.store.layout import source_rank
+
+
+@dataclass
+class _OpenStep:
+    index: int
+    start: float
+    source: str
+    step_num: int | None
+    traced: bool = False
+
+
+class StepTracker:
+    """Opens and closes steps; writes one record per closed step through `emit`."""
+
+    def __init__(self, emit: Callable[[dict[str, Any]], None], compile_seconds: Callable[[float, float], float]) -> None:
+        self._emit = emit
+        self._compile_seconds = compile_seconds
+        self._lock = threading.RLock()
+        self._open: _OpenStep | None = None
+        self._source: str | None = None
+        self._next_index = 0
+        self.traced: Callable[[], bool] = lambda: False
+        self.closed = 0
+        self.last_duration_s: float | None = None
+
+    @property
+    def source(self) -> str | None:
+        return self._source
+
+    @property
+    def next_index(self) -> int:
+        return self._next_index
+
+    def accepts(self, source: str) -> bool:
+        return self._source is None or source_rank(source) <= source_rank(self._source)
+
+    def boundary(self, source: str, now: float, step_num: int | None = None) -> int | None:
+        """Close the open step at `now` and open the next; returns the new step's index."""
+        with self._lock:
+            if not self.accepts(source):
+                return None
+            if self._source is not None and source_rank(source) < source_rank(self._source):
+                self._open, self._next_index = None, 0  # a better source: restart counting
+            self._source = source
+            self._close(now)
+            return self._next_index
+
+    def open(self, source: str, start: float, step_num: int | None = None) -> None:
+        with self._lock:
+            if self._source != source:
+                return
+            self._open = _OpenStep(self._next_index, start, source, step_num, self.traced())
+            self._next_index += 1
+
+    def end(self, source: str, now: float) -> None:
+        """Close the open step (a `with` block exited) without opening another."""
+        with self._lock:
+            if self._source is not None and source_rank(source) == source_rank(self._source):
+                self._close(now)
+
+    def backfill(self, source: str, starts: list[float], step_nums: list[int | None] | None = None) -> None:
+        """Write steps retroactively from known start times (automatic detection decides late)."""
+        with self._lock:
+            if not self.accepts(source) or not starts:
+                return
+            self._source = source
+            nums = step_nums or [None] * len(starts)
+            for start, end, num in zip(starts, starts[1:], nums, strict=False):
+                self._open = _OpenStep(self._next_index, start, source, num)
+                self._next_index += 1
+                self._close(end)
+            self._open = _OpenStep(self._next_index, starts[-1], source, nums[-1])
+            self._next_index += 1
+
+    def _close(self, end: float) -> None:
+        step = self._open
+        if step is None:
+            return
+        self._open = None
+        duration = max(0.0, end - step.start)
+        compile_s = self._compile_seconds(step.start, end)
+        record = {
+            "step": step.index,
+            "step_num": step.step_num,
+            "start_time_s": step.start,
+            "end_time_s": end,
+            "duration_s": duration,
+            "compiled": compile_s > 0,
+            "compile_s": compile_s,
+            "traced": step.traced,
+            "source": step.source,
+        }
+        self.closed += 1
+        self.last_duration_s = duration
+        self._emit(record)
+
+    def close_open(self, now: float) -> None:
+        with self._lock:
+            self._close(now)

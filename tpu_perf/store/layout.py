@@ -1,0 +1,66 @@
+"""The run folder layout: file names, schema version, statuses and run ids.
+
+Everything that names a file inside a run lives here, so that writers and readers cannot drift.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import time
+
+SCHEMA_VERSION = 1
+"""Bumped when a file's meaning changes; readers accept this version and every older one."""
+
+MANIFEST = "run.json"
+TRACEBACK = "traceback.txt"
+HLO_DIR = "hlo"
+TRACE_DIR = "trace"
+
+APPEND_TABLES = ("steps", "compiles", "memory", "runtime")
+"""Tables written as append-only JSON lines while the run is live, compacted to Parquet at its end."""
+
+STATUSES = ("running", "completed", "failed", "interrupted", "crashed")
+FINAL_STATUSES = ("completed", "failed", "interrupted", "crashed")
+
+HEARTBEAT_INTERVAL_S = 5.0
+"""How often a live recording rewrites the heartbeat in run.json."""
+
+STALE_HEARTBEAT_S = 120.0
+"""A `running` run whose heartbeat is older than this is loaded as `crashed`."""
+
+STEP_SOURCE_RANK = {"explicit": 0, "annotation": 1, "auto": 2}
+"""Step sources, best first. Step records carry the full name, e.g. `auto:jit(train_step)`;
+readers use the best source present in a run's steps table."""
+
+
+def source_rank(source: str) -> int:
+    return STEP_SOURCE_RANK.get(source.split(":", 1)[0], len(STEP_SOURCE_RANK))
+
+
+DEFAULT_STORE = "./tpu-perf-runs"
+STORE_ENV = "TPU_PERF_STORE"
+
+
+def default_store() -> str:
+    """The store named by TPU_PERF_STORE, else ./tpu-perf-runs."""
+    return os.environ.get(STORE_ENV) or DEFAULT_STORE
+
+
+def jsonl_name(table: str) -> str:
+    return f"{table}.jsonl"
+
+
+def parquet_name(table: str) -> str:
+    return f"{table}.parquet"
+
+
+def new_run_id(now: float | None = None) -> str:
+    """A sortable, unique id: UTC start time plus 6 random hex digits (`20261129-171530-3fa2c1`)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now if now is not None else time.time()))
+    return f"{stamp}-{secrets.token_hex(3)}"
+
+
+def hostname() -> str:
+    return socket.gethostname()

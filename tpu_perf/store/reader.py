@@ -1,0 +1,255 @@
+"""Reads run folders: `load_run()` and `list_runs()`.
+
+A run folder is plain files (JSON manifest, Parquet or JSON-lines tables, HLO text, traces), so it
+can also be read by anyone with pandas. These readers add the rules: the effective status of a run
+whose recorder died, torn last lines, and one-line errors that name the bad file.
+"""
+
+from __future__ import annotations
+
+import difflib
+import io
+import json
+import os
+import time
+import warnings
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from tpu_perf.errors import DataError, RunNotFoundError
+from tpu_perf.store import layout
+from tpu_perf.store.fs import filesystem, join, to_url
+
+
+class TornLineWarning(UserWarning):
+    """A JSON-lines table ended in a partial line (the recorder died mid-write); it was dropped."""
+
+
+def read_jsonl(source: str | Path | io.IOBase | bytes, *, name: str = "", warn: bool = True) -> pd.DataFrame:
+    """Parse JSON lines; a torn *last* line is dropped (with a warning), a bad middle line is an error."""
+    if isinstance(source, bytes):
+        text = source.decode("utf-8", errors="replace")
+    elif isinstance(source, (str, Path)):
+        name = name or str(source)
+        text = Path(source).read_text(encoding="utf-8", errors="replace")
+    else:
+        text = source.read().decode("utf-8", errors="replace")
+    lines = text.split("\n")
+    records = []
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            is_last = all(not rest.strip() for rest in lines[i + 1 :])
+            if not is_last:
+                raise DataError(f"{name}: line {i + 1} is not valid JSON ({exc.msg}); the file is damaged") from None
+            if warn:
+                warnings.warn(f"{name}: dropped a torn last line (the recorder stopped mid-write)", TornLineWarning, stacklevel=2)
+    return pd.DataFrame.from_records(records)
+
+
+@dataclass
+class Run:
+    """One recorded run: its manifest and its tables as pandas DataFrames, loaded on first use."""
+
+    id: str
+    url: str
+    manifest: dict[str, Any]
+    status: str
+    """The effective status: a `running` run whose recorder is gone or silent reads `crashed`."""
+    _fs: Any = field(repr=False, default=None)
+    _path: str = field(repr=False, default="")
+
+    @property
+    def name(self) -> str:
+        return str(self.manifest.get("name") or self.id)
+
+    @property
+    def tags(self) -> dict[str, str]:
+        return dict(self.manifest.get("tags") or {})
+
+    @property
+    def started_at(self) -> float | None:
+        return self.manifest.get("started_at")
+
+    @cached_property
+    def modified_stamp(self) -> float:
+        """The newest modification time among the run's files: a cache key that changes with the run."""
+        stamps = []
+        for info in self._fs.ls(self._path, detail=True):
+            stamp = info.get("mtime") or info.get("LastModified") or info.get("created")
+            if hasattr(stamp, "timestamp"):
+                stamp = stamp.timestamp()
+            if isinstance(stamp, (int, float)):
+                stamps.append(float(stamp))
+        return max(stamps, default=0.0)
+
+    def table(self, name: str) -> pd.DataFrame:
+        """A table by name (`steps`, `compiles`, `memory`, `programs`, `ops`, ...); empty if absent."""
+        return self._tables.setdefault(name, self._read_table(name))
+
+    @cached_property
+    def _tables(self) -> dict[str, pd.DataFrame]:
+        return {}
+
+    @property
+    def steps(self) -> pd.DataFrame:
+        return self.table("steps")
+
+    @property
+    def compiles(self) -> pd.DataFrame:
+        return self.table("compiles")
+
+    @property
+    def memory(self) -> pd.DataFrame:
+        return self.table("memory")
+
+    @property
+    def programs(self) -> pd.DataFrame:
+        return self.table("programs")
+
+    def file_path(self, relpath: str) -> str:
+        return join(self._path, relpath)
+
+    def exists(self, relpath: str) -> bool:
+        return bool(self._fs.exists(self.file_path(relpath)))
+
+    def read_text(self, relpath: str) -> str:
+        with self._fs.open(self.file_path(relpath), "rb") as f:
+            return f.read().decode("utf-8", errors="replace")
+
+    def list_files(self, subdir: str) -> list[str]:
+        """Paths relative to the run folder of every file below `subdir`."""
+        base = self.file_path(subdir)
+        if not self._fs.exists(base):
+            return []
+        prefix = self._path.rstrip("/") + "/"
+        return sorted(p[len(prefix) :] if p.startswith(prefix) else p for p in self._fs.find(base))
+
+    def _read_table(self, name: str) -> pd.DataFrame:
+        parquet = self.file_path(layout.parquet_name(name))
+        jsonl = self.file_path(layout.jsonl_name(name))
+        try:
+            if self._fs.exists(parquet):
+                with self._fs.open(parquet, "rb") as f:
+                    return pd.read_parquet(f)
+            if self._fs.exists(jsonl):
+                with self._fs.open(jsonl, "rb") as f:
+                    return read_jsonl(f.read(), name=to_url(self._fs, jsonl))
+        except DataError:
+            raise
+        except Exception as exc:  # pyarrow raises many types for damaged files
+            bad = parquet if self._fs.exists(parquet) else jsonl
+            raise DataError(f"{to_url(self._fs, bad)}: cannot be read ({type(exc).__name__}: {exc})") from None
+        return pd.DataFrame()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def effective_status(manifest: dict[str, Any], now: float | None = None) -> str:
+    """`running` only while the recorder is alive: same host and live pid, or a fresh heartbeat."""
+    status = str(manifest.get("status", "crashed"))
+    if status != "running":
+        return status
+    now = time.time() if now is None else now
+    pid, host = manifest.get("pid"), manifest.get("host")
+    if host == layout.hostname() and isinstance(pid, int) and not _pid_alive(pid):
+        return "crashed"
+    heartbeat = manifest.get("heartbeat_at") or manifest.get("started_at") or 0
+    if now - float(heartbeat) > layout.STALE_HEARTBEAT_S:
+        return "crashed"
+    return "running"
+
+
+def _read_manifest(fs: Any, path: str) -> dict[str, Any]:
+    manifest_path = join(path, layout.MANIFEST)
+    url = to_url(fs, manifest_path)
+    try:
+        with fs.open(manifest_path, "rb") as f:
+            manifest = json.loads(f.read().decode("utf-8"))
+    except FileNotFoundError:
+        raise RunNotFoundError(f"{url}: not found; is {to_url(fs, path)} a tpu-perf run folder?") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DataError(f"{url}: damaged manifest ({exc}); the run's tables are still readable with pandas") from None
+    if not isinstance(manifest, dict) or "id" not in manifest:
+        raise DataError(f"{url}: not a tpu-perf manifest (no 'id')")
+    version = manifest.get("schema_version", 0)
+    if not isinstance(version, int) or version > layout.SCHEMA_VERSION:
+        raise DataError(f"{url}: schema_version {version} is newer than this tpu-perf reads ({layout.SCHEMA_VERSION}); upgrade tpu-perf")
+    return manifest
+
+
+def _open_run(fs: Any, path: str) -> Run:
+    manifest = _read_manifest(fs, path)
+    return Run(
+        id=str(manifest["id"]),
+        url=to_url(fs, path),
+        manifest=manifest,
+        status=effective_status(manifest),
+        _fs=fs,
+        _path=path,
+    )
+
+
+def _run_dirs(store: str) -> tuple[Any, list[str]]:
+    fs, base = filesystem(store)
+    if not fs.exists(base):
+        return fs, []
+    dirs = [p for p in fs.ls(base, detail=False) if fs.isdir(p) and fs.exists(join(p, layout.MANIFEST))]
+    return fs, sorted(dirs)
+
+
+def load_run(run: str | Path, store: str | None = None) -> Run:
+    """Load a run by folder path or URL, by id, or by a unique prefix of an id in `store`."""
+    ref = str(run)
+    fs, path = filesystem(ref)
+    if fs.exists(join(path, layout.MANIFEST)):
+        return _open_run(fs, path)
+    store = store or layout.default_store()
+    sfs, dirs = _run_dirs(store)
+    ids = {d.rstrip("/").rsplit("/", 1)[-1]: d for d in dirs}
+    if ref in ids:
+        return _open_run(sfs, ids[ref])
+    matches = [i for i in ids if i.startswith(ref)]
+    if len(matches) == 1:
+        return _open_run(sfs, ids[matches[0]])
+    if len(matches) > 1:
+        raise RunNotFoundError(f"run '{ref}' is ambiguous in {store}: {', '.join(sorted(matches)[:5])}; give more of the id")
+    names = {}
+    for i, d in ids.items():
+        try:
+            names.setdefault(str(_read_manifest(sfs, d).get("name") or ""), []).append(i)
+        except Exception:
+            continue
+    if len(names.get(ref, [])) == 1:
+        return _open_run(sfs, ids[names[ref][0]])
+    close = difflib.get_close_matches(ref, list(ids) + [n for n in names if n], n=3, cutoff=0.5)
+    hint = f"; close matches: {', '.join(close)}" if close else f"; `tpu-perf ls --store {store}` lists {len(ids)} run(s)"
+    raise RunNotFoundError(f"no run '{ref}' in {store}{hint}")
+
+
+def list_runs(store: str | None = None) -> list[Run]:
+    """Every loadable run in `store`, oldest first. Damaged folders are skipped with a warning."""
+    store = store or layout.default_store()
+    fs, dirs = _run_dirs(store)
+    runs = []
+    for d in dirs:
+        try:
+            runs.append(_open_run(fs, d))
+        except DataError as exc:
+            warnings.warn(str(exc), stacklevel=2)
+    return runs

@@ -1,0 +1,186 @@
+"""Writes one run folder safely while a recording is live.
+
+Two rules keep the user's data safe whatever happens to the process:
+- a file is append-only (JSON lines, flushed at least every second; readers drop a torn last line),
+- or it is written whole under a temporary name and renamed over the old one.
+So a recording killed at any instant leaves a loadable run.
+
+The writer always writes to a local folder. For a remote store (any fsspec URL that is not a local
+path) that folder is a staging copy that is uploaded when the run ends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from tpu_perf.store import layout
+from tpu_perf.store.fs import filesystem, is_local, join, to_url
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "item"):  # numpy scalars
+        return value.item()
+    if isinstance(value, (set, tuple)):
+        return list(value)
+    if isinstance(value, Path):
+        return str(value)
+    return str(value)
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, default=_json_default, allow_nan=False, separators=(",", ":"))
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write `data` to `path` through a temporary file in the same folder and a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class RunWriter:
+    """The one writer of a run folder. Thread-safe: collectors append from any thread."""
+
+    def __init__(self, local_dir: Path, manifest: dict[str, Any], upload_to: str | None) -> None:
+        self.dir = local_dir
+        self.manifest = manifest
+        self._upload_to = upload_to
+        self._lock = threading.Lock()
+        self._pending: dict[str, list[str]] = {}
+        self._files: dict[str, Any] = {}
+        self._closed = False
+
+    # -- creation -----------------------------------------------------------------------------
+    @classmethod
+    def create(cls, store: str, manifest: Mapping[str, Any]) -> RunWriter:
+        """Create the run folder `<store>/<id>/` and write its first manifest (status `running`)."""
+        run_id = manifest.get("id") or layout.new_run_id()
+        full = {"schema_version": layout.SCHEMA_VERSION, **manifest, "id": run_id}
+        full.setdefault("status", "running")
+        if is_local(store):
+            local_dir = Path(store).expanduser().resolve() / run_id
+            upload_to = None
+        else:
+            local_dir = Path(tempfile.mkdtemp(prefix=f"tpu-perf-{run_id}-")) / run_id
+            fs, base = filesystem(store)
+            upload_to = to_url(fs, join(base, run_id))
+        local_dir.mkdir(parents=True, exist_ok=False)
+        writer = cls(local_dir, full, upload_to)
+        writer.write_manifest()
+        return writer
+
+    @property
+    def run_id(self) -> str:
+        return str(self.manifest["id"])
+
+    @property
+    def url(self) -> str:
+        """Where the run will be read from once it ends (the local folder, or the remote URL)."""
+        return self._upload_to or str(self.dir)
+
+    # -- manifest -----------------------------------------------------------------------------
+    def update_manifest(self, **fields: Any) -> None:
+        """Merge `fields` into run.json (dicts are merged one level deep) and rewrite it atomically."""
+        with self._lock:
+            for key, value in fields.items():
+                old = self.manifest.get(key)
+                if isinstance(old, dict) and isinstance(value, dict):
+                    self.manifest[key] = {**old, **value}
+                else:
+                    self.manifest[key] = value
+        self.write_manifest()
+
+    def write_manifest(self) -> None:
+        with self._lock:
+            self.manifest["heartbeat_at"] = time.time()
+            data = json.dumps(self.manifest, default=_json_default, indent=2, sort_keys=True)
+        write_atomic(self.dir / layout.MANIFEST, data.encode())
+
+    # -- append-only tables -------------------------------------------------------------------
+    def append(self, table: str, record: Mapping[str, Any]) -> None:
+        """Queue one record for `<table>.jsonl`; `flush()` (called every second) writes it."""
+        line = dumps(record)
+        with self._lock:
+            if self._closed:
+                return
+            self._pending.setdefault(table, []).append(line)
+
+    def flush(self) -> None:
+        """Append every queued record to its JSON-lines file and push it to the OS."""
+        with self._lock:
+            pending, self._pending = self._pending, {}
+            for table, lines in pending.items():
+                f = self._files.get(table)
+                if f is None:
+                    f = open(self.dir / layout.jsonl_name(table), "a", encoding="utf-8")  # noqa: SIM115
+                    self._files[table] = f
+                f.write("\n".join(lines) + "\n")
+                f.flush()
+
+    # -- whole files --------------------------------------------------------------------------
+    def write_table(self, table: str, frame: pd.DataFrame | Iterable[Mapping[str, Any]]) -> None:
+        """Write a whole table as Parquet, atomically."""
+        df = frame if isinstance(frame, pd.DataFrame) else pd.DataFrame(list(frame))
+        path = self.dir / layout.parquet_name(table)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+        try:
+            df.to_parquet(tmp, index=False)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    def write_text(self, relpath: str, text: str) -> Path:
+        path = self.dir / relpath
+        write_atomic(path, text.encode())
+        return path
+
+    # -- end of run ---------------------------------------------------------------------------
+    def compact(self) -> None:
+        """Turn each `<table>.jsonl` into `<table>.parquet`; the JSON lines go only once it exists."""
+        from tpu_perf.store.reader import read_jsonl  # one parser for both halves
+
+        self.flush()
+        with self._lock:
+            for f in self._files.values():
+                f.close()
+            self._files.clear()
+        for jsonl in sorted(self.dir.glob("*.jsonl")):
+            table = jsonl.stem
+            df = read_jsonl(jsonl, warn=False)
+            self.write_table(table, df)
+            jsonl.unlink()
+
+    def finish(self, status: str, exit_code: int | None, **fields: Any) -> str:
+        """Compact the tables, write the final manifest and upload a staged run; return its URL."""
+        if status not in layout.FINAL_STATUSES:
+            raise ValueError(f"not a final status: {status}")
+        self.compact()
+        with self._lock:
+            self._closed = True
+        self.update_manifest(status=status, exit_code=exit_code, ended_at=time.time(), **fields)
+        if self._upload_to:
+            fs, path = filesystem(self._upload_to)
+            fs.put(str(self.dir), path, recursive=True)
+            shutil.rmtree(self.dir.parent, ignore_errors=True)
+        return self.url

@@ -1,0 +1,119 @@
+"""Renders the report document for a terminal. Returns rich objects; only the CLI prints."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from tpu_perf.views import format as fmt
+
+STATUS_STYLE = {"completed": "green", "running": "cyan", "failed": "red", "interrupted": "yellow", "crashed": "red"}
+
+Renderer = Callable[[dict[str, Any]], RenderableType | None]
+RENDERERS: list[Renderer] = []
+"""One per report part, in display order; other modules append theirs."""
+
+
+def renderer(fn: Renderer) -> Renderer:
+    RENDERERS.append(fn)
+    return fn
+
+
+def _kv(rows: list[tuple[str, str]], title: str) -> Table:
+    table = Table(title=title, title_justify="left", show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    for key, value in rows:
+        table.add_row(key, value)
+    return table
+
+
+@renderer
+def _header(doc: dict[str, Any]) -> RenderableType:
+    run = doc["run"]
+    hw = run.get("hardware") or {}
+    status = Text(run["status"], style=STATUS_STYLE.get(run["status"], ""))
+    line = Text.assemble(Text(f"{run['name']}  ", style="bold"), f"{run['id']}  ", status)
+    if run.get("exit_code") not in (None, 0):
+        line.append(f" (exit {run['exit_code']})", style="red")
+    device = f"{hw.get('device_count', '?')} x {hw.get('device_kind', '?')} ({hw.get('platform', '?')})" if hw else "unknown devices"
+    parts: list[RenderableType] = [line, Text(f"{' '.join(run.get('command') or [])}  ·  {device}  ·  {', '.join(run.get('frameworks') or []) or 'no framework seen'}", style="dim")]
+    if run.get("error"):
+        parts.append(Text(f"error: {run['error']}", style="red"))
+    return Group(*parts)
+
+
+@renderer
+def _steps(doc: dict[str, Any]) -> RenderableType:
+    s, c = doc["steps"], doc["compile"]
+    rows = [
+        ("steps", f"{s['count']} ({s['warmup']} warm-up, {s['steady']} steady, {s['traced']} traced; source {s['source'] or 'none'})"),
+        ("step time", f"median {fmt.seconds(s['median_s'])}  p10 {fmt.seconds(s['p10_s'])}  p90 {fmt.seconds(s['p90_s'])}  mean {fmt.seconds(s['mean_s'])}"),
+        ("throughput", f"{fmt.number(s['steps_per_s'])} steps/s" + (f", {fmt.number(s['tokens_per_s'], 4)} tokens/s" if s.get("tokens_per_s") else "")),
+        ("compile", f"{c['count']} compiles, {fmt.seconds(c['total_s'])}; after warm-up: {c['after_warmup']} ({fmt.seconds(c['after_warmup_s'])})"),
+    ]
+    if c["after_warmup"]:
+        rows.append(("recompiled", ", ".join(f"{k} x{v}" for k, v in c["after_warmup_functions"].items())))
+    return _kv(rows, "Steps")
+
+
+@renderer
+def _flops(doc: dict[str, Any]) -> RenderableType:
+    f = doc["flops"]
+    peak = f"{fmt.number(f['peak_tflops_per_device'], 4)} TFLOP/s per device ({f['chip']}, {f['precision']})" if f["peak_tflops_per_device"] else "unknown (pass --chip, or see `tpu-perf chips`)"
+    rows = [
+        ("FLOPs / step", f"{fmt.flops(f['per_step'])} ({f['source'] or 'unknown'}, {f['devices']} device(s))"),
+        ("achieved", f"{fmt.number(f['achieved_tflops_per_device'], 4)} TFLOP/s per device"),
+        ("peak", peak),
+        ("utilisation", f"{fmt.percent(f['utilization'])} of peak (hardware FLOPs)"),
+    ]
+    return _kv(rows, "Compute")
+
+
+@renderer
+def _memory(doc: dict[str, Any]) -> RenderableType:
+    m = doc["memory"]
+    rows = [
+        ("device peak", f"{fmt.bytes_(m['peak_bytes'])} ({m['peak_source'] or 'no device samples'})"),
+        ("capacity", f"{fmt.bytes_(m['capacity_bytes'])}" + (f", headroom {fmt.percent(m['headroom_fraction'])}" if m["headroom_fraction"] is not None else "")),
+        ("XLA estimate", fmt.bytes_(m["xla_peak_bytes"])),
+        ("host RSS peak", fmt.bytes_(m["host_rss_peak_bytes"])),
+    ]
+    return _kv(rows, "Memory")
+
+
+@renderer
+def _hlo(doc: dict[str, Any]) -> RenderableType | None:
+    programs = doc["hlo"]["programs"]
+    if not programs:
+        return None
+    table = Table(title="Fusion (optimized HLO)", title_justify="left")
+    for col in ("program", "fusions", "by kind", "kernels", "fused ops", "left unfused"):
+        table.add_column(col)
+    for p in programs:
+        kinds = ", ".join(f"{k} {v}" for k, v in p["fusions_by_kind"].items())
+        unfused = ", ".join(f"{k} {v}" for k, v in list(p["unfused_by_opcode"].items())[:4])
+        table.add_row(p["function"] + (" (step)" if p["is_step"] else ""), str(p["fusions"]), kinds, str(p["top_level_instructions"]), str(p["fused_instructions"]), unfused)
+    return table
+
+
+@renderer
+def _trace(doc: dict[str, Any]) -> RenderableType | None:
+    t = doc["trace"]
+    warnings = doc["run"].get("warnings") or []
+    parts: list[RenderableType] = []
+    if t["logdir"]:
+        parts.append(Text(f"trace: {t['logdir']}  (open with: xprof --logdir {t['logdir']}, or tensorboard --logdir {t['logdir']})", style="dim"))
+    for w in warnings:
+        parts.append(Text(f"warning: {w}", style="yellow"))
+    return Group(*parts) if parts else None
+
+
+def render_report(doc: dict[str, Any]) -> RenderableType:
+    parts = [r for fn in RENDERERS if (r := fn(doc)) is not None]
+    return Panel(Group(*parts), title="tpu-perf report", title_align="left")
