@@ -75,6 +75,8 @@ def record(
     tokens_per_step: Annotated[int | None, typer.Option(help="Tokens per step (global batch x sequence) for tokens/s.", min=1)] = None,
     flops_per_step: Annotated[float | None, typer.Option(help="FLOPs per step; overrides the measured count.", min=1)] = None,
     chip: Annotated[str | None, typer.Option(help="Chip name (v6e, h100, ...) when detection is wrong or impossible.")] = None,
+    model: Annotated[str | None, typer.Option(help="Model preset (llama3-8b, ...) for model-FLOPs MFU; see `tpu-perf mfu --help`.")] = None,
+    hf_config: Annotated[str | None, typer.Option(help="Hugging Face config.json of the model, for model-FLOPs MFU.")] = None,
     warmup_steps: Annotated[int | None, typer.Option(help="Steps to treat as warm-up (default: leading steps that compiled, at least 1).", min=0)] = None,
     sample_interval: Annotated[float, typer.Option(help="Seconds between memory samples.", min=0.01)] = 1.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines while recording.")] = False,
@@ -104,6 +106,8 @@ def record(
         flops_per_step=flops_per_step,
         chip=chip,
         warmup_steps=warmup_steps,
+        model=model,
+        hf_config=hf_config,
         sample_interval_s=sample_interval,
         progress=not quiet,
     )

@@ -57,9 +57,12 @@ def warmup_count(steps: pd.DataFrame, override: int | None = None) -> int:
 def steady_mask(steps: pd.DataFrame, warmup: int) -> pd.Series:
     mask = pd.Series(np.arange(len(steps)) >= warmup, index=steps.index)
     mask &= ~steps["compiled"].astype(bool)
-    traced = steps["traced"].astype(bool) if "traced" in steps else pd.Series(False, index=steps.index)
-    if (mask & ~traced).any():
-        mask &= ~traced
+    extra = pd.Series(False, index=steps.index)
+    for column in ("traced", "instrumented"):  # steps where tpu-perf itself did extra work
+        if column in steps:
+            extra |= steps[column].fillna(False).astype(bool)
+    if (mask & ~extra).any():
+        mask &= ~extra
     return mask
 
 

@@ -36,6 +36,10 @@ class RecordOptions:
     flops_per_step: float | None = None
     chip: str | None = None
     warmup_steps: int | None = None
+    model: str | None = None
+    """A model preset name (see `tpu-perf mfu --help`) for model-FLOPs MFU."""
+    hf_config: str | None = None
+    """Path of a Hugging Face config.json describing the model, for model-FLOPs MFU."""
     sample_interval_s: float = 1.0
     progress: bool = True
 
@@ -119,6 +123,10 @@ class Recorder:
     def offer_trace(self, control: TraceControl) -> None:
         if self.trace is None and self.options.trace_steps is not None:
             self.trace = control
+
+    def mark_instrumented(self) -> None:
+        """tpu-perf did extra work inside the open step (FLOP counting...): keep it out of the statistics."""
+        self.steps.mark_instrumented()
 
     def warn(self, message: str) -> None:
         """A one-line warning shown at the end and kept in run.json."""

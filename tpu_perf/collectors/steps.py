@@ -25,6 +25,7 @@ class _OpenStep:
     source: str
     step_num: int | None
     traced: bool = False
+    instrumented: bool = False
 
 
 class StepTracker:
@@ -106,11 +107,17 @@ class StepTracker:
             "compiled": compile_s > 0,
             "compile_s": compile_s,
             "traced": step.traced,
+            "instrumented": step.instrumented,
             "source": step.source,
         }
         self.closed += 1
         self.last_duration_s = duration
         self._emit(record)
+
+    def mark_instrumented(self) -> None:
+        with self._lock:
+            if self._open is not None:
+                self._open.instrumented = True
 
     def close_open(self, now: float) -> None:
         with self._lock:

@@ -1,0 +1,31 @@
+"""Shared fixtures: real recordings of real scripts, made once per session where they can be shared."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).resolve().parent / "data"
+
+# libtpu is installed with the `tpu` extra; on a CPU machine JAX would probe it for a TPU first.
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
+
+
+def tpu_perf_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 300, check: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run `python -m tpu_perf ARGS` in a subprocess, as a user would from a shell."""
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), **(env or {})}
+    proc = subprocess.run([sys.executable, "-m", "tpu_perf", *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"tpu-perf {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    return tmp_path / "runs"
