@@ -216,7 +216,8 @@ _register_commands()
 def main() -> None:
     """Console entry point: one-line errors, exit codes by kind."""
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)  # click returns the code of a typer.Exit here
+        sys.exit(code if isinstance(code, int) else 0)
     except TpuPerfError as exc:
         err.print(f"tpu-perf: error: {exc}", highlight=False, markup=False)
         sys.exit(exc.exit_code)

@@ -87,7 +87,7 @@ class Recorder:
         self._compile_starts: list[float] = []
         self.trace: TraceControl | None = None
         self.steps = StepTracker(self._emit_step, self.compile_seconds)
-        self.steps.traced = lambda: bool(self.trace and self.trace.active)
+        self.steps.traced = lambda: self.trace_active
         self._recent: list[float] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -171,13 +171,14 @@ class Recorder:
                 self.warn(f"device sync failed ({type(exc).__name__}: {exc}); step times may include dispatch only")
 
     def boundary(self, source: str, step_num: int | None = None) -> None:
+        """A step starts now; the previous one (if any) ends once the device finished its work."""
         if not self.steps.accepts(source):
             return
         self.sync()
-        index = self.steps.boundary(source, self.now(), step_num)
+        index = self.steps.boundary(source, self.now())
         if index is None:
             return
-        self._run_boundary_hooks(index)
+        self.before_step(index)
         self.steps.open(source, self.now(), step_num)
 
     def end_step(self, source: str) -> None:
@@ -186,16 +187,20 @@ class Recorder:
         self.sync()
         self.steps.end(source, self.now())
 
-    def backfill(self, source: str, starts: list[float]) -> None:
-        """Steps found after the fact (automatic detection); the last start is the open step."""
-        self.steps.backfill(source, starts)
-        self._run_boundary_hooks(self.steps.next_index - 1, reopen=True)
+    def span(self, source: str, start: float, end: float, *, traced: bool = False, step_num: int | None = None) -> None:
+        """A complete step whose device completion time is known (any thread may call this)."""
+        self.steps.span(source, start, end, traced=traced, step_num=step_num)
 
-    def _run_boundary_hooks(self, index: int, reopen: bool = False) -> None:
+    @property
+    def trace_active(self) -> bool:
+        return bool(self.trace and self.trace.active)
+
+    def before_step(self, index: int) -> None:
+        """Call on the main thread just before step `index` starts: opens/closes the trace window."""
         trace, window = self.trace, self.options.trace_steps
         if trace is not None and window is not None and not trace.done:
             start, stop = window
-            if not trace.active and start <= index < stop and not reopen:
+            if not trace.active and start <= index < stop:
                 self._trace_call(trace, trace.start, active=True)
             elif trace.active and index >= stop:
                 self._trace_call(trace, trace.stop, active=False)

@@ -1,11 +1,13 @@
-"""Turns step boundaries from several sources into step records.
+"""Turns step marks from several sources into step records.
 
-Sources rank by how much they know: an explicit `tpu_perf.step()` beats a framework annotation
-(`jax.profiler.StepTraceAnnotation`, `torch.profiler` `prof.step()`), which beats automatic detection
-(the jitted step function, optimizer step hooks). Once a better source speaks, worse ones are ignored.
+Sources rank by how much they know (`tpu_perf.store.layout.STEP_SOURCE_RANK`): an explicit
+`tpu_perf.step()` beats a framework annotation (`jax.profiler.StepTraceAnnotation`,
+`torch.profiler` `prof.step()`), which beats automatic detection (the jitted step function,
+optimizer hooks). Once a better source speaks, worse ones are ignored and counting restarts.
 
-A step starts at a boundary taken *after* the device finished the work queued so far (the recorder
-syncs first), so a host that runs ahead of the device cannot produce near-zero steps.
+Two kinds of marks arrive:
+- boundaries (`boundary`, `end`): a step runs from one mark to the next, taken after a device sync;
+- spans (`span`): a complete step whose start and device-completion times are already known.
 """
 
 from __future__ import annotations
@@ -53,14 +55,21 @@ class StepTracker:
     def accepts(self, source: str) -> bool:
         return self._source is None or source_rank(source) <= source_rank(self._source)
 
-    def boundary(self, source: str, now: float, step_num: int | None = None) -> int | None:
-        """Close the open step at `now` and open the next; returns the new step's index."""
+    def _switch(self, source: str) -> bool:
+        """Adopt `source` if it is at least as good as the current one; False if it is ignored."""
+        if not self.accepts(source):
+            return False
+        if self._source is not None and source_rank(source) < source_rank(self._source):
+            self._open, self._next_index = None, 0  # a better source: restart counting
+        self._source = source
+        return True
+
+    # -- boundary marks ---------------------------------------------------------------------------
+    def boundary(self, source: str, now: float) -> int | None:
+        """Close the open step at `now`; returns the index the next step will have."""
         with self._lock:
-            if not self.accepts(source):
+            if not self._switch(source):
                 return None
-            if self._source is not None and source_rank(source) < source_rank(self._source):
-                self._open, self._next_index = None, 0  # a better source: restart counting
-            self._source = source
             self._close(now)
             return self._next_index
 
@@ -77,19 +86,24 @@ class StepTracker:
             if self._source is not None and source_rank(source) == source_rank(self._source):
                 self._close(now)
 
-    def backfill(self, source: str, starts: list[float], step_nums: list[int | None] | None = None) -> None:
-        """Write steps retroactively from known start times (automatic detection decides late)."""
+    def close_open(self, now: float) -> None:
         with self._lock:
-            if not self.accepts(source) or not starts:
+            self._close(now)
+
+    def mark_instrumented(self) -> None:
+        with self._lock:
+            if self._open is not None:
+                self._open.instrumented = True
+
+    # -- span marks -------------------------------------------------------------------------------
+    def span(self, source: str, start: float, end: float, *, traced: bool = False, step_num: int | None = None) -> None:
+        """Write a complete step [start, end]."""
+        with self._lock:
+            if not self._switch(source):
                 return
-            self._source = source
-            nums = step_nums or [None] * len(starts)
-            for start, end, num in zip(starts, starts[1:], nums, strict=False):
-                self._open = _OpenStep(self._next_index, start, source, num)
-                self._next_index += 1
-                self._close(end)
-            self._open = _OpenStep(self._next_index, starts[-1], source, nums[-1])
+            self._open = _OpenStep(self._next_index, start, source, step_num, traced)
             self._next_index += 1
+            self._close(end)
 
     def _close(self, end: float) -> None:
         step = self._open
@@ -113,12 +127,3 @@ class StepTracker:
         self.closed += 1
         self.last_duration_s = duration
         self._emit(record)
-
-    def mark_instrumented(self) -> None:
-        with self._lock:
-            if self._open is not None:
-                self._open.instrumented = True
-
-    def close_open(self, now: float) -> None:
-        with self._lock:
-            self._close(now)

@@ -121,6 +121,7 @@ def install(rec: Recorder, jax: ModuleType) -> Callable[[], None]:
 
     rec.on_boundary(on_boundary)
     rec.add_before_close(tracker.fallback)
+    rec.add_before_close(tracker.close)
 
     def finalize() -> None:
         nonlocal analysing

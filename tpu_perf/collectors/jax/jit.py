@@ -1,29 +1,77 @@
-"""Finds the training step among a script's jitted functions, and times steps by device completion.
+"""Finds the training step among a script's jitted functions, and times it by device completion.
 
 `jax.jit` is wrapped (for the recording only) so each top-level call of a jitted function is seen.
 The step function is the one that consumes its own previous outputs (the train state it carries from
-call to call); among several, the one carrying the most arrays. Until it is known, each function's
-call times are buffered, then written as steps retroactively.
+call to call); among several, the one carrying the most arrays. Until it is known, every function's
+calls are timed, then the step function's are written as steps retroactively.
 
-Device time, not dispatch time: before a function is dispatched again (and at every step boundary)
-the recorder waits for the previous outputs to be ready. At most one step is in flight, so host
-work between steps still overlaps the device; what it costs is one exposed dispatch per step.
+Device time, not dispatch time: a step runs from its dispatch to the moment its outputs are ready.
+A watcher thread blocks on the outputs (JAX releases the GIL while it waits) and stamps that moment,
+so the host keeps running ahead as the script wrote it, except that the next call of the same
+function waits for the previous one: at most one step is in flight.
 """
 
 from __future__ import annotations
 
 import functools
+import queue
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from tpu_perf.collectors.session import Recorder
 
 MAX_BUFFERED_CALLS = 100_000
-"""Call times kept per function before the step function is known (a few MB at most)."""
+"""Call spans kept per function before the step function is known (a few MB at most)."""
 
 CARRIES_TO_DECIDE = 2
 """Calls that consumed the previous call's outputs before a function is taken as the step."""
+
+Span = tuple[float, float, bool]
+"""(dispatch time, outputs-ready time, traced)."""
+
+
+def _first_ready(leaves: list[Any]) -> None:
+    """Block until one execution's outputs are ready; they share one completion event."""
+    for leaf in leaves:
+        if not leaf.is_deleted():
+            leaf.block_until_ready()
+            return
+
+
+class ReadyWatcher:
+    """A daemon thread that waits for outputs to be ready and reports when they were."""
+
+    def __init__(self, now: Callable[[], float]) -> None:
+        self._now = now
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._loop, name="tpu-perf-ready", daemon=True)
+        self._thread.start()
+
+    def watch(self, leaves: list[Any], on_ready: Callable[[float], None]) -> threading.Event:
+        done = threading.Event()
+        self._queue.put((leaves, on_ready, done))
+        return done
+
+    def _loop(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            leaves, on_ready, done = item
+            try:
+                _first_ready(leaves)
+            except Exception:  # deleted or failed outputs: the step ends when we notice
+                pass
+            try:
+                on_ready(self._now())
+            finally:
+                done.set()
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout=10)
 
 
 @dataclass(eq=False)
@@ -36,18 +84,10 @@ class FunctionState:
     calls_in_steps: int = 0
     carry_calls: int = 0
     carried_leaves: int = 0
-    starts: list[float] = field(default_factory=list)
-    pending: Any = None
+    spans: list[Span] = field(default_factory=list)
+    pending: threading.Event | None = None
     out_ids: frozenset[int] = frozenset()
     abstract_args: tuple[tuple[Any, ...], dict[str, Any]] | None = None
-
-
-def _leaves_ready(leaves: list[Any]) -> None:
-    """Block until one execution's outputs are ready; they share one completion event."""
-    for leaf in leaves:
-        if not leaf.is_deleted():
-            leaf.block_until_ready()
-            return
 
 
 class JitTracker:
@@ -58,6 +98,7 @@ class JitTracker:
         self.jax = jax
         self.functions: list[FunctionState] = []
         self.step_fn: FunctionState | None = None
+        self.watcher = ReadyWatcher(recorder.now)
         self._lock = threading.Lock()
         self._compiles = 0
         from jax._src import core
@@ -75,83 +116,107 @@ class JitTracker:
             if fun is None:  # @jax.jit(static_argnums=...) style
                 return lambda f: jit(f, *args, **kwargs)
             jitted = original_jit(fun, *args, **kwargs)
-            name = getattr(fun, "__qualname__", None) or getattr(fun, "__name__", None) or repr(fun)
+            name = getattr(fun, "__name__", None) or getattr(fun, "__qualname__", None) or repr(fun)
             state = FunctionState(name=str(name), jitted=jitted)
             with tracker._lock:
                 tracker.functions.append(state)
             return TrackedJit(jitted, state, tracker)
 
-        jit.__tpu_perf_original__ = original_jit  # type: ignore[attr-defined]
         return jit
 
     def note_compile(self) -> None:
         self._compiles += 1
 
+    @property
+    def source(self) -> str:
+        return f"auto:jit({self.step_fn.name})" if self.step_fn else "auto:jit"
+
     # -- per call -------------------------------------------------------------------------------
     def call(self, state: FunctionState, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if self._clean is not None and not self._clean():
             return state.jitted(*args, **kwargs)  # called while tracing another function
-        rec = self.rec
         arg_leaves = self.jax.tree_util.tree_leaves((args, kwargs))
         if self._clean is None and any(isinstance(x, self._tracer) for x in arg_leaves):
             return state.jitted(*args, **kwargs)
-        if state is self.step_fn:
-            rec.boundary(self.source)
-        else:
-            self._sync_one(state)
-            if self.step_fn is None and len(state.starts) < MAX_BUFFERED_CALLS:
-                state.starts.append(rec.now())
+        rec, step_fn = self.rec, self.step_fn
+        timed = state is step_fn or step_fn is None
         carried = sum(1 for x in arg_leaves if id(x) in state.out_ids) if state.out_ids else 0
+        if timed:
+            self._wait(state)
+        if step_fn is not None and state is not step_fn and step_fn.pending is not None and step_fn.out_ids:
+            if any(id(x) in step_fn.out_ids for x in arg_leaves):
+                self._wait(step_fn)  # its outputs may be donated here: stop watching them first
+        if state is step_fn:
+            rec.before_step(rec.steps.next_index)
+        traced = rec.trace_active
         compiles_before = self._compiles
+        start = rec.now()
         out = state.jitted(*args, **kwargs)
         out_leaves = [x for x in self.jax.tree_util.tree_leaves(out) if isinstance(x, self._array)]
-        state.pending = out_leaves
-        state.out_ids = frozenset(map(id, out_leaves)) if self.step_fn is None else frozenset()
         state.calls += 1
         if rec.steps.source is not None:
             state.calls_in_steps += 1
         if state.abstract_args is None or self._compiles != compiles_before:
             state.abstract_args = self._abstract(args, kwargs)
-        if carried and self.step_fn is None:
+        if timed:
+            state.out_ids = frozenset(map(id, out_leaves))
+            state.pending = self.watcher.watch(out_leaves, self._on_ready(state, start, traced))
+        if carried and step_fn is None:
             state.carry_calls += 1
             state.carried_leaves = max(state.carried_leaves, carried)
             if state.carry_calls >= CARRIES_TO_DECIDE:
                 self._decide()
         return out
 
-    @property
-    def source(self) -> str:
-        return f"auto:jit({self.step_fn.name})" if self.step_fn else "auto:jit"
+    def _on_ready(self, state: FunctionState, start: float, traced: bool) -> Callable[[float], None]:
+        def on_ready(end: float) -> None:
+            if state is self.step_fn:
+                self.rec.span(self.source, start, end, traced=traced)
+            elif len(state.spans) < MAX_BUFFERED_CALLS:
+                state.spans.append((start, end, traced))
+
+        return on_ready
+
+    def _wait(self, state: FunctionState) -> None:
+        pending, state.pending = state.pending, None
+        if pending is not None:
+            pending.wait()
 
     def _decide(self) -> None:
         candidates = [f for f in self.functions if f.carry_calls > 0]
-        self.step_fn = max(candidates, key=lambda f: (f.carried_leaves, f.calls))
+        chosen = max(candidates, key=lambda f: (f.carried_leaves, f.calls))
+        self._wait(chosen)  # its last call's span lands in the buffer, not twice
+        self._adopt(chosen)
         for f in self.functions:
-            f.out_ids = frozenset()
-        self.rec.backfill(self.source, self.step_fn.starts)
-        self.step_fn.starts = []
+            if f is not chosen:
+                f.out_ids, f.spans = frozenset(), []
+
+    def _adopt(self, chosen: FunctionState) -> None:
+        self.step_fn = chosen
+        spans, chosen.spans = chosen.spans, []
+        for start, end, traced in spans:
+            self.rec.span(self.source, start, end, traced=traced)
 
     def fallback(self) -> None:
         """At the end of a run with no carried state: take the most-called function as the step."""
+        self.sync_all()
         if self.step_fn is not None or self.rec.steps.source is not None:
             return
-        called = [f for f in self.functions if len(f.starts) >= 2]
+        called = [f for f in self.functions if len(f.spans) >= 2]
         if not called:
             return
-        self.step_fn = max(called, key=lambda f: len(f.starts))
-        self.rec.warn(f"no jitted function carried state between calls; took the most-called one, {self.step_fn.name}, as the step (mark steps with tpu_perf.step() to be sure)")
-        self.rec.backfill(self.source, self.step_fn.starts)
+        chosen = max(called, key=lambda f: len(f.spans))
+        self.rec.warn(f"no jitted function carried state between calls; took the most-called one, {chosen.name}, as the step (mark steps with tpu_perf.step() to be sure)")
+        self._adopt(chosen)
 
     # -- device sync ----------------------------------------------------------------------------
-    def _sync_one(self, state: FunctionState) -> None:
-        pending, state.pending = state.pending, None
-        if pending:
-            _leaves_ready(pending)
-
     def sync_all(self) -> None:
         for state in list(self.functions):
-            if state.pending:
-                self._sync_one(state)
+            self._wait(state)
+
+    def close(self) -> None:
+        self.sync_all()
+        self.watcher.close()
 
     def _abstract(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
         jax = self.jax

@@ -1,0 +1,142 @@
+"""`tpu-perf record` on real JAX scripts: steps, timing, FLOPs, compiles, trace, exit codes."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, tpu_perf_cli
+from tpu_perf import load_run
+from tpu_perf.analyzers.report import build_report
+
+SCRIPT = ROOT / "tests" / "scripts" / "jax_selftimed.py"
+
+
+def record(store: Path, out: Path, *script_args: str, record_args: tuple[str, ...] = ()) -> tuple[object, dict]:
+    proc = tpu_perf_cli("record", "-q", "--store", str(store), *record_args, str(SCRIPT), str(out), *script_args)
+    assert proc.returncode == 0, proc.stderr
+    run = load_run(next(store.iterdir()))
+    return run, json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def auto_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, dict]:
+    tmp = tmp_path_factory.mktemp("auto")
+    return record(tmp / "runs", tmp / "self.json", "--steps", "14")
+
+
+def test_unmarked_script_steps_equal_steps_run(auto_run) -> None:
+    run, selfm = auto_run
+    assert run.status == "completed"
+    assert len(run.steps) == selfm["steps"] == 14
+    assert run.steps["source"].unique().tolist() == ["auto:jit(train_step)"]
+    assert run.steps["step"].tolist() == list(range(14))
+
+
+def test_median_step_time_matches_synchronized_measurement(auto_run) -> None:
+    run, selfm = auto_run
+    doc = build_report(run)
+    steady = run.steps.iloc[doc["steps"]["warmup"] :]
+    keep = ~(steady["traced"] | steady["compiled"])
+    ours = steady.loc[keep, "duration_s"].median()
+    theirs = statistics.median([t for t, k in zip(selfm["step_times_s"][doc["steps"]["warmup"] :], keep, strict=True) if k])
+    assert ours == pytest.approx(theirs, rel=0.05)
+    assert doc["steps"]["median_s"] == pytest.approx(ours)
+
+
+def test_flops_per_step_equal_xla_cost_analysis(auto_run) -> None:
+    import jax
+    import jax.numpy as jnp
+
+    run, _ = auto_run
+
+    def loss_fn(params, x):
+        h = jnp.tanh(x @ params["w1"])
+        return jnp.mean((h @ params["w2"]) ** 2)
+
+    def train_step(params, x):
+        loss, grads = jax.value_and_grad(loss_fn)(params, x)
+        return jax.tree_util.tree_map(lambda p, g: p - 0.01 * g, params, grads), loss
+
+    w = jax.ShapeDtypeStruct((384, 384), jnp.float32)
+    compiled = jax.jit(train_step).lower({"w1": w, "w2": w}, jax.ShapeDtypeStruct((64, 384), jnp.float32)).compile()
+    expected = compiled.cost_analysis()["flops"]
+    doc = build_report(run)
+    assert doc["flops"]["per_step"] == expected
+    assert doc["flops"]["source"] == "xla_cost_analysis"
+    assert doc["hlo"]["fusions"] is not None and doc["hlo"]["fusions"] > 0
+    hlo = run.read_text(doc["programs"][0]["hlo_file"])
+    assert "ENTRY" in hlo and "fusion" in hlo
+
+
+def test_trace_window_loads_with_profile_data(auto_run) -> None:
+    from jax.profiler import ProfileData
+
+    run, _ = auto_run
+    files = [f for f in run.list_files("trace") if f.endswith(".xplane.pb")]
+    assert len(files) == 1 and "/plugins/profile/" in files[0]
+    data = ProfileData.from_file(run.file_path(files[0]))
+    assert any(plane.name == "/host:CPU" for plane in data.planes)
+    assert run.steps["traced"].tolist() == [3 <= i < 6 for i in range(14)]
+
+
+def test_report_json_has_documented_keys(auto_run) -> None:
+    run, _ = auto_run
+    proc = tpu_perf_cli("report", "--json", run.url, check=True)
+    doc = json.loads(proc.stdout)
+    for dotted in ("run.id", "run.status", "run.exit_code", "steps.count", "steps.warmup", "steps.median_s", "steps.p90_s", "compile.count", "compile.total_s", "compile.after_warmup", "flops.per_step", "flops.source", "mfu", "memory.peak_bytes", "memory.capacity_bytes", "hlo.fusions", "trace.files"):
+        node = doc
+        for part in dotted.split("."):
+            assert part in node, dotted
+            node = node[part]
+    assert doc["steps"]["count"] == 14 and doc["run"]["exit_code"] == 0
+    text = tpu_perf_cli("report", run.url, check=True).stdout
+    assert "train_step" in text and "median" in text
+
+
+def test_host_running_ahead_still_reports_device_time(tmp_path: Path) -> None:
+    run, selfm = record(tmp_path / "runs", tmp_path / "self.json", "--steps", "12", "--mode", "nosync", "--width", "768", record_args=("--no-trace",))
+    assert len(run.steps) == 12
+    # The loop never syncs (only once after it): dispatch alone would give near-zero steps. The
+    # recorded steps must account for the loop's wall time instead.
+    per_step = selfm["steady_loop_s"] / 10
+    assert run.steps["duration_s"].iloc[2:].median() > 0.5 * per_step
+    assert run.steps["duration_s"].iloc[2:].sum() == pytest.approx(selfm["steady_loop_s"], rel=0.3)
+
+
+@pytest.mark.parametrize("mode, source", [("annotation", "annotation"), ("explicit", "explicit")])
+def test_marked_steps_win_over_automatic_detection(tmp_path: Path, mode: str, source: str) -> None:
+    run, selfm = record(tmp_path / "runs", tmp_path / "self.json", "--steps", "8", "--mode", mode, record_args=("--no-trace",))
+    assert len(run.steps) == 8
+    assert run.steps["source"].unique().tolist() == [source]
+    if mode == "annotation":
+        assert run.steps["step_num"].tolist() == list(range(8))
+    theirs = statistics.median(selfm["step_times_s"][1:])
+    assert run.steps["duration_s"].iloc[1:].median() == pytest.approx(theirs, rel=0.05, abs=0.002)
+
+
+def test_recompile_after_warmup_stands_out(tmp_path: Path) -> None:
+    run, _ = record(tmp_path / "runs", tmp_path / "self.json", "--steps", "10", "--reshape-at", "6", record_args=("--no-trace",))
+    doc = build_report(run)
+    assert run.steps["compiled"].tolist() == [i in (0, 6) for i in range(10)]
+    assert doc["compile"]["after_warmup"] >= 1
+    assert any("train_step" in name for name in doc["compile"]["after_warmup_functions"])
+    assert doc["steps"]["compiled_after_warmup"] == 1
+
+
+def test_module_mode_argv_and_exit_code(tmp_path: Path) -> None:
+    pkg = tmp_path / "mypkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "train.py").write_text(
+        "import sys\nif __name__ == '__main__':\n    print('ARGV', sys.argv[1:])\n    sys.exit(int(sys.argv[1]))\n"
+    )
+    proc = tpu_perf_cli("record", "-q", "--store", str(tmp_path / "runs"), "-m", "mypkg.train", "3", "--flag", cwd=tmp_path)
+    assert proc.returncode == 3
+    assert "ARGV ['3', '--flag']" in proc.stdout
+    run = load_run(next((tmp_path / "runs").iterdir()))
+    assert run.status == "failed" and run.manifest["exit_code"] == 3
+    assert run.manifest["command"] == ["-m mypkg.train", "3", "--flag"]
