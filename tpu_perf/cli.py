@@ -25,7 +25,7 @@ app = typer.Typer(
     rich_markup_mode="rich",
 )
 out = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # one message, one line: logs and tests grep them
 
 StoreOption = Annotated[str, typer.Option("--store", envvar=layout.STORE_ENV, help="Run store: a folder or an fsspec URL (memory://, gs://...).", show_default=True)]
 

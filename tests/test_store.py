@@ -1,0 +1,69 @@
+"""The run store on its own: layout, atomic manifest, statuses, fsspec URLs."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import fsspec
+import pandas as pd
+import pytest
+
+from tests.conftest import ROOT
+from tpu_perf.collectors.record import record
+from tpu_perf.collectors.runner import resolve_target
+from tpu_perf.collectors.session import RecordOptions
+from tpu_perf.store import RunWriter, effective_status, list_runs, load_run, layout
+
+
+def test_append_compact_and_read_back(tmp_path: Path) -> None:
+    writer = RunWriter.create(str(tmp_path), {"name": "unit", "started_at": time.time(), "pid": os.getpid(), "host": layout.hostname()})
+    for i in range(5):
+        writer.append("steps", {"step": i, "duration_s": 0.1 * (i + 1), "source": "explicit"})
+    writer.flush()
+    live = load_run(writer.dir)
+    assert live.status == "running"
+    assert live.steps["step"].tolist() == [0, 1, 2, 3, 4]
+    writer.finish("completed", 0)
+    done = load_run(writer.run_id, store=str(tmp_path))
+    assert done.status == "completed" and done.manifest["schema_version"] == layout.SCHEMA_VERSION
+    assert done.steps["duration_s"].tolist() == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.5])
+    assert sorted(p.name for p in writer.dir.iterdir()) == ["run.json", "steps.parquet"]
+    assert pd.read_parquet(writer.dir / "steps.parquet").shape == (5, 3)  # plain pandas reads it too
+
+
+def test_status_of_a_dead_or_silent_recorder_is_crashed() -> None:
+    now = time.time()
+    base = {"status": "running", "host": layout.hostname(), "heartbeat_at": now}
+    dead = subprocessed_pid()
+    assert effective_status({**base, "pid": os.getpid()}, now) == "running"
+    assert effective_status({**base, "pid": dead}, now) == "crashed"
+    other_host = {**base, "host": "elsewhere", "pid": 1}
+    assert effective_status(other_host, now + layout.STALE_HEARTBEAT_S - 1) == "running"
+    assert effective_status(other_host, now + layout.STALE_HEARTBEAT_S + 1) == "crashed"
+    assert effective_status({"status": "completed"}, now) == "completed"
+
+
+def subprocessed_pid() -> int:
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_record_into_an_fsspec_memory_store() -> None:
+    store = "memory://tpu-perf-test-store"
+    script = ROOT / "examples" / "jax_mlp.py"
+    result = record(resolve_target(str(script), None, ["--steps", "6", "--width", "64"]), store=store, options=RecordOptions(trace_steps=(2, 4), progress=False))
+    assert result.url.startswith("memory://") and result.url.endswith(f"tpu-perf-test-store/{result.run_id}")
+    assert load_run(result.url).id == result.run_id
+    run = load_run(result.run_id, store=store)
+    assert run.status == "completed" and len(run.steps) == 6
+    assert any(f.endswith(".xplane.pb") for f in run.list_files("trace"))
+    assert [r.id for r in list_runs(store)] == [result.run_id]
+    fs = fsspec.filesystem("memory")
+    assert fs.exists(f"/tpu-perf-test-store/{result.run_id}/steps.parquet")
+    fs.rm("/tpu-perf-test-store", recursive=True)
