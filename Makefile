@@ -18,6 +18,8 @@ $(BIN)/tpu-perf: pyproject.toml
 
 install: $(BIN)/tpu-perf
 
+# JAX_PLATFORMS=cpu: the demo runs on the CPU; it keeps JAX from probing libtpu (installed by the tpu extra).
+demo: export JAX_PLATFORMS ?= cpu
 demo: install
 	$(BIN)/tpu-perf record --store $(STORE) --name demo examples/jax_mlp.py --steps 60
 	$(BIN)/tpu-perf report --store $(STORE) demo

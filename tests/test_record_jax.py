@@ -140,3 +140,23 @@ def test_module_mode_argv_and_exit_code(tmp_path: Path) -> None:
     run = load_run(next((tmp_path / "runs").iterdir()))
     assert run.status == "failed" and run.manifest["exit_code"] == 3
     assert run.manifest["command"] == ["-m mypkg.train", "3", "--flag"]
+
+
+def test_libtpu_without_a_tpu_skips_the_trace_instead_of_crashing(tmp_path: Path) -> None:
+    import importlib.util
+    import os
+    import subprocess
+    import sys
+
+    if importlib.util.find_spec("libtpu") is None:
+        pytest.skip("libtpu is not installed (the `tpu` extra brings it; CI installs it)")
+    env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tpu_perf", "record", "-q", "--store", str(tmp_path / "runs"), str(SCRIPT), str(tmp_path / "o.json"), "--steps", "6"],
+        env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    run = load_run(next((tmp_path / "runs").iterdir()))
+    assert run.status == "completed" and len(run.steps) == 6
+    assert any("no trace window: libtpu is installed but no TPU is attached" in w for w in run.manifest["warnings"])

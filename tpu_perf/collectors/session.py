@@ -214,7 +214,7 @@ class Recorder:
             trace.done = not active
         except Exception as exc:
             trace.active, trace.done = False, True
-            self.warn(f"trace window failed ({type(exc).__name__}: {exc}); the run has no trace")
+            self.warn(f"no trace window: {exc}")
 
     # -- lifecycle ------------------------------------------------------------------------------
     def start(self) -> None:

@@ -59,6 +59,25 @@ def _device_memory_source(jax: Any) -> Callable[[], list[dict[str, Any]]]:
     return sample
 
 
+class ProfilerUnsafe(RuntimeError):
+    """Starting jax.profiler here would crash the process."""
+
+
+def _start_trace(jax: Any, logdir: str) -> None:
+    """Start jax.profiler unless a PJRT plugin that failed to initialise would crash it.
+
+    With libtpu installed on a machine without a TPU (torch-tpu pulls it in), the TPU plugin fails
+    to start yet stays loaded, and jaxlib's profiler segfaults calling into it when its profiler
+    API differs (seen with jaxlib 0.10.2 and libtpu 0.0.52). Losing the trace beats losing the run.
+    """
+    from jax._src import xla_bridge
+
+    failed = dict(getattr(xla_bridge, "_backend_errors", {}) or {})
+    if "tpu" in failed and jax.default_backend() != "tpu":
+        raise ProfilerUnsafe("libtpu is installed but no TPU is attached, and jax.profiler can crash in that state; set JAX_PLATFORMS=cpu to trace on the CPU")
+    jax.profiler.start_trace(logdir)
+
+
 def install(rec: Recorder, jax: ModuleType) -> Callable[[], None]:
     """Hook `jax` (already imported by the script) into `rec`; returns the undo function."""
     import jax.profiler
@@ -108,7 +127,7 @@ def install(rec: Recorder, jax: ModuleType) -> Callable[[], None]:
     monitoring.register_event_listener(on_event)
 
     trace_dir = Path(rec.writer.dir) / layout.TRACE_DIR
-    rec.offer_trace(TraceControl(start=lambda: jax.profiler.start_trace(str(trace_dir)), stop=jax.profiler.stop_trace, name="jax.profiler"))
+    rec.offer_trace(TraceControl(start=lambda: _start_trace(jax, str(trace_dir)), stop=jax.profiler.stop_trace, name="jax.profiler"))
 
     seen_hardware = False
 
