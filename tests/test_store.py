@@ -14,7 +14,7 @@ from tests.conftest import ROOT
 from tpu_perf.collectors.record import record
 from tpu_perf.collectors.runner import resolve_target
 from tpu_perf.collectors.session import RecordOptions
-from tpu_perf.store import RunWriter, effective_status, list_runs, load_run, layout
+from tpu_perf.store import RunWriter, effective_status, layout, list_runs, load_run
 
 
 def test_append_compact_and_read_back(tmp_path: Path) -> None:

@@ -87,6 +87,7 @@ def install(rec: Recorder, jax: ModuleType) -> Callable[[], None]:
     original_jit = jax.jit
     jax.jit = tracker.wrap_jit(original_jit)
     rec.add_sync(tracker.sync_all)
+    rec.add_drain(tracker.drain)
 
     original_annotation = jax.profiler.StepTraceAnnotation
 

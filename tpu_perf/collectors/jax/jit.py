@@ -101,6 +101,9 @@ class JitTracker:
         self.watcher = ReadyWatcher(recorder.now)
         self._lock = threading.Lock()
         self._compiles = 0
+        self._ready: list[tuple[FunctionState, float, float, bool]] = []
+        self._step_index = 0  # index of the next step-function call (spans are written later)
+        self._drain_lock = threading.Lock()
         from jax._src import core
 
         self._clean = getattr(core, "trace_state_clean", None)
@@ -135,19 +138,21 @@ class JitTracker:
     def call(self, state: FunctionState, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if self._clean is not None and not self._clean():
             return state.jitted(*args, **kwargs)  # called while tracing another function
-        arg_leaves = self.jax.tree_util.tree_leaves((args, kwargs))
-        if self._clean is None and any(isinstance(x, self._tracer) for x in arg_leaves):
-            return state.jitted(*args, **kwargs)
         rec, step_fn = self.rec, self.step_fn
         timed = state is step_fn or step_fn is None
-        carried = sum(1 for x in arg_leaves if id(x) in state.out_ids) if state.out_ids else 0
+        # The step function's own arguments need no look once it is known: the hot path stays short.
+        arg_leaves = [] if (state is step_fn and self._clean is not None) else self.jax.tree_util.tree_leaves((args, kwargs))
+        if self._clean is None and any(isinstance(x, self._tracer) for x in arg_leaves):
+            return state.jitted(*args, **kwargs)
+        carried = sum(1 for x in arg_leaves if id(x) in state.out_ids) if (state.out_ids and step_fn is None) else 0
         if timed:
             self._wait(state)
         if step_fn is not None and state is not step_fn and step_fn.pending is not None and step_fn.out_ids:
             if any(id(x) in step_fn.out_ids for x in arg_leaves):
                 self._wait(step_fn)  # its outputs may be donated here: stop watching them first
         if state is step_fn:
-            rec.before_step(rec.steps.next_index)
+            rec.before_step(self._step_index)
+            self._step_index += 1
         traced = rec.trace_active
         compiles_before = self._compiles
         start = rec.now()
@@ -169,13 +174,22 @@ class JitTracker:
         return out
 
     def _on_ready(self, state: FunctionState, start: float, traced: bool) -> Callable[[float], None]:
-        def on_ready(end: float) -> None:
-            if state is self.step_fn:
-                self.rec.span(self.source, start, end, traced=traced)
-            elif len(state.spans) < MAX_BUFFERED_CALLS:
-                state.spans.append((start, end, traced))
+        ready = self._ready
+
+        def on_ready(end: float) -> None:  # on the watcher thread: as short as possible
+            ready.append((state, start, end, traced))
 
         return on_ready
+
+    def drain(self) -> None:
+        """Turn stamped calls into steps (or buffered spans); called every flush and at the end."""
+        with self._drain_lock:
+            ready, self._ready[:] = list(self._ready), []
+            for state, start, end, traced in ready:
+                if state is self.step_fn:
+                    self.rec.span(self.source, start, end, traced=traced)
+                elif self.step_fn is None and len(state.spans) < MAX_BUFFERED_CALLS:
+                    state.spans.append((start, end, traced))
 
     def _wait(self, state: FunctionState) -> None:
         pending, state.pending = state.pending, None
@@ -186,6 +200,7 @@ class JitTracker:
         candidates = [f for f in self.functions if f.carry_calls > 0]
         chosen = max(candidates, key=lambda f: (f.carried_leaves, f.calls))
         self._wait(chosen)  # its last call's span lands in the buffer, not twice
+        self.drain()
         self._adopt(chosen)
         for f in self.functions:
             if f is not chosen:
@@ -194,12 +209,14 @@ class JitTracker:
     def _adopt(self, chosen: FunctionState) -> None:
         self.step_fn = chosen
         spans, chosen.spans = chosen.spans, []
+        self._step_index = len(spans)
         for start, end, traced in spans:
             self.rec.span(self.source, start, end, traced=traced)
 
     def fallback(self) -> None:
         """At the end of a run with no carried state: take the most-called function as the step."""
         self.sync_all()
+        self.drain()
         if self.step_fn is not None or self.rec.steps.source is not None:
             return
         called = [f for f in self.functions if len(f.spans) >= 2]
@@ -217,6 +234,7 @@ class JitTracker:
     def close(self) -> None:
         self.sync_all()
         self.watcher.close()
+        self.drain()
 
     def _abstract(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
         jax = self.jax
