@@ -98,3 +98,24 @@ def test_import_bad_file_one_line_error_no_run(store: Path, tmp_path: Path, cont
 def test_import_missing_path_is_usage_error(store: Path, tmp_path: Path) -> None:
     proc = tpu_perf_cli("import", str(tmp_path / "nope"), "--store", str(store))
     assert proc.returncode == 2 and "nope" in proc.stderr
+
+
+def test_record_writes_op_tables_from_its_trace_window(store: Path, tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent("""
+        import jax, jax.numpy as jnp
+        @jax.jit
+        def step(w, x):
+            return w - 0.1 * jax.grad(lambda w: jnp.mean((jnp.tanh(x @ w) @ w.T) ** 2))(w)
+        w, x = jnp.ones((128, 128)), jnp.ones((64, 128))
+        for i in range(8):
+            w = step(w, x)
+        print(float(w.sum()))
+    """))
+    tpu_perf_cli("record", "--store", str(store), "-q", str(script), check=True)
+    (run,) = list_runs(str(store))
+    doc = build_report(run)
+    assert doc["ops"]["count"] > 0 and doc["ops"]["top"][0]["device"] == "CPU:0"
+    assert "matmul" in {o["op_class"] for o in doc["ops"]["top"]}
+    assert sum(doc["breakdown"].values()) == pytest.approx(1.0)
+    assert not doc["run"]["warnings"]
