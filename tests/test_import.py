@@ -119,3 +119,5 @@ def test_record_writes_op_tables_from_its_trace_window(store: Path, tmp_path: Pa
     assert "matmul" in {o["op_class"] for o in doc["ops"]["top"]}
     assert sum(doc["breakdown"].values()) == pytest.approx(1.0)
     assert not doc["run"]["warnings"]
+    hlo = doc["hlo"]["analysis"]
+    assert hlo["dots"] >= 2 and sum(hlo["dot_flops_share_by_dtype"].values()) == pytest.approx(1.0)

@@ -51,3 +51,23 @@ def _trace_tables(run: Run, doc: dict[str, Any]) -> None:
         "median_s": float(pd.to_numeric(steps["duration_s"]).median()) if not steps.empty else None,
         "source": _value(steps["source"].iloc[0]) if not steps.empty else None,
     }
+
+
+@section
+def _hlo_analysis(run: Run, doc: dict[str, Any]) -> None:
+    """Dots/dtypes/padding, collectives, loops and unfused elementwise work of the step program."""
+    from tpu_perf.analyzers.hlo import parse_hlo
+    from tpu_perf.analyzers.hlo_analysis import analyze_hlo, tile_for_chip
+
+    programs = (doc.get("hlo") or {}).get("programs") or []
+    step = next((p for p in programs if p["is_step"]), programs[0] if programs else None)
+    if step is None or not run.exists(step["hlo_file"]):
+        doc.setdefault("hlo", {})["analysis"] = None
+        return
+    chip = (doc.get("flops") or {}).get("chip")
+    a = analyze_hlo(parse_hlo(run.read_text(step["hlo_file"])), tile=tile_for_chip(chip))
+    doc["hlo"]["analysis"] = {
+        "function": step["function"], "dots": len(a.dots), "dot_flops_by_dtype": a.dot_flops_by_dtype, "dot_flops_share_by_dtype": a.dot_flops_share_by_dtype,
+        "padding_waste": a.padding_waste, "tile": a.tile, "collectives": a.collectives, "async_pairs": a.async_pairs, "async_overlapped": a.async_overlapped,
+        "while_loops": a.while_loops, "unfused_elementwise": a.unfused_elementwise, "unfused_elementwise_bytes": a.unfused_elementwise_bytes,
+    }
