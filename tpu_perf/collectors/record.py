@@ -13,7 +13,7 @@ from types import ModuleType
 
 from tpu_perf.collectors import environment, imports
 from tpu_perf.collectors.runner import Outcome, Target, run_target
-from tpu_perf.collectors.session import RecordOptions, Recorder
+from tpu_perf.collectors.session import Recorder, RecordOptions
 from tpu_perf.store import RunWriter, layout
 
 FRAMEWORK_COLLECTORS: dict[str, str] = {

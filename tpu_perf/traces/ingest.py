@@ -9,7 +9,14 @@ import pandas as pd
 
 from tpu_perf.errors import DataError, UsageError
 from tpu_perf.store import RunWriter
-from tpu_perf.traces.tables import DEVICE_COLUMNS, OPS_COLUMNS, STEP_COLUMNS, TIMELINE_COLUMNS, TraceTables, empty
+from tpu_perf.traces.tables import (
+    DEVICE_COLUMNS,
+    OPS_COLUMNS,
+    STEP_COLUMNS,
+    TIMELINE_COLUMNS,
+    TraceTables,
+    empty,
+)
 
 TABLES = ("ops", "timeline", "device_steps", "devices")
 _KINETO = re.compile(r"\.json(\.gz)?$")

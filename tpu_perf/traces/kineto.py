@@ -21,7 +21,16 @@ import pandas as pd
 from tpu_perf.errors import DataError
 from tpu_perf.hardware import lookup_chip
 from tpu_perf.traces.intervals import self_times
-from tpu_perf.traces.tables import DEVICE_COLUMNS, OPS_COLUMNS, STEP_COLUMNS, TIMELINE_COLUMNS, TraceTables, add_boundness, classify_ops, empty
+from tpu_perf.traces.tables import (
+    DEVICE_COLUMNS,
+    OPS_COLUMNS,
+    STEP_COLUMNS,
+    TIMELINE_COLUMNS,
+    TraceTables,
+    add_boundness,
+    classify_ops,
+    empty,
+)
 
 CHUNK_CHARS = 1 << 22
 _SKIP = re.compile(r"[\s,]*")

@@ -18,7 +18,16 @@ from tpu_perf.errors import DataError
 from tpu_perf.hardware import lookup_chip
 from tpu_perf.traces import xprof_tools
 from tpu_perf.traces.intervals import self_times
-from tpu_perf.traces.tables import DEVICE_COLUMNS, OPS_COLUMNS, STEP_COLUMNS, TIMELINE_COLUMNS, TraceTables, add_boundness, classify_ops, empty
+from tpu_perf.traces.tables import (
+    DEVICE_COLUMNS,
+    OPS_COLUMNS,
+    STEP_COLUMNS,
+    TIMELINE_COLUMNS,
+    TraceTables,
+    add_boundness,
+    classify_ops,
+    empty,
+)
 
 _DEVICE_PLANE = re.compile(r"^/device:(?P<kind>TPU|GPU|CPU)[^:]*:(?P<idx>\d+)$")
 _PROGRAM_ID = re.compile(r"\((\d+)\)\s*$")
