@@ -131,6 +131,9 @@ def _trace(run: Run, doc: dict[str, Any]) -> None:
     doc["trace"] = {"files": files, "logdir": logdir}
 
 
+import tpu_perf.analyzers.traces  # noqa: E402,F401  (registers the trace sections)
+
+
 def build_report(run: Run) -> dict[str, Any]:
     """The whole report for `run`: a dict of plain values (None where a number is unknown)."""
     doc: dict[str, Any] = {"report_version": REPORT_VERSION}

@@ -35,6 +35,19 @@ def _installer(spec: str) -> Callable[[Recorder, ModuleType], Callable[[], None]
     return getattr(importlib.import_module(module), attr)
 
 
+def _trace_tables(writer: RunWriter, rec: Recorder) -> None:
+    """ops/timeline/device_steps/devices from the run's own trace window; a failure only warns."""
+    trace_dir = writer.dir / layout.TRACE_DIR
+    if not any(trace_dir.rglob("*.xplane.pb")) if trace_dir.exists() else True:
+        return
+    try:
+        from tpu_perf.traces.ingest import read_traces, write_tables
+
+        write_tables(writer, read_traces(trace_dir))
+    except Exception as exc:
+        rec.warn(f"the trace window could not be turned into op tables ({type(exc).__name__}: {exc}); the trace files are kept")
+
+
 def record(
     target: Target,
     *,
@@ -95,6 +108,7 @@ def record(
         imports.clear()
         try:
             rec.finish()
+            _trace_tables(writer, rec)
         finally:
             for undo in reversed(uninstalls):
                 undo()

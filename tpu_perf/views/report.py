@@ -114,6 +114,9 @@ def _trace(doc: dict[str, Any]) -> RenderableType | None:
     return Group(*parts) if parts else None
 
 
+import tpu_perf.views.traces  # noqa: E402,F401  (registers the trace renderers)
+
+
 def render_report(doc: dict[str, Any]) -> RenderableType:
     parts = [r for fn in RENDERERS if (r := fn(doc)) is not None]
     return Panel(Group(*parts), title="tpu-perf report", title_align="left")

@@ -1,0 +1,73 @@
+"""Report sections from the trace tables: top ops, the step-time breakdown, devices."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from tpu_perf.analyzers.breakdown import analyze_breakdown
+from tpu_perf.analyzers.report import section
+from tpu_perf.store import Run
+
+TOP_OPS = 20
+
+
+def _value(v: Any) -> Any:
+    if v is None or (isinstance(v, float) and v != v):
+        return None
+    return v.item() if hasattr(v, "item") else v
+
+
+def top_ops(run: Run, n: int = TOP_OPS) -> list[dict[str, Any]]:
+    """The `n` ops with the most device time, per device (a row per device and op)."""
+    ops = run.table("ops")
+    if ops.empty:
+        return []
+    keep = ["name", "category", "fusion_kind", "occurrences", "total_time_s", "self_time_s", "flops", "bytes_accessed", "arithmetic_intensity", "bound", "op_class", "device", "program"]
+    top = ops.sort_values("total_time_s", ascending=False).head(n).reindex(columns=keep)
+    return [{k: _value(v) for k, v in row.items()} for row in top.to_dict("records")]
+
+
+@section
+def _trace_tables(run: Run, doc: dict[str, Any]) -> None:
+    ops = run.table("ops")
+    doc["ops"] = {"count": int(len(ops)), "total_time_s": float(ops["total_time_s"].sum()) if not ops.empty else None, "top": top_ops(run)}
+    bd = analyze_breakdown(run)
+    per_step = bd.per_step
+    doc["breakdown"] = dict(bd.fractions)
+    doc["breakdown_detail"] = {
+        "window": bd.window,
+        "steps": [{k: _value(v) for k, v in r.items()} for r in per_step.to_dict("records")][:200],
+    }
+    devices = run.table("devices")
+    doc["devices"] = [
+        {"id": _value(r.get("id")), "kind": _value(r.get("kind")), "chip": _value(r.get("chip")), "peak_tflops": _value(r.get("peak_tflops")), "peak_hbm_gbps": _value(r.get("peak_hbm_gbps")), "source": _value(r.get("source"))}
+        for r in (devices.to_dict("records") if not devices.empty else [])
+    ]
+    steps = run.table("device_steps")
+    doc["device_steps"] = {
+        "count": int(len(steps)),
+        "median_s": float(pd.to_numeric(steps["duration_s"]).median()) if not steps.empty else None,
+        "source": _value(steps["source"].iloc[0]) if not steps.empty else None,
+    }
+
+
+@section
+def _hlo_analysis(run: Run, doc: dict[str, Any]) -> None:
+    """Dots/dtypes/padding, collectives, loops and unfused elementwise work of the step program."""
+    from tpu_perf.analyzers.hlo import parse_hlo
+    from tpu_perf.analyzers.hlo_analysis import analyze_hlo, tile_for_chip
+
+    programs = (doc.get("hlo") or {}).get("programs") or []
+    step = next((p for p in programs if p["is_step"]), programs[0] if programs else None)
+    if step is None or not run.exists(step["hlo_file"]):
+        doc.setdefault("hlo", {})["analysis"] = None
+        return
+    chip = (doc.get("flops") or {}).get("chip")
+    a = analyze_hlo(parse_hlo(run.read_text(step["hlo_file"])), tile=tile_for_chip(chip))
+    doc["hlo"]["analysis"] = {
+        "function": step["function"], "dots": len(a.dots), "dot_flops_by_dtype": a.dot_flops_by_dtype, "dot_flops_share_by_dtype": a.dot_flops_share_by_dtype,
+        "padding_waste": a.padding_waste, "tile": a.tile, "collectives": a.collectives, "async_pairs": a.async_pairs, "async_overlapped": a.async_overlapped,
+        "while_loops": a.while_loops, "unfused_elementwise": a.unfused_elementwise, "unfused_elementwise_bytes": a.unfused_elementwise_bytes,
+    }

@@ -1,0 +1,72 @@
+"""`tpu-perf import PATH`: make a run from traces captured elsewhere (XProf log dir, .xplane.pb, Kineto)."""
+
+
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import pandas as pd
+import typer
+
+from tpu_perf.store import RunWriter, layout
+
+
+def steps_from_trace(device_steps: pd.DataFrame) -> pd.DataFrame:
+    """The run's `steps` table from the trace's step markers (one lane: the first device's, else the host's)."""
+    if device_steps.empty:
+        return pd.DataFrame()
+    lane = device_steps["device"].iloc[0]
+    s = device_steps[device_steps["device"] == lane].sort_values("start_s").reset_index(drop=True)
+    source = "annotation:device-trace" if (s["source"] == "device").all() else "annotation:trace"
+    return pd.DataFrame({
+        "step": range(len(s)), "step_num": s["step_num"], "start_time_s": s["start_s"], "end_time_s": s["end_s"],
+        "duration_s": s["duration_s"], "compiled": False, "compile_s": 0.0, "traced": True, "instrumented": False, "source": source,
+    })
+
+
+def import_traces(path: Path, *, store: str, name: str | None = None) -> str:
+    """Read every trace under `path` first (bad files stop here, before any run exists), then write a run."""
+    from tpu_perf.traces.ingest import check_readable, hardware, read_traces, write_tables
+
+    started = time.time()
+    tables = read_traces(path)
+    check_readable(tables)
+    manifest = {
+        "name": name or Path(path).name.split(".")[0] or "imported",
+        "status": "running", "exit_code": None, "command": ["tpu-perf", "import", str(path)], "argv": sys.argv, "cwd": os.getcwd(),
+        "started_at": started, "pid": os.getpid(), "host": layout.hostname(), "frameworks": ["pytorch"] if tables.format == "kineto" else ["xla"],
+        "hardware": hardware(tables), "imported": {"from": str(Path(path).resolve()), "format": tables.format, "files": list(tables.files)},
+        "config": {}, "tags": {},
+    }
+    writer = RunWriter.create(store, manifest)
+    try:
+        write_tables(writer, tables)
+        steps = steps_from_trace(tables.device_steps)
+        if not steps.empty:
+            writer.write_table("steps", steps)
+        for f in tables.files:  # the same capture then opens in XProf / Perfetto from the run
+            dest = writer.dir / layout.TRACE_DIR / ("plugins/profile/imported" if f.endswith(".xplane.pb") else "") / Path(f).name
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(f, dest)
+    except BaseException:
+        writer.finish("failed", 1, error={"message": "import did not finish"})
+        raise
+    return writer.finish("completed", 0, warnings=[])
+
+
+def register(app: typer.Typer) -> None:
+    from tpu_perf.cli import StoreOption, err
+
+    @app.command("import")
+    def import_cmd(
+        path: Annotated[Path, typer.Argument(help="An XProf/TensorBoard log dir, a .xplane.pb, a folder of per-host xplanes, or Kineto .json(.gz) traces.")],
+        name: Annotated[str | None, typer.Option(help="Run name (default: the file or folder name).")] = None,
+        store: StoreOption = layout.DEFAULT_STORE,
+    ) -> None:
+        """Make a run from traces captured elsewhere; `tpu-perf report` then works on it."""
+        url = import_traces(path, store=store, name=name)
+        err.print(f"tpu-perf: imported {path} as run {Path(url).name} into {url}", highlight=False)
+        sys.stdout.write(url + "\n")

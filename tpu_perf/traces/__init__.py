@@ -1,0 +1,5 @@
+"""Trace ingestion: XSpace (`*.xplane.pb`) and Kineto (`*.json`, `*.json.gz`) into run tables."""
+
+from tpu_perf.traces.tables import TraceTables
+
+__all__ = ["TraceTables"]

@@ -1,0 +1,112 @@
+"""Find the trace files under a path and turn them into tables written into a run folder."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from tpu_perf.errors import DataError, UsageError
+from tpu_perf.store import RunWriter
+from tpu_perf.traces.tables import (
+    DEVICE_COLUMNS,
+    OPS_COLUMNS,
+    STEP_COLUMNS,
+    TIMELINE_COLUMNS,
+    TraceTables,
+    empty,
+)
+
+TABLES = ("ops", "timeline", "device_steps", "devices")
+_KINETO = re.compile(r"\.json(\.gz)?$")
+_RANK = re.compile(r"rank[-_]?(\d+)", re.I)
+
+
+def find_traces(path: Path) -> tuple[list[Path], list[Path]]:
+    """(xplane files, Kineto files) under `path`: a file, a log dir, or a folder of per-host/rank files.
+
+    In an XProf log dir only the newest `plugins/profile/<run>/` session is taken; its
+    `*.trace.json.gz` twins (written by jax next to each xplane) are not Kineto traces.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise UsageError(f"{path}: no such file or folder; give an .xplane.pb, a Kineto .json(.gz) or a log dir")
+    if path.is_file():
+        if path.name.endswith(".xplane.pb"):
+            return [path], []
+        if _KINETO.search(path.name):
+            return [], [path]
+        raise UsageError(f"{path}: not a trace file (expected *.xplane.pb, *.json or *.json.gz)")
+    xplanes = sorted(path.rglob("*.xplane.pb"))
+    if xplanes:
+        sessions = sorted({p.parent for p in xplanes})
+        newest = sessions[-1]
+        return [p for p in xplanes if p.parent == newest], []
+    kineto = sorted(p for p in path.rglob("*") if p.is_file() and _KINETO.search(p.name) and not p.name.endswith(".trace.json.gz"))
+    kineto = kineto or sorted(p for p in path.rglob("*.json*") if p.is_file() and _KINETO.search(p.name))
+    if not kineto:
+        raise UsageError(f"{path}: no *.xplane.pb or Kineto *.json(.gz) traces found under it")
+    return [], kineto
+
+
+def _concat(parts: list[pd.DataFrame], columns: tuple[str, ...]) -> pd.DataFrame:
+    parts = [p for p in parts if not p.empty]
+    return pd.concat(parts, ignore_index=True).reindex(columns=list(columns)) if parts else empty(columns)
+
+
+def read_traces(path: Path) -> TraceTables:
+    """All traces under `path` as one set of tables (Kineto ranks side by side)."""
+    from tpu_perf.traces.kineto import read_kineto
+    from tpu_perf.traces.xspace import read_xspace
+
+    xplanes, kineto = find_traces(path)
+    if xplanes:
+        return read_xspace(xplanes)
+    parts = []
+    for i, f in enumerate(kineto):
+        m = _RANK.search(f.name)
+        parts.append(read_kineto(f, rank=int(m.group(1)) if m else (i if len(kineto) > 1 else None)))
+    return TraceTables(
+        ops=_concat([p.ops for p in parts], OPS_COLUMNS), timeline=_concat([p.timeline for p in parts], TIMELINE_COLUMNS),
+        device_steps=_concat([p.device_steps for p in parts], STEP_COLUMNS), devices=_concat([p.devices for p in parts], DEVICE_COLUMNS),
+        format="kineto", platform="gpu" if any(p.platform == "gpu" for p in parts) else "cpu", files=tuple(str(f) for f in kineto),
+    )
+
+
+def _clean(df: pd.DataFrame) -> pd.DataFrame:
+    """Object columns holding mixed None/str/num become strings or floats so Parquet accepts them."""
+    out = df.copy()
+    for col in out.columns:
+        if out[col].dtype == object:
+            num = pd.to_numeric(out[col], errors="coerce")
+            if num.notna().sum() == out[col].notna().sum() and out[col].notna().any() and not out[col].map(lambda v: isinstance(v, str)).any():
+                out[col] = num.astype(float)
+            else:
+                out[col] = out[col].map(lambda v: None if v is None or (isinstance(v, float) and v != v) else str(v))
+    return out
+
+
+def write_tables(writer: RunWriter, tables: TraceTables) -> None:
+    """Write the trace tables into the run folder (each atomically)."""
+    for name in TABLES:
+        writer.write_table(name, _clean(getattr(tables, name)))
+
+
+def hardware(tables: TraceTables) -> dict[str, object]:
+    """The manifest's `hardware` block, from the trace's own device planes/properties."""
+    devs = tables.devices
+    accel = devs[~devs["kind"].astype(str).str.lower().eq("cpu")] if not devs.empty else devs
+    if accel.empty:
+        return {"platform": "cpu", "device_count": 0, "device_kind": "cpu", "source": "trace"}
+    first = accel.iloc[0]
+    return {
+        "platform": tables.platform, "device_count": int(len(accel)), "device_kind": str(first["kind"]), "chip": first["chip"],
+        "peak_tflops_per_device": None if pd.isna(first["peak_tflops"]) else float(first["peak_tflops"]),
+        "peak_hbm_gbps": None if pd.isna(first["peak_hbm_gbps"]) else float(first["peak_hbm_gbps"]), "source": "trace",
+    }
+
+
+def check_readable(tables: TraceTables) -> None:
+    if tables.ops.empty and tables.device_steps.empty and tables.timeline.empty:
+        raise DataError(f"{', '.join(tables.files)}: the trace holds no ops, steps or device activity to import")

@@ -1,0 +1,38 @@
+"""Interval arithmetic on numpy arrays: self time of nested events, and union coverage."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def self_times(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Duration minus the time covered by direct children, for properly nested events on one line.
+
+    Events are visited in start order (longer first on ties) with a stack of open parents: one pass,
+    O(n). An event that overlaps another without nesting in it (an async op) is no one's child.
+    """
+    n = len(start)
+    order = np.lexsort((-(end - start), start))
+    s, e = start[order].tolist(), end[order].tolist()
+    child = [0.0] * n
+    stack: list[int] = []
+    for i in range(n):
+        while stack and e[stack[-1]] <= s[i]:
+            stack.pop()
+        if stack and e[i] <= e[stack[-1]]:
+            child[stack[-1]] += e[i] - s[i]
+            stack.append(i)
+        elif not stack:
+            stack.append(i)
+    out = np.empty(n)
+    out[order] = (np.asarray(e) - np.asarray(s)) - np.asarray(child)
+    return np.maximum(out, 0.0)
+
+
+def coverage(boundaries: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """For each elementary segment [b[k], b[k+1]), how many intervals cover it (sweep line:
+    +1 at each start, -1 at each end, cumulative sum)."""
+    delta = np.zeros(len(boundaries) + 1)
+    np.add.at(delta, np.searchsorted(boundaries, start, side="left"), 1)
+    np.add.at(delta, np.searchsorted(boundaries, end, side="left"), -1)
+    return np.cumsum(delta)[: len(boundaries) - 1]

@@ -1,0 +1,48 @@
+"""Terminal rendering of the trace sections: top ops with fusion kind and boundness, the breakdown."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+
+from tpu_perf.views import format as fmt
+from tpu_perf.views.report import renderer
+
+SHOWN_OPS = 10
+
+
+@renderer
+def _ops(doc: dict[str, Any]) -> RenderableType | None:
+    ops = (doc.get("ops") or {}).get("top") or []
+    parts: list[RenderableType] = []
+    if ops:
+        table = Table(title="Top ops by device time (trace)", title_justify="left")
+        for col in ("op", "device", "fusion", "count", "time", "FLOPs", "bound"):
+            table.add_column(col, overflow="fold")
+        for o in ops[:SHOWN_OPS]:
+            table.add_row(
+                str(o["name"])[:40], str(o["device"]), str(o["fusion_kind"] or o["category"] or "")[:16], str(o["occurrences"]),
+                fmt.seconds(o["total_time_s"]), fmt.flops(o["flops"]), str(o["bound"] or "n/a"),
+            )
+        parts.append(table)
+    bd = doc.get("breakdown") or {}
+    if bd:
+        table = Table(title=f"Step-time breakdown ({(doc.get('breakdown_detail') or {}).get('window', '')})", title_justify="left")
+        for part in bd:
+            table.add_column(part.replace("_", " "))
+        table.add_row(*[fmt.percent(v) for v in bd.values()])
+        parts.append(table)
+    devices = doc.get("devices") or []
+    if devices:
+        parts.append(_devices_line(devices))
+    return Group(*parts) if parts else None
+
+
+def _devices_line(devices: list[dict[str, Any]]) -> RenderableType:
+    from rich.text import Text
+
+    d = devices[0]
+    peak = f"{fmt.number(d['peak_tflops'], 4)} TFLOP/s, {fmt.number(d['peak_hbm_gbps'], 5)} GB/s HBM" if d.get("peak_tflops") else "peaks unknown"
+    return Text(f"trace devices: {len(devices)} x {d['kind']} ({d.get('chip') or 'unknown chip'}; {peak}; from {d.get('source') or 'n/a'})", style="dim")
