@@ -6,10 +6,15 @@ import json
 from urllib.parse import urlparse
 
 import pytest
-
 from conftest import tpu_perf_cli
+
 from tpu_perf.hardware import all_chips, lookup_chip, suggest_chips
-from tpu_perf.hardware.calibrate import calibrated_peak, load_calibrations, measure, save_calibration
+from tpu_perf.hardware.calibrate import (
+    calibrated_peak,
+    load_calibrations,
+    measure,
+    save_calibration,
+)
 
 SOURCE_HOSTS = ("cloud.google.com", "nvidia.com", "docs.jax.dev")
 REQUIRED = ("tpu-v2", "tpu-v3", "tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e", "tpu7x", "v100", "a100-40gb", "a100-80gb", "h100-sxm", "h100-pcie", "h200", "b200", "gb200", "cpu")

@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import tpu_perf_cli
 
 import tpu_perf
-from conftest import tpu_perf_cli
 from tpu_perf.errors import UsageError
 from tpu_perf.modelflops import conventions as conv
 from tpu_perf.modelflops.arch import Architecture

@@ -10,11 +10,11 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, tpu_perf_cli
+
 from tpu_perf.analyzers.report import build_report
 from tpu_perf.modelflops.arch import Architecture
-from tpu_perf.modelflops.conventions import DEFAULT_CONVENTION, CONVENTIONS
+from tpu_perf.modelflops.conventions import CONVENTIONS, DEFAULT_CONVENTION
 from tpu_perf.store import load_run
 
 pytestmark = pytest.mark.slow

@@ -130,8 +130,8 @@ def megatron_2021(arch: Architecture) -> TokenFlops:
     Assumes d_ff = 4h and multi-head attention (the paper's GPT models). Source: Narayanan et al.,
     https://arxiv.org/abs/2104.04473 appendix (e.g. 1T GPT on 3072 A100: 163 TFLOP/s/GPU, 52 %).
     """
-    h, s, l, v = arch.d_model, _seq(arch), arch.layers, arch.vocab
-    return TokenFlops(flops_per_token=96.0 * l * h * h * (1 + s / (6 * h) + v / (16 * l * h)), params_counted=None)
+    h, s, n_l, v = arch.d_model, _seq(arch), arch.layers, arch.vocab
+    return TokenFlops(flops_per_token=96.0 * n_l * h * h * (1 + s / (6 * h) + v / (16 * n_l * h)), params_counted=None)
 
 
 def megatron_2022(arch: Architecture) -> TokenFlops:
@@ -140,8 +140,8 @@ def megatron_2022(arch: Architecture) -> TokenFlops:
     Source: Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models",
     https://arxiv.org/abs/2205.05198 section 6 (d_ff = 4h, multi-head attention assumed).
     """
-    h, s, l, v = arch.d_model, _seq(arch), arch.layers, arch.vocab
-    return TokenFlops(flops_per_token=72.0 * l * h * h * (1 + s / (6 * h) + v / (12 * l * h)), params_counted=None)
+    h, s, n_l, v = arch.d_model, _seq(arch), arch.layers, arch.vocab
+    return TokenFlops(flops_per_token=72.0 * n_l * h * h * (1 + s / (6 * h) + v / (12 * n_l * h)), params_counted=None)
 
 
 def megatron_2024(arch: Architecture) -> TokenFlops:
@@ -152,12 +152,12 @@ def megatron_2024(arch: Architecture) -> TokenFlops:
     https://github.com/NVIDIA/Megatron-LM megatron/training/training.py (the vocab there is the
     padded vocab: pass it as --vocab to match exactly).
     """
-    h, s, l = arch.d_model, _seq(arch), arch.layers
+    h, s, n_l = arch.d_model, _seq(arch), arch.layers
     ffn = arch.expert_d_ff if arch.is_moe else arch.d_ff
     routed = arch.top_k if arch.is_moe else 1
     attn = (1 + arch.n_kv / arch.heads + s / h) * (arch.heads * arch.q_dim / h)
     mlp = (ffn or 0) / h * (routed or 1) * (arch.mlp_mats / 2)
-    return TokenFlops(flops_per_token=12.0 * l * h * h * (attn + mlp + arch.vocab / (2 * l * h)), params_counted=None)
+    return TokenFlops(flops_per_token=12.0 * n_l * h * h * (attn + mlp + arch.vocab / (2 * n_l * h)), params_counted=None)
 
 
 @dataclass(frozen=True)
