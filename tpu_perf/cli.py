@@ -95,10 +95,10 @@ def record(
         args = [script, *args]
         script = None
     if chip:
-        from tpu_perf.hardware import lookup_chip
+        from tpu_perf.hardware import lookup_chip, unknown_chip_message
 
         if lookup_chip(chip) is None:
-            raise UsageError(f"--chip {chip!r}: unknown chip; `tpu-perf chips` lists the known ones")
+            raise UsageError(unknown_chip_message("--chip", chip))
     architecture, calibration = _model_and_calibration(model, hf_config, store)
     target = resolve_target(script, module, args)
     options = RecordOptions(
