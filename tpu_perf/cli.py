@@ -95,10 +95,11 @@ def record(
         args = [script, *args]
         script = None
     if chip:
-        from tpu_perf.hardware import lookup_chip
+        from tpu_perf.hardware import lookup_chip, unknown_chip_message
 
         if lookup_chip(chip) is None:
-            raise UsageError(f"--chip {chip!r}: unknown chip; `tpu-perf chips` lists the known ones")
+            raise UsageError(unknown_chip_message("--chip", chip))
+    architecture, calibration = _model_and_calibration(model, hf_config, store)
     target = resolve_target(script, module, args)
     options = RecordOptions(
         trace_steps=None if no_trace else _parse_window(trace_steps),
@@ -108,6 +109,8 @@ def record(
         warmup_steps=warmup_steps,
         model=model,
         hf_config=hf_config,
+        architecture=architecture,
+        calibration=calibration,
         sample_interval_s=sample_interval,
         progress=not quiet,
     )
@@ -122,6 +125,15 @@ def record(
     )
     _print_summary(result.url, store)
     raise typer.Exit(result.outcome.exit_code)
+
+
+def _model_and_calibration(model: str | None, hf_config: str | None, store: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """Validate --model / --hf-config now (not after a long run) and read the store's calibration."""
+    from tpu_perf.hardware.calibrate import load_calibrations
+    from tpu_perf.modelflops.calculator import resolve_architecture
+
+    arch = resolve_architecture(model=model, hf_config=hf_config) if (model or hf_config) else None
+    return (arch.to_dict() if arch else None), (load_calibrations(store) or None)
 
 
 def _print_summary(url: str, store: str) -> None:
@@ -199,7 +211,7 @@ def ls(store: StoreOption = layout.DEFAULT_STORE, as_json: Annotated[bool, typer
     out.print(table)
 
 
-COMMAND_MODULES: tuple[str, ...] = ("importer",)
+COMMAND_MODULES: tuple[str, ...] = ("importer", "mfu", "chips")
 """Modules under tpu_perf/commands/ that add commands: each has `register(app: typer.Typer)`."""
 
 

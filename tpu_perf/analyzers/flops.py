@@ -16,20 +16,39 @@ from tpu_perf.store import Run
 
 
 @dataclass(frozen=True, kw_only=True)
+class Peak:
+    """The denominator of a utilisation: which chip, how fast, and where the number comes from."""
+
+    chip: str | None
+    precision: str
+    devices_per_chip: int
+    per_device_tflops: float | None
+    per_chip_tflops: float | None
+    source: str | None
+    """`catalogue` (published, linked in catalogue.toml), `measured` (`tpu-perf calibrate`), or None."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class FlopsStats:
     per_step: float | None
     source: str | None
     """`user`, `xla_cost_analysis`, or None when unknown."""
     per_device_step: float | None
     devices: int
+    chips: float
+    """devices / devices per chip (an Ironwood chip is 2 devices)."""
+    devices_per_chip: int
     achieved_tflops: float | None
     """All devices together, at the steady-state median step time."""
     achieved_tflops_per_device: float | None
+    achieved_tflops_per_chip: float | None
     chip: str | None
     peak_tflops_per_device: float | None
+    peak_tflops_per_chip: float | None
+    peak_source: str | None
     precision: str
     utilization: float | None
-    """achieved / peak, both per device: a fraction."""
+    """achieved / peak, both per device (the same per chip): a fraction of hardware FLOPs."""
 
 
 def run_chip(run: Run) -> Chip | None:
@@ -59,22 +78,50 @@ def step_flops(run: Run) -> tuple[float | None, str | None, int]:
     return None, None, devices
 
 
+def run_peak(run: Run, precision: str = "bf16") -> Peak:
+    """The catalogue's peak for the run's chip, else a calibration stored with the run (measured)."""
+    from tpu_perf.hardware.calibrate import calibrated_peak
+
+    chip = run_chip(run)
+    config = run.manifest.get("config") or {}
+    kind = (run.manifest.get("hardware") or {}).get("device_kind")
+    per_chip_dev = chip.devices_per_chip if chip else 1
+    peak = chip.peak_tflops_per_device(precision) if chip else None
+    source = "catalogue" if peak is not None else None
+    if peak is None:
+        calibrations = config.get("calibration") or {}
+        peak = calibrated_peak(calibrations, chip.name if chip else kind, precision) or calibrated_peak(calibrations, kind, precision)
+        source = "measured" if peak is not None else None
+    return Peak(
+        chip=chip.name if chip else kind,
+        precision=precision,
+        devices_per_chip=per_chip_dev,
+        per_device_tflops=peak,
+        per_chip_tflops=peak * per_chip_dev if peak is not None else None,
+        source=source,
+    )
+
+
 def analyze_flops(run: Run, steps: StepStats, *, precision: str = "bf16") -> FlopsStats:
     per_step, source, devices = step_flops(run)
-    chip = run_chip(run)
+    peak = run_peak(run, precision)
     median = steps.median_s
     achieved = per_step / median / 1e12 if (per_step and median) else None
     per_device = achieved / devices if achieved is not None else None
-    peak = chip.peak_tflops_per_device(precision) if chip else None
     return FlopsStats(
         per_step=per_step,
         source=source,
         per_device_step=per_step / devices if per_step else None,
         devices=devices,
+        chips=devices / peak.devices_per_chip,
+        devices_per_chip=peak.devices_per_chip,
         achieved_tflops=achieved,
         achieved_tflops_per_device=per_device,
-        chip=chip.name if chip else None,
-        peak_tflops_per_device=peak,
+        achieved_tflops_per_chip=per_device * peak.devices_per_chip if per_device is not None else None,
+        chip=peak.chip,
+        peak_tflops_per_device=peak.per_device_tflops,
+        peak_tflops_per_chip=peak.per_chip_tflops,
+        peak_source=peak.source,
         precision=precision,
-        utilization=per_device / peak if (per_device is not None and peak) else None,
+        utilization=per_device / peak.per_device_tflops if (per_device is not None and peak.per_device_tflops) else None,
     )

@@ -14,6 +14,7 @@ from typing import Any
 from tpu_perf.analyzers.compiles import analyze_compiles
 from tpu_perf.analyzers.flops import analyze_flops
 from tpu_perf.analyzers.memory import analyze_memory
+from tpu_perf.analyzers.mfu import analyze_model_mfu
 from tpu_perf.analyzers.programs import analyze_fusion
 from tpu_perf.analyzers.steps import analyze_steps
 from tpu_perf.store import Run
@@ -79,15 +80,23 @@ def _steps(run: Run, doc: dict[str, Any]) -> None:
         "source": stats_f.source,
         "per_device_step": stats_f.per_device_step,
         "devices": stats_f.devices,
+        "chips": stats_f.chips,
+        "devices_per_chip": stats_f.devices_per_chip,
         "achieved_tflops": stats_f.achieved_tflops,
         "achieved_tflops_per_device": stats_f.achieved_tflops_per_device,
+        "achieved_tflops_per_chip": stats_f.achieved_tflops_per_chip,
         "chip": stats_f.chip,
         "peak_tflops_per_device": stats_f.peak_tflops_per_device,
+        "peak_tflops_per_chip": stats_f.peak_tflops_per_chip,
+        "peak_source": stats_f.peak_source,
         "precision": stats_f.precision,
         "utilization": stats_f.utilization,
     }
-    doc["mfu"] = stats_f.utilization
-    doc["mfu_basis"] = "hardware_flops" if stats_f.utilization is not None else None
+    model = analyze_model_mfu(run, stats, stats_f)
+    basis = "model_flops" if model.mfu_per_device is not None else "hardware_flops" if stats_f.utilization is not None else None
+    doc["mfu"] = model.mfu_per_device if basis == "model_flops" else stats_f.utilization
+    doc["mfu_basis"] = basis
+    doc["mfu_detail"] = {**asdict(model), "basis": basis, "hardware_utilization": stats_f.utilization}
 
 
 @section

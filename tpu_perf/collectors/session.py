@@ -46,6 +46,10 @@ class RecordOptions:
     """A model preset name (see `tpu-perf mfu --help`) for model-FLOPs MFU."""
     hf_config: str | None = None
     """Path of a Hugging Face config.json describing the model, for model-FLOPs MFU."""
+    architecture: dict[str, Any] | None = None
+    """The model's shapes resolved from `model` / `hf_config` at record time, so the run is self-contained."""
+    calibration: dict[str, Any] | None = None
+    """The store's measured peaks (`tpu-perf calibrate --save`) when recording began, by device key."""
     sample_interval_s: float = 1.0
     progress: bool = True
 

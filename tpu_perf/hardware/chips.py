@@ -1,14 +1,21 @@
 """Peak numbers per chip, looked up by name, alias or the device-kind string a framework reports.
 
-A typed table, never an if/elif chain. Numbers are dense peaks per *device* as the framework
-exposes it (a chip with two devices has half the chip's peak per device). Sources: see FACTS.md;
-the full catalogue with a link per number lives in `catalogue.toml` (issue [mfu]).
+A typed table read from `catalogue.toml` (one entry per chip, a source link per number), never an
+if/elif chain. Peaks are dense TFLOP/s per *chip*; `peak_tflops_per_device` divides by the devices
+the framework exposes per chip (Ironwood: 2), so throughput and peak can be put at one granularity.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
+import tomllib
 from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+
+PRECISIONS = ("bf16", "fp8", "int8", "fp16", "fp32")
+"""Dtypes a peak can be given for; bf16 is the default MFU denominator."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -17,13 +24,20 @@ class Chip:
 
     name: str
     """Canonical name, e.g. `tpu-v6e`."""
+    kind: str = "tpu"
+    """`tpu`, `gpu` or `cpu`."""
     aliases: tuple[str, ...] = ()
     peak_tflops: dict[str, float] = field(default_factory=dict)
-    """Dense peak TFLOP/s per chip, by dtype (`bf16`, `fp8`, `int8`, `fp32`)."""
+    """Dense peak TFLOP/s per chip, by dtype (`bf16`, `fp8`, `int8`, `fp16`, `fp32`)."""
     hbm_bytes: int | None = None
+    """HBM per chip."""
     hbm_gbps: float | None = None
+    """HBM bandwidth per chip, GB/s."""
     devices_per_chip: int = 1
+    measured: bool = False
+    """True when no published peak exists and one must be measured (`tpu-perf calibrate`)."""
     sources: dict[str, str] = field(default_factory=dict)
+    """A source link per number, keyed like it (`bf16`, `hbm_bytes`, `devices_per_chip`, ...)."""
 
     def peak_tflops_per_device(self, precision: str = "bf16") -> float | None:
         peak = self.peak_tflops.get(precision)
@@ -34,40 +48,74 @@ class Chip:
         return None if self.hbm_bytes is None else self.hbm_bytes // self.devices_per_chip
 
 
-GiB = 1024**3
-GB = 1000**3
-
-_CHIPS: tuple[Chip, ...] = (
-    Chip(name="tpu-v3", aliases=("v3", "tpu v3"), peak_tflops={"bf16": 123.0}, hbm_bytes=32 * GiB, hbm_gbps=900, devices_per_chip=2),
-    Chip(name="tpu-v4", aliases=("v4", "tpu v4"), peak_tflops={"bf16": 275.0, "int8": 275.0}, hbm_bytes=32 * GiB, hbm_gbps=1200),
-    Chip(name="tpu-v5e", aliases=("v5e", "v5litepod", "tpu v5 lite", "tpu v5e"), peak_tflops={"bf16": 197.0, "int8": 393.0}, hbm_bytes=16 * GB, hbm_gbps=819),
-    Chip(name="tpu-v5p", aliases=("v5p", "tpu v5", "tpu v5p"), peak_tflops={"bf16": 459.0}, hbm_bytes=95 * GB, hbm_gbps=2765),
-    Chip(name="tpu-v6e", aliases=("v6e", "trillium", "tpu v6 lite", "tpu v6e"), peak_tflops={"bf16": 918.0, "int8": 1836.0}, hbm_bytes=32 * GB, hbm_gbps=1638),
-    Chip(name="tpu7x", aliases=("ironwood", "tpu 7x", "tpu7x", "v7x"), peak_tflops={"bf16": 2307.0, "fp8": 4614.0}, hbm_bytes=192 * GB, hbm_gbps=7380, devices_per_chip=2),
-    Chip(name="a100", aliases=("a100-sxm4-80gb", "nvidia a100"), peak_tflops={"bf16": 312.0}, hbm_bytes=80 * GB, hbm_gbps=2039),
-    Chip(name="h100", aliases=("h100-sxm", "nvidia h100", "h100 80gb hbm3"), peak_tflops={"bf16": 989.0, "fp8": 1979.0}, hbm_bytes=80 * GB, hbm_gbps=3350),
-    Chip(name="h200", aliases=("nvidia h200",), peak_tflops={"bf16": 989.0, "fp8": 1979.0}, hbm_bytes=141 * GB, hbm_gbps=4800),
-    Chip(name="b200", aliases=("nvidia b200",), peak_tflops={"bf16": 2250.0}, hbm_bytes=180 * GB, hbm_gbps=8000),
-)
-
-
 def _norm(text: str) -> str:
-    return re.sub(r"[\s_\-]+", " ", text.strip().lower())
+    return re.sub(r"[\s_\-/,()]+", " ", text.strip().lower()).strip()
 
 
+@cache
 def all_chips() -> tuple[Chip, ...]:
-    return _CHIPS
+    """Every chip in the packaged catalogue, in file order."""
+    text = resources.files("tpu_perf.hardware").joinpath("catalogue.toml").read_text(encoding="utf-8")
+    chips = []
+    for entry in tomllib.loads(text)["chip"]:
+        chips.append(
+            Chip(
+                name=entry["name"],
+                kind=entry.get("kind", "tpu"),
+                aliases=tuple(entry.get("aliases", ())),
+                peak_tflops={k: float(v) for k, v in entry.get("peak_tflops", {}).items()},
+                hbm_bytes=entry.get("hbm_bytes"),
+                hbm_gbps=entry.get("hbm_gbps"),
+                devices_per_chip=int(entry.get("devices_per_chip", 1)),
+                measured=bool(entry.get("measured", False)),
+                sources=dict(entry.get("sources", {})),
+            )
+        )
+    return tuple(chips)
+
+
+def _keys(chip: Chip) -> list[str]:
+    return [_norm(chip.name), *map(_norm, chip.aliases)]
 
 
 def lookup_chip(name: str | None) -> Chip | None:
-    """Find a chip by canonical name, alias, or a device-kind string such as `TPU v6 lite`."""
+    """Find a chip by canonical name, alias, or a device-kind string such as `TPU v6 lite`.
+
+    Exact names and aliases win; otherwise the chip with the longest alias whose words all
+    appear in `name` (so `NVIDIA H100 PCIe` finds h100-pcie, `NVIDIA A100-SXM4-40GB` a100-40gb).
+    """
     if not name:
         return None
     key = _norm(name)
-    for chip in _CHIPS:
-        if key in {_norm(chip.name), *map(_norm, chip.aliases)}:
+    for chip in all_chips():
+        if key in _keys(chip):
             return chip
-    for chip in _CHIPS:  # device kinds carry extra words: "NVIDIA H100 80GB HBM3"
-        if any(re.search(rf"\b{re.escape(_norm(a))}\b", key) for a in (chip.name, *chip.aliases)):
-            return chip
-    return None
+    words = set(key.split())
+    best: tuple[int, int, Chip] | None = None
+    for chip in all_chips():
+        for alias in _keys(chip):
+            alias_words = alias.split()
+            if alias_words and set(alias_words) <= words:
+                score = (len(alias_words), len(alias))
+                if best is None or score > best[:2]:
+                    best = (*score, chip)
+    return best[2] if best else None
+
+
+def suggest_chips(name: str, n: int = 3) -> list[str]:
+    """Close canonical names or aliases for an unknown chip name, best first."""
+    candidates = {k: c.name for c in all_chips() for k in _keys(c)}
+    close = difflib.get_close_matches(_norm(name), list(candidates), n=n * 3, cutoff=0.5)
+    seen: list[str] = []
+    for k in close:
+        label = candidates[k] if candidates[k] == k.replace(" ", "-") else k
+        if label not in seen:
+            seen.append(label)
+    return seen[:n]
+
+
+def unknown_chip_message(flag: str, name: str) -> str:
+    """One line naming the flag, the bad value and close names."""
+    close = suggest_chips(name)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    return f"{flag} {name!r}: unknown chip{hint} (`tpu-perf chips` lists them)"

@@ -64,14 +64,19 @@ def _steps(doc: dict[str, Any]) -> RenderableType:
 
 @renderer
 def _flops(doc: dict[str, Any]) -> RenderableType:
-    f = doc["flops"]
-    peak = f"{fmt.number(f['peak_tflops_per_device'], 4)} TFLOP/s per device ({f['chip']}, {f['precision']})" if f["peak_tflops_per_device"] else "unknown (pass --chip, or see `tpu-perf chips`)"
+    f, m = doc["flops"], doc.get("mfu_detail") or {}
+    per_chip = f" = {fmt.number(f['peak_tflops_per_chip'], 4)} per chip ({f['devices_per_chip']} device(s)/chip)" if f.get("devices_per_chip", 1) > 1 else ""
+    peak = f"{fmt.number(f['peak_tflops_per_device'], 4)} TFLOP/s per device{per_chip} ({f['chip']}, {f['precision']}, {f['peak_source']})" if f["peak_tflops_per_device"] else "unknown (pass --chip, run `tpu-perf calibrate --save`, or see `tpu-perf chips`)"
     rows = [
         ("FLOPs / step", f"{fmt.flops(f['per_step'])} ({f['source'] or 'unknown'}, {f['devices']} device(s))"),
-        ("achieved", f"{fmt.number(f['achieved_tflops_per_device'], 4)} TFLOP/s per device"),
+        ("achieved", f"{fmt.number(f['achieved_tflops_per_device'], 4)} TFLOP/s per device, {fmt.number(f.get('achieved_tflops_per_chip'), 4)} per chip"),
         ("peak", peak),
-        ("utilisation", f"{fmt.percent(f['utilization'])} of peak (hardware FLOPs)"),
+        ("utilisation", f"{fmt.percent(f['utilization'])} of peak (hardware FLOPs, what XLA counts)"),
     ]
+    if m.get("mfu_per_device") is not None:
+        rows.append(("model MFU", f"{fmt.percent(m['mfu_per_device'])} ({m['convention']} convention, {m['model'] or 'model'}: {fmt.flops(m['flops_per_token'])}/token, {fmt.number(m['tflops_per_device'], 4)} TFLOP/s per device, {fmt.number(m['tflops_per_chip'], 4)} per chip)"))
+    elif m.get("reason"):
+        rows.append(("model MFU", f"n/a ({m['reason']})"))
     return _kv(rows, "Compute")
 
 

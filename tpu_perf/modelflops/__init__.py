@@ -1,0 +1,1 @@
+"""Model FLOPs: architecture shapes, presets, Hugging Face configs and the named MFU conventions."""
