@@ -25,7 +25,7 @@ def record(store: Path, out: Path, *script_args: str, record_args: tuple[str, ..
 @pytest.fixture(scope="module")
 def auto_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, dict]:
     tmp = tmp_path_factory.mktemp("auto")
-    return record(tmp / "runs", tmp / "self.json", "--steps", "24")
+    return record(tmp / "runs", tmp / "self.json", "--steps", "24", "--width", "768")
 
 
 def test_unmarked_script_steps_equal_steps_run(auto_run) -> None:
@@ -39,12 +39,16 @@ def test_unmarked_script_steps_equal_steps_run(auto_run) -> None:
 def test_median_step_time_matches_synchronized_measurement(auto_run) -> None:
     run, selfm = auto_run
     doc = build_report(run)
-    steady = run.steps.iloc[doc["steps"]["warmup"] :]
-    keep = ~(steady["traced"] | steady["compiled"])
-    ours = steady.loc[keep, "duration_s"].median()
-    theirs = statistics.median([t for t, k in zip(selfm["step_times_s"][doc["steps"]["warmup"] :], keep, strict=True) if k])
-    assert ours == pytest.approx(theirs, rel=0.05)
-    assert doc["steps"]["median_s"] == pytest.approx(ours)
+    steps = run.steps
+    # The script's own timer also sees the end of the trace window (stop_trace runs at the start of
+    # step 6, before tpu-perf's step begins): leave that one step out of the comparison.
+    keep = ~(steps["traced"] | steps["compiled"]) & (steps["step"] >= doc["steps"]["warmup"]) & (steps["step"] != 6)
+    ours = steps.loc[keep, "duration_s"]
+    theirs = [t for t, k in zip(selfm["step_times_s"], keep, strict=True) if k]
+    assert ours.median() == pytest.approx(statistics.median(theirs), rel=0.05)
+    per_step = [abs(o - t) / t for o, t in zip(ours, theirs, strict=True)]
+    assert statistics.median(per_step) < 0.05
+    assert doc["steps"]["median_s"] == pytest.approx(steps.loc[~(steps["traced"] | steps["compiled"]) & (steps["step"] >= doc["steps"]["warmup"]), "duration_s"].median())
 
 
 def test_flops_per_step_equal_xla_cost_analysis(auto_run) -> None:
@@ -61,8 +65,8 @@ def test_flops_per_step_equal_xla_cost_analysis(auto_run) -> None:
         loss, grads = jax.value_and_grad(loss_fn)(params, x)
         return jax.tree_util.tree_map(lambda p, g: p - 0.01 * g, params, grads), loss
 
-    w = jax.ShapeDtypeStruct((384, 384), jnp.float32)
-    compiled = jax.jit(train_step).lower({"w1": w, "w2": w}, jax.ShapeDtypeStruct((64, 384), jnp.float32)).compile()
+    w = jax.ShapeDtypeStruct((768, 768), jnp.float32)
+    compiled = jax.jit(train_step).lower({"w1": w, "w2": w}, jax.ShapeDtypeStruct((64, 768), jnp.float32)).compile()
     expected = compiled.cost_analysis()["flops"]
     doc = build_report(run)
     assert doc["flops"]["per_step"] == expected
@@ -160,3 +164,12 @@ def test_libtpu_without_a_tpu_skips_the_trace_instead_of_crashing(tmp_path: Path
     run = load_run(next((tmp_path / "runs").iterdir()))
     assert run.status == "completed" and len(run.steps) == 6
     assert any("no trace window: libtpu is installed but no TPU is attached" in w for w in run.manifest["warnings"])
+
+
+def test_recording_keeps_no_step_outputs_alive(tmp_path: Path) -> None:
+    out = tmp_path / "live.json"
+    proc = tpu_perf_cli("record", "-q", "--no-trace", "--store", str(tmp_path / "runs"), str(ROOT / "tests" / "scripts" / "jax_live_arrays.py"), str(out))
+    assert proc.returncode == 0, proc.stderr
+    counts = json.loads(out.read_text())
+    assert counts["max"] <= counts["first"] + 11  # one step's outputs in flight at most, not 200
+    assert len(load_run(next((tmp_path / "runs").iterdir())).steps) == 200

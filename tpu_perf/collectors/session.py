@@ -8,7 +8,6 @@ counter anchored once, so intervals are exact and tables from different sources 
 from __future__ import annotations
 
 import bisect
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -22,11 +21,6 @@ from tpu_perf.store import RunWriter, layout
 
 FLUSH_INTERVAL_S = 0.5
 """Append-only tables reach the OS at least this often (the store promises at most 1 s)."""
-
-SWITCH_INTERVAL_S = 0.0005
-"""GIL switch interval while recording (CPython's default is 5 ms). A thread that stamps device
-completion waits at most this long for the GIL when the script's main thread is busy in Python, so
-it bounds the error of a step's end time; contention is rare, so the cost is too."""
 
 PROGRESS_INTERVAL_S = 15.0
 """One progress line at most this often: visible in logs without flooding them."""
@@ -103,7 +97,6 @@ class Recorder:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.warnings: list[str] = []
-        self._switch_interval = sys.getswitchinterval()
         self.sampler = Sampler(options.sample_interval_s, self.now, self.append, self.warn)
         self.sampler.add(host_memory_source())
 
@@ -235,8 +228,7 @@ class Recorder:
     # -- lifecycle ------------------------------------------------------------------------------
     def start(self) -> None:
         marks.set_sink(self)
-        self._switch_interval = sys.getswitchinterval()
-        sys.setswitchinterval(SWITCH_INTERVAL_S)
+
         self._thread = threading.Thread(target=self._background, name="tpu-perf-flush", daemon=True)
         self._thread.start()
         self.sampler.start()
@@ -281,7 +273,7 @@ class Recorder:
         for drain in self._drains:
             self._guarded(drain)
         self.writer.flush()
-        sys.setswitchinterval(self._switch_interval)
+
 
     def _guarded(self, hook: Callable[[], None]) -> None:
         try:

@@ -87,6 +87,7 @@ def install(rec: Recorder, jax: ModuleType) -> Callable[[], None]:
     original_jit = jax.jit
     jax.jit = tracker.wrap_jit(original_jit)
     rec.add_sync(tracker.sync_all)
+    unstamp = tracker.stamper.install(jax)
     rec.add_drain(tracker.drain)
 
     original_annotation = jax.profiler.StepTraceAnnotation
@@ -155,6 +156,7 @@ def install(rec: Recorder, jax: ModuleType) -> Callable[[], None]:
     rec.add_finalizer(finalize)
 
     def uninstall() -> None:
+        unstamp()
         jax.jit = original_jit
         jax.profiler.StepTraceAnnotation = original_annotation
         for unregister, callback in ((monitoring.unregister_event_duration_listener, on_duration), (monitoring.unregister_event_listener, on_event)):

@@ -5,21 +5,19 @@ The step function is the one that consumes its own previous outputs (the train s
 call to call); among several, the one carrying the most arrays. Until it is known, every function's
 calls are timed, then the step function's are written as steps retroactively.
 
-Device time, not dispatch time: a step runs from its dispatch to the moment its outputs are ready.
-A watcher thread blocks on the outputs (JAX releases the GIL while it waits) and stamps that moment,
-so the host keeps running ahead as the script wrote it, except that the next call of the same
-function waits for the previous one: at most one step is in flight.
+Device time, not dispatch time: a step runs from its dispatch to the moment its outputs are ready
+(see `ready.py` for how that moment is stamped). The next call of the same function waits for the
+previous one, so at most one step is in flight; host work between steps still overlaps the device.
 """
 
 from __future__ import annotations
 
 import functools
-import queue
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tpu_perf.collectors.jax.ready import Call, SyncStamper, wait_ready
 from tpu_perf.collectors.session import Recorder
 
 MAX_BUFFERED_CALLS = 100_000
@@ -30,48 +28,6 @@ CARRIES_TO_DECIDE = 2
 
 Span = tuple[float, float, bool]
 """(dispatch time, outputs-ready time, traced)."""
-
-
-def _first_ready(leaves: list[Any]) -> None:
-    """Block until one execution's outputs are ready; they share one completion event."""
-    for leaf in leaves:
-        if not leaf.is_deleted():
-            leaf.block_until_ready()
-            return
-
-
-class ReadyWatcher:
-    """A daemon thread that waits for outputs to be ready and reports when they were."""
-
-    def __init__(self, now: Callable[[], float]) -> None:
-        self._now = now
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._loop, name="tpu-perf-ready", daemon=True)
-        self._thread.start()
-
-    def watch(self, leaves: list[Any], on_ready: Callable[[float], None]) -> threading.Event:
-        done = threading.Event()
-        self._queue.put((leaves, on_ready, done))
-        return done
-
-    def _loop(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            leaves, on_ready, done = item
-            try:
-                _first_ready(leaves)
-            except Exception:  # deleted or failed outputs: the step ends when we notice
-                pass
-            try:
-                on_ready(self._now())
-            finally:
-                done.set()
-
-    def close(self) -> None:
-        self._queue.put(None)
-        self._thread.join(timeout=10)
 
 
 @dataclass(eq=False)
@@ -85,7 +41,7 @@ class FunctionState:
     carry_calls: int = 0
     carried_leaves: int = 0
     spans: list[Span] = field(default_factory=list)
-    pending: threading.Event | None = None
+    pending: Call | None = None
     out_ids: frozenset[int] = frozenset()
     abstract_args: tuple[tuple[Any, ...], dict[str, Any]] | None = None
 
@@ -98,10 +54,10 @@ class JitTracker:
         self.jax = jax
         self.functions: list[FunctionState] = []
         self.step_fn: FunctionState | None = None
-        self.watcher = ReadyWatcher(recorder.now)
+        self.stamper = SyncStamper(recorder.now)
         self._lock = threading.Lock()
         self._compiles = 0
-        self._ready: list[tuple[FunctionState, float, float, bool]] = []
+        self._ready: list[Call] = []
         self._step_index = 0  # index of the next step-function call (spans are written later)
         self._drain_lock = threading.Lock()
         from jax._src import core
@@ -165,7 +121,9 @@ class JitTracker:
             state.abstract_args = self._abstract(args, kwargs)
         if timed:
             state.out_ids = frozenset(map(id, out_leaves))
-            state.pending = self.watcher.watch(out_leaves, self._on_ready(state, start, traced))
+            call = Call(state, start, traced, state.out_ids, out_leaves)
+            state.pending = call
+            self.stamper.unstamped = [c for c in self.stamper.unstamped if c.end is None] + [call]
         if carried and step_fn is None:
             state.carry_calls += 1
             state.carried_leaves = max(state.carried_leaves, carried)
@@ -173,28 +131,24 @@ class JitTracker:
                 self._decide()
         return out
 
-    def _on_ready(self, state: FunctionState, start: float, traced: bool) -> Callable[[float], None]:
-        ready = self._ready
-
-        def on_ready(end: float) -> None:  # on the watcher thread: as short as possible
-            ready.append((state, start, end, traced))
-
-        return on_ready
-
     def drain(self) -> None:
         """Turn stamped calls into steps (or buffered spans); called every flush and at the end."""
         with self._drain_lock:
-            ready, self._ready[:] = list(self._ready), []
-            for state, start, end, traced in ready:
-                if state is self.step_fn:
-                    self.rec.span(self.source, start, end, traced=traced)
-                elif self.step_fn is None and len(state.spans) < MAX_BUFFERED_CALLS:
-                    state.spans.append((start, end, traced))
+            ready = self._ready[:]
+            del self._ready[: len(ready)]
+            for call in ready:
+                end = call.end if call.end is not None else call.start
+                if call.state is self.step_fn:
+                    self.rec.span(self.source, call.start, end, traced=call.traced)
+                elif self.step_fn is None and len(call.state.spans) < MAX_BUFFERED_CALLS:
+                    call.state.spans.append((call.start, end, call.traced))
 
     def _wait(self, state: FunctionState) -> None:
+        """Finish `state`'s last call: wait for its outputs unless the script already synced."""
         pending, state.pending = state.pending, None
         if pending is not None:
-            pending.wait()
+            wait_ready(pending, self.rec.now)
+            self._ready.append(pending)
 
     def _decide(self) -> None:
         candidates = [f for f in self.functions if f.carry_calls > 0]
@@ -233,7 +187,6 @@ class JitTracker:
 
     def close(self) -> None:
         self.sync_all()
-        self.watcher.close()
         self.drain()
 
     def _abstract(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
