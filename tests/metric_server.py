@@ -59,6 +59,7 @@ class MetricServer:
 
     def start(self) -> MetricServer:
         self.t0 = time.time()
+        self._killed = threading.Event()
         self._lock = threading.Lock()
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
         pb_grpc.add_RuntimeMetricServiceServicer_to_server(_Servicer(self), self._server)
@@ -79,12 +80,13 @@ class MetricServer:
     def kill(self) -> float:
         """Stop serving now (connections are cut); returns the time it happened."""
         t = time.time()
+        self._killed.set()  # wakes stalled handlers
         self._server.stop(grace=0).wait()
         return t
 
     def response(self, name: str) -> pb.MetricResponse:
         if self.stall_s:
-            time.sleep(self.stall_s)
+            self._killed.wait(self.stall_s)
         t = time.time()
         tick = self.tick(t)
         metrics, values = [], {}

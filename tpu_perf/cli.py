@@ -112,6 +112,7 @@ def record(
         if lookup_chip(chip) is None:
             raise UsageError(unknown_chip_message("--chip", chip))
     architecture, calibration = _model_and_calibration(model, hf_config, store)
+    addr = _parse_addr(tpu_metrics_addr)
     target = resolve_target(script, module, args)
     options = RecordOptions(
         trace_steps=None if no_trace else _parse_window(trace_steps),
@@ -124,7 +125,7 @@ def record(
         architecture=architecture,
         calibration=calibration,
         sample_interval_s=sample_interval,
-        tpu_metrics_addr=_parse_addr(tpu_metrics_addr),
+        tpu_metrics_addr=addr,
         batch_size=batch_size,
         progress=not quiet,
     )
@@ -134,7 +135,7 @@ def record(
         name=name,
         tags=_parse_tags(tag),
         options=options,
-        log=lambda line: err.print(line, highlight=False, markup=False),
+        log=lambda line: err.print(line, highlight=False, markup=False, soft_wrap=True),
         on_created=lambda w: err.print(f"tpu-perf: recording run {w.run_id} into {w.url}", highlight=False),
     )
     _print_summary(result.url, store)
