@@ -139,3 +139,12 @@ class _Servicer(pb_grpc.RuntimeMetricServiceServicer):
         if response is None:
             context.abort(grpc.StatusCode.NOT_FOUND, f"unknown metric {request.metric_name}")
         return response
+
+
+if __name__ == "__main__":  # serve until stdin closes: `python tests/metric_server.py [DEVICES]`
+    import sys
+
+    server = MetricServer(devices=int(sys.argv[1]) if len(sys.argv) > 1 else 4).start()
+    print(server.addr, flush=True)
+    sys.stdin.read()
+    server.kill()

@@ -139,9 +139,3 @@ class Sampler:
             self._warn(f"the sampler did not stop within {STOP_WAIT_S:.0f} s (a metric source is stuck); its last samples are missing")
         self.note("sampler", "stopped", f"samples={self.samples} interval_s={self.interval_s} cpu_s={self.cpu_s:.6f}")
 
-
-def host_memory_source() -> Any:
-    """Host RSS and CPU percent (kept for callers of the first sampler)."""
-    from tpu_perf.collectors.runtime.host import HostSource
-
-    return HostSource()
