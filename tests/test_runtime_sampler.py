@@ -29,6 +29,7 @@ import tpu_perf
 from tpu_perf.analyzers.memory import analyze_memory
 from tpu_perf.analyzers.runtime import analyze_runtime, histogram_percentile
 from tpu_perf.analyzers.timeline import per_step
+from tpu_perf.collectors import imports
 from tpu_perf.collectors.session import Recorder, RecordOptions
 from tpu_perf.store import RunWriter, load_run
 
@@ -57,6 +58,7 @@ def record_in_process(store: Path, addr: str, steps: int, step_s: float, *, duri
             during(i)  # type: ignore[operator]
         durations.append(time.perf_counter() - t)
     rec.finish()
+    imports.clear()  # the recorder registered a torch hook, as record() would clear it
     writer.finish("completed", 0, warnings=rec.warnings)
     return load_run(writer.url), durations
 
