@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tpu_perf import __version__
+from tpu_perf.collectors.session import DEFAULT_SAMPLE_INTERVAL_S
 from tpu_perf.errors import TpuPerfError, UsageError
 from tpu_perf.store import layout
 
@@ -62,6 +63,15 @@ def _parse_window(text: str) -> tuple[int, int]:
     return window
 
 
+def _parse_addr(text: str | None) -> str | None:
+    if text is None:
+        return None
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise UsageError(f"--tpu-metrics-addr {text!r}: expected HOST:PORT, e.g. localhost:8431")
+    return text
+
+
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "allow_interspersed_args": False})
 def record(
     ctx: typer.Context,
@@ -78,7 +88,9 @@ def record(
     model: Annotated[str | None, typer.Option(help="Model preset (llama3-8b, ...) for model-FLOPs MFU; see `tpu-perf mfu --help`.")] = None,
     hf_config: Annotated[str | None, typer.Option(help="Hugging Face config.json of the model, for model-FLOPs MFU.")] = None,
     warmup_steps: Annotated[int | None, typer.Option(help="Steps to treat as warm-up (default: leading steps that compiled, at least 1).", min=0)] = None,
-    sample_interval: Annotated[float, typer.Option(help="Seconds between memory samples.", min=0.01)] = 1.0,
+    sample_interval: Annotated[float, typer.Option(help="Seconds between runtime samples (HBM, duty cycle, host); see docs/runtime.md.", min=0.01)] = DEFAULT_SAMPLE_INTERVAL_S,
+    tpu_metrics_addr: Annotated[str | None, typer.Option(envvar="TPU_PERF_TPU_METRICS_ADDR", help="HOST:PORT of libtpu's runtime metric service (default: libtpu's TPU_RUNTIME_METRICS_PORTS, else localhost:8431).", show_default=False)] = None,
+    batch_size: Annotated[int | None, typer.Option(help="Global batch size per step, for the largest-batch estimate.", min=1)] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines while recording.")] = False,
 ) -> None:
     """Run a training script unchanged and record its steps, compiles, FLOPs, memory, HLO and a trace.
@@ -100,6 +112,7 @@ def record(
         if lookup_chip(chip) is None:
             raise UsageError(unknown_chip_message("--chip", chip))
     architecture, calibration = _model_and_calibration(model, hf_config, store)
+    addr = _parse_addr(tpu_metrics_addr)
     target = resolve_target(script, module, args)
     options = RecordOptions(
         trace_steps=None if no_trace else _parse_window(trace_steps),
@@ -112,6 +125,8 @@ def record(
         architecture=architecture,
         calibration=calibration,
         sample_interval_s=sample_interval,
+        tpu_metrics_addr=addr,
+        batch_size=batch_size,
         progress=not quiet,
     )
     result = do_record(
@@ -120,7 +135,7 @@ def record(
         name=name,
         tags=_parse_tags(tag),
         options=options,
-        log=lambda line: err.print(line, highlight=False, markup=False),
+        log=lambda line: err.print(line, highlight=False, markup=False, soft_wrap=True),
         on_created=lambda w: err.print(f"tpu-perf: recording run {w.run_id} into {w.url}", highlight=False),
     )
     _print_summary(result.url, store)

@@ -1,11 +1,36 @@
-"""Device memory: the peak seen, the capacity, and XLA's own estimate of the step program."""
+"""Device memory: peak and capacity per device, headroom, XLA's estimate, and the largest batch.
+
+The largest-batch number is an estimate, made with a linear model: the step's peak memory is a
+fixed part (parameters, optimizer state: the step program's arguments by XLA's memory analysis,
+else the lowest device memory sampled during the steps) plus a part proportional to the batch
+(activations, temporaries). The batch can grow by (usable - fixed) / (peak - fixed), where usable
+keeps RESERVE_FRACTION of the capacity free for fragmentation and the runtime. Compilers change
+their plans with shape (rematerialisation, fusion), so treat it as a starting point to try.
+"""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+import pandas as pd
+
 from tpu_perf.analyzers.flops import run_chip
+from tpu_perf.analyzers.timeline import best_source_rows, rows_in, steady_window
 from tpu_perf.store import Run
+
+RESERVE_FRACTION = 0.05
+"""Capacity kept free in the batch estimate: allocators fragment and the runtime holds some HBM
+(XLA's TPU client reserves a few percent by default, `XLA_PYTHON_CLIENT_MEM_FRACTION`-style)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeviceMemory:
+    device: str
+    peak_bytes: int
+    capacity_bytes: int | None
+    source: str
+    peak_time_s: float
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -16,41 +41,97 @@ class MemoryStats:
     capacity_bytes: int | None
     """Per device: the runtime's limit, else the chip catalogue's HBM."""
     headroom_fraction: float | None
+    """1 - peak / capacity on the device that peaked highest."""
+    headroom_bytes: int | None
     xla_peak_bytes: int | None
     """The step program's peak by XLA's memory analysis (arguments, outputs, temporaries)."""
     host_rss_peak_bytes: int | None
+    per_device: list[DeviceMemory]
+    fixed_bytes: int | None
+    """The part of the peak assumed not to scale with the batch (see the module docstring)."""
+    fixed_basis: str | None
+    """`xla_arguments` or `sampled_minimum`."""
+    max_batch_multiplier: float | None
+    """Estimate: how many times the current batch would fit (>= 1 when there is headroom)."""
+    batch_size: int | None
+    max_batch_size: int | None
+    """Estimate: floor(batch_size x max_batch_multiplier), when the batch size is known."""
+
+
+def _capacity(run: Run) -> int | None:
+    chip = run_chip(run)
+    return chip.hbm_bytes_per_device if chip else None
+
+
+def per_device_memory(run: Run) -> list[DeviceMemory]:
+    """Peak and capacity for each device, from its best source (libtpu > NVML > JAX > torch)."""
+    rows = best_source_rows(run.memory)
+    if rows.empty:
+        return []
+    usage = rows[["bytes_in_use", "peak_bytes"]].astype(float).max(axis=1)
+    catalogue = _capacity(run)
+    out = []
+    for device, index in usage.groupby(rows["device"]).groups.items():
+        at = usage.loc[index].idxmax()
+        limits = rows.loc[index, "limit_bytes"].dropna() if "limit_bytes" in rows else pd.Series(dtype=float)
+        out.append(DeviceMemory(
+            device=str(device),
+            peak_bytes=int(usage.loc[at]),
+            capacity_bytes=int(limits.max()) if not limits.empty else catalogue,
+            source=str(rows.loc[at, "source"]),
+            peak_time_s=float(rows.loc[at, "time_s"]),
+        ))
+    return sorted(out, key=lambda d: d.device)
+
+
+def _xla_step(run: Run) -> tuple[int | None, int | None]:
+    """(peak, argument bytes) of the step program by XLA's memory analysis."""
+    programs = run.programs
+    if programs.empty:
+        return None, None
+    step_rows = programs[programs["is_step"].astype(bool)]
+    rows = step_rows if not step_rows.empty else programs
+    sizes = rows[["argument_bytes", "output_bytes", "temp_bytes"]].fillna(0).sum(axis=1) - rows["alias_bytes"].fillna(0)
+    if "peak_bytes" in rows and rows["peak_bytes"].notna().any():
+        sizes = rows["peak_bytes"].fillna(sizes)
+    args = rows["argument_bytes"].dropna()
+    return int(sizes.max()), int(args.max()) if not args.empty else None
+
+
+def _fixed(run: Run, device: str, xla_args: int | None) -> tuple[int | None, str | None]:
+    if xla_args:
+        return xla_args, "xla_arguments"
+    rows = best_source_rows(run.memory)
+    rows = rows_in(rows[rows["device"] == device], steady_window(run)) if not rows.empty else rows
+    if rows.empty:
+        return None, None
+    return int(rows["bytes_in_use"].astype(float).min()), "sampled_minimum"
 
 
 def analyze_memory(run: Run) -> MemoryStats:
-    memory = run.memory
-    device = memory[memory["device"] != "host"] if not memory.empty else memory
-    host = memory[memory["device"] == "host"] if not memory.empty else memory
-    peak = source = capacity = None
-    if not device.empty:
-        peaks = device[["bytes_in_use", "peak_bytes"]].max(axis=1)
-        peak = int(peaks.max())
-        source = str(device.loc[peaks.idxmax(), "source"])
-        if "limit_bytes" in device and device["limit_bytes"].notna().any():
-            capacity = int(device["limit_bytes"].max())
-    xla_peak = None
-    programs = run.programs
-    if not programs.empty:
-        step_rows = programs[programs["is_step"].astype(bool)]
-        rows = step_rows if not step_rows.empty else programs
-        sizes = rows[["argument_bytes", "output_bytes", "temp_bytes"]].fillna(0).sum(axis=1) - rows["alias_bytes"].fillna(0)
-        if "peak_bytes" in rows and rows["peak_bytes"].notna().any():
-            sizes = rows["peak_bytes"].fillna(sizes)
-        xla_peak = int(sizes.max())
-    if peak is None and xla_peak is not None:
-        peak, source = xla_peak, "xla_memory_analysis"
-    if capacity is None:
-        chip = run_chip(run)
-        capacity = chip.hbm_bytes_per_device if chip else None
+    devices = per_device_memory(run)
+    host = run.memory[run.memory["device"] == "host"] if not run.memory.empty else run.memory
+    xla_peak, xla_args = _xla_step(run)
+    top = max(devices, key=lambda d: d.peak_bytes) if devices else None
+    peak, source = (top.peak_bytes, top.source) if top else (xla_peak, "xla_memory_analysis" if xla_peak is not None else None)
+    capacity = top.capacity_bytes if top and top.capacity_bytes else _capacity(run)
+    fixed, basis = _fixed(run, top.device, xla_args) if top else (None, None)
+    multiplier = None
+    if top and capacity and fixed is not None and top.peak_bytes > fixed:
+        multiplier = (capacity * (1 - RESERVE_FRACTION) - fixed) / (top.peak_bytes - fixed)
+    batch = (run.manifest.get("config") or {}).get("batch_size")
     return MemoryStats(
         peak_bytes=peak,
         peak_source=source,
         capacity_bytes=capacity,
         headroom_fraction=1 - peak / capacity if (peak is not None and capacity) else None,
+        headroom_bytes=capacity - peak if (peak is not None and capacity) else None,
         xla_peak_bytes=xla_peak,
         host_rss_peak_bytes=int(host["bytes_in_use"].max()) if not host.empty else None,
+        per_device=devices,
+        fixed_bytes=fixed,
+        fixed_basis=basis,
+        max_batch_multiplier=multiplier,
+        batch_size=batch,
+        max_batch_size=math.floor(batch * multiplier) if (batch and multiplier is not None and multiplier > 0) else None,
     )

@@ -149,3 +149,6 @@ def build_report(run: Run) -> dict[str, Any]:
     for fn in SECTIONS:
         fn(run, doc)
     return doc
+
+
+import tpu_perf.analyzers.runtime  # noqa: E402, F401  (registers the `runtime` section)

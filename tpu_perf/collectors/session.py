@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tpu_perf import marks
-from tpu_perf.collectors.sampler import Rows, Sampler, SampleSource, host_memory_source
+from tpu_perf.collectors.sampler import Rows, Sampler, SampleSource
 from tpu_perf.collectors.steps import StepTracker
 from tpu_perf.store import RunWriter, layout
 
@@ -24,6 +24,10 @@ FLUSH_INTERVAL_S = 0.5
 
 PROGRESS_INTERVAL_S = 15.0
 """One progress line at most this often: visible in logs without flooding them."""
+
+
+DEFAULT_SAMPLE_INTERVAL_S = 1.0
+"""Runtime sampling period: measured cost at this rate is far under 1 % of a loop (docs/runtime.md)."""
 
 
 @dataclass(kw_only=True)
@@ -44,7 +48,12 @@ class RecordOptions:
     """The model's shapes resolved from `model` / `hf_config` at record time, so the run is self-contained."""
     calibration: dict[str, Any] | None = None
     """The store's measured peaks (`tpu-perf calibrate --save`) when recording began, by device key."""
-    sample_interval_s: float = 1.0
+    sample_interval_s: float = DEFAULT_SAMPLE_INTERVAL_S
+    """Seconds between runtime samples (memory, duty cycle, host); see docs/runtime.md for its cost."""
+    tpu_metrics_addr: str | None = None
+    """HOST:PORT of libtpu's metric service; None: TPU_PERF_TPU_METRICS_ADDR, libtpu's port, localhost:8431."""
+    batch_size: int | None = None
+    """Global batch size per step, for the largest-batch estimate."""
     progress: bool = True
 
     def __post_init__(self) -> None:
@@ -52,12 +61,16 @@ class RecordOptions:
             start, stop = self.trace_steps
             if start < 0 or stop <= start:
                 raise ValueError(f"trace window {start}:{stop} must satisfy 0 <= START < STOP")
-        for name in ("tokens_per_step", "flops_per_step", "warmup_steps"):
+        for name in ("tokens_per_step", "flops_per_step", "warmup_steps", "batch_size"):
             value = getattr(self, name)
             if value is not None and value < 0:
                 raise ValueError(f"{name} must be >= 0, got {value}")
         if self.sample_interval_s <= 0:
             raise ValueError("sample interval must be > 0 seconds")
+        if self.tpu_metrics_addr is not None:
+            host, sep, port = self.tpu_metrics_addr.rpartition(":")
+            if not sep or not host or not port.isdigit():
+                raise ValueError(f"TPU metrics address {self.tpu_metrics_addr!r}: expected HOST:PORT, e.g. localhost:8431")
 
 
 @dataclass
@@ -98,7 +111,7 @@ class Recorder:
         self._thread: threading.Thread | None = None
         self.warnings: list[str] = []
         self.sampler = Sampler(options.sample_interval_s, self.now, self.append, self.warn)
-        self.sampler.add(host_memory_source())
+        self._add_runtime_sources()
 
     # -- clock ----------------------------------------------------------------------------------
     def now(self) -> float:
@@ -125,6 +138,14 @@ class Recorder:
     def add_sample_source(self, name: str, sample: Callable[[], Rows], table: str = "memory") -> None:
         """A time series to sample every `sample_interval_s` on the sampler thread."""
         self.sampler.add(SampleSource(name, sample, table))
+
+    def _add_runtime_sources(self) -> None:
+        from tpu_perf.collectors import imports
+        from tpu_perf.collectors.runtime import default_sources, torch_source
+
+        for source in default_sources(tpu_metrics_addr=self.options.tpu_metrics_addr, interval_s=self.options.sample_interval_s, log=self.log, note=self.sampler.note):
+            self.sampler.add(source)
+        imports.when_imported("torch", lambda torch: self.sampler.add(torch_source(torch)))
 
     def on_boundary(self, hook: Callable[[int], None]) -> None:
         self._boundary_hooks.append(hook)

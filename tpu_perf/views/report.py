@@ -82,14 +82,31 @@ def _flops(doc: dict[str, Any]) -> RenderableType:
 
 @renderer
 def _memory(doc: dict[str, Any]) -> RenderableType:
-    m = doc["memory"]
+    m, r = doc["memory"], doc.get("runtime") or {}
     rows = [
         ("device peak", f"{fmt.bytes_(m['peak_bytes'])} ({m['peak_source'] or 'no device samples'})"),
-        ("capacity", f"{fmt.bytes_(m['capacity_bytes'])}" + (f", headroom {fmt.percent(m['headroom_fraction'])}" if m["headroom_fraction"] is not None else "")),
-        ("XLA estimate", fmt.bytes_(m["xla_peak_bytes"])),
-        ("host RSS peak", fmt.bytes_(m["host_rss_peak_bytes"])),
+        ("capacity", f"{fmt.bytes_(m['capacity_bytes'])}" + (f", headroom {fmt.bytes_(m['headroom_bytes'])} ({fmt.percent(m['headroom_fraction'])})" if m["headroom_fraction"] is not None else "")),
     ]
-    return _kv(rows, "Memory")
+    for d in m.get("per_device") or []:
+        duty = next((x["duty_cycle_pct"] for x in r.get("per_device") or [] if x["device"] == d["device"]), None)
+        used = f" ({fmt.percent(d['peak_bytes'] / d['capacity_bytes'])})" if d["capacity_bytes"] else ""
+        rows.append((f"  {d['device']}", f"peak {fmt.bytes_(d['peak_bytes'])} of {fmt.bytes_(d['capacity_bytes'])}{used}, duty cycle {_pct(duty)}  [{d['source']}]"))
+    if r.get("duty_cycle_pct") is not None:
+        rows.append(("duty cycle", f"{_pct(r['duty_cycle_pct'])} mean over {r['samples']} samples ({', '.join(r['sources'])})"))
+    if m.get("max_batch_multiplier") is not None:
+        batch = f"about {m['max_batch_size']} (batch {m['batch_size']})" if m.get("max_batch_size") else f"about {m['max_batch_multiplier']:.2f} x the current batch"
+        rows.append(("largest batch", f"{batch}, an estimate: linear in the batch above {fmt.bytes_(m['fixed_bytes'])} fixed ({m['fixed_basis']})"))
+    rows += [("XLA estimate", fmt.bytes_(m["xla_peak_bytes"])), ("host RSS peak", fmt.bytes_(m["host_rss_peak_bytes"]))]
+    if r.get("host_cpu_pct") is not None:
+        rows.append(("host CPU", f"{_pct(r['host_cpu_pct'])} system, {_pct(r['process_cpu_pct'])} this process"))
+    for g in r.get("gaps") or []:
+        rows.append(("sampling gap", f"{g['source']}: {fmt.seconds(g['end_s'] - g['start_s'])} without samples" + (f" ({g['detail']})" if g.get("detail") else "")))
+    return _kv(rows, "Memory and runtime")
+
+
+def _pct(value: float | None) -> str:
+    """A value already in percent (0-100)."""
+    return "n/a" if value is None else f"{value:.1f} %"
 
 
 @renderer

@@ -1,0 +1,163 @@
+"""Runtime metrics over the run: duty cycle, HLO queue, execution-time percentiles, host CPU, gaps.
+
+Execution-time percentiles come from the raw histogram buckets libtpu serves (cumulative since
+the runtime started): the last snapshot minus the first one in the steps' window is the histogram
+of the executions during the run, and a percentile is interpolated linearly inside its bucket.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tpu_perf.analyzers.timeline import Gap, best_source_rows, gaps, rows_in, steady_window
+from tpu_perf.store import Run
+
+PERCENTILES = (50.0, 90.0, 99.0)
+
+
+def histogram_percentile(counts: list[int] | np.ndarray, bounds: list[float] | np.ndarray, q: float) -> float | None:
+    """The q-th percentile (0-100) of a bucketed distribution; None when it holds nothing.
+
+    `bounds` are the finite boundaries: bucket 0 lies below bounds[0] (taken as starting at 0,
+    these are durations), bucket i in [bounds[i-1], bounds[i]), the last above bounds[-1] (its
+    percentile is reported as bounds[-1], a lower bound).
+    """
+    counts = np.asarray(counts, dtype=float)
+    bounds = np.asarray(bounds, dtype=float)
+    total = counts.sum()
+    if total <= 0 or len(counts) != len(bounds) + 1:
+        return None
+    rank = q / 100.0 * total
+    cumulative = np.cumsum(counts)
+    i = int(np.searchsorted(cumulative, rank, side="left"))
+    i = min(i, len(counts) - 1)
+    if i == len(counts) - 1:
+        return float(bounds[-1])
+    lower = 0.0 if i == 0 else float(bounds[i - 1])
+    upper = float(bounds[i])
+    before = cumulative[i - 1] if i > 0 else 0.0
+    fraction = (rank - before) / counts[i] if counts[i] else 0.0
+    return lower + fraction * (upper - lower)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeviceRuntime:
+    device: str
+    source: str
+    duty_cycle_pct: float | None
+    """Mean over the samples within the steps' window."""
+    hlo_queue_mean: float | None
+    hlo_queue_max: int | None
+    exec_count: int | None
+    """HLO executions during the window (difference of the cumulative histogram)."""
+    exec_p50_us: float | None
+    exec_p90_us: float | None
+    exec_p99_us: float | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RuntimeStats:
+    duty_cycle_pct: float | None
+    """Mean over devices and samples within the steps' window; None without a device source."""
+    sources: list[str]
+    samples: int
+    """Sample times with device runtime rows."""
+    per_device: list[DeviceRuntime]
+    host_cpu_pct: float | None
+    process_cpu_pct: float | None
+    gaps: list[Gap]
+    sampler_cpu_s: float | None
+    """CPU time the sampler thread used in the whole run (its cost to the training process)."""
+
+
+def _mean(series: pd.Series | None) -> float | None:
+    if series is None:
+        return None
+    values = series.dropna().astype(float)
+    return float(values.mean()) if not values.empty else None
+
+
+def _exec_window(rows: pd.DataFrame) -> tuple[int | None, list[float | None]]:
+    if "exec_bucket_counts" not in rows:
+        return None, [None] * len(PERCENTILES)
+    snaps = rows.dropna(subset=["exec_bucket_counts"]).sort_values("time_s")
+    if snaps.empty:
+        return None, [None] * len(PERCENTILES)
+    last = np.asarray(snaps["exec_bucket_counts"].iloc[-1], dtype=float)
+    first = np.asarray(snaps["exec_bucket_counts"].iloc[0], dtype=float)
+    delta = last - first if len(snaps) > 1 and first.shape == last.shape and (last >= first).all() else last
+    bounds = snaps["exec_bucket_bounds_us"].iloc[-1]
+    return int(delta.sum()), [histogram_percentile(delta, bounds, q) for q in PERCENTILES]
+
+
+def _device(device: str, rows: pd.DataFrame) -> DeviceRuntime:
+    queue = rows["hlo_queue_size"].dropna() if "hlo_queue_size" in rows else pd.Series(dtype=float)
+    count, (p50, p90, p99) = _exec_window(rows)
+    return DeviceRuntime(
+        device=device,
+        source=str(rows["source"].iloc[0]),
+        duty_cycle_pct=_mean(rows.get("duty_cycle_pct")),
+        hlo_queue_mean=float(queue.mean()) if not queue.empty else None,
+        hlo_queue_max=int(queue.max()) if not queue.empty else None,
+        exec_count=count,
+        exec_p50_us=p50,
+        exec_p90_us=p90,
+        exec_p99_us=p99,
+    )
+
+
+def _sampler_cpu_s(run: Run) -> float | None:
+    events = run.table("sampler")
+    if events.empty:
+        return None
+    stopped = events[events["event"] == "stopped"]
+    for detail in stopped["detail"]:
+        fields = dict(part.split("=", 1) for part in str(detail).split() if "=" in part)
+        if "cpu_s" in fields:
+            return float(fields["cpu_s"])
+    return None
+
+
+def analyze_runtime(run: Run) -> RuntimeStats:
+    window = steady_window(run)
+    table = run.table("runtime")
+    device_rows = rows_in(best_source_rows(table), window)
+    host = rows_in(table[table["device"] == "host"], window) if not table.empty else table
+    per_device = [_device(str(d), g) for d, g in device_rows.groupby("device")] if not device_rows.empty else []
+    duty = device_rows.get("duty_cycle_pct") if not device_rows.empty else None
+    return RuntimeStats(
+        duty_cycle_pct=_mean(duty),
+        sources=sorted({str(s) for s in device_rows["source"]}) if not device_rows.empty else [],
+        samples=int(device_rows["time_s"].nunique()) if not device_rows.empty else 0,
+        per_device=per_device,
+        host_cpu_pct=_mean(host.get("cpu_percent")) if not host.empty else None,
+        process_cpu_pct=_mean(host.get("process_cpu_percent")) if not host.empty else None,
+        gaps=gaps(run),
+        sampler_cpu_s=_sampler_cpu_s(run),
+    )
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def runtime_section(run: Run, doc: dict[str, Any]) -> None:
+    """`runtime` in `report --json` (keys in docs/runtime.md)."""
+    stats = analyze_runtime(run)
+    doc["runtime"] = {k: _clean(v) for k, v in asdict(stats).items()}
+
+
+def _register() -> None:
+    from tpu_perf.analyzers.report import section
+
+    section(runtime_section)
+
+
+_register()

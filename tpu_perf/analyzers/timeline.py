@@ -1,0 +1,134 @@
+"""Runtime samples as timelines: the best source per device, samples joined to steps, gaps.
+
+Shared by the memory and runtime analyzers. Pure functions of tables; no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from tpu_perf.analyzers.steps import run_steps
+from tpu_perf.store import Run
+
+SOURCE_RANK = {"libtpu": 0, "nvml": 1, "jax.memory_stats": 2, "torch.accelerator": 3}
+"""Per device, rows of the best source present are used: libtpu and NVML see all device memory,
+the frameworks' allocator stats only their own allocations (the sampler's order, by row source)."""
+
+GAP_FACTOR = 2.5
+"""A pause between two samples of a source longer than this many intervals is a gap."""
+
+
+def best_source_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """Device rows (not `host`) of each device's best source, sorted by time."""
+    if table.empty or "device" not in table:
+        return table
+    rows = table[table["device"] != "host"]
+    if rows.empty:
+        return rows
+    rank = rows["source"].map(SOURCE_RANK).fillna(len(SOURCE_RANK))
+    best = rank.groupby(rows["device"]).transform("min")
+    return rows[rank == best].sort_values("time_s").reset_index(drop=True)
+
+
+def step_of(times: pd.Series, steps: pd.DataFrame) -> pd.Series:
+    """Index of the step each time falls in: the last step started at or before it (-1: before any).
+
+    A sample between two steps (input pipeline, logging) counts for the step before it: that is
+    the step whose memory is still resident.
+    """
+    if steps.empty:
+        return pd.Series(-1, index=times.index)
+    starts = steps["start_time_s"].to_numpy(dtype=float)
+    return pd.Series(np.searchsorted(starts, times.to_numpy(dtype=float), side="right") - 1, index=times.index)
+
+
+def steady_window(run: Run) -> tuple[float, float] | None:
+    """From the first step's start to the last step's end; None without steps."""
+    steps = run_steps(run)
+    if steps.empty:
+        return None
+    return float(steps["start_time_s"].min()), float(steps["end_time_s"].max())
+
+
+def per_step(run: Run) -> pd.DataFrame:
+    """Per step: peak device memory (max over devices) and mean duty cycle of the samples in it.
+
+    Columns: step, start_time_s, end_time_s, hbm_peak_bytes, duty_cycle_pct, samples. A step
+    shorter than the sampling interval often holds no sample: its values are NaN (unknown).
+    """
+    steps = run_steps(run)
+    out = pd.DataFrame({"step": steps.get("step", pd.Series(range(len(steps)))), "start_time_s": steps.get("start_time_s"), "end_time_s": steps.get("end_time_s")})
+    if steps.empty:
+        return out.assign(hbm_peak_bytes=pd.Series(dtype=float), duty_cycle_pct=pd.Series(dtype=float), samples=pd.Series(dtype=int))
+    memory = best_source_rows(run.memory)
+    runtime = best_source_rows(run.table("runtime"))
+    out["hbm_peak_bytes"] = np.nan
+    out["duty_cycle_pct"] = np.nan
+    out["samples"] = 0
+    if not memory.empty:
+        usage = memory[["bytes_in_use", "peak_bytes"]].astype(float).max(axis=1)
+        by_step = usage.groupby(step_of(memory["time_s"], steps)).max()
+        by_step = by_step[by_step.index >= 0]
+        out.loc[by_step.index, "hbm_peak_bytes"] = by_step.to_numpy()
+        counts = memory.groupby(step_of(memory["time_s"], steps))["time_s"].nunique()
+        counts = counts[counts.index >= 0]
+        out.loc[counts.index, "samples"] = counts.to_numpy()
+    if not runtime.empty and "duty_cycle_pct" in runtime:
+        duty = runtime.dropna(subset=["duty_cycle_pct"])
+        mean = duty["duty_cycle_pct"].astype(float).groupby(step_of(duty["time_s"], steps)).mean()
+        mean = mean[mean.index >= 0]
+        out.loc[mean.index, "duty_cycle_pct"] = mean.to_numpy()
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class Gap:
+    """A span with no samples from a source that delivered before it (service died or stalled)."""
+
+    source: str
+    start_s: float
+    """Time of the last sample before the gap."""
+    end_s: float
+    """Time of the first sample after it, or the end of the run."""
+    detail: str | None
+
+
+def gaps(run: Run) -> list[Gap]:
+    """Gaps of each device source: from `unavailable` events, and from pauses > GAP_FACTOR intervals."""
+    interval = float((run.manifest.get("config") or {}).get("sample_interval_s") or 1.0)
+    events = run.table("sampler")
+    stopped = events[events["event"] == "stopped"]["time_s"] if not events.empty else pd.Series(dtype=float)
+    end = float(stopped.max()) if not stopped.empty else run.manifest.get("ended_at")
+    frames = [t for t in (run.memory, run.table("runtime")) if not t.empty and "source" in t]
+    if not frames:
+        return []
+    rows = pd.concat([f[f["device"] != "host"][["time_s", "source"]] for f in frames])
+    found: list[Gap] = []
+    for source, group in rows.groupby("source"):
+        times = np.unique(group["time_s"].to_numpy(dtype=float))
+        pauses = np.flatnonzero(np.diff(times) > GAP_FACTOR * interval)
+        details = {}
+        if not events.empty:
+            down = events[(events["source"] == source) & (events["event"] == "unavailable")]
+            details = dict(zip(down["time_s"], down["detail"], strict=True))
+        for i in pauses:
+            found.append(Gap(source=str(source), start_s=float(times[i]), end_s=float(times[i + 1]), detail=_detail_between(details, times[i], times[i + 1])))
+        last = float(times[-1])
+        if end is not None and float(end) - last > GAP_FACTOR * interval:
+            found.append(Gap(source=str(source), start_s=last, end_s=float(end), detail=_detail_between(details, last, float(end))))
+    return sorted(found, key=lambda g: g.start_s)
+
+
+def _detail_between(details: dict[float, str], start: float, end: float) -> str | None:
+    return next((d for t, d in sorted(details.items()) if start <= t <= end), None)
+
+
+def rows_in(table: pd.DataFrame, window: tuple[float, float] | None) -> pd.DataFrame:
+    """Rows whose time falls in `window` (all rows when there is none or none fall in it)."""
+    if window is None or table.empty:
+        return table
+    inside = table[(table["time_s"] >= window[0]) & (table["time_s"] <= window[1])]
+    return inside if not inside.empty else table
