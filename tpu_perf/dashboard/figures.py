@@ -15,6 +15,12 @@ from plotly.colors import qualitative
 
 PALETTE = qualitative.Plotly
 MIB = 2**20
+WEBGL_ABOVE_POINTS = 2000
+"""Lines longer than this draw with WebGL (Scattergl): 10k-step runs stay fast; short ones stay SVG."""
+
+
+def _line(n: int) -> type[go.Scatter] | type[go.Scattergl]:
+    return go.Scattergl if n > WEBGL_ABOVE_POINTS else go.Scatter
 
 
 def colour(i: int) -> str:
@@ -33,11 +39,11 @@ def step_times(series: Sequence[tuple[str, pd.DataFrame]]) -> go.Figure:
     for i, (label, steps) in enumerate(series):
         if steps.empty:
             continue
-        fig.add_trace(go.Scattergl(x=steps["step"], y=steps["duration_s"] * 1e3, mode="lines", name=label, line={"color": colour(i)}, legendgroup=label))
+        fig.add_trace(_line(len(steps))(x=steps["step"], y=steps["duration_s"] * 1e3, mode="lines", name=label, line={"color": colour(i)}, legendgroup=label))
         warm = steps[steps["phase"] == "warm-up"]
         max_warmup = max(max_warmup, len(warm))
         if not warm.empty:
-            fig.add_trace(go.Scattergl(x=warm["step"], y=warm["duration_s"] * 1e3, mode="markers", name=f"{label} · warm-up", marker={"color": colour(i), "symbol": "x", "size": 10}, legendgroup=label))
+            fig.add_trace(go.Scatter(x=warm["step"], y=warm["duration_s"] * 1e3, mode="markers", name=f"{label} · warm-up", marker={"color": colour(i), "symbol": "x", "size": 10}, legendgroup=label))
     if max_warmup:
         fig.add_vrect(x0=-0.5, x1=max_warmup - 0.5, fillcolor="grey", opacity=0.15, line_width=0, annotation_text="warm-up", annotation_position="top left")
     fig.update_yaxes(type="log")
@@ -58,7 +64,7 @@ def memory_timeline(series: Sequence[tuple[str, pd.DataFrame]], *, title: str = 
     fig = go.Figure()
     for i, (label, samples) in enumerate(series):
         for j, (device, rows) in enumerate(samples.groupby("device", sort=True)):
-            fig.add_trace(go.Scattergl(x=rows["t_s"], y=rows["bytes_in_use"].astype(float) / MIB, mode="lines", name=f"{label} · {device}", line={"color": colour(i), "dash": ["solid", "dot", "dash", "dashdot"][j % 4]}))
+            fig.add_trace(_line(len(rows))(x=rows["t_s"], y=rows["bytes_in_use"].astype(float) / MIB, mode="lines", name=f"{label} · {device}", line={"color": colour(i), "dash": ["solid", "dot", "dash", "dashdot"][j % 4]}))
     return _layout(fig, title, xaxis_title="time since start (s)", yaxis_title="in use (MiB)")
 
 

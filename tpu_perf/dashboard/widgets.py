@@ -27,6 +27,8 @@ def kpi_cards(rows: pd.DataFrame, labels: list[str], headers: dict[str, str]) ->
         with column, st.container(border=True):
             st.markdown(f"**{label}**")
             st.caption(headers.get(label, ""))
-            for row in rows[rows["run"] == label].itertuples():
+            mine = list(rows[rows["run"] == label].itertuples())
+            grid = st.columns(3)
+            for i, row in enumerate(mine):
                 change = None if row.delta is None or pd.isna(row.delta) else f"{row.delta:+.1%}"
-                st.metric(row.kpi, row.shown, delta=change, delta_color="inverse" if row.lower_is_better else "normal", help=row.help)
+                grid[i % 3].metric(row.kpi, row.shown, delta=change, delta_color="inverse" if row.lower_is_better else "normal", help=row.help)

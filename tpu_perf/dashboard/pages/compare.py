@@ -55,8 +55,8 @@ def _steps(docs: dict[str, dict[str, Any]], refs: dict[str, data.RunRef]) -> Non
         widgets.missing("Steps", "None of these runs recorded a step.")
         return
     left, right = st.columns(2)
-    left.plotly_chart(figures.step_times(frames), use_container_width=True, key="cmp_steps")
-    right.plotly_chart(figures.step_distribution([(label, f.loc[f["phase"] == "steady", "duration_s"].to_numpy()) for label, f in frames]), use_container_width=True, key="cmp_dist")
+    left.plotly_chart(figures.step_times(frames), width="stretch", key="cmp_steps")
+    right.plotly_chart(figures.step_distribution([(label, f.loc[f["phase"] == "steady", "duration_s"].to_numpy()) for label, f in frames]), width="stretch", key="cmp_dist")
 
 
 def _memory(refs: dict[str, data.RunRef]) -> None:
@@ -64,12 +64,12 @@ def _memory(refs: dict[str, data.RunRef]) -> None:
     frames = [(label, data.memory_frame(ref.url, ref.stamp)) for label, ref in refs.items()]
     device = [(label, f[f["device"] != "host"]) for label, f in frames if not f.empty]
     if any(not f.empty for _, f in device):
-        st.plotly_chart(figures.memory_timeline(device), use_container_width=True, key="cmp_hbm")
+        st.plotly_chart(figures.memory_timeline(device), width="stretch", key="cmp_hbm")
         return
     widgets.missing("Device memory samples", "These runs have no device memory time series (CPU runs have none; TPU/GPU runs sample it).")
     host = [(label, f[f["device"] == "host"]) for label, f in frames if not f.empty]
     if any(not f.empty for _, f in host):
-        st.plotly_chart(figures.memory_timeline(host, title="Host memory (RSS) instead"), use_container_width=True, key="cmp_host")
+        st.plotly_chart(figures.memory_timeline(host, title="Host memory (RSS) instead"), width="stretch", key="cmp_host")
 
 
 def breakdown_fractions(doc: dict[str, Any]) -> dict[str, float] | None:
@@ -90,7 +90,7 @@ def _breakdown(docs: dict[str, dict[str, Any]]) -> None:
     if not have:
         widgets.missing("Step-time breakdown", "It comes from the trace window's device timeline; record with a trace window (the default).")
         return
-    st.plotly_chart(figures.breakdown_bars(have), use_container_width=True, key="cmp_breakdown")
+    st.plotly_chart(figures.breakdown_bars(have), width="stretch", key="cmp_breakdown")
     for label in parts.keys() - have.keys():
         st.caption(f"{label}: no breakdown recorded.")
 
@@ -102,17 +102,17 @@ def _ops_and_fusion(docs: dict[str, dict[str, Any]], baseline: str) -> None:
         widgets.missing("Per-op times", "They come from the trace window (ops.top in the report).")
     else:
         delta_cols = {c: st.column_config.NumberColumn(format="percent") for c in ops.columns if str(c).startswith("Δ")}
-        st.dataframe(ops, column_config=delta_cols, use_container_width=True, key="cmp_ops_table")
-        st.plotly_chart(figures.top_ops(ops, list(docs)), use_container_width=True, key="cmp_ops")
+        st.dataframe(ops, column_config=delta_cols, width="stretch", key="cmp_ops_table")
+        st.plotly_chart(figures.top_ops(ops, list(docs)), width="stretch", key="cmp_ops")
     st.subheader("Fusion")
     fusion = shape.fusion_side_by_side(docs)
     if fusion.empty:
         widgets.missing("Fusion summaries", "They come from the step program's optimized HLO (JAX runs save it).")
         return
     left, right = st.columns(2)
-    left.dataframe(fusion, use_container_width=True, key="cmp_fusion_table")
+    left.dataframe(fusion, width="stretch", key="cmp_fusion_table")
     by_kind = {label: doc["hlo"].get("fusions_by_kind") or {} for label, doc in docs.items() if (doc.get("hlo") or {}).get("fusions") is not None}
-    right.plotly_chart(figures.fusion_bars(by_kind), use_container_width=True, key="cmp_fusion")
+    right.plotly_chart(figures.fusion_bars(by_kind), width="stretch", key="cmp_fusion")
 
 
 def _config(refs: dict[str, data.RunRef]) -> None:
@@ -123,7 +123,7 @@ def _config(refs: dict[str, data.RunRef]) -> None:
     if diff.empty:
         st.success("Same configuration, flags, versions and hardware.")
     else:
-        st.dataframe(diff, use_container_width=True, key="cmp_config")
+        st.dataframe(diff, width="stretch", key="cmp_config")
 
 
 def render() -> None:

@@ -43,11 +43,11 @@ def _overview(doc: dict[str, Any], ref: data.RunRef) -> None:
         widgets.missing("Steps", "The script ran no step tpu-perf could see; mark steps with `tpu_perf.step()`.")
     else:
         left, right = st.columns(2)
-        left.plotly_chart(figures.step_times([(ref.name, frame)]), use_container_width=True, key="run_steps")
-        right.plotly_chart(figures.step_distribution([(ref.name, frame.loc[frame["phase"] == "steady", "duration_s"].to_numpy())]), use_container_width=True, key="run_dist")
+        left.plotly_chart(figures.step_times([(ref.name, frame)]), width="stretch", key="run_steps")
+        right.plotly_chart(figures.step_distribution([(ref.name, frame.loc[frame["phase"] == "steady", "duration_s"].to_numpy())]), width="stretch", key="run_dist")
     parts = breakdown_fractions(doc)
     if parts:
-        st.plotly_chart(figures.breakdown_bars({ref.name: parts}), use_container_width=True, key="run_breakdown")
+        st.plotly_chart(figures.breakdown_bars({ref.name: parts}), width="stretch", key="run_breakdown")
     else:
         widgets.missing("Step-time breakdown", "It comes from the trace window's device timeline.")
     if doc.get("mfu_detail"):
@@ -63,14 +63,14 @@ def _memory(doc: dict[str, Any], ref: data.RunRef) -> None:
     cols[2].metric("XLA estimate (step)", fmt.bytes_(m.get("xla_peak_bytes")))
     cols[3].metric("Host RSS peak", fmt.bytes_(m.get("host_rss_peak_bytes")))
     if isinstance(m.get("per_device"), list) and m["per_device"]:
-        st.dataframe(pd.DataFrame(m["per_device"]), hide_index=True, use_container_width=True, key="run_mem_devices")
+        st.dataframe(pd.DataFrame(m["per_device"]), hide_index=True, width="stretch", key="run_mem_devices")
     if data.dig(doc, "runtime.duty_cycle_pct") is not None:
         st.metric("Duty cycle", f"{doc['runtime']['duty_cycle_pct']:.1f} %")
     samples = data.memory_frame(ref.url, ref.stamp)
     if samples.empty:
         widgets.missing("Memory samples", "No memory time series in this run.")
     else:
-        st.plotly_chart(figures.memory_timeline([(ref.name, samples)], title="Memory in use (devices and host)"), use_container_width=True, key="run_memory")
+        st.plotly_chart(figures.memory_timeline([(ref.name, samples)], title="Memory in use (devices and host)"), width="stretch", key="run_memory")
 
 
 def _ops(doc: dict[str, Any]) -> None:
@@ -78,14 +78,14 @@ def _ops(doc: dict[str, Any]) -> None:
     if ops.empty:
         widgets.missing("Per-op times", "They come from the trace window (ops.top in the report).")
     else:
-        st.dataframe(ops, use_container_width=True, key="run_ops")
+        st.dataframe(ops, width="stretch", key="run_ops")
     fusion = shape.fusion_side_by_side({"step program": doc})
     if fusion.empty:
         widgets.missing("Fusion summary", "It comes from the step program's optimized HLO.")
     else:
-        st.dataframe(fusion, use_container_width=True, key="run_fusion")
+        st.dataframe(fusion, width="stretch", key="run_fusion")
     if isinstance(doc.get("devices"), list) and doc["devices"]:
-        st.dataframe(pd.DataFrame(doc["devices"]), hide_index=True, use_container_width=True, key="run_devices")
+        st.dataframe(pd.DataFrame(doc["devices"]), hide_index=True, width="stretch", key="run_devices")
 
 
 def _compiles(doc: dict[str, Any]) -> None:
@@ -95,7 +95,7 @@ def _compiles(doc: dict[str, Any]) -> None:
     cols[1].metric("Compile time", fmt.seconds(c.get("total_s")))
     cols[2].metric("After warm-up", c.get("after_warmup"), help="recompiles during steady state: worth a look")
     if c.get("slowest"):
-        st.dataframe(pd.DataFrame(c["slowest"]), hide_index=True, use_container_width=True, key="run_slowest")
+        st.dataframe(pd.DataFrame(c["slowest"]), hide_index=True, width="stretch", key="run_slowest")
 
 
 def _trace(doc: dict[str, Any], ref: data.RunRef) -> None:
@@ -154,7 +154,7 @@ def _downloads(doc: dict[str, Any], ref: data.RunRef) -> None:
 def _config(ref: data.RunRef) -> None:
     manifest = data.open_run(ref.url, ref.stamp).manifest
     table = shape.config_diff({"value": manifest}, only_different=False)
-    st.dataframe(table, use_container_width=True, key="run_config")
+    st.dataframe(table, width="stretch", key="run_config")
     with st.expander("Manifest (run.json)"):
         st.json(manifest)
 

@@ -79,7 +79,7 @@ def _body(listed: tuple[list[data.RunRef], list[str]] | None = None) -> None:
         st.info("No run matches the filters.")
         return
     table = runs_table(shown_rows)
-    event = st.dataframe(table, hide_index=True, column_config=COLUMNS, on_select="rerun", selection_mode="multi-row", key="runs_table", use_container_width=True)
+    event = st.dataframe(table, hide_index=True, column_config=COLUMNS, on_select="rerun", selection_mode="multi-row", key="runs_table", width="stretch")
     picked = [str(table["id"].iloc[i]) for i in event.selection.rows] if event is not None else []
     st.session_state[nav.SELECTION] = picked
     left, right, _ = st.columns([2, 2, 4])
