@@ -5,10 +5,18 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 
 pytest.importorskip("streamlit")
@@ -164,3 +172,79 @@ def test_dashboard_command_rejects_missing_store(tmp_path: Path) -> None:
     proc = tpu_perf_cli("dashboard", str(tmp_path / "nope"), env={"COLUMNS": "400"})
     assert proc.returncode == 2
     assert "no such folder" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+# -- the real server in headless Chromium -----------------------------------------------------------
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def server(dash_store: dict, tmp_path: Path) -> Iterator[str]:
+    """`tpu-perf dashboard STORE --port P` as a user starts it; yields its URL."""
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TPU_PERF_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.Popen([sys.executable, "-m", "tpu_perf", "dashboard", str(dash_store["store"]), "--port", str(port)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                    break
+            except OSError:
+                time.sleep(0.3)
+        else:
+            raise AssertionError(f"the dashboard did not come up on {url}")
+        listening = {c.laddr.ip for c in psutil.Process(proc.pid).net_connections(kind="inet") if c.status == psutil.CONN_LISTEN}
+        assert listening == {"127.0.0.1"}, f"bound to {listening}; the default must be loopback only"
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (.ci/run installs it)")
+def test_browser_select_two_runs_and_compare(server: str, dash_store: dict, tmp_path: Path) -> None:
+    sync_api = pytest.importorskip("playwright.sync_api", reason="needs pip playwright (the dev extra)")
+    reports = dash_store["reports"]
+    shot = Path(os.environ.get("DASHBOARD_SCREENSHOT") or tmp_path / "compare.png")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=CHROMIUM, args=CHROMIUM_ARGS, viewport={"width": 1500, "height": 1000})
+        try:
+            page = browser.new_page()
+            page.goto(server)
+            grid = page.locator("[data-testid='stDataFrame']")
+            grid.wait_for(timeout=60_000)
+            page.get_by_text(f"{len(reports)} run(s)").wait_for(timeout=30_000)
+            box = grid.bounding_box()
+            for row in range(2):  # the row-selection checkboxes sit in the grid's first column
+                page.mouse.click(box["x"] + 14, box["y"] + 35 * (row + 1.5))
+                page.wait_for_timeout(800)
+            page.get_by_role("button", name="Compare 2 selected runs").click()
+            page.get_by_role("heading", name="Compare runs").wait_for(timeout=30_000)
+            page.locator("[data-testid='stMetricValue']").first.wait_for(timeout=30_000)
+            page.locator(".js-plotly-plot").nth(3).wait_for(timeout=30_000)
+            values = page.locator("[data-testid='stMetricValue']").all_inner_texts()
+            for doc in reports.values():
+                assert fmt.seconds(doc["steps"]["median_s"]) in values
+                assert fmt.seconds(doc["compile"]["total_s"]) in values
+            assert shape.rate(reports["wide"]["steps"]["tokens_per_s"]) in values
+            assert "runs=" in page.url and all(doc["run"]["id"] in page.url for doc in reports.values())
+            assert page.locator(".js-plotly-plot").count() >= 4
+            body = page.inner_text("body")
+            assert "Step time over steps" in body and "Fusions by kind" in body and "Configuration and environment" in body
+            assert page.locator("[data-testid='stDataFrame']").count() >= 2  # fusion table, configuration diff (canvas grids)
+            page.set_viewport_size({"width": 1500, "height": 2300})
+            page.wait_for_timeout(1500)
+            shot.parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(shot))
+        finally:
+            browser.close()
+    assert shot.stat().st_size > 50_000

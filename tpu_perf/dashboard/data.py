@@ -43,6 +43,8 @@ class RunRef:
     status: str
     stamp: float
     started_at: float | None
+    basics: tuple[tuple[str, Any], ...] = ()
+    """Runs-page columns the manifest alone gives (chip, devices, framework, tags)."""
 
 
 def store_location() -> str:
@@ -66,7 +68,14 @@ def list_refs(store: str) -> tuple[list[RunRef], list[str]]:
         except Exception as exc:
             errors.append(f"{run.url}: cannot be read ({type(exc).__name__}: {exc})")
             continue
-        refs.append(RunRef(id=run.id, url=run.url, name=run.name, status=run.status, stamp=stamp, started_at=run.started_at))
+        hardware = run.manifest.get("hardware") or {}
+        basics = {
+            "chip": hardware.get("device_kind"),
+            "devices": hardware.get("device_count"),
+            "framework": ", ".join(run.manifest.get("frameworks") or []) or None,
+            "tags": ", ".join(f"{k}={v}" for k, v in sorted(run.tags.items())),
+        }
+        refs.append(RunRef(id=run.id, url=run.url, name=run.name, status=run.status, stamp=stamp, started_at=run.started_at, basics=tuple(basics.items())))
     refs.sort(key=lambda r: (r.started_at or 0, r.id), reverse=True)
     return refs, errors
 
@@ -175,15 +184,27 @@ def summarize(doc: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _disk_summary(ref: RunRef) -> dict[str, Any]:
+def _summary_path(ref: RunRef) -> tuple[Path, dict[str, Any]]:
     path = _cache_dir() / f"{hashlib.sha1(ref.url.encode()).hexdigest()[:24]}.json"
-    key = {"url": ref.url, "stamp": ref.stamp, "code": _sections_key()}
+    return path, {"url": ref.url, "stamp": ref.stamp, "code": _sections_key()}
+
+
+def _kept_summary(ref: RunRef) -> dict[str, Any] | None:
+    path, key = _summary_path(ref)
     try:
         cached = json.loads(path.read_text())
         if cached.get("key") == key:
             return cached["summary"]
     except (OSError, ValueError, KeyError, AttributeError):
         pass
+    return None
+
+
+def _disk_summary(ref: RunRef) -> dict[str, Any]:
+    kept = _kept_summary(ref)
+    if kept is not None:
+        return kept
+    path, key = _summary_path(ref)
     got = _report(ref.url, ref.stamp)
     summary = summarize(got["doc"]) if got["doc"] is not None else {"error": got["error"]}
     if ref.status != "running":  # a live run's summary changes every few seconds: keep it in memory only
@@ -199,7 +220,12 @@ def _summary(url: str, stamp: float, id_: str, name: str, status: str, started_a
     return _disk_summary(RunRef(id=id_, url=url, name=name, status=status, stamp=stamp, started_at=started_at))
 
 
-def summary(ref: RunRef) -> dict[str, Any]:
-    """The row the runs page shows for `ref` (with `error` set when the run cannot be analysed)."""
-    row = _summary(ref.url, ref.stamp, ref.id, ref.name, ref.status, ref.started_at)
-    return {"id": ref.id, "name": ref.name, "status": ref.status, "started_at": ref.started_at, "url": ref.url, "error": None, **row}
+def summary(ref: RunRef, *, compute: bool = True) -> dict[str, Any]:
+    """The row the runs page shows for `ref` (with `error` set when the run cannot be analysed).
+
+    With compute=False, a run not analysed before gets only its manifest's columns and `pending`.
+    """
+    base = {"id": ref.id, "name": ref.name, "status": ref.status, "started_at": ref.started_at, "url": ref.url, "error": None, **dict(ref.basics)}
+    if not compute and _kept_summary(ref) is None:
+        return {**base, "pending": True}
+    return {**base, **_summary(ref.url, ref.stamp, ref.id, ref.name, ref.status, ref.started_at)}

@@ -18,8 +18,8 @@ from tpu_perf.views import format as fmt
 SECONDS_PER_HOUR = 3600.0
 
 
-def rate(value: float | None, unit: str = "tokens/s") -> str:
-    return "n/a" if value is None else f"{value:,.0f} {unit}"
+def rate(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:,.0f}"
 
 
 def money(value: float | None) -> str:

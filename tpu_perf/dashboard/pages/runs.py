@@ -64,6 +64,24 @@ def _filtered(rows: list[dict]) -> list[dict]:
     return out
 
 
+def _rows(refs: list[data.RunRef]) -> list[dict]:
+    """Every run's row. Runs never analysed before are listed at once from their manifests, then
+    analysed (once: the summaries are kept on disk) while a progress bar shows how far it got."""
+    rows = [data.summary(ref, compute=False) for ref in refs]
+    pending = [i for i, row in enumerate(rows) if row.get("pending")]
+    if not pending:
+        return rows
+    first = st.empty()
+    first.dataframe(runs_table(rows), hide_index=True, column_config=COLUMNS, width="stretch")
+    bar = st.progress(0.0)
+    for done, i in enumerate(pending, 1):
+        bar.progress(done / len(pending), text=f"Analysing {len(pending)} run(s) not seen before ({done}/{len(pending)}); kept for next time")
+        rows[i] = data.summary(refs[i])
+    bar.empty()
+    first.empty()
+    return rows
+
+
 def _body(listed: tuple[list[data.RunRef], list[str]] | None = None) -> None:
     store = data.store_location()
     refs, errors = listed or data.list_refs(store)
@@ -73,7 +91,7 @@ def _body(listed: tuple[list[data.RunRef], list[str]] | None = None) -> None:
     if not refs:
         st.info(f"No runs in `{store}` yet. Record one with `tpu-perf record --store {store} train.py`.")
         return
-    rows = [data.summary(ref) for ref in refs]
+    rows = _rows(refs)
     shown_rows = _filtered(rows)
     if not shown_rows:
         st.info("No run matches the filters.")
