@@ -148,6 +148,26 @@ def test_run_page_has_everything(env: dict) -> None:
     assert len(downloads) >= 1 + 2 * 4  # report + steps, compiles, memory, programs as CSV and Parquet
 
 
+def test_runs_page_goes_live_while_a_run_records(env: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tpu_perf.store import RunWriter, layout
+
+    store = tmp_path / "live"
+    shutil.copytree(env["store"], store)
+    writer = RunWriter.create(str(store), {"name": "recording", "pid": os.getpid(), "host": layout.hostname(), "started_at": time.time()})
+    writer.append("steps", {"step": 0, "start_time_s": time.time(), "end_time_s": time.time() + 0.01, "duration_s": 0.01, "compiled": True, "traced": False, "source": "explicit"})
+    writer.flush()
+    monkeypatch.setenv("TPU_PERF_STORE", str(store))
+    at = page("runs").run()
+    assert not at.exception
+    assert any("live: a run is recording" in c.value for c in at.caption)
+    row = at.dataframe[0].value.set_index("name").loc["recording"]
+    assert row["status"] == "running" and row["steps"] == 1
+    writer.finish("completed", 0)
+    at = page("runs").run()
+    assert not any("live:" in c.value for c in at.caption)
+    assert at.dataframe[0].value.set_index("name").loc["recording", "status"] == "completed"
+
+
 def test_damaged_runs_show_error_cards(env: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = tmp_path / "damaged"
     shutil.copytree(env["store"], store)
