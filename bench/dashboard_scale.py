@@ -70,7 +70,7 @@ def timed(fn: object) -> float:
 def page(name: str) -> object:
     from streamlit.testing.v1 import AppTest
 
-    return AppTest.from_string(f"from tpu_perf.dashboard.pages import {name}\n{name}.render()\n", default_timeout=120)
+    return AppTest.from_string(f"from tpu_perf.dashboard.screens import {name}\n{name}.render()\n", default_timeout=120)
 
 
 def check(at: object) -> object:
@@ -100,7 +100,7 @@ def main() -> None:
             f.unlink()
         results = {}
         from tpu_perf.dashboard import data
-        from tpu_perf.dashboard.pages import runs
+        from tpu_perf.dashboard.screens import runs
 
         first_paint = timed(lambda: runs.runs_table([data.summary(r, compute=False) for r in data.list_refs(str(store))[0]]))
         results["runs page, nothing cached: table listed (before analysis)"] = (first_paint, RUNS_BUDGET_S)

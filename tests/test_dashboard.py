@@ -52,7 +52,7 @@ def env(dash_store: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> di
 
 
 def page(name: str) -> AppTest:
-    return AppTest.from_string(f"from tpu_perf.dashboard.pages import {name}\n{name}.render()\n", default_timeout=60)
+    return AppTest.from_string(f"from tpu_perf.dashboard.screens import {name}\n{name}.render()\n", default_timeout=60)
 
 
 def plotted(values: list | dict) -> np.ndarray:
@@ -265,6 +265,11 @@ def test_browser_select_two_runs_and_compare(server: str, dash_store: dict, tmp_
             page.wait_for_timeout(1500)
             shot.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(shot))
+            wide = reports["wide"]  # a run page opened straight from its URL, as a shared link would
+            page.goto(f"{server}/run?run={wide['run']['id']}")
+            page.get_by_role("tab", name="Downloads").wait_for(timeout=30_000)
+            page.locator("[data-testid='stMetricValue']").first.wait_for(timeout=30_000)
+            assert fmt.seconds(wide["steps"]["median_s"]) in page.locator("[data-testid='stMetricValue']").all_inner_texts()
         finally:
             browser.close()
     assert shot.stat().st_size > 50_000

@@ -1,6 +1,6 @@
 """Streamlit entry script: `tpu-perf dashboard [STORE]` runs `streamlit run` on this file.
 
-The store comes from TPU_PERF_STORE (the CLI sets it). Pages live in `tpu_perf.dashboard.pages`.
+The store comes from TPU_PERF_STORE (the CLI sets it). Pages live in `tpu_perf.dashboard.screens`.
 """
 
 from __future__ import annotations

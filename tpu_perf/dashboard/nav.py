@@ -1,4 +1,4 @@
-"""The dashboard's pages and how to move between them (one module per page under `pages/`)."""
+"""The dashboard's pages and how to move between them (one module per page under `screens/`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ SELECTION = "selection"
 
 
 def pages() -> dict[str, st.Page]:
-    from tpu_perf.dashboard.pages import compare, run, runs
+    from tpu_perf.dashboard.screens import compare, run, runs
 
     return {
         "runs": st.Page(runs.render, title="Runs", icon=":material/table_rows:", url_path="runs", default=True),

@@ -11,7 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from tpu_perf.dashboard import data, figures, nav, shape, widgets
-from tpu_perf.dashboard.pages.compare import breakdown_fractions
+from tpu_perf.dashboard.screens.compare import breakdown_fractions
 from tpu_perf.store.fs import filesystem, join
 from tpu_perf.views import format as fmt
 

@@ -1,1 +1,0 @@
-"""One module per dashboard page, each with `render()`."""
