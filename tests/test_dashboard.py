@@ -1,0 +1,275 @@
+"""Dashboard pages (Streamlit AppTest) on runs recorded from examples/jax_mlp.py: the numbers shown
+are those of `tpu-perf report --json`; a damaged run shows an error card, never a crashed page."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+
+pytest.importorskip("streamlit")
+pytest.importorskip("plotly")
+
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from tests.conftest import ROOT, tpu_perf_cli  # noqa: E402
+from tpu_perf.dashboard import shape  # noqa: E402
+from tpu_perf.views import format as fmt  # noqa: E402
+
+EXAMPLE = str(ROOT / "examples" / "jax_mlp.py")
+TOKENS_PER_STEP = 4096
+
+
+@pytest.fixture(scope="session")
+def dash_store(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Two real recordings (different widths, one with tokens per step) and their `report --json`."""
+    store = tmp_path_factory.mktemp("dash") / "runs"
+    tpu_perf_cli("record", "--store", str(store), "--name", "narrow", "-q", EXAMPLE, "--steps", "10", "--width", "128", check=True)
+    tpu_perf_cli("record", "--store", str(store), "--name", "wide", "-q", "--tokens-per-step", str(TOKENS_PER_STEP), "--tag", "team=perf", EXAMPLE, "--steps", "10", "--width", "384", check=True)
+    reports = {}
+    for name in ("narrow", "wide"):
+        reports[name] = json.loads(tpu_perf_cli("report", "--store", str(store), name, "--json", check=True).stdout)
+    return {"store": store, "reports": reports}
+
+
+@pytest.fixture
+def env(dash_store: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
+    monkeypatch.setenv("TPU_PERF_STORE", str(dash_store["store"]))
+    monkeypatch.setenv("TPU_PERF_CACHE_DIR", str(tmp_path / "cache"))
+    return {**dash_store, "cache": tmp_path / "cache"}
+
+
+def page(name: str) -> AppTest:
+    return AppTest.from_string(f"from tpu_perf.dashboard.screens import {name}\n{name}.render()\n", default_timeout=60)
+
+
+def plotted(values: list | dict) -> np.ndarray:
+    """A Plotly array from a figure's JSON (plain list, or base64 `bdata` with a dtype)."""
+    if isinstance(values, dict):
+        return np.frombuffer(base64.b64decode(values["bdata"]), dtype=values["dtype"])
+    return np.asarray(values)
+
+
+def metrics(at: AppTest) -> list[tuple[str, str]]:
+    return [(m.label, m.value) for m in at.metric]
+
+
+def test_runs_page_lists_runs_with_report_numbers(env: dict) -> None:
+    at = page("runs").run()
+    assert not at.exception
+    table = at.dataframe[0].value.set_index("name")
+    assert set(table.index) == {"narrow", "wide"}
+    for name, doc in env["reports"].items():
+        row = table.loc[name]
+        assert row["id"] == doc["run"]["id"] and row["status"] == "completed" and row["framework"] == "jax"
+        assert row["steps"] == doc["steps"]["count"]
+        assert row["median step (ms)"] == pytest.approx(doc["steps"]["median_s"] * 1e3)
+        assert row["peak HBM (MiB)"] == pytest.approx(doc["memory"]["peak_bytes"] / 2**20)
+    assert table.loc["wide", "tokens/s"] == pytest.approx(env["reports"]["wide"]["steps"]["tokens_per_s"])
+    assert table.loc["wide", "tags"] == "team=perf"
+    # the summaries were kept on disk, keyed on the run's stamp, for the next server to reuse
+    kept = [json.loads(p.read_text()) for p in env["cache"].glob("*.json")]
+    assert sorted(k["summary"]["steps"] for k in kept) == sorted(d["steps"]["count"] for d in env["reports"].values())
+
+
+def test_runs_page_filters(env: dict) -> None:
+    at = page("runs").run()
+    at.text_input(key="runs_filter").input("team=perf").run()
+    assert list(at.dataframe[0].value["name"]) == ["wide"]
+    at.text_input(key="runs_filter").input("no-such-run").run()
+    assert any("No run matches" in i.value for i in at.info)
+
+
+def test_compare_page_shows_report_numbers_and_deltas(env: dict) -> None:
+    narrow, wide = env["reports"]["narrow"], env["reports"]["wide"]
+    at = page("compare")
+    at.query_params["runs"] = f"{narrow['run']['id']},{wide['run']['id']}"
+    at.run()
+    assert not at.exception
+    shown = metrics(at)
+    assert ("Median step time", fmt.seconds(narrow["steps"]["median_s"])) in shown
+    assert ("Median step time", fmt.seconds(wide["steps"]["median_s"])) in shown
+    assert ("Compile time", fmt.seconds(wide["compile"]["total_s"])) in shown
+    assert ("Peak HBM", fmt.bytes_(wide["memory"]["peak_bytes"])) in shown
+    assert ("Tokens/s", shape.rate(wide["steps"]["tokens_per_s"])) in shown
+    step_metric = [m for m in at.metric if m.label == "Median step time" and m.value == fmt.seconds(wide["steps"]["median_s"])][0]
+    expected = (wide["steps"]["median_s"] - narrow["steps"]["median_s"]) / narrow["steps"]["median_s"]
+    assert step_metric.delta == f"{expected:+.1%}"
+    charts = at.get("plotly_chart")
+    assert len(charts) >= 4  # steps over time, distribution, memory, fusion
+    steps_fig = json.loads(charts[0].proto.spec)
+    names = [t.get("name") for t in steps_fig["data"]]
+    assert "narrow" in names and "wide · warm-up" in names
+    lines = {t["name"]: t for t in steps_fig["data"]}
+    assert len(plotted(lines["narrow"]["y"])) == narrow["steps"]["count"]
+    assert len(plotted(lines["wide · warm-up"]["y"])) == wide["steps"]["warmup"]
+    config = at.dataframe[-1].value
+    assert config.loc["config.tokens_per_step", "wide"] == str(TOKENS_PER_STEP)
+    assert "command" in config.index
+    assert any("Per-op times" in i.value for i in at.info)  # no ops in these runs: said plainly
+
+
+def test_compare_cost_per_million_tokens(env: dict) -> None:
+    narrow, wide = env["reports"]["narrow"], env["reports"]["wide"]
+    at = page("compare")
+    at.query_params["runs"] = f"{narrow['run']['id']},{wide['run']['id']}"
+    at.session_state["price_per_chip_hour"] = 3.0
+    at.run()
+    cost = 3.0 * wide["flops"]["devices"] * (1e6 / wide["steps"]["tokens_per_s"]) / 3600
+    shown = metrics(at)
+    assert ("Cost / 1M tokens", shape.money(cost)) in shown
+    assert ("Cost / 1M tokens", "n/a") in shown  # the run without tokens per step
+
+
+def test_run_page_has_everything(env: dict) -> None:
+    wide = env["reports"]["wide"]
+    at = page("run")
+    at.query_params["run"] = wide["run"]["id"]
+    at.run()
+    assert not at.exception
+    assert ("Median step time", fmt.seconds(wide["steps"]["median_s"])) in metrics(at)
+    codes = " ".join(c.value for c in at.code)
+    assert f"xprof server --logdir {wide['trace']['logdir']}" in codes
+    assert f"tensorboard --logdir {wide['trace']['logdir']}" in codes
+    downloads = [b.proto.label for b in at.get("download_button")]
+    assert "CSV" in downloads and "Parquet" in downloads and any(label.startswith("Download trace/") for label in downloads)
+    assert len(downloads) >= 1 + 2 * 4  # report + steps, compiles, memory, programs as CSV and Parquet
+
+
+def test_runs_page_goes_live_while_a_run_records(env: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tpu_perf.store import RunWriter, layout
+
+    store = tmp_path / "live"
+    shutil.copytree(env["store"], store)
+    writer = RunWriter.create(str(store), {"name": "recording", "pid": os.getpid(), "host": layout.hostname(), "started_at": time.time()})
+    writer.append("steps", {"step": 0, "start_time_s": time.time(), "end_time_s": time.time() + 0.01, "duration_s": 0.01, "compiled": True, "traced": False, "source": "explicit"})
+    writer.flush()
+    monkeypatch.setenv("TPU_PERF_STORE", str(store))
+    at = page("runs").run()
+    assert not at.exception
+    assert any("live: a run is recording" in c.value for c in at.caption)
+    row = at.dataframe[0].value.set_index("name").loc["recording"]
+    assert row["status"] == "running" and row["steps"] == 1
+    writer.finish("completed", 0)
+    at = page("runs").run()
+    assert not any("live:" in c.value for c in at.caption)
+    assert at.dataframe[0].value.set_index("name").loc["recording", "status"] == "completed"
+
+
+def test_damaged_runs_show_error_cards(env: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = tmp_path / "damaged"
+    shutil.copytree(env["store"], store)
+    ids = {doc["run"]["name"]: doc["run"]["id"] for doc in env["reports"].values()}
+    (store / ids["narrow"] / "steps.parquet").write_bytes(b"not parquet")
+    (store / "broken").mkdir()
+    (store / "broken" / "run.json").write_text("{ torn")
+    monkeypatch.setenv("TPU_PERF_STORE", str(store))
+    runs = page("runs").run()
+    assert not runs.exception
+    errors = " ".join(e.value for e in runs.error)
+    assert "damaged manifest" in errors and "steps.parquet" in errors
+    compare = page("compare")
+    compare.query_params["runs"] = f"{ids['narrow']},{ids['wide']}"
+    compare.run()
+    assert not compare.exception
+    assert any("steps.parquet" in e.value for e in compare.error)
+    assert any("Fewer than two" in w.value for w in compare.warning)
+
+
+def test_dashboard_command_rejects_missing_store(tmp_path: Path) -> None:
+    proc = tpu_perf_cli("dashboard", str(tmp_path / "nope"), env={"COLUMNS": "400"})
+    assert proc.returncode == 2
+    assert "no such folder" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+# -- the real server in headless Chromium -----------------------------------------------------------
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def server(dash_store: dict, tmp_path: Path) -> Iterator[str]:
+    """`tpu-perf dashboard STORE --port P` as a user starts it; yields its URL."""
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TPU_PERF_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.Popen([sys.executable, "-m", "tpu_perf", "dashboard", str(dash_store["store"]), "--port", str(port)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                    break
+            except OSError:
+                time.sleep(0.3)
+        else:
+            raise AssertionError(f"the dashboard did not come up on {url}")
+        listening = {c.laddr.ip for c in psutil.Process(proc.pid).net_connections(kind="inet") if c.status == psutil.CONN_LISTEN}
+        assert listening == {"127.0.0.1"}, f"bound to {listening}; the default must be loopback only"
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (.ci/run installs it)")
+def test_browser_select_two_runs_and_compare(server: str, dash_store: dict, tmp_path: Path) -> None:
+    sync_api = pytest.importorskip("playwright.sync_api", reason="needs pip playwright (the dev extra)")
+    reports = dash_store["reports"]
+    shot = Path(os.environ.get("DASHBOARD_SCREENSHOT") or tmp_path / "compare.png")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=CHROMIUM, args=CHROMIUM_ARGS, viewport={"width": 1500, "height": 1000})
+        try:
+            page = browser.new_page()
+            page.goto(server)
+            grid = page.locator("[data-testid='stDataFrame']")
+            grid.wait_for(timeout=60_000)
+            page.get_by_text(f"{len(reports)} run(s)").wait_for(timeout=30_000)
+            box = grid.bounding_box()
+            for row in range(2):  # the row-selection checkboxes sit in the grid's first column
+                page.mouse.click(box["x"] + 14, box["y"] + 35 * (row + 1.5))
+                page.wait_for_timeout(800)
+            page.get_by_role("button", name="Compare 2 selected runs").click()
+            page.get_by_role("heading", name="Compare runs").wait_for(timeout=30_000)
+            page.locator("[data-testid='stMetricValue']").first.wait_for(timeout=30_000)
+            page.locator(".js-plotly-plot").nth(3).wait_for(timeout=30_000)
+            values = page.locator("[data-testid='stMetricValue']").all_inner_texts()
+            for doc in reports.values():
+                assert fmt.seconds(doc["steps"]["median_s"]) in values
+                assert fmt.seconds(doc["compile"]["total_s"]) in values
+            assert shape.rate(reports["wide"]["steps"]["tokens_per_s"]) in values
+            assert "runs=" in page.url and all(doc["run"]["id"] in page.url for doc in reports.values())
+            assert page.locator(".js-plotly-plot").count() >= 4
+            body = page.inner_text("body")
+            assert "Step time over steps" in body and "Fusions by kind" in body and "Configuration and environment" in body
+            assert page.locator("[data-testid='stDataFrame']").count() >= 2  # fusion table, configuration diff (canvas grids)
+            page.set_viewport_size({"width": 1500, "height": 2300})
+            page.wait_for_timeout(1500)
+            shot.parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(shot))
+            wide = reports["wide"]  # a run page opened straight from its URL, as a shared link would
+            page.goto(f"{server}/run?run={wide['run']['id']}")
+            page.get_by_role("tab", name="Downloads").wait_for(timeout=30_000)
+            page.locator("[data-testid='stMetricValue']").first.wait_for(timeout=30_000)
+            assert fmt.seconds(wide["steps"]["median_s"]) in page.locator("[data-testid='stMetricValue']").all_inner_texts()
+        finally:
+            browser.close()
+    assert shot.stat().st_size > 50_000

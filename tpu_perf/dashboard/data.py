@@ -1,0 +1,231 @@
+"""How the dashboard reads runs: `list_runs` / `load_run` and the analyzers, cached with real keys.
+
+Every cached function takes the run's URL and its modification stamp (`Run.modified_stamp`) as
+ordinary, hashed arguments, so a run that changes on disk (a live recording) is read again and one
+that does not is read once. The runs page needs only a few numbers per run; those come from a small
+summary of the report document kept on disk (keyed on the same stamp), so listing a store never
+loads every table of every run twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from tpu_perf import __version__, list_runs, load_run
+from tpu_perf.analyzers import report as report_module
+from tpu_perf.analyzers.steps import run_steps, steady_mask
+from tpu_perf.store import Run, layout
+from tpu_perf.store.writer import write_atomic
+
+CACHE_ENV = "TPU_PERF_CACHE_DIR"
+"""Where run summaries are cached (default: $XDG_CACHE_HOME/tpu-perf/dashboard)."""
+
+TABLES = ("steps", "compiles", "memory", "runtime", "programs", "ops")
+"""Tables offered for download on the run page (each only when the run has it)."""
+
+
+@dataclass(frozen=True)
+class RunRef:
+    """What listing a store tells about a run without reading its tables."""
+
+    id: str
+    url: str
+    name: str
+    status: str
+    stamp: float
+    started_at: float | None
+    basics: tuple[tuple[str, Any], ...] = ()
+    """Runs-page columns the manifest alone gives (chip, devices, framework, tags)."""
+
+
+def store_location() -> str:
+    """The store the server was started on (`tpu-perf dashboard STORE` sets TPU_PERF_STORE)."""
+    return layout.default_store()
+
+
+def list_refs(store: str) -> tuple[list[RunRef], list[str]]:
+    """The store's runs, newest first, and one message per folder that could not be read."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            runs = list_runs(store)
+        except Exception as exc:  # an unreadable store is shown, never a crashed page
+            return [], [f"{store}: cannot be listed ({type(exc).__name__}: {exc})"]
+    errors = [str(w.message) for w in caught]
+    refs = []
+    for run in runs:
+        try:
+            stamp = run.modified_stamp
+        except Exception as exc:
+            errors.append(f"{run.url}: cannot be read ({type(exc).__name__}: {exc})")
+            continue
+        hardware = run.manifest.get("hardware") or {}
+        basics = {
+            "chip": hardware.get("device_kind"),
+            "devices": hardware.get("device_count"),
+            "framework": ", ".join(run.manifest.get("frameworks") or []) or None,
+            "tags": ", ".join(f"{k}={v}" for k, v in sorted(run.tags.items())),
+        }
+        refs.append(RunRef(id=run.id, url=run.url, name=run.name, status=run.status, stamp=stamp, started_at=run.started_at, basics=tuple(basics.items())))
+    refs.sort(key=lambda r: (r.started_at or 0, r.id), reverse=True)
+    return refs, errors
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def open_run(url: str, stamp: float) -> Run:
+    """One loaded Run per (url, stamp); it keeps the tables it has read."""
+    return load_run(url)
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def _report(url: str, stamp: float) -> dict[str, Any]:
+    try:
+        return {"doc": report_module.build_report(open_run(url, stamp)), "error": None}
+    except Exception as exc:  # a run that fails to load gets an error card
+        return {"doc": None, "error": f"{url}: {type(exc).__name__}: {exc}"}
+
+
+def report(ref: RunRef) -> tuple[dict[str, Any] | None, str | None]:
+    """(report document, None) or (None, error message). The status is the live one."""
+    got = _report(ref.url, ref.stamp)
+    doc = got["doc"]
+    if doc is not None:
+        doc = {**doc, "run": {**doc.get("run", {}), "status": ref.status}}
+    return doc, got["error"]
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def table(url: str, stamp: float, name: str) -> pd.DataFrame:
+    """A run table by name; empty when the run has none."""
+    return open_run(url, stamp).table(name)
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def step_frame(url: str, stamp: float, warmup: int) -> pd.DataFrame:
+    """The steps the analyzers use, with a `phase` per step: warm-up, steady, or excluded."""
+    steps = run_steps(open_run(url, stamp))
+    if steps.empty or "duration_s" not in steps:
+        return pd.DataFrame(columns=["step", "duration_s", "phase"])
+    steady = steady_mask(steps, warmup)
+    phase = pd.Series("excluded (compiled or traced)", index=steps.index)
+    phase[steady] = "steady"
+    phase.iloc[:warmup] = "warm-up"
+    return pd.DataFrame({"step": range(len(steps)), "duration_s": steps["duration_s"].astype(float), "phase": phase})
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def memory_frame(url: str, stamp: float) -> pd.DataFrame:
+    """Memory samples with time since the run started (`t_s`); device and host rows alike."""
+    run = open_run(url, stamp)
+    memory = run.memory
+    if memory.empty or "time_s" not in memory:
+        return pd.DataFrame(columns=["t_s", "device", "bytes_in_use", "source"])
+    start = run.started_at or float(memory["time_s"].min())
+    out = memory.assign(t_s=memory["time_s"].astype(float) - float(start))
+    return out.sort_values("t_s").reset_index(drop=True)
+
+
+# -- run summaries for the runs page --------------------------------------------------------------
+def _cache_dir() -> Path:
+    base = os.environ.get(CACHE_ENV) or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "tpu-perf", "dashboard")
+    return Path(base)
+
+
+def _sections_key() -> str:
+    """Changes when tpu-perf or its set of report sections changes, so old summaries are not reused."""
+    names = ",".join(f"{fn.__module__}.{fn.__qualname__}" for fn in report_module.SECTIONS)
+    return f"{__version__}/{report_module.REPORT_VERSION}/{hashlib.sha1(names.encode()).hexdigest()[:12]}"
+
+
+def dig(doc: Any, path: str) -> Any:
+    """`doc["a"]["b"]` for path "a.b", or None where any part is missing."""
+    for key in path.split("."):
+        if not isinstance(doc, dict):
+            return None
+        doc = doc.get(key)
+    return doc
+
+
+def peak_device_bytes(doc: dict[str, Any]) -> int | None:
+    """The report's peak device memory: the per-device peaks when recorded, else `memory.peak_bytes`."""
+    per_device = dig(doc, "memory.per_device")
+    if isinstance(per_device, list):
+        peaks = [d.get("peak_bytes") for d in per_device if isinstance(d, dict) and d.get("peak_bytes") is not None]
+        if peaks:
+            return int(max(peaks))
+    peak = dig(doc, "memory.peak_bytes")
+    return int(peak) if peak is not None else None
+
+
+def summarize(doc: dict[str, Any]) -> dict[str, Any]:
+    """The runs page's row for one report document (values as the report has them)."""
+    hardware = dig(doc, "run.hardware") or {}
+    tags = dig(doc, "run.tags") or {}
+    return {
+        "chip": dig(doc, "flops.chip") or hardware.get("device_kind"),
+        "devices": dig(doc, "flops.devices") or hardware.get("device_count"),
+        "framework": ", ".join(dig(doc, "run.frameworks") or []) or None,
+        "tags": ", ".join(f"{k}={v}" for k, v in sorted(tags.items())),
+        "steps": dig(doc, "steps.count"),
+        "median_step_s": dig(doc, "steps.median_s"),
+        "mfu": doc.get("mfu"),
+        "mfu_basis": doc.get("mfu_basis"),
+        "tokens_per_s": dig(doc, "steps.tokens_per_s"),
+        "peak_hbm_bytes": peak_device_bytes(doc),
+    }
+
+
+def _summary_path(ref: RunRef) -> tuple[Path, dict[str, Any]]:
+    path = _cache_dir() / f"{hashlib.sha1(ref.url.encode()).hexdigest()[:24]}.json"
+    return path, {"url": ref.url, "stamp": ref.stamp, "code": _sections_key()}
+
+
+def _kept_summary(ref: RunRef) -> dict[str, Any] | None:
+    path, key = _summary_path(ref)
+    try:
+        cached = json.loads(path.read_text())
+        if cached.get("key") == key:
+            return cached["summary"]
+    except (OSError, ValueError, KeyError, AttributeError):
+        pass
+    return None
+
+
+def _disk_summary(ref: RunRef) -> dict[str, Any]:
+    kept = _kept_summary(ref)
+    if kept is not None:
+        return kept
+    path, key = _summary_path(ref)
+    got = _report(ref.url, ref.stamp)
+    summary = summarize(got["doc"]) if got["doc"] is not None else {"error": got["error"]}
+    if ref.status != "running":  # a live run's summary changes every few seconds: keep it in memory only
+        try:
+            write_atomic(path, json.dumps({"key": key, "summary": summary}, default=str).encode())
+        except OSError:
+            pass  # a read-only home is no reason to fail; the summary is just not kept
+    return summary
+
+
+@st.cache_data(max_entries=4096, show_spinner=False)
+def _summary(url: str, stamp: float, id_: str, name: str, status: str, started_at: float | None) -> dict[str, Any]:
+    return _disk_summary(RunRef(id=id_, url=url, name=name, status=status, stamp=stamp, started_at=started_at))
+
+
+def summary(ref: RunRef, *, compute: bool = True) -> dict[str, Any]:
+    """The row the runs page shows for `ref` (with `error` set when the run cannot be analysed).
+
+    With compute=False, a run not analysed before gets only its manifest's columns and `pending`.
+    """
+    base = {"id": ref.id, "name": ref.name, "status": ref.status, "started_at": ref.started_at, "url": ref.url, "error": None, **dict(ref.basics)}
+    if not compute and _kept_summary(ref) is None:
+        return {**base, "pending": True}
+    return {**base, **_summary(ref.url, ref.stamp, ref.id, ref.name, ref.status, ref.started_at)}

@@ -1,0 +1,104 @@
+"""Plotly figure builders. Each takes plain data (labels, DataFrames, dicts) and returns a figure;
+none calls Streamlit, so they can be built and checked anywhere.
+
+Runs keep one colour across every figure of a page: the n-th label gets the n-th colour.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.colors import qualitative
+
+PALETTE = qualitative.Plotly
+MIB = 2**20
+WEBGL_ABOVE_POINTS = 2000
+"""Lines longer than this draw with WebGL (Scattergl): 10k-step runs stay fast; short ones stay SVG."""
+
+
+def _line(n: int) -> type[go.Scatter] | type[go.Scattergl]:
+    return go.Scattergl if n > WEBGL_ABOVE_POINTS else go.Scatter
+
+
+def colour(i: int) -> str:
+    return PALETTE[i % len(PALETTE)]
+
+
+def _layout(fig: go.Figure, title: str, **axes: str) -> go.Figure:
+    fig.update_layout(title=title, margin={"l": 10, "r": 10, "t": 40, "b": 10}, legend={"orientation": "h", "y": -0.2}, height=360, **axes)
+    return fig
+
+
+def step_times(series: Sequence[tuple[str, pd.DataFrame]]) -> go.Figure:
+    """Step time over steps, one line per run; warm-up steps marked (log scale: warm-up compiles)."""
+    fig = go.Figure()
+    max_warmup = 0
+    for i, (label, steps) in enumerate(series):
+        if steps.empty:
+            continue
+        fig.add_trace(_line(len(steps))(x=steps["step"], y=steps["duration_s"] * 1e3, mode="lines", name=label, line={"color": colour(i)}, legendgroup=label))
+        warm = steps[steps["phase"] == "warm-up"]
+        max_warmup = max(max_warmup, len(warm))
+        if not warm.empty:
+            fig.add_trace(go.Scatter(x=warm["step"], y=warm["duration_s"] * 1e3, mode="markers", name=f"{label} · warm-up", marker={"color": colour(i), "symbol": "x", "size": 10}, legendgroup=label))
+    if max_warmup:
+        fig.add_vrect(x0=-0.5, x1=max_warmup - 0.5, fillcolor="grey", opacity=0.15, line_width=0, annotation_text="warm-up", annotation_position="top left")
+    fig.update_yaxes(type="log")
+    return _layout(fig, "Step time over steps", xaxis_title="step", yaxis_title="step time (ms, log)")
+
+
+def step_distribution(series: Sequence[tuple[str, np.ndarray]]) -> go.Figure:
+    """Steady-state step times as box plots (median, quartiles, whiskers), one per run."""
+    fig = go.Figure()
+    for i, (label, durations_s) in enumerate(series):
+        if len(durations_s):
+            fig.add_trace(go.Box(y=np.asarray(durations_s) * 1e3, name=label, marker_color=colour(i), boxmean=True, boxpoints=False))
+    return _layout(fig, "Steady-state step time distribution", yaxis_title="step time (ms)")
+
+
+def memory_timeline(series: Sequence[tuple[str, pd.DataFrame]], *, title: str = "Device memory in use") -> go.Figure:
+    """Memory in use over time since each run started, one line per run and device."""
+    fig = go.Figure()
+    for i, (label, samples) in enumerate(series):
+        for j, (device, rows) in enumerate(samples.groupby("device", sort=True)):
+            fig.add_trace(_line(len(rows))(x=rows["t_s"], y=rows["bytes_in_use"].astype(float) / MIB, mode="lines", name=f"{label} · {device}", line={"color": colour(i), "dash": ["solid", "dot", "dash", "dashdot"][j % 4]}))
+    return _layout(fig, title, xaxis_title="time since start (s)", yaxis_title="in use (MiB)")
+
+
+def breakdown_bars(breakdowns: Mapping[str, Mapping[str, float]]) -> go.Figure:
+    """The step-time breakdown as one stacked horizontal bar per run (fractions of the step)."""
+    parts: list[str] = []
+    for fractions in breakdowns.values():
+        parts += [p for p in fractions if p not in parts]
+    labels = list(breakdowns)
+    fig = go.Figure()
+    for part in parts:
+        values = [100 * float(breakdowns[label].get(part) or 0.0) for label in labels]
+        fig.add_trace(go.Bar(y=labels, x=values, name=part, orientation="h", hovertemplate="%{y}: %{x:.1f} %<extra>" + part + "</extra>"))
+    fig.update_layout(barmode="stack")
+    return _layout(fig, "Step-time breakdown", xaxis_title="% of step time")
+
+
+def top_ops(table: pd.DataFrame, labels: Sequence[str], *, value: str = "total_time_s") -> go.Figure:
+    """Grouped horizontal bars of each op's time in each run; `table` has one column per label."""
+    fig = go.Figure()
+    for i, label in enumerate(labels):
+        if label in table:
+            fig.add_trace(go.Bar(y=table.index.astype(str), x=table[label].astype(float) * 1e3, name=label, orientation="h", marker_color=colour(i)))
+    fig.update_layout(barmode="group", yaxis={"autorange": "reversed"})
+    fig = _layout(fig, f"Top ops by {value.replace('_s', '')}", xaxis_title="time (ms)")
+    fig.update_layout(height=max(360, 28 * len(table) * max(1, len(labels))))
+    return fig
+
+
+def fusion_bars(by_kind: Mapping[str, Mapping[str, int]]) -> go.Figure:
+    """Fusions of the step program by kind (kLoop, kInput, kOutput, kCustom...), grouped by run."""
+    kinds = sorted({k for counts in by_kind.values() for k in counts})
+    fig = go.Figure()
+    for i, (label, counts) in enumerate(by_kind.items()):
+        fig.add_trace(go.Bar(x=kinds, y=[counts.get(k, 0) for k in kinds], name=label, marker_color=colour(i)))
+    fig.update_layout(barmode="group")
+    return _layout(fig, "Fusions by kind (step program)", yaxis_title="fusions")

@@ -1,0 +1,148 @@
+"""Compare page: two or more runs side by side, each number against a baseline run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from tpu_perf.dashboard import data, figures, nav, shape, widgets
+
+PRICE = "price_per_chip_hour"
+
+
+def _pick(refs: list[data.RunRef]) -> list[data.RunRef]:
+    by_id = {r.id: r for r in refs}
+    wanted = [i for i in nav.selected_ids("runs") if i in by_id]
+    chosen = st.multiselect("Runs to compare", list(by_id), default=wanted, format_func=lambda i: f"{by_id[i].name} · {i}", key="compare_runs", placeholder="pick two or more runs")
+    st.query_params["runs"] = ",".join(chosen)
+    return [by_id[i] for i in chosen]
+
+
+def _load(chosen: list[data.RunRef]) -> tuple[dict[str, dict[str, Any]], dict[str, data.RunRef]]:
+    """Report documents by display label; runs that fail to load get an error card and are left out."""
+    labels = shape.labels_for([(r.id, r.name) for r in chosen])
+    docs, refs = {}, {}
+    for label, ref in zip(labels, chosen, strict=True):
+        doc, error = data.report(ref)
+        if doc is None:
+            widgets.error_card(f"Run {ref.name} ({ref.id}) cannot be loaded", error or "unknown error")
+            continue
+        docs[label], refs[label] = doc, ref
+    return docs, refs
+
+
+def _header(doc: dict[str, Any]) -> str:
+    chip = data.dig(doc, "flops.chip") or data.dig(doc, "run.hardware.device_kind") or "unknown chip"
+    frameworks = ", ".join(data.dig(doc, "run.frameworks") or []) or "no framework"
+    return f"{doc['run']['status']} · {chip} × {shape.chips(doc) or '?'} · {frameworks} · {doc['run']['id']}"
+
+
+def _kpis(docs: dict[str, dict[str, Any]], baseline: str) -> None:
+    price = float(st.session_state.get(PRICE) or 0.0) or None
+    rows = shape.kpi_rows(docs, baseline, price)
+    widgets.kpi_cards(rows, list(docs), {label: _header(doc) for label, doc in docs.items()})
+    if price and all(shape.cost_per_million_tokens(d, price) is None for d in docs.values()):
+        st.caption("Cost per million tokens needs tokens per step: record with `--tokens-per-step N`.")
+    elif not price:
+        st.caption("Set a price per chip-hour in the sidebar to see cost per million tokens.")
+
+
+def _steps(docs: dict[str, dict[str, Any]], refs: dict[str, data.RunRef]) -> None:
+    st.subheader("Step time")
+    frames = [(label, data.step_frame(refs[label].url, refs[label].stamp, int(data.dig(doc, "steps.warmup") or 0))) for label, doc in docs.items()]
+    if all(f.empty for _, f in frames):
+        widgets.missing("Steps", "None of these runs recorded a step.")
+        return
+    left, right = st.columns(2)
+    left.plotly_chart(figures.step_times(frames), width="stretch", key="cmp_steps")
+    right.plotly_chart(figures.step_distribution([(label, f.loc[f["phase"] == "steady", "duration_s"].to_numpy()) for label, f in frames]), width="stretch", key="cmp_dist")
+
+
+def _memory(refs: dict[str, data.RunRef]) -> None:
+    st.subheader("HBM over time")
+    frames = [(label, data.memory_frame(ref.url, ref.stamp)) for label, ref in refs.items()]
+    device = [(label, f[f["device"] != "host"]) for label, f in frames if not f.empty]
+    if any(not f.empty for _, f in device):
+        st.plotly_chart(figures.memory_timeline(device), width="stretch", key="cmp_hbm")
+        return
+    widgets.missing("Device memory samples", "These runs have no device memory time series (CPU runs have none; TPU/GPU runs sample it).")
+    host = [(label, f[f["device"] == "host"]) for label, f in frames if not f.empty]
+    if any(not f.empty for _, f in host):
+        st.plotly_chart(figures.memory_timeline(host, title="Host memory (RSS) instead"), width="stretch", key="cmp_host")
+
+
+def breakdown_fractions(doc: dict[str, Any]) -> dict[str, float] | None:
+    """The report's `breakdown` as {part: fraction}, accepting a flat dict or one under `fractions`."""
+    raw = doc.get("breakdown")
+    if isinstance(raw, dict) and isinstance(raw.get("fractions"), dict):
+        raw = raw["fractions"]
+    if not isinstance(raw, dict):
+        return None
+    parts = {str(k): float(v) for k, v in raw.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return parts or None
+
+
+def _breakdown(docs: dict[str, dict[str, Any]]) -> None:
+    st.subheader("Step-time breakdown")
+    parts = {label: breakdown_fractions(doc) for label, doc in docs.items()}
+    have = {label: p for label, p in parts.items() if p}
+    if not have:
+        widgets.missing("Step-time breakdown", "It comes from the trace window's device timeline; record with a trace window (the default).")
+        return
+    st.plotly_chart(figures.breakdown_bars(have), width="stretch", key="cmp_breakdown")
+    for label in parts.keys() - have.keys():
+        st.caption(f"{label}: no breakdown recorded.")
+
+
+def _ops_and_fusion(docs: dict[str, dict[str, Any]], baseline: str) -> None:
+    st.subheader("Top ops")
+    ops = shape.ops_side_by_side(docs, baseline)
+    if ops.empty:
+        widgets.missing("Per-op times", "They come from the trace window (ops.top in the report).")
+    else:
+        delta_cols = {c: st.column_config.NumberColumn(format="percent") for c in ops.columns if str(c).startswith("Δ")}
+        st.dataframe(ops, column_config=delta_cols, width="stretch", key="cmp_ops_table")
+        st.plotly_chart(figures.top_ops(ops, list(docs)), width="stretch", key="cmp_ops")
+    st.subheader("Fusion")
+    fusion = shape.fusion_side_by_side(docs)
+    if fusion.empty:
+        widgets.missing("Fusion summaries", "They come from the step program's optimized HLO (JAX runs save it).")
+        return
+    left, right = st.columns(2)
+    left.dataframe(fusion, width="stretch", key="cmp_fusion_table")
+    by_kind = {label: doc["hlo"].get("fusions_by_kind") or {} for label, doc in docs.items() if (doc.get("hlo") or {}).get("fusions") is not None}
+    right.plotly_chart(figures.fusion_bars(by_kind), width="stretch", key="cmp_fusion")
+
+
+def _config(refs: dict[str, data.RunRef]) -> None:
+    st.subheader("Configuration and environment")
+    everything = st.toggle("Show settings that are the same too", key="cmp_all_settings")
+    manifests = {label: data.open_run(ref.url, ref.stamp).manifest for label, ref in refs.items()}
+    diff = shape.config_diff(manifests, only_different=not everything)
+    if diff.empty:
+        st.success("Same configuration, flags, versions and hardware.")
+    else:
+        st.dataframe(diff, width="stretch", key="cmp_config")
+
+
+def render() -> None:
+    st.title("Compare runs")
+    refs, errors = data.list_refs(data.store_location())
+    for message in errors:
+        widgets.error_card("A run folder cannot be read", message)
+    chosen = _pick(refs)
+    if len(chosen) < 2:
+        st.info("Pick two or more runs here, or select them on the Runs page.")
+        return
+    docs, loaded = _load(chosen)
+    if len(docs) < 2:
+        st.warning("Fewer than two of the chosen runs could be loaded; nothing to compare.")
+        return
+    baseline = st.selectbox("Baseline (deltas are relative to it)", list(docs), key="compare_baseline")
+    _kpis(docs, baseline)
+    _steps(docs, loaded)
+    _memory(loaded)
+    _breakdown(docs)
+    _ops_and_fusion(docs, baseline)
+    _config(loaded)

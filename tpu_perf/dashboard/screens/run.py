@@ -1,0 +1,196 @@
+"""Run page: everything about one run, how to open its trace, and its tables to download."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from tpu_perf.dashboard import data, figures, nav, shape, widgets
+from tpu_perf.dashboard.screens.compare import breakdown_fractions
+from tpu_perf.store.fs import filesystem, join
+from tpu_perf.views import format as fmt
+
+XPROF_PORT = 8791
+
+
+def _pick(refs: list[data.RunRef]) -> data.RunRef:
+    by_id = {r.id: r for r in refs}
+    wanted = next((i for i in nav.selected_ids("run") if i in by_id), refs[0].id)
+    ids = list(by_id)
+    chosen = st.selectbox("Run", ids, index=ids.index(wanted), format_func=lambda i: f"{by_id[i].name} · {i}", key="run_pick")
+    st.query_params["run"] = chosen
+    return by_id[chosen]
+
+
+def _overview(doc: dict[str, Any], ref: data.RunRef) -> None:
+    rows = shape.kpi_rows({"run": doc}, "run")
+    cols = st.columns(len(rows))
+    for col, row in zip(cols, rows.itertuples(), strict=True):
+        col.metric(row.kpi, row.shown, help=row.help)
+    s = doc.get("steps") or {}
+    st.caption(
+        f"{s.get('count')} steps ({s.get('warmup')} warm-up, {s.get('steady')} steady, {s.get('traced')} traced) from `{s.get('source')}` · "
+        f"p10 {fmt.seconds(s.get('p10_s'))} · p90 {fmt.seconds(s.get('p90_s'))} · achieved {fmt.number(data.dig(doc, 'flops.achieved_tflops'))} TFLOP/s · "
+        f"{fmt.flops(data.dig(doc, 'flops.per_step'))} per step ({data.dig(doc, 'flops.source') or 'unknown source'})"
+    )
+    frame = data.step_frame(ref.url, ref.stamp, int(s.get("warmup") or 0))
+    if frame.empty:
+        widgets.missing("Steps", "The script ran no step tpu-perf could see; mark steps with `tpu_perf.step()`.")
+    else:
+        left, right = st.columns(2)
+        left.plotly_chart(figures.step_times([(ref.name, frame)]), width="stretch", key="run_steps")
+        right.plotly_chart(figures.step_distribution([(ref.name, frame.loc[frame["phase"] == "steady", "duration_s"].to_numpy())]), width="stretch", key="run_dist")
+    parts = breakdown_fractions(doc)
+    if parts:
+        st.plotly_chart(figures.breakdown_bars({ref.name: parts}), width="stretch", key="run_breakdown")
+    else:
+        widgets.missing("Step-time breakdown", "It comes from the trace window's device timeline.")
+    if doc.get("mfu_detail"):
+        with st.expander("MFU detail"):
+            st.json(doc["mfu_detail"])
+
+
+def _memory(doc: dict[str, Any], ref: data.RunRef) -> None:
+    m = doc.get("memory") or {}
+    cols = st.columns(4)
+    cols[0].metric("Peak device memory", fmt.bytes_(data.peak_device_bytes(doc)), help=f"source: {m.get('peak_source')}")
+    cols[1].metric("Capacity per device", fmt.bytes_(m.get("capacity_bytes")))
+    cols[2].metric("XLA estimate (step)", fmt.bytes_(m.get("xla_peak_bytes")))
+    cols[3].metric("Host RSS peak", fmt.bytes_(m.get("host_rss_peak_bytes")))
+    if isinstance(m.get("per_device"), list) and m["per_device"]:
+        st.dataframe(pd.DataFrame(m["per_device"]), hide_index=True, width="stretch", key="run_mem_devices")
+    if data.dig(doc, "runtime.duty_cycle_pct") is not None:
+        st.metric("Duty cycle", f"{doc['runtime']['duty_cycle_pct']:.1f} %")
+    samples = data.memory_frame(ref.url, ref.stamp)
+    if samples.empty:
+        widgets.missing("Memory samples", "No memory time series in this run.")
+    else:
+        st.plotly_chart(figures.memory_timeline([(ref.name, samples)], title="Memory in use (devices and host)"), width="stretch", key="run_memory")
+
+
+def _ops(doc: dict[str, Any]) -> None:
+    ops = shape.ops_frame(doc)
+    if ops.empty:
+        widgets.missing("Per-op times", "They come from the trace window (ops.top in the report).")
+    else:
+        st.dataframe(ops, width="stretch", key="run_ops")
+    fusion = shape.fusion_side_by_side({"step program": doc})
+    if fusion.empty:
+        widgets.missing("Fusion summary", "It comes from the step program's optimized HLO.")
+    else:
+        st.dataframe(fusion, width="stretch", key="run_fusion")
+    if isinstance(doc.get("devices"), list) and doc["devices"]:
+        st.dataframe(pd.DataFrame(doc["devices"]), hide_index=True, width="stretch", key="run_devices")
+
+
+def _compiles(doc: dict[str, Any]) -> None:
+    c = doc.get("compile") or {}
+    cols = st.columns(3)
+    cols[0].metric("Compiles", c.get("count"))
+    cols[1].metric("Compile time", fmt.seconds(c.get("total_s")))
+    cols[2].metric("After warm-up", c.get("after_warmup"), help="recompiles during steady state: worth a look")
+    if c.get("slowest"):
+        st.dataframe(pd.DataFrame(c["slowest"]), hide_index=True, width="stretch", key="run_slowest")
+
+
+def _trace(doc: dict[str, Any], ref: data.RunRef) -> None:
+    trace = doc.get("trace") or {}
+    logdir = trace.get("logdir")
+    if not logdir:
+        widgets.missing("Trace", "Record with a trace window (`--trace-steps START:STOP`, on by default).")
+        return
+    st.markdown("**XProf** (trace viewer, op profile, memory viewer, roofline):")
+    st.code(f"xprof server --logdir {logdir} --port {XPROF_PORT}\n# then open http://localhost:{XPROF_PORT}", language="bash")
+    st.markdown("**TensorBoard** (with the profile plugin):")
+    st.code(f"tensorboard --logdir {logdir}", language="bash")
+    json_traces = [f for f in trace.get("files", []) if f.endswith((".trace.json.gz", ".trace.json", ".pt.trace.json"))]
+    st.markdown("**Perfetto**: open [ui.perfetto.dev](https://ui.perfetto.dev) and drop in the Chrome-trace JSON below.")
+    run = data.open_run(ref.url, ref.stamp)
+    for i, rel in enumerate(json_traces):
+        st.download_button(f"Download {rel}", data=_reader(run, rel), file_name=rel.rsplit("/", 1)[-1], key=f"trace_{i}")
+        st.code(run.file_path(rel), language=None)
+    with st.expander(f"{len(trace.get('files', []))} trace file(s)"):
+        st.write(trace.get("files", []))
+
+
+def _reader(run: Any, rel: str) -> Callable[[], bytes]:
+    def read() -> bytes:
+        fs, base = filesystem(run.url)  # fsspec, so remote stores work too
+        with fs.open(join(base, rel), "rb") as f:
+            return f.read()
+
+    return read
+
+
+def _as(frame_fn: Callable[[], pd.DataFrame], kind: str) -> Callable[[], bytes]:
+    def encode() -> bytes:
+        frame = frame_fn()
+        if kind == "csv":
+            return frame.to_csv(index=False).encode()
+        buffer = io.BytesIO()
+        frame.to_parquet(buffer, index=False)
+        return buffer.getvalue()
+
+    return encode
+
+
+def _downloads(doc: dict[str, Any], ref: data.RunRef) -> None:
+    st.download_button("Report (JSON, as `tpu-perf report --json`)", json.dumps(doc, indent=2, default=str), file_name=f"{ref.id}-report.json", key="dl_report")
+    for name in data.TABLES:
+        frame = data.table(ref.url, ref.stamp, name)
+        if frame.empty:
+            continue
+        cols = st.columns([2, 1, 1])
+        cols[0].markdown(f"`{name}`: {len(frame):,} rows × {frame.shape[1]} columns")
+        cols[1].download_button("CSV", _as(lambda n=name: data.table(ref.url, ref.stamp, n), "csv"), file_name=f"{ref.id}-{name}.csv", key=f"dl_{name}_csv")
+        cols[2].download_button("Parquet", _as(lambda n=name: data.table(ref.url, ref.stamp, n), "parquet"), file_name=f"{ref.id}-{name}.parquet", key=f"dl_{name}_parquet")
+
+
+def _config(ref: data.RunRef) -> None:
+    manifest = data.open_run(ref.url, ref.stamp).manifest
+    table = shape.config_diff({"value": manifest}, only_different=False)
+    st.dataframe(table, width="stretch", key="run_config")
+    with st.expander("Manifest (run.json)"):
+        st.json(manifest)
+
+
+def render() -> None:
+    st.title("Run")
+    refs, errors = data.list_refs(data.store_location())
+    for message in errors:
+        widgets.error_card("A run folder cannot be read", message)
+    if not refs:
+        st.info("No runs in this store yet.")
+        return
+    ref = _pick(refs)
+    doc, error = data.report(ref)
+    if doc is None:
+        widgets.error_card(f"Run {ref.name} ({ref.id}) cannot be loaded", error or "unknown error")
+        return
+    r = doc["run"]
+    st.markdown(f"### {widgets.STATUS_ICON.get(r['status'], '')} {r['name']}  \n`{r['id']}` · {r['status']} · started {fmt.timestamp(r.get('started_at'))} · `{r.get('url')}`")
+    st.code(" ".join(map(str, r.get("command") or [])), language="bash")
+    if r.get("error"):
+        st.error(f"The script failed: {r['error']}")
+    for warning in r.get("warnings") or []:
+        st.warning(warning)
+    tabs = st.tabs(["Overview", "Memory", "Ops & fusion", "Compiles", "Trace", "Config", "Downloads"])
+    with tabs[0]:
+        _overview(doc, ref)
+    with tabs[1]:
+        _memory(doc, ref)
+    with tabs[2]:
+        _ops(doc)
+    with tabs[3]:
+        _compiles(doc)
+    with tabs[4]:
+        _trace(doc, ref)
+    with tabs[5]:
+        _config(ref)
+    with tabs[6]:
+        _downloads(doc, ref)
