@@ -118,7 +118,10 @@ def test_compare_page_shows_report_numbers_and_deltas(env: dict) -> None:
     config = at.dataframe[-1].value
     assert config.loc["config.tokens_per_step", "wide"] == str(TOKENS_PER_STEP)
     assert "command" in config.index
-    assert any("Per-op times" in i.value for i in at.info)  # no ops in these runs: said plainly
+    ops = next(df.value for df in at.dataframe if df.value.index.name == "op")
+    top = {o["name"]: o["total_time_s"] for o in wide["ops"]["top"]}
+    shown_ops = ops["wide"].dropna()
+    assert len(shown_ops) > 0 and all(top[name] == pytest.approx(t) for name, t in shown_ops.items() if name in top)
 
 
 def test_compare_cost_per_million_tokens(env: dict) -> None:

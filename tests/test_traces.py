@@ -93,7 +93,7 @@ def test_cpu_jax_step_times_match_xprof_overview(jax_logdir: Path) -> None:
 
 def test_kineto_gpu_traces_from_other_vendors() -> None:
     a100 = read_kineto(DATA / "a100_alexnet.json.gz")
-    assert a100.devices["chip"].tolist() == ["a100"] and a100.devices["peak_tflops"].iloc[0] == 312.0
+    assert a100.devices["chip"].tolist() == ["a100-80gb"] and a100.devices["peak_tflops"].iloc[0] == 312.0
     assert a100.ops["occurrences"].sum() == 79 + 16 + 3  # kernels + memcpy + memset events
     mi250 = read_kineto(DATA / "mi250_minitoy_train.json.gz")
     assert mi250.devices["kind"].iloc[0] == "AMD Radeon Graphics" and mi250.devices["chip"].isna().all()
