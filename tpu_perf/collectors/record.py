@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from tpu_perf.collectors import environment, imports
 from tpu_perf.collectors.runner import Outcome, Target, run_target
@@ -38,7 +39,7 @@ def _installer(spec: str) -> Callable[[Recorder, ModuleType], Callable[[], None]
 def _trace_tables(writer: RunWriter, rec: Recorder) -> None:
     """ops/timeline/device_steps/devices from the run's own trace window; a failure only warns."""
     trace_dir = writer.dir / layout.TRACE_DIR
-    if not any(trace_dir.rglob("*.xplane.pb")) if trace_dir.exists() else True:
+    if not trace_dir.exists() or not any(trace_dir.rglob("*.xplane.pb")):
         return
     try:
         from tpu_perf.traces.ingest import read_traces, write_tables
@@ -46,6 +47,31 @@ def _trace_tables(writer: RunWriter, rec: Recorder) -> None:
         write_tables(writer, read_traces(trace_dir))
     except Exception as exc:
         rec.warn(f"the trace window could not be turned into op tables ({type(exc).__name__}: {exc}); the trace files are kept")
+
+
+def _manifest(target: Target, options: RecordOptions, *, name: str | None, tags: dict[str, str] | None) -> dict[str, Any]:
+    """The first run.json: what runs, where, with which versions and settings."""
+    return {
+        "name": name or (target.path.stem if target.path else target.module),
+        "tags": tags or {},
+        "status": "running",
+        "exit_code": None,
+        "command": [target.display, *target.args],
+        "argv": sys.argv,
+        "cwd": os.getcwd(),
+        "script": str(target.path) if target.path else None,
+        "module": target.module,
+        "started_at": time.time(),
+        "pid": os.getpid(),
+        "host": layout.hostname(),
+        "git": environment.git_state(target.path or Path.cwd()),
+        "versions": environment.versions(),
+        "env": environment.relevant_env(),
+        "host_facts": environment.host_facts(),
+        "config": {k: v for k, v in asdict(options).items() if k != "progress"},
+        "frameworks": [],
+        "hardware": {},
+    }
 
 
 def record(
@@ -60,28 +86,7 @@ def record(
 ) -> RecordResult:
     """Run `target` in this process while collectors write a run into `store`."""
     options = options or RecordOptions()
-    script_path = target.path or Path.cwd()
-    manifest = {
-        "name": name or (target.path.stem if target.path else target.module),
-        "tags": tags or {},
-        "status": "running",
-        "exit_code": None,
-        "command": [target.display, *target.args],
-        "argv": sys.argv,
-        "cwd": os.getcwd(),
-        "script": str(target.path) if target.path else None,
-        "module": target.module,
-        "started_at": time.time(),
-        "pid": os.getpid(),
-        "host": layout.hostname(),
-        "git": environment.git_state(Path(script_path)),
-        "versions": environment.versions(),
-        "env": environment.relevant_env(),
-        "host_facts": environment.host_facts(),
-        "config": {k: v for k, v in asdict(options).items() if k != "progress"},
-        "frameworks": [],
-        "hardware": {},
-    }
+    manifest = _manifest(target, options, name=name, tags=tags)
     writer = RunWriter.create(store, manifest)
     if on_created is not None:
         on_created(writer)
