@@ -67,3 +67,12 @@ def test_record_into_an_fsspec_memory_store() -> None:
     fs = fsspec.filesystem("memory")
     assert fs.exists(f"/tpu-perf-test-store/{result.run_id}/steps.parquet")
     fs.rm("/tpu-perf-test-store", recursive=True)
+
+
+def test_importing_tpu_perf_loads_no_heavy_module() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, tpu_perf; tpu_perf.step(); print(sorted(m for m in ('pandas', 'pyarrow', 'jax', 'torch', 'fsspec') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    assert out.strip() == "[]"

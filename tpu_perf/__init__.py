@@ -1,15 +1,40 @@
 """tpu-perf: record, analyse and guard the performance of ML training on TPUs (and GPUs).
 
 Public API: `step()` marks training steps from inside a script; `load_run()` and `list_runs()`
-read recorded runs; `mfu()` computes model FLOPs utilisation by a named convention. Imports stay light: frameworks are imported only by the collectors that need them.
+read recorded runs; `mfu()` computes model FLOPs utilisation by a named convention.
+
+`import tpu_perf` stays light (a few milliseconds) so a training script can call `tpu_perf.step()`
+cheaply: pandas, pyarrow and the readers load on first use of the names that need them, and
+frameworks are imported only by the collectors that hook them.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from tpu_perf.marks import step
-from tpu_perf.modelflops.calculator import mfu
-from tpu_perf.store import Run, list_runs, load_run
+
+if TYPE_CHECKING:
+    from tpu_perf.modelflops.calculator import mfu
+    from tpu_perf.store import Run, list_runs, load_run
 
 __version__ = "0.1.0"
 
 __all__ = ["Run", "__version__", "list_runs", "load_run", "mfu", "step"]
+
+_LAZY = {
+    "Run": "tpu_perf.store",
+    "list_runs": "tpu_perf.store",
+    "load_run": "tpu_perf.store",
+    "mfu": "tpu_perf.modelflops.calculator",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'tpu_perf' has no attribute {name!r}")
