@@ -78,22 +78,12 @@ def _start_trace(jax: Any, logdir: str) -> None:
     jax.profiler.start_trace(logdir)
 
 
-def install(rec: Recorder, jax: ModuleType) -> Callable[[], None]:
-    """Hook `jax` (already imported by the script) into `rec`; returns the undo function."""
-    import jax.profiler
-    from jax._src import monitoring
+def _patch_step_annotation(rec: Recorder, jax: Any) -> Callable[[], None]:
+    """Make `jax.profiler.StepTraceAnnotation` blocks mark steps too; returns the undo."""
+    original = jax.profiler.StepTraceAnnotation
 
-    tracker = JitTracker(rec, jax)
-    original_jit = jax.jit
-    jax.jit = tracker.wrap_jit(original_jit)
-    rec.add_sync(tracker.sync_all)
-    unstamp = tracker.stamper.install(jax)
-    rec.add_drain(tracker.drain)
-
-    original_annotation = jax.profiler.StepTraceAnnotation
-
-    class StepTraceAnnotation(original_annotation):  # type: ignore[misc, valid-type]
-        __doc__ = original_annotation.__doc__
+    class StepTraceAnnotation(original):  # type: ignore[misc, valid-type]
+        __doc__ = original.__doc__
 
         def __init__(self, name: str, **kwargs: Any) -> None:
             super().__init__(name, **kwargs)
@@ -110,23 +100,66 @@ def install(rec: Recorder, jax: ModuleType) -> Callable[[], None]:
 
     jax.profiler.StepTraceAnnotation = StepTraceAnnotation
 
-    analysing = False  # compiles made for the end-of-run XLA analysis are not the script's
+    def undo() -> None:
+        jax.profiler.StepTraceAnnotation = original
 
-    def on_duration(event: str, duration: float, **kwargs: Any) -> None:
+    return undo
+
+
+class CompileListener:
+    """Turns `jax.monitoring` compile and cache events into the run's compile table."""
+
+    def __init__(self, rec: Recorder, tracker: JitTracker) -> None:
+        from jax._src import monitoring
+
+        self._monitoring = monitoring
+        self._rec = rec
+        self._tracker = tracker
+        self.paused = False
+        """Set while tpu-perf compiles for its own analysis: those compiles are not the script's."""
+
+    def on_duration(self, event: str, duration: float, **kwargs: Any) -> None:
         kind = _COMPILE_EVENTS.get(event)
-        if kind is None or analysing:
+        if kind is None or self.paused:
             return
         if kind == "backend_compile":
-            tracker.note_compile()
-        rec.compile_event(function=str(kwargs.get("fun_name", "")), duration_s=float(duration), event=kind)
+            self._tracker.note_compile()
+        self._rec.compile_event(function=str(kwargs.get("fun_name", "")), duration_s=float(duration), event=kind)
 
-    def on_event(event: str, **kwargs: Any) -> None:
+    def on_event(self, event: str, **kwargs: Any) -> None:
         kind = _CACHE_EVENTS.get(event)
-        if kind is not None and not analysing:
-            rec.compile_event(function=str(kwargs.get("fun_name", "")), duration_s=0.0, event=kind)
+        if kind is not None and not self.paused:
+            self._rec.compile_event(function=str(kwargs.get("fun_name", "")), duration_s=0.0, event=kind)
 
-    monitoring.register_event_duration_secs_listener(on_duration)
-    monitoring.register_event_listener(on_event)
+    def install(self) -> Callable[[], None]:
+        m = self._monitoring
+        m.register_event_duration_secs_listener(self.on_duration)
+        m.register_event_listener(self.on_event)
+
+        def undo() -> None:
+            for unregister, callback in ((m.unregister_event_duration_listener, self.on_duration), (m.unregister_event_listener, self.on_event)):
+                try:
+                    unregister(callback)
+                except Exception:  # already gone: nothing to undo
+                    pass
+
+        return undo
+
+
+def install(rec: Recorder, jax: ModuleType) -> Callable[[], None]:
+    """Hook `jax` (already imported by the script) into `rec`; returns the undo function."""
+    import jax.profiler
+
+    tracker = JitTracker(rec, jax)
+    original_jit = jax.jit
+    jax.jit = tracker.wrap_jit(original_jit)
+    undos = [tracker.stamper.install(jax), _patch_step_annotation(rec, jax)]
+    listener = CompileListener(rec, tracker)
+    undos.append(listener.install())
+    rec.add_sync(tracker.sync_all)
+    rec.add_drain(tracker.drain)
+    rec.add_before_close(tracker.fallback)
+    rec.add_before_close(tracker.close)
 
     trace_dir = Path(rec.writer.dir) / layout.TRACE_DIR
     rec.offer_trace(TraceControl(start=lambda: _start_trace(jax, str(trace_dir)), stop=jax.profiler.stop_trace, name="jax.profiler"))
@@ -141,12 +174,9 @@ def install(rec: Recorder, jax: ModuleType) -> Callable[[], None]:
             rec.add_sample_source("jax", _device_memory_source(jax))
 
     rec.on_boundary(on_boundary)
-    rec.add_before_close(tracker.fallback)
-    rec.add_before_close(tracker.close)
 
     def finalize() -> None:
-        nonlocal analysing
-        analysing = True
+        listener.paused = True
         if not seen_hardware and tracker.functions:
             rec.writer.update_manifest(hardware=_hardware(jax))
         rows = analyse_programs(tracker.functions, tracker.step_fn, rec, jax)
@@ -156,13 +186,8 @@ def install(rec: Recorder, jax: ModuleType) -> Callable[[], None]:
     rec.add_finalizer(finalize)
 
     def uninstall() -> None:
-        unstamp()
         jax.jit = original_jit
-        jax.profiler.StepTraceAnnotation = original_annotation
-        for unregister, callback in ((monitoring.unregister_event_duration_listener, on_duration), (monitoring.unregister_event_listener, on_event)):
-            try:
-                unregister(callback)
-            except Exception:
-                pass
+        for undo in reversed(undos):
+            undo()
 
     return uninstall
