@@ -94,21 +94,28 @@ class _Columns:
         args = ev.get("args")
         c["device"].append(args.get("device") if isinstance(args, dict) else None)
 
-    def add_window(self, data: bytes) -> bool:
-        """Decode `data` (whole events and separators) as one array; False when it is not one."""
-        doc = b"[" + data + b"]"
-        if FAST_DECODE:
-            try:
-                self.add_structs(_FAST.decode(doc))
-                return True
-            except msgspec.ValidationError:
-                pass  # valid JSON, other types: the standard library keeps them as they are
-            except msgspec.DecodeError:
-                pass  # not proven (or NaN/Infinity, which only the standard library reads)
+    def fast(self, data: bytes) -> bool | None:
+        """Decode `data` (whole events and separators) as one array with msgspec: True when done,
+        None when it is valid JSON of other types (a float pid), False when msgspec cannot read it."""
+        if not FAST_DECODE:
+            return None
         try:
-            events = json.loads(doc.decode("utf-8", "replace"))
-        except (json.JSONDecodeError, RecursionError):
-            return False
+            self.add_structs(_FAST.decode(b"[" + data + b"]"))
+            return True
+        except msgspec.ValidationError:
+            return None
+        except msgspec.DecodeError:
+            return False  # not an array of whole events (or NaN/Infinity, which only the stdlib reads)
+
+    def stdlib(self, data: bytes) -> bool:
+        """The same with the standard library's json.loads; False when it is not an array either."""
+        try:
+            events = json.loads(b"[" + data + b"]")
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+            try:
+                events = json.loads((b"[" + data + b"]").decode("utf-8", "replace"))
+            except (json.JSONDecodeError, RecursionError):
+                return False
         for ev in events:
             self.add_dict(ev)
         return True
@@ -132,9 +139,9 @@ def _text(value: Any) -> str:
         return s.encode("utf-8", "replace").decode("utf-8")
 
 
-def _boundary(buf: bytes, lo: int) -> int:
-    """Index just after the last `}` in buf[lo:] that is followed by `,` and `{` (blanks between), or -1."""
-    hi = len(buf)
+def _boundary(buf: bytes, lo: int, hi: int | None = None) -> int:
+    """Index just after the last `}` in buf[lo:hi] that is followed by `,` and `{` (blanks between), or -1."""
+    hi = len(buf) if hi is None else hi
     while True:
         i = buf.rfind(b"{", lo + 1, hi)
         if i < 0:
@@ -227,7 +234,13 @@ def _events(r: _Reader, out: _Columns) -> None:
                 r.more()
             split = _boundary(r.buf, r.pos)
             if split > 0:
-                if out.add_window(r.buf[r.pos : split]):
+                done = out.fast(r.buf[r.pos : split])
+                if done is False:  # the last candidate may sit in the header after the events
+                    prev = _boundary(r.buf, r.pos, split - 1)
+                    if prev > 0 and out.fast(r.buf[r.pos : prev]):
+                        r.pos = prev
+                        continue
+                if done or out.stdlib(r.buf[r.pos : split]):
                     r.pos = split
                     continue
                 slow_until = split  # not proven: event by event up to there
