@@ -120,7 +120,7 @@ def main() -> None:
         return
     print(f"tpu-perf peak memory: {ours[1] / size:.2f}x the JSON size (target <= 2x)")
     ref = "hta" if "hta" in med else "json+pandas"
-    label = "HTA parse_trace_file (TraceAnalysis' loader)" if ref == "hta" else "json.load + pandas (STAND-IN: HTA not installed)"
+    label = "HTA parse_trace_file (TraceAnalysis' loader)" if ref == "hta" else "json.load + pandas (STAND-IN: HTA not installed or not run)"
     if ref in med:
         print(f"speed vs {label}: {med[ref][0] / ours[0]:.1f}x (target >= 5x); memory {med[ref][1] / max(ours[1], 1):.1f}x less")
     if "hta-json" in med:
