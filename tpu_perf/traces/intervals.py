@@ -15,15 +15,20 @@ def self_times(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     order = np.lexsort((-(end - start), start))
     s, e = start[order].tolist(), end[order].tolist()
     child = [0.0] * n
-    stack: list[int] = []
-    for i in range(n):
-        while stack and e[stack[-1]] <= s[i]:
+    stack: list[int] = []  # open parents, innermost last
+    ends: list[float] = []  # their end times (same order), to test without indexing e
+    for i, (si, ei) in enumerate(zip(s, e, strict=True)):
+        while ends and ends[-1] <= si:
+            ends.pop()
             stack.pop()
-        if stack and e[i] <= e[stack[-1]]:
-            child[stack[-1]] += e[i] - s[i]
+        if ends:
+            if ei <= ends[-1]:
+                child[stack[-1]] += ei - si
+                stack.append(i)
+                ends.append(ei)
+        else:
             stack.append(i)
-        elif not stack:
-            stack.append(i)
+            ends.append(ei)
     out = np.empty(n)
     out[order] = (np.asarray(e) - np.asarray(s)) - np.asarray(child)
     return np.maximum(out, 0.0)

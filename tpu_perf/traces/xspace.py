@@ -107,6 +107,7 @@ def _device_tables(device: str, plane: Any, host_index: int) -> tuple[pd.DataFra
 def _host_tables(plane: Any, prefix: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Host markers (compile, input, step annotations) and XLA:CPU ops from a `/host:CPU` plane."""
     marks, steps, cpu_ops = [], [], []
+    mark_of: dict[str, str | None] = {}
     for li, line in enumerate(plane.lines):
         for e in line.events:
             name = e.name
@@ -116,10 +117,11 @@ def _host_tables(plane: Any, prefix: str) -> tuple[pd.DataFrame, pd.DataFrame, p
                 steps.append((name, int(st["step_num"]), start, end))
             if "hlo_op" in st:
                 cpu_ops.append((f"{prefix}CPU:{st.get('device_ordinal', 0)}", li, str(st["hlo_op"]), str(st.get("program_id", st.get("hlo_module", ""))), st.get("run_id"), e.start_ns, float(e.duration_ns)))
-            elif _COMPILE.search(name):
-                marks.append((f"{prefix}host", "compile", name, start, end))
-            elif _INPUT.search(name):
-                marks.append((f"{prefix}host", "input", name, start, end))
+                continue
+            if name not in mark_of:  # names repeat: each is searched once
+                mark_of[name] = "compile" if _COMPILE.search(name) else "input" if _INPUT.search(name) else None
+            if mark_of[name]:
+                marks.append((f"{prefix}host", mark_of[name], name, start, end))
     host = pd.DataFrame(marks, columns=list(TIMELINE_COLUMNS))
     st_df = pd.DataFrame(steps, columns=["name", "step_num", "start_s", "end_s"]).sort_values("start_s", kind="stable")
     if not st_df.empty:

@@ -1,0 +1,85 @@
+"""xplane import time: tpu-perf's tables against XProf's own conversion of the same capture.
+
+The capture is the real TPU v6e x4 xplane in tests/data (or a path given). Each measurement runs in
+its own subprocess, timed from after its imports, on a fresh scratch copy (XProf caches converted
+data next to the file it reads, so a reused copy would flatter later runs):
+- tpu-perf: `read_xspace`, all four tables (it runs XProf's op_profile once for FLOPs/bytes);
+  `jax.profiler` (which it reads events with) is imported before the clock starts, as XProf's is;
+- xprof <tool>: `xprof.convert.raw_to_tool_data.xspace_to_tool_data` for one tool;
+- xprof 3 tools: op_profile, hlo_stats and overview_page one after another on one copy, the
+  conversions that give what tpu-perf's tables hold (per-op time/FLOPs, steps).
+
+Run: PYTHONPATH=$PWD python bench/bench_xplane_import.py [--repeat 5] [xplane.pb]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+TPU = Path(__file__).resolve().parents[1] / "tests" / "data" / "tpu_v6e_x4_inference.xplane.pb"
+XPROF = ("from xprof.convert import raw_to_tool_data as rtd; from tpu_perf.traces.xprof_tools import scratch_copies\n"
+         "def run(tools):\n"
+         "    with scratch_copies([P]) as copies:\n"
+         "        for tool in tools:\n"
+         "            rtd.xspace_to_tool_data(copies, tool, {'group_by': 'program'} if tool == 'op_profile' else {})\n")
+TOOLS = ("op_profile", "hlo_stats", "overview_page")
+LOADERS = {
+    "tpu-perf": ("import jax.profiler; from tpu_perf.traces.xspace import read_xspace", "t = read_xspace([P])"),
+    **{f"xprof {t}": (XPROF, f"run([{t!r}])") for t in TOOLS},
+    "xprof 3 tools": (XPROF, f"run({list(TOOLS)!r})"),
+}
+
+
+# ru_maxrss is no use here: a child inherits its parent's high-water mark across fork/exec. On
+# Linux the mark is reset by writing 5 to /proc/self/clear_refs and read back as VmHWM.
+PEAK = """import time
+def _status(key):
+    return int(next(l for l in open('/proc/self/status') if l.startswith(key)).split()[1]) * 1024
+def reset_peak():
+    open('/proc/self/clear_refs', 'w').write('5')
+    return _status('VmRSS:')
+def peak():
+    return _status('VmHWM:')"""
+
+
+def measure(name: str, path: Path) -> tuple[float, float] | str:
+    setup, run = LOADERS[name]
+    code = f"{PEAK}\nfrom pathlib import Path; P = Path({str(path)!r})\n{setup}\nbase = reset_peak()\n_t0 = time.perf_counter()\n{run}\nprint(time.perf_counter() - _t0, peak() - base)"
+    env = {**os.environ, "PYTHONPATH": os.getcwd(), "JAX_PLATFORMS": "cpu"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        return (proc.stderr.strip().splitlines() or ["failed"])[-1]
+    secs, peak = proc.stdout.split()[-2:]
+    return float(secs), float(peak)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("path", nargs="?", type=Path, default=TPU)
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+    size = args.path.stat().st_size
+    print(f"xplane: {args.path.name}, {size / 1e6:.2f} MB, {args.repeat} runs each, medians")
+    med: dict[str, float] = {}
+    for name in LOADERS:
+        runs = [measure(name, args.path) for _ in range(args.repeat)]
+        ok = [r for r in runs if not isinstance(r, str)]
+        if not ok:
+            print(f"{name:20s} failed: {runs[0]}")
+            continue
+        med[name] = statistics.median(r[0] for r in ok)
+        peak = statistics.median(r[1] for r in ok)
+        print(f"{name:20s} {med[name]:6.2f} s  peak +{peak / 1e6:6.0f} MB   (runs: {', '.join(f'{r[0]:.2f}s' for r in ok)})")
+    if "tpu-perf" in med:
+        for ref in ("xprof 3 tools", "xprof op_profile"):
+            if ref in med:
+                print(f"tpu-perf tables vs {ref}: {med[ref] / med['tpu-perf']:.2f}x the speed")
+
+
+if __name__ == "__main__":
+    main()
