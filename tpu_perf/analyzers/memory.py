@@ -13,10 +13,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import pandas as pd
+import numpy as np
 
 from tpu_perf.analyzers.flops import run_chip
-from tpu_perf.analyzers.timeline import best_source_rows, rows_in, steady_window
+from tpu_perf.analyzers.timeline import best_rows, rows_in, steady_window
 from tpu_perf.store import Run
 
 RESERVE_FRACTION = 0.05
@@ -65,21 +65,24 @@ def _capacity(run: Run) -> int | None:
 
 def per_device_memory(run: Run) -> list[DeviceMemory]:
     """Peak and capacity for each device, from its best source (libtpu > NVML > JAX > torch)."""
-    rows = best_source_rows(run.memory)
+    rows = best_rows(run, "memory")
     if rows.empty:
         return []
-    usage = rows[["bytes_in_use", "peak_bytes"]].astype(float).max(axis=1)
+    usage = rows[["bytes_in_use", "peak_bytes"]].astype(float).max(axis=1).to_numpy()
+    limits = rows["limit_bytes"].to_numpy(dtype=float, na_value=np.nan) if "limit_bytes" in rows else np.full(len(rows), np.nan)
     catalogue = _capacity(run)
     out = []
-    for device, index in usage.groupby(rows["device"]).groups.items():
-        at = usage.loc[index].idxmax()
-        limits = rows.loc[index, "limit_bytes"].dropna() if "limit_bytes" in rows else pd.Series(dtype=float)
+    for device, where in rows.groupby("device").indices.items():  # positions of each device's rows, in time order
+        if np.isnan(usage[where]).all():
+            raise ValueError(f"{run.url}: device {device} has memory rows without a value")
+        at = where[np.nanargmax(usage[where])]  # the first sample at the peak
+        device_limits = limits[where][~np.isnan(limits[where])]
         out.append(DeviceMemory(
             device=str(device),
-            peak_bytes=int(usage.loc[at]),
-            capacity_bytes=int(limits.max()) if not limits.empty else catalogue,
-            source=str(rows.loc[at, "source"]),
-            peak_time_s=float(rows.loc[at, "time_s"]),
+            peak_bytes=int(usage[at]),
+            capacity_bytes=int(device_limits.max()) if device_limits.size else catalogue,
+            source=str(rows["source"].iloc[at]),
+            peak_time_s=float(rows["time_s"].iloc[at]),
         ))
     return sorted(out, key=lambda d: d.device)
 
@@ -101,7 +104,7 @@ def _xla_step(run: Run) -> tuple[int | None, int | None]:
 def _fixed(run: Run, device: str, xla_args: int | None) -> tuple[int | None, str | None]:
     if xla_args:
         return xla_args, "xla_arguments"
-    rows = best_source_rows(run.memory)
+    rows = best_rows(run, "memory")
     rows = rows_in(rows[rows["device"] == device], steady_window(run)) if not rows.empty else rows
     if rows.empty:
         return None, None

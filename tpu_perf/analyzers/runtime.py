@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tpu_perf.analyzers.timeline import Gap, best_source_rows, gaps, rows_in, steady_window
+from tpu_perf.analyzers.timeline import Gap, best_rows, gaps, rows_in, steady_window
 from tpu_perf.store import Run
 
 PERCENTILES = (50.0, 90.0, 99.0)
@@ -82,16 +82,32 @@ def _mean(series: pd.Series | None) -> float | None:
     return float(values.mean()) if not values.empty else None
 
 
+def _present(value: Any) -> bool:
+    return not pd.api.types.is_scalar(value) or not pd.isna(value)
+
+
+def _first_last(values: np.ndarray) -> tuple[int, int] | None:
+    """Positions of the first and the last snapshot present, looked for from each end: only these
+    two count, and testing every row of a long run for NA is what made this slow."""
+    first = next((i for i in range(len(values)) if _present(values[i])), None)
+    if first is None:
+        return None
+    return first, next(i for i in range(len(values) - 1, first - 1, -1) if _present(values[i]))
+
+
 def _exec_window(rows: pd.DataFrame) -> tuple[int | None, list[float | None]]:
     if "exec_bucket_counts" not in rows:
         return None, [None] * len(PERCENTILES)
-    snaps = rows.dropna(subset=["exec_bucket_counts"]).sort_values("time_s")
-    if snaps.empty:
+    snaps = rows[["time_s", "exec_bucket_counts", "exec_bucket_bounds_us"]].sort_values("time_s", kind="stable")
+    counts = snaps["exec_bucket_counts"].to_numpy(dtype=object)
+    ends = _first_last(counts)
+    if ends is None:
         return None, [None] * len(PERCENTILES)
-    last = np.asarray(snaps["exec_bucket_counts"].iloc[-1], dtype=float)
-    first = np.asarray(snaps["exec_bucket_counts"].iloc[0], dtype=float)
-    delta = last - first if len(snaps) > 1 and first.shape == last.shape and (last >= first).all() else last
-    bounds = snaps["exec_bucket_bounds_us"].iloc[-1]
+    i_first, i_last = ends
+    last = np.asarray(counts[i_last], dtype=float)
+    first = np.asarray(counts[i_first], dtype=float)
+    delta = last - first if i_first != i_last and first.shape == last.shape and (last >= first).all() else last
+    bounds = snaps["exec_bucket_bounds_us"].iloc[i_last]
     return int(delta.sum()), [histogram_percentile(delta, bounds, q) for q in PERCENTILES]
 
 
@@ -126,13 +142,14 @@ def _sampler_cpu_s(run: Run) -> float | None:
 def analyze_runtime(run: Run) -> RuntimeStats:
     window = steady_window(run)
     table = run.table("runtime")
-    device_rows = rows_in(best_source_rows(table), window)
+    device_rows = rows_in(best_rows(run, "runtime"), window)
     host = rows_in(table[table["device"] == "host"], window) if not table.empty else table
-    per_device = [_device(str(d), g) for d, g in device_rows.groupby("device")] if not device_rows.empty else []
+    used = [c for c in ("source", "duty_cycle_pct", "hlo_queue_size", "time_s", "exec_bucket_counts", "exec_bucket_bounds_us") if c in device_rows]
+    per_device = [_device(str(d), g) for d, g in device_rows[used].groupby(device_rows["device"])] if not device_rows.empty else []
     duty = device_rows.get("duty_cycle_pct") if not device_rows.empty else None
     return RuntimeStats(
         duty_cycle_pct=_mean(duty),
-        sources=sorted({str(s) for s in device_rows["source"]}) if not device_rows.empty else [],
+        sources=sorted({str(s) for s in device_rows["source"].unique()}) if not device_rows.empty else [],
         samples=int(device_rows["time_s"].nunique()) if not device_rows.empty else 0,
         per_device=per_device,
         host_cpu_pct=_mean(host.get("cpu_percent")) if not host.empty else None,

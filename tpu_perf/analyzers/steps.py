@@ -34,13 +34,24 @@ class StepStats:
 
 
 def run_steps(run: Run) -> pd.DataFrame:
-    """The run's steps from its best source (explicit marks > annotations > automatic), in order."""
+    """The run's steps from its best source (explicit marks > annotations > automatic), in order.
+
+    Derived once per loaded Run (every section uses it); read-only for callers."""
+    return run.derived("run_steps", _best_steps)
+
+
+def _best_steps(run: Run) -> pd.DataFrame:
     steps = run.steps
     if steps.empty or "source" not in steps:
         return steps
-    ranks = steps["source"].map(source_rank)
-    best = steps[ranks == ranks.min()]
-    return best.sort_values("start_time_s").reset_index(drop=True)
+    rank_of = {source: source_rank(source) for source in steps["source"].unique()}
+    if len(rank_of) > 1:
+        ranks = steps["source"].map(rank_of)
+        steps = steps[ranks == ranks.min()]
+    start = steps["start_time_s"]
+    if start.is_monotonic_increasing and start.is_unique:  # already in order (the usual case): no sort
+        return steps.reset_index(drop=True)
+    return steps.sort_values("start_time_s").reset_index(drop=True)
 
 
 def warmup_count(steps: pd.DataFrame, override: int | None = None) -> int:

@@ -28,9 +28,19 @@ def best_source_rows(table: pd.DataFrame) -> pd.DataFrame:
     rows = table[table["device"] != "host"]
     if rows.empty:
         return rows
-    rank = rows["source"].map(SOURCE_RANK).fillna(len(SOURCE_RANK))
-    best = rank.groupby(rows["device"]).transform("min")
-    return rows[rank == best].sort_values("time_s").reset_index(drop=True)
+    # Ranks by distinct source and device (a handful), not per row: tables hold a row per device and second.
+    sources, source_names = pd.factorize(rows["source"])
+    rank = np.array([SOURCE_RANK.get(s, len(SOURCE_RANK)) for s in source_names] + [len(SOURCE_RANK)])[sources]
+    devices, device_names = pd.factorize(rows["device"])
+    best = np.full(len(device_names), len(SOURCE_RANK) + 1)
+    np.minimum.at(best, devices[devices >= 0], rank[devices >= 0])
+    keep = (devices >= 0) & (rank == best[devices])  # a row without a device belongs to no device's best
+    return rows[keep].sort_values("time_s").reset_index(drop=True)
+
+
+def best_rows(run: Run, table: str) -> pd.DataFrame:
+    """`best_source_rows` of one of the run's tables, derived once per loaded Run; read-only."""
+    return run.derived(f"best_source_rows:{table}", lambda r: best_source_rows(r.table(table)))
 
 
 def step_of(times: pd.Series, steps: pd.DataFrame) -> pd.Series:
@@ -63,8 +73,8 @@ def per_step(run: Run) -> pd.DataFrame:
     out = pd.DataFrame({"step": steps.get("step", pd.Series(range(len(steps)))), "start_time_s": steps.get("start_time_s"), "end_time_s": steps.get("end_time_s")})
     if steps.empty:
         return out.assign(hbm_peak_bytes=pd.Series(dtype=float), duty_cycle_pct=pd.Series(dtype=float), samples=pd.Series(dtype=int))
-    memory = best_source_rows(run.memory)
-    runtime = best_source_rows(run.table("runtime"))
+    memory = best_rows(run, "memory")
+    runtime = best_rows(run, "runtime")
     out["hbm_peak_bytes"] = np.nan
     out["duty_cycle_pct"] = np.nan
     out["samples"] = 0
@@ -105,7 +115,7 @@ def gaps(run: Run) -> list[Gap]:
     frames = [t for t in (run.memory, run.table("runtime")) if not t.empty and "source" in t]
     if not frames:
         return []
-    rows = pd.concat([f[f["device"] != "host"][["time_s", "source"]] for f in frames])
+    rows = pd.concat([f.loc[f["device"] != "host", ["time_s", "source"]] for f in frames])
     found: list[Gap] = []
     for source, group in rows.groupby("source"):
         times = np.unique(group["time_s"].to_numpy(dtype=float))

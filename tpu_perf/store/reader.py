@@ -13,16 +13,19 @@ import json
 import os
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 
 from tpu_perf.errors import DataError, RunNotFoundError
 from tpu_perf.store import layout
 from tpu_perf.store.fs import filesystem, join, to_url
+
+T = TypeVar("T")
 
 
 class TornLineWarning(UserWarning):
@@ -91,11 +94,27 @@ class Run:
         return max(stamps, default=0.0)
 
     def table(self, name: str) -> pd.DataFrame:
-        """A table by name (`steps`, `compiles`, `memory`, `programs`, `ops`, ...); empty if absent."""
-        return self._tables.setdefault(name, self._read_table(name))
+        """A table by name (`steps`, `compiles`, `memory`, `programs`, `ops`, ...); empty if absent.
+
+        Read once per loaded Run: a Run is a snapshot, `load_run` again to see new rows."""
+        if name not in self._tables:
+            self._tables[name] = self._read_table(name)
+        return self._tables[name]
+
+    def derived(self, key: str, compute: Callable[[Run], T]) -> T:
+        """`compute(self)`, once per loaded Run: analyzers keep tables they derive (the steps of
+        the best source, sorted) here instead of deriving them again in every section.
+        Treat the value as read-only; it is shared by every caller."""
+        if key not in self._derived:
+            self._derived[key] = compute(self)
+        return self._derived[key]
 
     @cached_property
     def _tables(self) -> dict[str, pd.DataFrame]:
+        return {}
+
+    @cached_property
+    def _derived(self) -> dict[str, Any]:
         return {}
 
     @property
