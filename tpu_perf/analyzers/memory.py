@@ -68,7 +68,7 @@ def per_device_memory(run: Run) -> list[DeviceMemory]:
     rows = best_rows(run, "memory")
     if rows.empty:
         return []
-    usage = rows[["bytes_in_use", "peak_bytes"]].astype(float).max(axis=1).to_numpy()
+    usage = np.fmax(*(rows[c].to_numpy(dtype=float, na_value=np.nan) for c in ("bytes_in_use", "peak_bytes")))  # NaN only when both are
     limits = rows["limit_bytes"].to_numpy(dtype=float, na_value=np.nan) if "limit_bytes" in rows else np.full(len(rows), np.nan)
     catalogue = _capacity(run)
     out = []
@@ -113,7 +113,7 @@ def _fixed(run: Run, device: str, xla_args: int | None) -> tuple[int | None, str
 
 def analyze_memory(run: Run) -> MemoryStats:
     devices = per_device_memory(run)
-    host = run.memory[run.memory["device"] == "host"] if not run.memory.empty else run.memory
+    host = run.memory["bytes_in_use"][run.memory["device"] == "host"] if not run.memory.empty else run.memory
     xla_peak, xla_args = _xla_step(run)
     top = max(devices, key=lambda d: d.peak_bytes) if devices else None
     peak, source = (top.peak_bytes, top.source) if top else (xla_peak, "xla_memory_analysis" if xla_peak is not None else None)
@@ -130,7 +130,7 @@ def analyze_memory(run: Run) -> MemoryStats:
         headroom_fraction=1 - peak / capacity if (peak is not None and capacity) else None,
         headroom_bytes=capacity - peak if (peak is not None and capacity) else None,
         xla_peak_bytes=xla_peak,
-        host_rss_peak_bytes=int(host["bytes_in_use"].max()) if not host.empty else None,
+        host_rss_peak_bytes=int(host.max()) if not host.empty else None,
         per_device=devices,
         fixed_bytes=fixed,
         fixed_basis=basis,

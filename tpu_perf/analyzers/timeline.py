@@ -6,6 +6,7 @@ Shared by the memory and runtime analyzers. Pure functions of tables; no I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -25,17 +26,33 @@ def best_source_rows(table: pd.DataFrame) -> pd.DataFrame:
     """Device rows (not `host`) of each device's best source, sorted by time."""
     if table.empty or "device" not in table:
         return table
-    rows = table[table["device"] != "host"]
-    if rows.empty:
-        return rows
-    # Ranks by distinct source and device (a handful), not per row: tables hold a row per device and second.
-    sources, source_names = pd.factorize(rows["source"])
+    # Ranks by distinct device and source (a handful), not per row, and one take of the rows kept:
+    # these tables hold a row per device and sample, and a store holds many runs.
+    devices, device_names = pd.factorize(table["device"])
+    valid = (devices >= 0) & (devices != _code_of(device_names, "host"))  # a row without a device belongs to none
+    if not valid.any():
+        return table.iloc[0:0]
+    sources, source_names = pd.factorize(table["source"])
     rank = np.array([SOURCE_RANK.get(s, len(SOURCE_RANK)) for s in source_names] + [len(SOURCE_RANK)])[sources]
-    devices, device_names = pd.factorize(rows["device"])
     best = np.full(len(device_names), len(SOURCE_RANK) + 1)
-    np.minimum.at(best, devices[devices >= 0], rank[devices >= 0])
-    keep = (devices >= 0) & (rank == best[devices])  # a row without a device belongs to no device's best
-    return rows[keep].sort_values("time_s").reset_index(drop=True)
+    np.minimum.at(best, devices[valid], rank[valid])
+    kept = np.flatnonzero(valid & (rank == best[devices]))
+    return table.take(kept[_time_order(table["time_s"].to_numpy()[kept])]).reset_index(drop=True)
+
+
+def _code_of(names: Any, value: str) -> int:
+    where = np.flatnonzero(np.asarray(names == value))
+    return int(where[0]) if where.size else -2
+
+
+def _time_order(times: np.ndarray) -> np.ndarray:
+    """The order `DataFrame.sort_values` gives (its default quicksort on the values, NaN last), so
+    that rows with equal times come out as they always have."""
+    if times.dtype.kind != "f":
+        return pd.Series(times).sort_values().index.to_numpy()
+    nan = np.isnan(times)
+    index = np.arange(len(times))
+    return np.concatenate([index[~nan][times[~nan].argsort(kind="quicksort")], index[nan]])
 
 
 def best_rows(run: Run, table: str) -> pd.DataFrame:
