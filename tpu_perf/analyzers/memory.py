@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from tpu_perf.analyzers.flops import run_chip
 from tpu_perf.analyzers.timeline import best_rows, rows_in, steady_window
@@ -72,7 +73,9 @@ def per_device_memory(run: Run) -> list[DeviceMemory]:
     limits = rows["limit_bytes"].to_numpy(dtype=float, na_value=np.nan) if "limit_bytes" in rows else np.full(len(rows), np.nan)
     catalogue = _capacity(run)
     out = []
-    for device, where in rows.groupby("device").indices.items():  # positions of each device's rows, in time order
+    codes, names = pd.factorize(rows["device"])
+    for code, device in enumerate(names):
+        where = np.flatnonzero(codes == code)  # positions of the device's rows, in time order
         if np.isnan(usage[where]).all():
             raise ValueError(f"{run.url}: device {device} has memory rows without a value")
         at = where[np.nanargmax(usage[where])]  # the first sample at the peak

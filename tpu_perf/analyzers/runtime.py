@@ -98,8 +98,13 @@ def _first_last(values: np.ndarray) -> tuple[int, int] | None:
 def _exec_window(rows: pd.DataFrame) -> tuple[int | None, list[float | None]]:
     if "exec_bucket_counts" not in rows:
         return None, [None] * len(PERCENTILES)
-    snaps = rows[["time_s", "exec_bucket_counts", "exec_bucket_bounds_us"]].sort_values("time_s", kind="stable")
-    counts = snaps["exec_bucket_counts"].to_numpy(dtype=object)
+    return _exec_snapshots(rows["time_s"].to_numpy(), rows["exec_bucket_counts"].to_numpy(dtype=object), rows["exec_bucket_bounds_us"].to_numpy(dtype=object))
+
+
+def _exec_snapshots(times: np.ndarray, counts: np.ndarray, bounds: np.ndarray) -> tuple[int | None, list[float | None]]:
+    """Executions and percentiles between the first and the last histogram snapshot in time."""
+    order = np.argsort(times, kind="stable") if times.dtype.kind == "f" else pd.Series(times).sort_values(kind="stable").index.to_numpy()
+    counts, bounds = counts[order], bounds[order]
     ends = _first_last(counts)
     if ends is None:
         return None, [None] * len(PERCENTILES)
@@ -107,8 +112,7 @@ def _exec_window(rows: pd.DataFrame) -> tuple[int | None, list[float | None]]:
     last = np.asarray(counts[i_last], dtype=float)
     first = np.asarray(counts[i_first], dtype=float)
     delta = last - first if i_first != i_last and first.shape == last.shape and (last >= first).all() else last
-    bounds = snaps["exec_bucket_bounds_us"].iloc[i_last]
-    return int(delta.sum()), [histogram_percentile(delta, bounds, q) for q in PERCENTILES]
+    return int(delta.sum()), [histogram_percentile(delta, bounds[i_last], q) for q in PERCENTILES]
 
 
 def _device(device: str, rows: pd.DataFrame) -> DeviceRuntime:
@@ -125,6 +129,38 @@ def _device(device: str, rows: pd.DataFrame) -> DeviceRuntime:
         exec_p90_us=p90,
         exec_p99_us=p99,
     )
+
+
+def _per_device(rows: pd.DataFrame) -> list[DeviceRuntime]:
+    """`_device` of each device, in device order; on numpy arrays when the columns are numeric (a
+    run holds a row per device and second: sub-frames per device cost more than the sums)."""
+    numeric = {c: rows[c].to_numpy() for c in ("duty_cycle_pct", "hlo_queue_size") if c in rows}
+    if any(v.dtype.kind not in "fiu" for v in numeric.values()):
+        used = [c for c in ("source", "duty_cycle_pct", "hlo_queue_size", "time_s", "exec_bucket_counts", "exec_bucket_bounds_us") if c in rows]
+        return [_device(str(d), g) for d, g in rows[used].groupby(rows["device"])]
+    codes, names = pd.factorize(rows["device"], sort=True)
+    times = rows["time_s"].to_numpy()
+    hists = rows["exec_bucket_counts"].to_numpy(dtype=object) if "exec_bucket_counts" in rows else None
+    bounds = rows["exec_bucket_bounds_us"].to_numpy(dtype=object) if hists is not None else None
+    out = []
+    for code, device in enumerate(names):
+        where = np.flatnonzero(codes == code)
+        duty = _present_values(numeric["duty_cycle_pct"][where].astype(float)) if "duty_cycle_pct" in numeric else None
+        queue = _present_values(numeric["hlo_queue_size"][where]) if "hlo_queue_size" in numeric else np.empty(0)
+        count, (p50, p90, p99) = _exec_snapshots(times[where], hists[where], bounds[where]) if hists is not None else (None, [None] * len(PERCENTILES))
+        out.append(DeviceRuntime(
+            device=str(device),
+            source=str(rows["source"].iloc[where[0]]),
+            duty_cycle_pct=float(np.mean(duty)) if duty is not None and duty.size else None,
+            hlo_queue_mean=float(np.mean(queue)) if queue.size else None,
+            hlo_queue_max=int(queue.max()) if queue.size else None,
+            exec_count=count, exec_p50_us=p50, exec_p90_us=p90, exec_p99_us=p99,
+        ))  # fmt: skip
+    return out
+
+
+def _present_values(values: np.ndarray) -> np.ndarray:
+    return values[~np.isnan(values)] if values.dtype.kind == "f" else values
 
 
 def _sampler_cpu_s(run: Run) -> float | None:
@@ -144,8 +180,7 @@ def analyze_runtime(run: Run) -> RuntimeStats:
     table = run.table("runtime")
     device_rows = rows_in(best_rows(run, "runtime"), window)
     host = rows_in(table[table["device"] == "host"], window) if not table.empty else table
-    used = [c for c in ("source", "duty_cycle_pct", "hlo_queue_size", "time_s", "exec_bucket_counts", "exec_bucket_bounds_us") if c in device_rows]
-    per_device = [_device(str(d), g) for d, g in device_rows[used].groupby(device_rows["device"])] if not device_rows.empty else []
+    per_device = _per_device(device_rows) if not device_rows.empty else []
     duty = device_rows.get("duty_cycle_pct") if not device_rows.empty else None
     return RuntimeStats(
         duty_cycle_pct=_mean(duty),

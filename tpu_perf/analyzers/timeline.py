@@ -132,10 +132,8 @@ def gaps(run: Run) -> list[Gap]:
     frames = [t for t in (run.memory, run.table("runtime")) if not t.empty and "source" in t]
     if not frames:
         return []
-    rows = pd.concat([f.loc[f["device"] != "host", ["time_s", "source"]] for f in frames])
     found: list[Gap] = []
-    for source, group in rows.groupby("source"):
-        times = np.unique(group["time_s"].to_numpy(dtype=float))
+    for source, times in _device_times_by_source(frames):
         pauses = np.flatnonzero(np.diff(times) > GAP_FACTOR * interval)
         details = {}
         if not events.empty:
@@ -147,6 +145,18 @@ def gaps(run: Run) -> list[Gap]:
         if end is not None and float(end) - last > GAP_FACTOR * interval:
             found.append(Gap(source=str(source), start_s=last, end_s=float(end), detail=_detail_between(details, last, float(end))))
     return sorted(found, key=lambda g: g.start_s)
+
+
+def _device_times_by_source(frames: list[pd.DataFrame]) -> list[tuple[Any, np.ndarray]]:
+    """(source, sorted distinct sample times of its device rows) over all frames, sources in order."""
+    by_source: dict[Any, list[np.ndarray]] = {}
+    for frame in frames:
+        device = (frame["device"] != "host").to_numpy(dtype=bool)
+        codes, names = pd.factorize(frame["source"][device])  # a row without a source belongs to none
+        times = frame["time_s"].to_numpy(dtype=float)[device]
+        for code, name in enumerate(names):
+            by_source.setdefault(name, []).append(times[codes == code])
+    return [(source, np.unique(np.concatenate(by_source[source]))) for source in sorted(by_source)]
 
 
 def _detail_between(details: dict[float, str], start: float, end: float) -> str | None:
