@@ -1,10 +1,11 @@
 """How the dashboard reads runs: `list_runs` / `load_run` and the analyzers, cached with real keys.
 
-Every cached function takes the run's URL and its modification stamp (`Run.modified_stamp`) as
-ordinary, hashed arguments, so a run that changes on disk (a live recording) is read again and one
-that does not is read once. The runs page needs only a few numbers per run; those come from a small
-summary of the report document kept on disk (keyed on the same stamp), so listing a store never
-loads every table of every run twice.
+Every cache is keyed on the run's URL and its modification stamp (`Run.modified_stamp`), so a run
+that changes on disk (a live recording) is read again and one that does not is read once. Loaded
+runs and report documents are kept by the server (`_Memo`, filled from worker threads too); plotted
+frames in `st.cache_data`. The runs page needs only a few numbers per run; those come from the
+report's summary sections (`report.SUMMARY_SECTIONS`, same code, same numbers), kept on disk
+(keyed on the same stamp), so listing a store never loads every table of every run twice.
 """
 
 from __future__ import annotations
@@ -121,7 +122,8 @@ _RUNS = _Memo(32)
 _REPORTS = _Memo(256)
 _SUMMARIES = _Memo(4096)
 WORKERS = max(2, min(4, os.cpu_count() or 1))
-"""Runs loaded at once: table reads (pyarrow) release the GIL, so a few threads help even on 2 cores."""
+"""Runs loaded at once. Parquet decoding (pyarrow) releases the GIL, so on free cores a second
+thread overlaps one run's reads with another's analysis; the analysis itself holds the GIL."""
 
 
 def clear_caches() -> None:
@@ -312,8 +314,11 @@ def _base_row(ref: RunRef) -> dict[str, Any]:
 def analyse(refs: list[RunRef]) -> Iterator[tuple[int, dict[str, Any]]]:
     """(index in refs, row as `summary` gives it) for each run, as each is analysed, WORKERS at a
     time; finished runs' summaries are kept on disk. Call from the script thread: workers do no Streamlit."""
-    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+    pool = ThreadPoolExecutor(max_workers=WORKERS)
+    try:
         futures = {pool.submit(_summary, ref): i for i, ref in enumerate(refs)}
         for future in as_completed(futures):
             i = futures[future]
             yield i, {**_base_row(refs[i]), **future.result()}
+    finally:  # a rerun that stops the page mid-way does not wait for the runs left
+        pool.shutdown(wait=False, cancel_futures=True)
