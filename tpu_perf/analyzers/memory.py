@@ -14,10 +14,9 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from tpu_perf.analyzers.flops import run_chip
-from tpu_perf.analyzers.timeline import best_rows, rows_in, steady_window
+from tpu_perf.analyzers.timeline import best_positions, best_rows, rows_in, steady_window
 from tpu_perf.store import Run
 
 RESERVE_FRACTION = 0.05
@@ -66,16 +65,17 @@ def _capacity(run: Run) -> int | None:
 
 def per_device_memory(run: Run) -> list[DeviceMemory]:
     """Peak and capacity for each device, from its best source (libtpu > NVML > JAX > torch)."""
-    rows = best_rows(run, "memory")
-    if rows.empty:
+    best = best_positions(run, "memory")
+    if best is None or not best.positions.size:
         return []
-    usage = np.fmax(*(rows[c].to_numpy(dtype=float, na_value=np.nan) for c in ("bytes_in_use", "peak_bytes")))  # NaN only when both are
-    limits = rows["limit_bytes"].to_numpy(dtype=float, na_value=np.nan) if "limit_bytes" in rows else np.full(len(rows), np.nan)
+    table, rows = run.memory, best.positions  # the best-source rows, in time order, as positions in the table
+    usage = np.fmax(*(table[c].to_numpy(dtype=float, na_value=np.nan)[rows] for c in ("bytes_in_use", "peak_bytes")))  # NaN only when both are
+    limits = table["limit_bytes"].to_numpy(dtype=float, na_value=np.nan)[rows] if "limit_bytes" in table else np.full(len(rows), np.nan)
     catalogue = _capacity(run)
+    codes = best.device_codes[rows]
     out = []
-    codes, names = pd.factorize(rows["device"])
-    for code, device in enumerate(names):
-        where = np.flatnonzero(codes == code)  # positions of the device's rows, in time order
+    for code in np.unique(codes):
+        device, where = best.devices[code], np.flatnonzero(codes == code)  # the device's rows, in time order
         if np.isnan(usage[where]).all():
             raise ValueError(f"{run.url}: device {device} has memory rows without a value")
         at = where[np.nanargmax(usage[where])]  # the first sample at the peak
@@ -84,8 +84,8 @@ def per_device_memory(run: Run) -> list[DeviceMemory]:
             device=str(device),
             peak_bytes=int(usage[at]),
             capacity_bytes=int(device_limits.max()) if device_limits.size else catalogue,
-            source=str(rows["source"].iloc[at]),
-            peak_time_s=float(rows["time_s"].iloc[at]),
+            source=str(table["source"].iloc[rows[at]]),
+            peak_time_s=float(table["time_s"].iloc[rows[at]]),
         ))
     return sorted(out, key=lambda d: d.device)
 

@@ -26,18 +26,34 @@ def best_source_rows(table: pd.DataFrame) -> pd.DataFrame:
     """Device rows (not `host`) of each device's best source, sorted by time."""
     if table.empty or "device" not in table:
         return table
-    # Ranks by distinct device and source (a handful), not per row, and one take of the rows kept:
-    # these tables hold a row per device and sample, and a store holds many runs.
+    best = best_source_positions(table)
+    return table.take(best.positions).reset_index(drop=True) if best.positions.size else table.iloc[0:0]
+
+
+@dataclass(frozen=True)
+class BestRows:
+    """Where `best_source_rows` takes its rows from, for analyzers that need a few columns of them."""
+
+    positions: np.ndarray
+    """Row positions in the table, in the order of `best_source_rows`."""
+    device_codes: np.ndarray
+    """Per row of the whole table, its device's index in `devices` (-1: none)."""
+    devices: pd.Index
+
+
+def best_source_positions(table: pd.DataFrame) -> BestRows:
+    """`best_source_rows` as positions. Ranks are taken per distinct device and source (a handful),
+    not per row, and nothing is copied: these tables hold a row per device and sample."""
     devices, device_names = pd.factorize(table["device"])
     valid = (devices >= 0) & (devices != _code_of(device_names, "host"))  # a row without a device belongs to none
     if not valid.any():
-        return table.iloc[0:0]
+        return BestRows(positions=np.empty(0, dtype=np.intp), device_codes=devices, devices=pd.Index(device_names))
     sources, source_names = pd.factorize(table["source"])
     rank = np.array([SOURCE_RANK.get(s, len(SOURCE_RANK)) for s in source_names] + [len(SOURCE_RANK)])[sources]
     best = np.full(len(device_names), len(SOURCE_RANK) + 1)
     np.minimum.at(best, devices[valid], rank[valid])
     kept = np.flatnonzero(valid & (rank == best[devices]))
-    return table.take(kept[_time_order(table["time_s"].to_numpy()[kept])]).reset_index(drop=True)
+    return BestRows(positions=kept[_time_order(table["time_s"].to_numpy()[kept])], device_codes=devices, devices=pd.Index(device_names))
 
 
 def _code_of(names: Any, value: str) -> int:
@@ -57,7 +73,21 @@ def _time_order(times: np.ndarray) -> np.ndarray:
 
 def best_rows(run: Run, table: str) -> pd.DataFrame:
     """`best_source_rows` of one of the run's tables, derived once per loaded Run; read-only."""
-    return run.derived(f"best_source_rows:{table}", lambda r: best_source_rows(r.table(table)))
+    def rows(r: Run) -> pd.DataFrame:
+        best, frame = best_positions(r, table), r.table(table)
+        if best is None:
+            return frame
+        return frame.take(best.positions).reset_index(drop=True) if best.positions.size else frame.iloc[0:0]
+
+    return run.derived(f"best_source_rows:{table}", rows)
+
+
+def best_positions(run: Run, table: str) -> BestRows | None:
+    """`best_source_positions` of one of the run's tables, once per loaded Run; None without device rows."""
+    frame = run.table(table)
+    if frame.empty or "device" not in frame:
+        return None
+    return run.derived(f"best_source_positions:{table}", lambda r: best_source_positions(frame))
 
 
 def step_of(times: pd.Series, steps: pd.DataFrame) -> pd.Series:
