@@ -66,15 +66,20 @@ def warmup_count(steps: pd.DataFrame, override: int | None = None) -> int:
 
 
 def steady_mask(steps: pd.DataFrame, warmup: int) -> pd.Series:
-    mask = pd.Series(np.arange(len(steps)) >= warmup, index=steps.index)
-    mask &= ~steps["compiled"].astype(bool)
-    extra = pd.Series(False, index=steps.index)
+    mask = (np.arange(len(steps)) >= warmup) & ~_flags(steps["compiled"])
+    extra = np.zeros(len(steps), dtype=bool)
     for column in ("traced", "instrumented"):  # steps where tpu-perf itself did extra work
         if column in steps:
-            extra |= steps[column].fillna(False).astype(bool)
+            flags = steps[column]
+            extra |= _flags(flags if flags.dtype == bool else flags.fillna(False))
     if (mask & ~extra).any():
         mask &= ~extra
-    return mask
+    return pd.Series(mask, index=steps.index)
+
+
+def _flags(column: pd.Series) -> np.ndarray:
+    """`column.astype(bool)` as an array (a bool column as it is: 10k-step runs, many runs)."""
+    return column.to_numpy() if column.dtype == bool else column.astype(bool).to_numpy()
 
 
 def analyze_steps(run: Run, *, warmup_steps: int | None = None) -> StepStats:
@@ -85,7 +90,7 @@ def analyze_steps(run: Run, *, warmup_steps: int | None = None) -> StepStats:
     if steps.empty:
         return StepStats(count=0, warmup=0, steady=0, compiled_after_warmup=0, traced=0, source=None, median_s=None, mean_s=None, p10_s=None, p90_s=None, min_s=None, max_s=None, total_s=None, steps_per_s=None, tokens_per_step=tokens, tokens_per_s=None)
     mask = steady_mask(steps, warmup)
-    durations = steps.loc[mask, "duration_s"].to_numpy(dtype=float)
+    durations = steps["duration_s"].to_numpy(dtype=float)[mask.to_numpy()]
     after = steps.iloc[warmup:]
 
     def stat(fn: object) -> float | None:
