@@ -14,6 +14,7 @@ from tests.conftest import ROOT
 from tpu_perf.collectors.record import record
 from tpu_perf.collectors.runner import resolve_target
 from tpu_perf.collectors.session import RecordOptions
+from tpu_perf.errors import DataError
 from tpu_perf.store import RunWriter, effective_status, layout, list_runs, load_run
 
 
@@ -76,3 +77,17 @@ def test_importing_tpu_perf_loads_no_heavy_module() -> None:
     code = "import sys, tpu_perf; tpu_perf.step(); print(sorted(m for m in ('pandas', 'pyarrow', 'jax', 'torch', 'fsspec') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
     assert out.strip() == "[]"
+
+
+def test_a_table_is_read_once_per_loaded_run_as_pandas_reads_it(tmp_path: Path) -> None:
+    writer = RunWriter.create(str(tmp_path), {"name": "once", "started_at": time.time()})
+    writer.write_table("steps", pd.DataFrame({"step": [0, 1, 2], "duration_s": [0.5, 0.1, None], "source": ["auto:f", "auto:f", None], "step_num": None}))
+    writer.finish("completed", 0)
+    path = writer.dir / "steps.parquet"
+    run = load_run(writer.dir)
+    steps = run.table("steps")
+    pd.testing.assert_frame_equal(steps, pd.read_parquet(path), check_exact=True)  # same frame, same dtypes
+    path.write_bytes(b"not parquet any more")
+    assert run.table("steps") is steps  # kept: not read again by every analyzer that asks for it
+    with pytest.raises(DataError, match="steps.parquet: cannot be read"):
+        load_run(writer.dir).table("steps")  # a new load reads the file again, and names it

@@ -11,6 +11,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from tpu_perf.store import Run
+
 _COMPUTATION = re.compile(r"^(?P<entry>ENTRY\s+)?%?(?P<name>[\w.\-]+)\s*(\(.*\))?\s*(->\s*.*)?\{\s*$")
 _INSTRUCTION = re.compile(r"^\s*(?P<root>ROOT\s+)?%?(?P<name>[\w.\-]+)\s*=\s*(?P<shape>.+?)\s+(?P<opcode>[\w\-]+)\((?P<rest>.*)$")
 _ATTR = re.compile(r"\b(kind|calls|to_apply|body|condition|branch_computations)=(\{[^}]*\}|%?[\w.\-]+)")
@@ -138,3 +140,8 @@ def fusion_summary(module: HloModule) -> FusionSummary:
         fused_instructions=fused_count,
         unfused_by_opcode=dict(unfused.most_common()),
     )
+
+
+def run_hlo(run: Run, relpath: str) -> HloModule:
+    """The parsed HLO file `relpath` of `run`, parsed once per loaded Run (fusion and analysis sections share it)."""
+    return run.derived(f"hlo:{relpath}", lambda r: parse_hlo(r.read_text(relpath)))

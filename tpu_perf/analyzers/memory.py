@@ -13,10 +13,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import pandas as pd
+import numpy as np
 
 from tpu_perf.analyzers.flops import run_chip
-from tpu_perf.analyzers.timeline import best_source_rows, rows_in, steady_window
+from tpu_perf.analyzers.timeline import best_positions, best_rows, rows_in, steady_window
 from tpu_perf.store import Run
 
 RESERVE_FRACTION = 0.05
@@ -65,21 +65,27 @@ def _capacity(run: Run) -> int | None:
 
 def per_device_memory(run: Run) -> list[DeviceMemory]:
     """Peak and capacity for each device, from its best source (libtpu > NVML > JAX > torch)."""
-    rows = best_source_rows(run.memory)
-    if rows.empty:
+    best = best_positions(run, "memory")
+    if best is None or not best.positions.size:
         return []
-    usage = rows[["bytes_in_use", "peak_bytes"]].astype(float).max(axis=1)
+    table, rows = run.memory, best.positions  # the best-source rows, in time order, as positions in the table
+    usage = np.fmax(*(table[c].to_numpy(dtype=float, na_value=np.nan)[rows] for c in ("bytes_in_use", "peak_bytes")))  # NaN only when both are
+    limits = table["limit_bytes"].to_numpy(dtype=float, na_value=np.nan)[rows] if "limit_bytes" in table else np.full(len(rows), np.nan)
     catalogue = _capacity(run)
+    codes = best.device_codes[rows]
     out = []
-    for device, index in usage.groupby(rows["device"]).groups.items():
-        at = usage.loc[index].idxmax()
-        limits = rows.loc[index, "limit_bytes"].dropna() if "limit_bytes" in rows else pd.Series(dtype=float)
+    for code in np.unique(codes):
+        device, where = best.devices[code], np.flatnonzero(codes == code)  # the device's rows, in time order
+        if np.isnan(usage[where]).all():
+            raise ValueError(f"{run.url}: device {device} has memory rows without a value")
+        at = where[np.nanargmax(usage[where])]  # the first sample at the peak
+        device_limits = limits[where][~np.isnan(limits[where])]
         out.append(DeviceMemory(
             device=str(device),
-            peak_bytes=int(usage.loc[at]),
-            capacity_bytes=int(limits.max()) if not limits.empty else catalogue,
-            source=str(rows.loc[at, "source"]),
-            peak_time_s=float(rows.loc[at, "time_s"]),
+            peak_bytes=int(usage[at]),
+            capacity_bytes=int(device_limits.max()) if device_limits.size else catalogue,
+            source=str(table["source"].iloc[rows[at]]),
+            peak_time_s=float(table["time_s"].iloc[rows[at]]),
         ))
     return sorted(out, key=lambda d: d.device)
 
@@ -101,7 +107,7 @@ def _xla_step(run: Run) -> tuple[int | None, int | None]:
 def _fixed(run: Run, device: str, xla_args: int | None) -> tuple[int | None, str | None]:
     if xla_args:
         return xla_args, "xla_arguments"
-    rows = best_source_rows(run.memory)
+    rows = best_rows(run, "memory")
     rows = rows_in(rows[rows["device"] == device], steady_window(run)) if not rows.empty else rows
     if rows.empty:
         return None, None
@@ -110,7 +116,7 @@ def _fixed(run: Run, device: str, xla_args: int | None) -> tuple[int | None, str
 
 def analyze_memory(run: Run) -> MemoryStats:
     devices = per_device_memory(run)
-    host = run.memory[run.memory["device"] == "host"] if not run.memory.empty else run.memory
+    host = run.memory["bytes_in_use"][run.memory["device"] == "host"] if not run.memory.empty else run.memory
     xla_peak, xla_args = _xla_step(run)
     top = max(devices, key=lambda d: d.peak_bytes) if devices else None
     peak, source = (top.peak_bytes, top.source) if top else (xla_peak, "xla_memory_analysis" if xla_peak is not None else None)
@@ -127,7 +133,7 @@ def analyze_memory(run: Run) -> MemoryStats:
         headroom_fraction=1 - peak / capacity if (peak is not None and capacity) else None,
         headroom_bytes=capacity - peak if (peak is not None and capacity) else None,
         xla_peak_bytes=xla_peak,
-        host_rss_peak_bytes=int(host["bytes_in_use"].max()) if not host.empty else None,
+        host_rss_peak_bytes=int(host.max()) if not host.empty else None,
         per_device=devices,
         fixed_bytes=fixed,
         fixed_basis=basis,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from tpu_perf.analyzers.hlo import FusionSummary, fusion_summary, parse_hlo
+from tpu_perf.analyzers.hlo import FusionSummary, fusion_summary, run_hlo
 from tpu_perf.errors import DataError
 from tpu_perf.store import Run
 
@@ -30,7 +30,7 @@ def analyze_fusion(run: Run) -> list[ProgramFusion]:
         if not isinstance(row.hlo_file, str) or not run.exists(row.hlo_file):
             continue
         try:
-            module = parse_hlo(run.read_text(row.hlo_file))
+            module = run_hlo(run, row.hlo_file)
         except (OSError, UnicodeDecodeError) as exc:
             raise DataError(f"{run.file_path(row.hlo_file)}: cannot be read ({exc})") from None
         out.append(ProgramFusion(function=row.function, is_step=bool(row.is_step), hlo_file=row.hlo_file, summary=fusion_summary(module)))

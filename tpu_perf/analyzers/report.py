@@ -7,7 +7,7 @@ documented in the README ("report --json keys"); a key, once published, keeps it
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from typing import Any
 
@@ -142,11 +142,17 @@ def _trace(run: Run, doc: dict[str, Any]) -> None:
 
 import tpu_perf.analyzers.traces  # noqa: E402,F401  (registers the trace sections)
 
+SUMMARY_SECTIONS: tuple[Section, ...] = (_run, _steps, _memory)
+"""The sections behind a run's one-line summary (`run`, `steps`, `flops`, `mfu*`, `memory`): what
+the dashboard's runs page shows for every run of a store, without the trace, HLO and runtime work."""
 
-def build_report(run: Run) -> dict[str, Any]:
-    """The whole report for `run`: a dict of plain values (None where a number is unknown)."""
+
+def build_report(run: Run, sections: Iterable[Section] | None = None) -> dict[str, Any]:
+    """The whole report for `run`: a dict of plain values (None where a number is unknown).
+
+    `sections` (a subset of SECTIONS) builds only those keys, with the same code and numbers."""
     doc: dict[str, Any] = {"report_version": REPORT_VERSION}
-    for fn in SECTIONS:
+    for fn in SECTIONS if sections is None else [fn for fn in SECTIONS if fn in set(sections)]:
         fn(run, doc)
     return doc
 

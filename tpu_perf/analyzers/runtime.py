@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tpu_perf.analyzers.timeline import Gap, best_source_rows, gaps, rows_in, steady_window
+from tpu_perf.analyzers.timeline import Gap, best_rows, gaps, rows_in, steady_window
 from tpu_perf.store import Run
 
 PERCENTILES = (50.0, 90.0, 99.0)
@@ -82,17 +82,37 @@ def _mean(series: pd.Series | None) -> float | None:
     return float(values.mean()) if not values.empty else None
 
 
+def _present(value: Any) -> bool:
+    return not pd.api.types.is_scalar(value) or not pd.isna(value)
+
+
+def _first_last(values: np.ndarray) -> tuple[int, int] | None:
+    """Positions of the first and the last snapshot present, looked for from each end: only these
+    two count, and testing every row of a long run for NA is what made this slow."""
+    first = next((i for i in range(len(values)) if _present(values[i])), None)
+    if first is None:
+        return None
+    return first, next(i for i in range(len(values) - 1, first - 1, -1) if _present(values[i]))
+
+
 def _exec_window(rows: pd.DataFrame) -> tuple[int | None, list[float | None]]:
     if "exec_bucket_counts" not in rows:
         return None, [None] * len(PERCENTILES)
-    snaps = rows.dropna(subset=["exec_bucket_counts"]).sort_values("time_s")
-    if snaps.empty:
+    return _exec_snapshots(rows["time_s"].to_numpy(), rows["exec_bucket_counts"].to_numpy(dtype=object), rows["exec_bucket_bounds_us"].to_numpy(dtype=object))
+
+
+def _exec_snapshots(times: np.ndarray, counts: np.ndarray, bounds: np.ndarray) -> tuple[int | None, list[float | None]]:
+    """Executions and percentiles between the first and the last histogram snapshot in time."""
+    order = np.argsort(times, kind="stable") if times.dtype.kind == "f" else pd.Series(times).sort_values(kind="stable").index.to_numpy()
+    counts, bounds = counts[order], bounds[order]
+    ends = _first_last(counts)
+    if ends is None:
         return None, [None] * len(PERCENTILES)
-    last = np.asarray(snaps["exec_bucket_counts"].iloc[-1], dtype=float)
-    first = np.asarray(snaps["exec_bucket_counts"].iloc[0], dtype=float)
-    delta = last - first if len(snaps) > 1 and first.shape == last.shape and (last >= first).all() else last
-    bounds = snaps["exec_bucket_bounds_us"].iloc[-1]
-    return int(delta.sum()), [histogram_percentile(delta, bounds, q) for q in PERCENTILES]
+    i_first, i_last = ends
+    last = np.asarray(counts[i_last], dtype=float)
+    first = np.asarray(counts[i_first], dtype=float)
+    delta = last - first if i_first != i_last and first.shape == last.shape and (last >= first).all() else last
+    return int(delta.sum()), [histogram_percentile(delta, bounds[i_last], q) for q in PERCENTILES]
 
 
 def _device(device: str, rows: pd.DataFrame) -> DeviceRuntime:
@@ -111,6 +131,38 @@ def _device(device: str, rows: pd.DataFrame) -> DeviceRuntime:
     )
 
 
+def _per_device(rows: pd.DataFrame) -> list[DeviceRuntime]:
+    """`_device` of each device, in device order; on numpy arrays when the columns are numeric (a
+    run holds a row per device and second: sub-frames per device cost more than the sums)."""
+    numeric = {c: rows[c].to_numpy() for c in ("duty_cycle_pct", "hlo_queue_size") if c in rows}
+    if any(v.dtype.kind not in "fiu" for v in numeric.values()):
+        used = [c for c in ("source", "duty_cycle_pct", "hlo_queue_size", "time_s", "exec_bucket_counts", "exec_bucket_bounds_us") if c in rows]
+        return [_device(str(d), g) for d, g in rows[used].groupby(rows["device"])]
+    codes, names = pd.factorize(rows["device"], sort=True)
+    times = rows["time_s"].to_numpy()
+    hists = rows["exec_bucket_counts"].to_numpy(dtype=object) if "exec_bucket_counts" in rows else None
+    bounds = rows["exec_bucket_bounds_us"].to_numpy(dtype=object) if hists is not None else None
+    out = []
+    for code, device in enumerate(names):
+        where = np.flatnonzero(codes == code)
+        duty = _present_values(numeric["duty_cycle_pct"][where].astype(float)) if "duty_cycle_pct" in numeric else None
+        queue = _present_values(numeric["hlo_queue_size"][where]) if "hlo_queue_size" in numeric else np.empty(0)
+        count, (p50, p90, p99) = _exec_snapshots(times[where], hists[where], bounds[where]) if hists is not None else (None, [None] * len(PERCENTILES))
+        out.append(DeviceRuntime(
+            device=str(device),
+            source=str(rows["source"].iloc[where[0]]),
+            duty_cycle_pct=float(np.mean(duty)) if duty is not None and duty.size else None,
+            hlo_queue_mean=float(np.mean(queue)) if queue.size else None,
+            hlo_queue_max=int(queue.max()) if queue.size else None,
+            exec_count=count, exec_p50_us=p50, exec_p90_us=p90, exec_p99_us=p99,
+        ))  # fmt: skip
+    return out
+
+
+def _present_values(values: np.ndarray) -> np.ndarray:
+    return values[~np.isnan(values)] if values.dtype.kind == "f" else values
+
+
 def _sampler_cpu_s(run: Run) -> float | None:
     events = run.table("sampler")
     if events.empty:
@@ -126,13 +178,13 @@ def _sampler_cpu_s(run: Run) -> float | None:
 def analyze_runtime(run: Run) -> RuntimeStats:
     window = steady_window(run)
     table = run.table("runtime")
-    device_rows = rows_in(best_source_rows(table), window)
+    device_rows = rows_in(best_rows(run, "runtime"), window)
     host = rows_in(table[table["device"] == "host"], window) if not table.empty else table
-    per_device = [_device(str(d), g) for d, g in device_rows.groupby("device")] if not device_rows.empty else []
+    per_device = _per_device(device_rows) if not device_rows.empty else []
     duty = device_rows.get("duty_cycle_pct") if not device_rows.empty else None
     return RuntimeStats(
         duty_cycle_pct=_mean(duty),
-        sources=sorted({str(s) for s in device_rows["source"]}) if not device_rows.empty else [],
+        sources=sorted({str(s) for s in device_rows["source"].unique()}) if not device_rows.empty else [],
         samples=int(device_rows["time_s"].nunique()) if not device_rows.empty else 0,
         per_device=per_device,
         host_cpu_pct=_mean(host.get("cpu_percent")) if not host.empty else None,

@@ -34,13 +34,24 @@ class StepStats:
 
 
 def run_steps(run: Run) -> pd.DataFrame:
-    """The run's steps from its best source (explicit marks > annotations > automatic), in order."""
+    """The run's steps from its best source (explicit marks > annotations > automatic), in order.
+
+    Derived once per loaded Run (every section uses it); read-only for callers."""
+    return run.derived("run_steps", _best_steps)
+
+
+def _best_steps(run: Run) -> pd.DataFrame:
     steps = run.steps
     if steps.empty or "source" not in steps:
         return steps
-    ranks = steps["source"].map(source_rank)
-    best = steps[ranks == ranks.min()]
-    return best.sort_values("start_time_s").reset_index(drop=True)
+    rank_of = {source: source_rank(source) for source in steps["source"].unique()}
+    if len(rank_of) > 1:
+        ranks = steps["source"].map(rank_of)
+        steps = steps[ranks == ranks.min()]
+    start = steps["start_time_s"]
+    if start.is_monotonic_increasing and start.is_unique:  # already in order (the usual case): no sort
+        return steps.reset_index(drop=True)
+    return steps.sort_values("start_time_s").reset_index(drop=True)
 
 
 def warmup_count(steps: pd.DataFrame, override: int | None = None) -> int:
@@ -55,15 +66,20 @@ def warmup_count(steps: pd.DataFrame, override: int | None = None) -> int:
 
 
 def steady_mask(steps: pd.DataFrame, warmup: int) -> pd.Series:
-    mask = pd.Series(np.arange(len(steps)) >= warmup, index=steps.index)
-    mask &= ~steps["compiled"].astype(bool)
-    extra = pd.Series(False, index=steps.index)
+    mask = (np.arange(len(steps)) >= warmup) & ~_flags(steps["compiled"])
+    extra = np.zeros(len(steps), dtype=bool)
     for column in ("traced", "instrumented"):  # steps where tpu-perf itself did extra work
         if column in steps:
-            extra |= steps[column].fillna(False).astype(bool)
+            flags = steps[column]
+            extra |= _flags(flags if flags.dtype == bool else flags.fillna(False))
     if (mask & ~extra).any():
         mask &= ~extra
-    return mask
+    return pd.Series(mask, index=steps.index)
+
+
+def _flags(column: pd.Series) -> np.ndarray:
+    """`column.astype(bool)` as an array (a bool column as it is: 10k-step runs, many runs)."""
+    return column.to_numpy() if column.dtype == bool else column.astype(bool).to_numpy()
 
 
 def analyze_steps(run: Run, *, warmup_steps: int | None = None) -> StepStats:
@@ -74,7 +90,7 @@ def analyze_steps(run: Run, *, warmup_steps: int | None = None) -> StepStats:
     if steps.empty:
         return StepStats(count=0, warmup=0, steady=0, compiled_after_warmup=0, traced=0, source=None, median_s=None, mean_s=None, p10_s=None, p90_s=None, min_s=None, max_s=None, total_s=None, steps_per_s=None, tokens_per_step=tokens, tokens_per_s=None)
     mask = steady_mask(steps, warmup)
-    durations = steps.loc[mask, "duration_s"].to_numpy(dtype=float)
+    durations = steps["duration_s"].to_numpy(dtype=float)[mask.to_numpy()]
     after = steps.iloc[warmup:]
 
     def stat(fn: object) -> float | None:

@@ -6,6 +6,7 @@ Shared by the memory and runtime analyzers. Pure functions of tables; no I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -25,12 +26,68 @@ def best_source_rows(table: pd.DataFrame) -> pd.DataFrame:
     """Device rows (not `host`) of each device's best source, sorted by time."""
     if table.empty or "device" not in table:
         return table
-    rows = table[table["device"] != "host"]
-    if rows.empty:
-        return rows
-    rank = rows["source"].map(SOURCE_RANK).fillna(len(SOURCE_RANK))
-    best = rank.groupby(rows["device"]).transform("min")
-    return rows[rank == best].sort_values("time_s").reset_index(drop=True)
+    best = best_source_positions(table)
+    return table.take(best.positions).reset_index(drop=True) if best.positions.size else table.iloc[0:0]
+
+
+@dataclass(frozen=True)
+class BestRows:
+    """Where `best_source_rows` takes its rows from, for analyzers that need a few columns of them."""
+
+    positions: np.ndarray
+    """Row positions in the table, in the order of `best_source_rows`."""
+    device_codes: np.ndarray
+    """Per row of the whole table, its device's index in `devices` (-1: none)."""
+    devices: pd.Index
+
+
+def best_source_positions(table: pd.DataFrame) -> BestRows:
+    """`best_source_rows` as positions. Ranks are taken per distinct device and source (a handful),
+    not per row, and nothing is copied: these tables hold a row per device and sample."""
+    devices, device_names = pd.factorize(table["device"])
+    valid = (devices >= 0) & (devices != _code_of(device_names, "host"))  # a row without a device belongs to none
+    if not valid.any():
+        return BestRows(positions=np.empty(0, dtype=np.intp), device_codes=devices, devices=pd.Index(device_names))
+    sources, source_names = pd.factorize(table["source"])
+    rank = np.array([SOURCE_RANK.get(s, len(SOURCE_RANK)) for s in source_names] + [len(SOURCE_RANK)])[sources]
+    best = np.full(len(device_names), len(SOURCE_RANK) + 1)
+    np.minimum.at(best, devices[valid], rank[valid])
+    kept = np.flatnonzero(valid & (rank == best[devices]))
+    return BestRows(positions=kept[_time_order(table["time_s"].to_numpy()[kept])], device_codes=devices, devices=pd.Index(device_names))
+
+
+def _code_of(names: Any, value: str) -> int:
+    where = np.flatnonzero(np.asarray(names == value))
+    return int(where[0]) if where.size else -2
+
+
+def _time_order(times: np.ndarray) -> np.ndarray:
+    """The order `DataFrame.sort_values` gives (its default quicksort on the values, NaN last), so
+    that rows with equal times come out as they always have."""
+    if times.dtype.kind != "f":
+        return pd.Series(times).sort_values().index.to_numpy()
+    nan = np.isnan(times)
+    index = np.arange(len(times))
+    return np.concatenate([index[~nan][times[~nan].argsort(kind="quicksort")], index[nan]])
+
+
+def best_rows(run: Run, table: str) -> pd.DataFrame:
+    """`best_source_rows` of one of the run's tables, derived once per loaded Run; read-only."""
+    def rows(r: Run) -> pd.DataFrame:
+        best, frame = best_positions(r, table), r.table(table)
+        if best is None:
+            return frame
+        return frame.take(best.positions).reset_index(drop=True) if best.positions.size else frame.iloc[0:0]
+
+    return run.derived(f"best_source_rows:{table}", rows)
+
+
+def best_positions(run: Run, table: str) -> BestRows | None:
+    """`best_source_positions` of one of the run's tables, once per loaded Run; None without device rows."""
+    frame = run.table(table)
+    if frame.empty or "device" not in frame:
+        return None
+    return run.derived(f"best_source_positions:{table}", lambda r: best_source_positions(frame))
 
 
 def step_of(times: pd.Series, steps: pd.DataFrame) -> pd.Series:
@@ -63,8 +120,8 @@ def per_step(run: Run) -> pd.DataFrame:
     out = pd.DataFrame({"step": steps.get("step", pd.Series(range(len(steps)))), "start_time_s": steps.get("start_time_s"), "end_time_s": steps.get("end_time_s")})
     if steps.empty:
         return out.assign(hbm_peak_bytes=pd.Series(dtype=float), duty_cycle_pct=pd.Series(dtype=float), samples=pd.Series(dtype=int))
-    memory = best_source_rows(run.memory)
-    runtime = best_source_rows(run.table("runtime"))
+    memory = best_rows(run, "memory")
+    runtime = best_rows(run, "runtime")
     out["hbm_peak_bytes"] = np.nan
     out["duty_cycle_pct"] = np.nan
     out["samples"] = 0
@@ -105,10 +162,8 @@ def gaps(run: Run) -> list[Gap]:
     frames = [t for t in (run.memory, run.table("runtime")) if not t.empty and "source" in t]
     if not frames:
         return []
-    rows = pd.concat([f[f["device"] != "host"][["time_s", "source"]] for f in frames])
     found: list[Gap] = []
-    for source, group in rows.groupby("source"):
-        times = np.unique(group["time_s"].to_numpy(dtype=float))
+    for source, times in _device_times_by_source(frames):
         pauses = np.flatnonzero(np.diff(times) > GAP_FACTOR * interval)
         details = {}
         if not events.empty:
@@ -120,6 +175,18 @@ def gaps(run: Run) -> list[Gap]:
         if end is not None and float(end) - last > GAP_FACTOR * interval:
             found.append(Gap(source=str(source), start_s=last, end_s=float(end), detail=_detail_between(details, last, float(end))))
     return sorted(found, key=lambda g: g.start_s)
+
+
+def _device_times_by_source(frames: list[pd.DataFrame]) -> list[tuple[Any, np.ndarray]]:
+    """(source, sorted distinct sample times of its device rows) over all frames, sources in order."""
+    by_source: dict[Any, list[np.ndarray]] = {}
+    for frame in frames:
+        device = (frame["device"] != "host").to_numpy(dtype=bool)
+        codes, names = pd.factorize(frame["source"][device])  # a row without a source belongs to none
+        times = frame["time_s"].to_numpy(dtype=float)[device]
+        for code, name in enumerate(names):
+            by_source.setdefault(name, []).append(times[codes == code])
+    return [(source, np.unique(np.concatenate(by_source[source]))) for source in sorted(by_source)]
 
 
 def _detail_between(details: dict[float, str], start: float, end: float) -> str | None:

@@ -56,7 +56,7 @@ def _trace_tables(run: Run, doc: dict[str, Any]) -> None:
 @section
 def _hlo_analysis(run: Run, doc: dict[str, Any]) -> None:
     """Dots/dtypes/padding, collectives, loops and unfused elementwise work of the step program."""
-    from tpu_perf.analyzers.hlo import parse_hlo
+    from tpu_perf.analyzers.hlo import run_hlo
     from tpu_perf.analyzers.hlo_analysis import analyze_hlo, tile_for_chip
 
     programs = (doc.get("hlo") or {}).get("programs") or []
@@ -65,7 +65,7 @@ def _hlo_analysis(run: Run, doc: dict[str, Any]) -> None:
         doc.setdefault("hlo", {})["analysis"] = None
         return
     chip = (doc.get("flops") or {}).get("chip")
-    a = analyze_hlo(parse_hlo(run.read_text(step["hlo_file"])), tile=tile_for_chip(chip))
+    a = analyze_hlo(run_hlo(run, step["hlo_file"]), tile=tile_for_chip(chip))
     doc["hlo"]["analysis"] = {
         "function": step["function"], "dots": len(a.dots), "dot_flops_by_dtype": a.dot_flops_by_dtype, "dot_flops_share_by_dtype": a.dot_flops_share_by_dtype,
         "padding_waste": a.padding_waste, "tile": a.tile, "collectives": a.collectives, "async_pairs": a.async_pairs, "async_overlapped": a.async_overlapped,

@@ -1,10 +1,11 @@
 """How the dashboard reads runs: `list_runs` / `load_run` and the analyzers, cached with real keys.
 
-Every cached function takes the run's URL and its modification stamp (`Run.modified_stamp`) as
-ordinary, hashed arguments, so a run that changes on disk (a live recording) is read again and one
-that does not is read once. The runs page needs only a few numbers per run; those come from a small
-summary of the report document kept on disk (keyed on the same stamp), so listing a store never
-loads every table of every run twice.
+Every cache is keyed on the run's URL and its modification stamp (`Run.modified_stamp`), so a run
+that changes on disk (a live recording) is read again and one that does not is read once. Loaded
+runs and report documents are kept by the server (`_Memo`, filled from worker threads too); plotted
+frames in `st.cache_data`. The runs page needs only a few numbers per run; those come from the
+report's summary sections (`report.SUMMARY_SECTIONS`, same code, same numbers), kept on disk
+(keyed on the same stamp), so listing a store never loads every table of every run twice.
 """
 
 from __future__ import annotations
@@ -12,7 +13,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pickle
+import threading
 import warnings
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,18 +86,78 @@ def list_refs(store: str) -> tuple[list[RunRef], list[str]]:
     return refs, errors
 
 
-@st.cache_resource(max_entries=64, show_spinner=False)
+class _Memo:
+    """A small thread-safe LRU of computed values, shared by every session of the server.
+
+    Streamlit's own caches are for the script's thread; these are filled from worker threads too
+    (runs loaded in parallel), so the runs and reports they load are kept for the pages that follow."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._lock = threading.Lock()
+        self._items: OrderedDict[Any, Any] = OrderedDict()
+
+    def get(self, key: Any, compute: Callable[[], Any]) -> Any:
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key]
+        value = compute()  # outside the lock: two threads may compute one key, never block each other
+        with self._lock:
+            self._items[key] = value
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+        return value
+
+    def __contains__(self, key: Any) -> bool:
+        with self._lock:
+            return key in self._items
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+_RUNS = _Memo(32)
+_REPORTS = _Memo(256)
+_SUMMARIES = _Memo(4096)
+WORKERS = max(2, min(4, os.cpu_count() or 1))
+"""Runs loaded at once. Parquet decoding (pyarrow) releases the GIL, so on free cores a second
+thread overlaps one run's reads with another's analysis; the analysis itself holds the GIL."""
+
+
+def clear_caches() -> None:
+    """Forget loaded runs and reports (a fresh server; Streamlit's caches are cleared apart)."""
+    _RUNS.clear()
+    _REPORTS.clear()
+    _SUMMARIES.clear()
+
+
 def open_run(url: str, stamp: float) -> Run:
-    """One loaded Run per (url, stamp); it keeps the tables it has read."""
-    return load_run(url)
+    """One loaded Run per (url, stamp); it keeps the tables it has read. Shared: treat as read-only."""
+    return _RUNS.get((url, stamp), lambda: load_run(url))
 
 
-@st.cache_data(max_entries=256, show_spinner=False)
-def _report(url: str, stamp: float) -> dict[str, Any]:
+def _build(url: str, stamp: float) -> bytes:
     try:
-        return {"doc": report_module.build_report(open_run(url, stamp)), "error": None}
+        got = {"doc": report_module.build_report(open_run(url, stamp)), "error": None}
     except Exception as exc:  # a run that fails to load gets an error card
-        return {"doc": None, "error": f"{url}: {type(exc).__name__}: {exc}"}
+        got = {"doc": None, "error": f"{url}: {type(exc).__name__}: {exc}"}
+    return pickle.dumps(got)
+
+
+def _report(url: str, stamp: float) -> dict[str, Any]:
+    """{"doc", "error"}; kept pickled, so every caller gets its own copy to shape as it likes."""
+    return pickle.loads(_REPORTS.get((url, stamp), lambda: _build(url, stamp)))
+
+
+def load_reports(refs: list[RunRef]) -> None:
+    """Build the reports of `refs` not loaded yet, WORKERS at a time (a comparison of new runs)."""
+    missing = [r for r in refs if (r.url, r.stamp) not in _REPORTS]
+    if len(missing) < 2:
+        return
+    with ThreadPoolExecutor(max_workers=min(WORKERS, len(missing))) as pool:
+        list(pool.map(lambda r: _REPORTS.get((r.url, r.stamp), lambda: _build(r.url, r.stamp)), missing))
 
 
 def report(ref: RunRef) -> tuple[dict[str, Any] | None, str | None]:
@@ -200,12 +266,23 @@ def _kept_summary(ref: RunRef) -> dict[str, Any] | None:
     return None
 
 
+def _summary_doc(ref: RunRef) -> dict[str, Any]:
+    """The report's summary sections, from a Run of its own (not kept: a store has many runs);
+    the full report when it is loaded already."""
+    if (ref.url, ref.stamp) in _REPORTS:
+        return _report(ref.url, ref.stamp)
+    try:
+        return {"doc": report_module.build_report(load_run(ref.url), report_module.SUMMARY_SECTIONS), "error": None}
+    except Exception as exc:  # a run that fails to load gets an error card
+        return {"doc": None, "error": f"{ref.url}: {type(exc).__name__}: {exc}"}
+
+
 def _disk_summary(ref: RunRef) -> dict[str, Any]:
     kept = _kept_summary(ref)
     if kept is not None:
         return kept
     path, key = _summary_path(ref)
-    got = _report(ref.url, ref.stamp)
+    got = _summary_doc(ref)
     summary = summarize(got["doc"]) if got["doc"] is not None else {"error": got["error"]}
     if ref.status != "running":  # a live run's summary changes every few seconds: keep it in memory only
         try:
@@ -215,9 +292,8 @@ def _disk_summary(ref: RunRef) -> dict[str, Any]:
     return summary
 
 
-@st.cache_data(max_entries=4096, show_spinner=False)
-def _summary(url: str, stamp: float, id_: str, name: str, status: str, started_at: float | None) -> dict[str, Any]:
-    return _disk_summary(RunRef(id=id_, url=url, name=name, status=status, stamp=stamp, started_at=started_at))
+def _summary(ref: RunRef) -> dict[str, Any]:
+    return _SUMMARIES.get((ref.url, ref.stamp), lambda: _disk_summary(ref))
 
 
 def summary(ref: RunRef, *, compute: bool = True) -> dict[str, Any]:
@@ -225,7 +301,24 @@ def summary(ref: RunRef, *, compute: bool = True) -> dict[str, Any]:
 
     With compute=False, a run not analysed before gets only its manifest's columns and `pending`.
     """
-    base = {"id": ref.id, "name": ref.name, "status": ref.status, "started_at": ref.started_at, "url": ref.url, "error": None, **dict(ref.basics)}
-    if not compute and _kept_summary(ref) is None:
+    base = _base_row(ref)
+    if not compute and (ref.url, ref.stamp) not in _SUMMARIES and _kept_summary(ref) is None:
         return {**base, "pending": True}
-    return {**base, **_summary(ref.url, ref.stamp, ref.id, ref.name, ref.status, ref.started_at)}
+    return {**base, **_summary(ref)}
+
+
+def _base_row(ref: RunRef) -> dict[str, Any]:
+    return {"id": ref.id, "name": ref.name, "status": ref.status, "started_at": ref.started_at, "url": ref.url, "error": None, **dict(ref.basics)}
+
+
+def analyse(refs: list[RunRef]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(index in refs, row as `summary` gives it) for each run, as each is analysed, WORKERS at a
+    time; finished runs' summaries are kept on disk. Call from the script thread: workers do no Streamlit."""
+    pool = ThreadPoolExecutor(max_workers=WORKERS)
+    try:
+        futures = {pool.submit(_summary, ref): i for i, ref in enumerate(refs)}
+        for future in as_completed(futures):
+            i = futures[future]
+            yield i, {**_base_row(refs[i]), **future.result()}
+    finally:  # a rerun that stops the page mid-way does not wait for the runs left
+        pool.shutdown(wait=False, cancel_futures=True)

@@ -13,16 +13,20 @@ import json
 import os
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
+import pyarrow.parquet as pq
 
 from tpu_perf.errors import DataError, RunNotFoundError
 from tpu_perf.store import layout
 from tpu_perf.store.fs import filesystem, join, to_url
+
+T = TypeVar("T")
 
 
 class TornLineWarning(UserWarning):
@@ -52,6 +56,18 @@ def read_jsonl(source: str | Path | io.IOBase | bytes, *, name: str = "", warn: 
             if warn:
                 warnings.warn(f"{name}: dropped a torn last line (the recorder stopped mid-write)", TornLineWarning, stacklevel=2)
     return pd.DataFrame.from_records(records)
+
+
+def read_parquet(source: Any) -> pd.DataFrame:
+    """One Parquet file as `pd.read_parquet` gives it (same frame, dtypes and attrs), read with
+    `pyarrow.parquet.ParquetFile`: a run's tables are single small files, and skipping the dataset
+    layer of `pd.read_parquet` (`pq.read_table`) makes reading a store's runs about 20% faster."""
+    table = pq.ParquetFile(source).read(use_pandas_metadata=True, use_threads=False)  # small files: no pool
+    frame = table.to_pandas()
+    attrs = (table.schema.metadata or {}).get(b"PANDAS_ATTRS")
+    if attrs:
+        frame.attrs = json.loads(attrs)
+    return frame
 
 
 @dataclass
@@ -91,11 +107,27 @@ class Run:
         return max(stamps, default=0.0)
 
     def table(self, name: str) -> pd.DataFrame:
-        """A table by name (`steps`, `compiles`, `memory`, `programs`, `ops`, ...); empty if absent."""
-        return self._tables.setdefault(name, self._read_table(name))
+        """A table by name (`steps`, `compiles`, `memory`, `programs`, `ops`, ...); empty if absent.
+
+        Read once per loaded Run: a Run is a snapshot, `load_run` again to see new rows."""
+        if name not in self._tables:
+            self._tables[name] = self._read_table(name)
+        return self._tables[name]
+
+    def derived(self, key: str, compute: Callable[[Run], T]) -> T:
+        """`compute(self)`, once per loaded Run: analyzers keep tables they derive (the steps of
+        the best source, sorted) here instead of deriving them again in every section.
+        Treat the value as read-only; it is shared by every caller."""
+        if key not in self._derived:
+            self._derived[key] = compute(self)
+        return self._derived[key]
 
     @cached_property
     def _tables(self) -> dict[str, pd.DataFrame]:
+        return {}
+
+    @cached_property
+    def _derived(self) -> dict[str, Any]:
         return {}
 
     @property
@@ -138,7 +170,7 @@ class Run:
         try:
             if self._fs.exists(parquet):
                 with self._fs.open(parquet, "rb") as f:
-                    return pd.read_parquet(f)
+                    return read_parquet(f)
             if self._fs.exists(jsonl):
                 with self._fs.open(jsonl, "rb") as f:
                     return read_jsonl(f.read(), name=to_url(self._fs, jsonl))

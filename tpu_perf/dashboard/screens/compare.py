@@ -23,6 +23,7 @@ def _load(chosen: list[data.RunRef]) -> tuple[dict[str, dict[str, Any]], dict[st
     """Report documents by display label; runs that fail to load get an error card and are left out."""
     labels = shape.labels_for([(r.id, r.name) for r in chosen])
     docs, refs = {}, {}
+    data.load_reports(chosen)  # runs not loaded before: in parallel
     for label, ref in zip(labels, chosen, strict=True):
         doc, error = data.report(ref)
         if doc is None:
