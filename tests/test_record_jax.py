@@ -25,15 +25,15 @@ def record(store: Path, out: Path, *script_args: str, record_args: tuple[str, ..
 @pytest.fixture(scope="module")
 def auto_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, dict]:
     tmp = tmp_path_factory.mktemp("auto")
-    return record(tmp / "runs", tmp / "self.json", "--steps", "24", "--width", "768")
+    return record(tmp / "runs", tmp / "self.json", "--steps", "40", "--width", "768")
 
 
 def test_unmarked_script_steps_equal_steps_run(auto_run) -> None:
     run, selfm = auto_run
     assert run.status == "completed"
-    assert len(run.steps) == selfm["steps"] == 24
+    assert len(run.steps) == selfm["steps"] == 40
     assert run.steps["source"].unique().tolist() == ["auto:jit(train_step)"]
-    assert run.steps["step"].tolist() == list(range(24))
+    assert run.steps["step"].tolist() == list(range(40))
 
 
 def test_median_step_time_matches_synchronized_measurement(auto_run) -> None:
@@ -84,7 +84,7 @@ def test_trace_window_loads_with_profile_data(auto_run) -> None:
     assert len(files) == 1 and "/plugins/profile/" in files[0]
     data = ProfileData.from_file(run.file_path(files[0]))
     assert any(plane.name == "/host:CPU" for plane in data.planes)
-    assert run.steps["traced"].tolist() == [3 <= i < 6 for i in range(24)]
+    assert run.steps["traced"].tolist() == [3 <= i < 6 for i in range(40)]
 
 
 def test_report_json_has_documented_keys(auto_run) -> None:
@@ -96,7 +96,7 @@ def test_report_json_has_documented_keys(auto_run) -> None:
         for part in dotted.split("."):
             assert part in node, dotted
             node = node[part]
-    assert doc["steps"]["count"] == 24 and doc["run"]["exit_code"] == 0
+    assert doc["steps"]["count"] == 40 and doc["run"]["exit_code"] == 0
     text = tpu_perf_cli("report", run.url, check=True).stdout
     assert "train_step" in text and "median" in text
 
