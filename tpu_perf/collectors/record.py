@@ -19,6 +19,7 @@ from tpu_perf.store import RunWriter, layout
 
 FRAMEWORK_COLLECTORS: dict[str, str] = {
     "jax": "tpu_perf.collectors.jax:install",
+    "torch": "tpu_perf.collectors.torch:install",
 }
 """Module the script imports -> `install(recorder, module) -> uninstall` of the collector for it."""
 
