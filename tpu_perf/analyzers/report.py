@@ -152,3 +152,4 @@ def build_report(run: Run) -> dict[str, Any]:
 
 
 import tpu_perf.analyzers.runtime  # noqa: E402, F401  (registers the `runtime` section)
+from tpu_perf.analyzers import torch_compile as _torch_compile  # noqa: E402,F401  (adds `compile.torch`; after `_compile`)

@@ -85,7 +85,7 @@ class TorchCollector:
         if cache is not None:
             facts["tpu_compile_cache"] = cache
         self.rec.writer.update_manifest(torch=facts)
-        if self.flops.row is not None:
+        if self.flops.row:
             self._write_program(self.flops.row)
 
     def _write_program(self, row: dict[str, Any]) -> None:

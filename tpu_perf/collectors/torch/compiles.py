@@ -87,7 +87,12 @@ class DynamoCompiles:
 
 
 def _first_line(text: str) -> str:
-    return str(text).strip().splitlines()[0][:200] if str(text).strip() else "graph break"
+    """The reason's headline, with Dynamo's one-line explanation when it gives one."""
+    lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
+    if not lines:
+        return "graph break"
+    explanation = next((line.removeprefix("Explanation:").strip() for line in lines[1:] if line.startswith("Explanation:")), None)
+    return (f"{lines[0]}: {explanation}" if explanation else lines[0])[:300]
 
 
 def tpu_cache_stats(torch: Any) -> dict[str, Any] | None:

@@ -11,6 +11,7 @@ way is kept apart as `analytic_flops` and named in `flops_source`.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from tpu_perf.collectors.session import Recorder
@@ -43,6 +44,19 @@ def attention_mapping(torch: Any, analytic: dict[str, int]) -> dict[Any, Any]:
     return mapping
 
 
+COMPILED_HINT = (
+    "FLOPs per step not counted: the script runs torch.compile'd code, which Dynamo would run "
+    "eagerly (and stop recompiling) under the FLOP counter; pass --flops-per-step for utilisation"
+)
+
+
+def _dynamo_compiled() -> bool:
+    """Whether Dynamo compiled any frame so far (its modules are loaded only if torch.compile ran)."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    counters = getattr(utils, "counters", None) if utils is not None else None
+    return bool(counters and counters.get("frames", {}).get("total", 0))
+
+
 class FlopWindow:
     """Counts one step's FLOPs; produces the `programs` row the flops analyzer reads."""
 
@@ -68,6 +82,10 @@ class FlopWindow:
     def _enter(self, index: int) -> None:
         from torch.utils.flop_counter import FlopCounterMode
 
+        if _dynamo_compiled():
+            self.row = {}  # counted nothing, and never will in this run
+            self.rec.warn(COMPILED_HINT)
+            return
         self._analytic = {}
         mode = FlopCounterMode(display=False, custom_mapping=attention_mapping(self.torch, self._analytic))
         mode.__enter__()

@@ -2,8 +2,10 @@
 
 `torch.optim.optimizer.register_optimizer_step_post_hook` fires after every `torch.optim` optimizer
 step, so step *k* is the time between the end of optimizer step k-1 and the end of optimizer step k
-(forward, backward, optimizer, and whatever data loading the loop does). Step 0 starts at the first
-module forward (a global forward pre-hook, removed as soon as the first optimizer step ends). What
+(forward, backward, optimizer, and whatever data loading the loop does). Step 0 starts when the last
+optimizer was created before it (`Optimizer.__init__` is wrapped for the recording), else when torch
+was imported; it is warm-up either way. A global module hook would place it better but adding or
+removing one makes every `torch.compile`d module recompile (Dynamo guards on the hook dict). What
 runs after the last optimizer step is no step, so N optimizer steps make exactly N steps.
 
 Hooks check `torch.compiler.is_compiling()` first: Dynamo folds it to a constant, so a compiled
@@ -13,6 +15,7 @@ optimizer step is therefore invisible here; `tpu_perf.step()` marks such steps.
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable
 from typing import Any
@@ -31,7 +34,7 @@ class OptimizerSteps:
         self.rec = rec
         self.torch = torch
         self._on_device = on_device
-        self._first_forward: float | None = None
+        self._step0_start = rec.now()
         self._steps_seen = 0
         self._device_known = False
         self._handles: list[Any] = []
@@ -39,28 +42,30 @@ class OptimizerSteps:
 
     def install(self) -> None:
         optim = importlib.import_module("torch.optim.optimizer")
-        modules = importlib.import_module("torch.nn.modules.module")
         self._handles.append(optim.register_optimizer_step_post_hook(self._post_hook))
-        self._forward_handle = modules.register_module_forward_pre_hook(self._forward_pre_hook)
-        self._handles.append(self._forward_handle)
+        cls = optim.Optimizer
+        original, steps = cls.__init__, self
+
+        @functools.wraps(original)
+        def __init__(opt: Any, *args: Any, **kwargs: Any) -> None:
+            original(opt, *args, **kwargs)
+            if steps.rec.steps.source is None:
+                steps._step0_start = steps.rec.now()
+
+        cls.__init__ = __init__
+        self._undo_init = lambda: setattr(cls, "__init__", original)
 
     def uninstall(self) -> None:
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
+        self._undo_init()
 
     @property
     def steps_seen(self) -> int:
         return self._steps_seen
 
     # -- hooks ----------------------------------------------------------------------------------
-    def _forward_pre_hook(self, module: Any, args: Any) -> None:
-        if self._compiling():
-            return None
-        if self._first_forward is None:
-            self._first_forward = self.rec.now()
-        return None
-
     def _post_hook(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         if self._compiling():
             return
@@ -77,13 +82,11 @@ class OptimizerSteps:
             rec.boundary(SOURCE)
 
     def _first_step(self) -> None:
-        """Step 0 ran from the first forward to now: written after the fact, then step 1 opens."""
+        """Step 0 ran from the optimizer's creation to now: written after the fact, then step 1 opens."""
         rec = self.rec
-        self._forward_handle.remove()
         rec.sync()
         end = rec.now()
-        start = self._first_forward if self._first_forward is not None else end
-        rec.backfill(SOURCE, [min(start, end), end])
+        rec.backfill(SOURCE, [min(self._step0_start, end), end])
 
     def close(self) -> None:
         """End of the script: the time after the last optimizer step belongs to no step."""
