@@ -95,7 +95,9 @@ class OptimizerSteps:
 
 
 def patch_profiler(rec: Recorder, torch: Any) -> Callable[[], None]:
-    """`prof.start()` opens step 0, each `prof.step()` is a boundary, `prof.stop()` ends the last.
+    """`prof.start()` opens step 0 and each `prof.step()` (called at the end of an iteration, as
+    torch documents) ends one and opens the next; the step the last `prof.step()` opened is empty
+    and is dropped at `prof.stop()`, so N iterations make N steps.
 
     Profilers tpu-perf starts itself (its trace window) carry `_tpu_perf_own` and are not steps.
     """
@@ -113,8 +115,8 @@ def patch_profiler(rec: Recorder, torch: Any) -> Callable[[], None]:
         original["step"](self)
 
     def stop(self: Any) -> None:
-        if not getattr(self, "_tpu_perf_own", False):
-            rec.end_step(ANNOTATION)
+        if not getattr(self, "_tpu_perf_own", False) and rec.steps.source == ANNOTATION:
+            rec.steps.discard_open()  # opened by the last prof.step(): no iteration ran in it
         original["stop"](self)
 
     for name, fn in (("start", start), ("step", step), ("stop", stop)):
