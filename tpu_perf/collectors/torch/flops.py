@@ -4,9 +4,11 @@ The counter is entered at the boundary that opens the chosen step and left at th
 sees forward, backward and optimizer of exactly one steady-state step. That step is marked
 instrumented (the counter's Python dispatch slows it) and stays out of the step statistics.
 
-Where the counter has no formula (CPU's flash attention kernel in torch 2.13 counts 0), the same
-formula torch uses for the GPU attention kernels is mapped onto the CPU ops; what was added that
-way is kept apart as `analytic_flops` and named in `flops_source`.
+Where the counter has no formula (CPU's flash attention kernel in torch 2.13 counts 0), torch's
+attention formula (4*B*H*Sq*Sk*D forward) is mapped onto the CPU ops, with backward = 2x forward:
+the matmuls of the attention math, as hand-written attention is counted (torch's own backward
+formula also counts the flash kernel's recomputation of QK^T). What was added that way is kept
+apart as `analytic_flops` and named in `flops_source`.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ def attention_mapping(torch: Any, analytic: dict[str, int]) -> dict[Any, Any]:
         return flops
 
     def backward(grad_out: Any, query: Any, key: Any, value: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
-        flops = int(fc.sdpa_backward_flop_count(grad_out, query, key, value))
+        flops = 2 * int(fc.sdpa_flop_count(query, key, value))  # dQ, dK, dS, dV: the math's 4 matmuls
         analytic["flops"] = analytic.get("flops", 0) + flops
         return flops
 
