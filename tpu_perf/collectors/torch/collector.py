@@ -1,5 +1,6 @@
 """Hooks PyTorch for one recording: optimizer and profiler steps, device sync, FLOPs of one step,
-Dynamo and torch-tpu compilation, device memory, the trace window and hardware facts.
+Dynamo and torch-tpu compilation, the trace window and hardware facts. Device memory (torch.cuda /
+torch.accelerator allocator stats per device) is sampled by the runtime sampler's torch source.
 
 Installed when the script imports torch (tpu-perf never imports torch itself); everything is undone
 by the returned `uninstall`.
@@ -52,8 +53,6 @@ class TorchCollector:
         self._device_known = True
         self.device_type = device_type or device.accelerator_type(self.torch)
         self._device_sync = device.sync_for(self.torch, self.device_type)
-        if self.device_type not in (None, "cpu", "meta"):
-            self.rec.add_sample_source(f"torch.{self.device_type}", device.memory_source(self.torch, self.device_type))
 
     def sync(self) -> None:
         self.dynamo.drain()

@@ -1,4 +1,4 @@
-"""Which device a PyTorch script trains on, how to wait for it, and what its memory holds.
+"""Which device a PyTorch script trains on, and how to wait for it.
 
 The device is read from the optimizer's parameters when one steps (the script's own choice), else
 from `torch.accelerator`. `torch.tpu.is_available()` is never called: it raises in torch-tpu.
@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
-
-Rows = list[dict[str, Any]]
 
 
 def accelerator_type(torch: Any) -> str | None:
@@ -69,35 +67,3 @@ def _rank(torch: Any) -> int:
         return int(dist.get_rank()) if dist is not None and dist.is_available() and dist.is_initialized() else 0
     except Exception:
         return 0
-
-
-def memory_source(torch: Any, device_type: str) -> Callable[[], Rows]:
-    """Samples allocator bytes in use, peak and limit of every local device of `device_type`."""
-    if device_type == "cuda":
-        stats_fn, count_fn, info_fn, source = torch.cuda.memory_stats, torch.cuda.device_count, torch.cuda.mem_get_info, "torch.cuda.memory_stats"
-    else:
-        mem = torch.accelerator
-        stats_fn, count_fn, info_fn, source = mem.memory_stats, mem.device_count, mem.get_memory_info, "torch.accelerator.memory_stats"
-    limits: dict[int, int | None] = {}
-
-    def sample() -> Rows:
-        rows = []
-        for index in range(int(count_fn())):
-            stats = stats_fn(index)
-            if not stats:
-                continue
-            if index not in limits:
-                try:
-                    limits[index] = int(info_fn(index)[1])
-                except Exception:
-                    limits[index] = None
-            rows.append({
-                "device": f"{device_type}:{index}",
-                "bytes_in_use": stats.get("allocated_bytes.all.current"),
-                "peak_bytes": stats.get("allocated_bytes.all.peak"),
-                "limit_bytes": limits[index],
-                "source": source,
-            })
-        return rows
-
-    return sample

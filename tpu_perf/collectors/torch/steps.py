@@ -86,7 +86,9 @@ class OptimizerSteps:
         rec = self.rec
         rec.sync()
         end = rec.now()
-        rec.backfill(SOURCE, [min(self._step0_start, end), end])
+        rec.span(SOURCE, min(self._step0_start, end), end)
+        rec.before_step(rec.steps.next_index)
+        rec.steps.open(SOURCE, rec.now())
 
     def close(self) -> None:
         """End of the script: the time after the last optimizer step belongs to no step."""
