@@ -1,7 +1,8 @@
 """FLOPs per step and utilisation of the chip's peak.
 
 `flops.per_step` is what runs per step on all devices: the user's `--flops-per-step`, else XLA's
-cost analysis of the step program (per-device program FLOPs x devices it runs on). The utilisation
+cost analysis of the step program (per-device program FLOPs x devices it runs on), or for PyTorch
+the FLOP counter over one step (`flops_source` in the programs row says which). The utilisation
 computed from it counts every FLOP XLA executes (hardware FLOPs); model-FLOPs MFU with named
 conventions comes from `tpu_perf.analyzers.mfu` when the model is known.
 """
@@ -32,7 +33,8 @@ class Peak:
 class FlopsStats:
     per_step: float | None
     source: str | None
-    """`user`, `xla_cost_analysis`, or None when unknown."""
+    """`user`, `xla_cost_analysis`, `flop_counter` (torch), `flop_counter+analytic` (torch, with
+    attention FLOPs the counter misses added by formula), or None when unknown."""
     per_device_step: float | None
     devices: int
     chips: float
@@ -74,7 +76,9 @@ def step_flops(run: Run) -> tuple[float | None, str | None, int]:
         return None, None, devices
     step_rows = programs[programs["is_step"].astype(bool)]
     if not step_rows.empty and step_rows["flops"].notna().any():
-        return float(step_rows["flops"].iloc[0]) * devices, "xla_cost_analysis", devices
+        row = step_rows[step_rows["flops"].notna()].iloc[0]
+        source = row.get("flops_source") if "flops_source" in step_rows else None
+        return float(row["flops"]) * devices, str(source) if isinstance(source, str) else "xla_cost_analysis", devices
     return None, None, devices
 
 

@@ -93,8 +93,10 @@ def per_device_memory(run: Run) -> list[DeviceMemory]:
 def _xla_step(run: Run) -> tuple[int | None, int | None]:
     """(peak, argument bytes) of the step program by XLA's memory analysis."""
     programs = run.programs
-    if programs.empty:
-        return None, None
+    size_columns = ["argument_bytes", "output_bytes", "temp_bytes", "alias_bytes", "peak_bytes"]
+    if programs.empty or not programs.reindex(columns=size_columns).notna().any().any():
+        return None, None  # no XLA program (PyTorch runs' rows carry FLOPs only)
+    programs = programs.reindex(columns=[*programs.columns, *(c for c in size_columns if c not in programs)])
     step_rows = programs[programs["is_step"].astype(bool)]
     rows = step_rows if not step_rows.empty else programs
     sizes = rows[["argument_bytes", "output_bytes", "temp_bytes"]].fillna(0).sum(axis=1) - rows["alias_bytes"].fillna(0)

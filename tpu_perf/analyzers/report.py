@@ -158,3 +158,4 @@ def build_report(run: Run, sections: Iterable[Section] | None = None) -> dict[st
 
 
 import tpu_perf.analyzers.runtime  # noqa: E402, F401  (registers the `runtime` section)
+from tpu_perf.analyzers import torch_compile as _torch_compile  # noqa: E402,F401  (adds `compile.torch`; after `_compile`)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 PACKAGES = ("tpu-perf", "jax", "jaxlib", "libtpu", "libtpu-nightly", "torch", "torch-tpu", "torch_xla", "flax", "optax", "numpy", "xprof", "tpu-info")
-ENV_PREFIXES = ("XLA_", "LIBTPU_", "TPU_", "TORCH_TPU_", "JAX_", "PJRT_", "CUDA_VISIBLE_DEVICES", "NCCL_", "TORCH_DEVICE_BACKEND_AUTOLOAD", "TORCHINDUCTOR_", "TORCH_LOGS")
+ENV_PREFIXES = ("XLA_", "LIBTPU_", "TPU_", "TORCH_TPU_", "JAX_", "PJRT_", "CUDA_VISIBLE_DEVICES", "NCCL_", "TORCH_DEVICE_BACKEND_AUTOLOAD", "TORCHINDUCTOR_", "TORCHDYNAMO_", "TORCH_LOGS", "PYTORCH_")
 """Environment variables kept in the manifest: the ones that change what the compiler and runtime do."""
 
 

@@ -19,6 +19,7 @@ from tpu_perf.store import RunWriter, layout
 
 FRAMEWORK_COLLECTORS: dict[str, str] = {
     "jax": "tpu_perf.collectors.jax:install",
+    "torch": "tpu_perf.collectors.torch:install",
 }
 """Module the script imports -> `install(recorder, module) -> uninstall` of the collector for it."""
 
@@ -39,7 +40,7 @@ def _installer(spec: str) -> Callable[[Recorder, ModuleType], Callable[[], None]
 def _trace_tables(writer: RunWriter, rec: Recorder) -> None:
     """ops/timeline/device_steps/devices from the run's own trace window; a failure only warns."""
     trace_dir = writer.dir / layout.TRACE_DIR
-    if not trace_dir.exists() or not any(trace_dir.rglob("*.xplane.pb")):
+    if not trace_dir.exists() or not (any(trace_dir.rglob("*.xplane.pb")) or any(trace_dir.rglob("*.pt.trace.json*"))):
         return
     try:
         from tpu_perf.traces.ingest import read_traces, write_tables

@@ -43,6 +43,7 @@ class StepTracker:
         self.traced: Callable[[], bool] = lambda: False
         self.closed = 0
         self.last_duration_s: float | None = None
+        self._instrument_next = False
 
     @property
     def source(self) -> str | None:
@@ -77,7 +78,8 @@ class StepTracker:
         with self._lock:
             if self._source != source:
                 return
-            self._open = _OpenStep(self._next_index, start, source, step_num, self.traced())
+            self._open = _OpenStep(self._next_index, start, source, step_num, self.traced(), self._instrument_next)
+            self._instrument_next = False
             self._next_index += 1
 
     def end(self, source: str, now: float) -> None:
@@ -91,9 +93,17 @@ class StepTracker:
             self._close(now)
 
     def mark_instrumented(self) -> None:
+        """Mark the open step; from a boundary hook (no step open yet), the step about to open."""
         with self._lock:
             if self._open is not None:
                 self._open.instrumented = True
+            else:
+                self._instrument_next = True
+
+    def discard_open(self) -> None:
+        """Drop the open step unwritten: the time after the last detected step is no step."""
+        with self._lock:
+            self._open = None
 
     # -- span marks -------------------------------------------------------------------------------
     def span(self, source: str, start: float, end: float, *, traced: bool = False, step_num: int | None = None) -> None:

@@ -1,0 +1,130 @@
+"""Recording unchanged PyTorch scripts on CPU: steps, step times, FLOPs, compiles, report keys."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, tpu_perf_cli
+from tpu_perf import load_run
+
+pytest.importorskip("torch")
+SCRIPTS = Path(__file__).resolve().parent / "torch_scripts"
+pytestmark = pytest.mark.slow
+
+
+def record(store: Path, *args: str, env: dict[str, str] | None = None) -> tuple[object, object]:
+    proc = tpu_perf_cli("record", "-q", "--store", str(store), *args, env=env)
+    runs = sorted(p for p in store.iterdir() if p.is_dir()) if store.exists() else []
+    assert runs, proc.stderr
+    return proc, load_run(str(runs[-1]))
+
+
+def report_json(run) -> dict:
+    return json.loads(tpu_perf_cli("report", "--json", "--store", str(Path(run.url).parent), run.id, check=True).stdout)
+
+
+def exact_training_flops(B: int, S: int, D: int, H: int, L: int, V: int) -> int:
+    """Matmul FLOPs of one forward+backward (3x forward: every matmul input needs a gradient)."""
+    per_layer = 2 * B * S * D * 3 * D + 2 * (2 * B * S * S * D) + 2 * B * S * D * D + 2 * (2 * B * S * D * 4 * D)
+    forward = L * per_layer + 2 * B * S * D * V
+    return 3 * forward
+
+
+@pytest.fixture(scope="module")
+def lm_runs(tmp_path_factory) -> dict:
+    runs = {}
+    for attention, optimizer in (("manual", "adamw"), ("sdpa", "sgd")):
+        store = tmp_path_factory.mktemp(f"lm-{attention}")
+        out = store / "timing.json"
+        proc, run = record(store, "--trace-steps", "5:7", str(SCRIPTS / "lm.py"), str(out), "30", attention, optimizer)
+        assert proc.returncode == 0, proc.stderr
+        runs[attention] = (run, json.loads(out.read_text()))
+    return runs
+
+
+@pytest.mark.parametrize("attention,tolerance", [("manual", 0.02), ("sdpa", 0.05)])
+def test_steps_and_flops_match_the_script(lm_runs, attention, tolerance) -> None:
+    run, timing = lm_runs[attention]
+    doc = report_json(run)
+    assert doc["steps"]["count"] == len(timing["durations"]) == 30
+    assert doc["steps"]["source"] == "auto:optimizer"
+    exact = exact_training_flops(*timing["shape"])
+    assert doc["flops"]["per_step"] == pytest.approx(exact, rel=tolerance)
+    assert doc["flops"]["source"] == ("flop_counter+analytic" if attention == "sdpa" else "flop_counter")
+    row = run.programs.iloc[0]
+    assert bool(row["is_step"]) and row["counted_step"] == 1
+    assert (row["analytic_flops"] > 0) == (attention == "sdpa")
+
+
+def test_step_times_match_an_independent_clock(lm_runs) -> None:
+    run, timing = lm_runs["manual"]
+    doc = report_json(run)
+    steps = run.steps
+    steady = steps[(steps["step"] >= doc["steps"]["warmup"]) & ~steps["traced"] & ~steps["instrumented"]]
+    assert len(steady) == doc["steps"]["steady"] >= 20
+    independent = statistics.median(timing["durations"][i] for i in steady["step"])
+    assert doc["steps"]["median_s"] == pytest.approx(independent, rel=0.05)  # same steps, two clocks
+    assert steps["instrumented"].sum() == 1 and steps["traced"].sum() == 2  # kept out of the statistics
+    assert (run.list_files("trace") and any(f.endswith(".pt.trace.json.gz") for f in run.list_files("trace")))
+
+
+def test_report_json_has_the_keys_of_a_jax_run(lm_runs, tmp_path) -> None:
+    pytest.importorskip("jax")
+    proc, jax_run = record(tmp_path / "jax", str(ROOT / "examples" / "jax_mlp.py"), "--steps", "8", "--width", "64")
+    assert proc.returncode == 0, proc.stderr
+    torch_doc, jax_doc = report_json(lm_runs["manual"][0]), report_json(jax_run)
+
+    def keys(doc: dict) -> set[str]:
+        """Sections and their keys (deeper dicts hold data, e.g. HLO analysis a torch run has not)."""
+        return set(doc) | {f"{k}.{sub}" for k, v in doc.items() if isinstance(v, dict) and k != "run" for sub in v}
+
+    assert keys(jax_doc) <= keys(torch_doc)
+    assert torch_doc["run"]["frameworks"] == ["torch"] and torch_doc["run"]["hardware"]["platform"] == "cpu"
+    assert torch_doc["compile"]["torch"]["graph_breaks"] == 0 and jax_doc["compile"]["torch"] is None
+
+
+def test_compile_reports_graph_breaks_and_recompiles(tmp_path) -> None:
+    proc, run = record(tmp_path, str(SCRIPTS / "compiled.py"))
+    assert proc.returncode == 0, proc.stderr
+    doc = report_json(run)
+    t = doc["compile"]["torch"]
+    assert t["graph_breaks"] >= 1 and "print" in t["graph_break_reasons"][0]["reason"]
+    assert t["recompiles"] >= 1 and all("size mismatch" in r["reason"] for r in t["recompile_reasons"])
+    assert doc["compile"]["count"] == t["unique_graphs"] >= 4 and doc["compile"]["after_warmup"] >= 1
+    assert doc["steps"]["count"] == 10 and doc["steps"]["compiled_after_warmup"] >= 1
+    assert any("FLOPs per step not counted" in w for w in doc["run"]["warnings"])
+    rendered = tpu_perf_cli("report", "--store", str(tmp_path), run.id, check=True).stdout
+    assert "graph break" in rendered and "recompile" in rendered
+
+
+def test_hooks_do_not_break_a_compiled_optimizer_step(tmp_path) -> None:
+    """torch's own SGD.step has graph breaks of its own: recorded or not, the same ones."""
+    out, plain = tmp_path / "counters.json", tmp_path / "plain.json"
+    proc, run = record(tmp_path / "runs", str(SCRIPTS / "compiled_opt.py"), str(out))
+    assert proc.returncode == 0, proc.stderr
+    env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+    subprocess.run([sys.executable, str(SCRIPTS / "compiled_opt.py"), str(plain)], check=True, env=env, capture_output=True, timeout=300)
+    assert json.loads(out.read_text()) == json.loads(plain.read_text())
+    assert any("tpu_perf.step()" in w for w in run.manifest["warnings"])  # invisible steps: the user is told
+
+
+@pytest.mark.parametrize("mode,source", [("profiler", "annotation"), ("explicit", "explicit")])
+def test_other_step_sources(tmp_path, mode, source) -> None:
+    proc, run = record(tmp_path, str(SCRIPTS / "variants.py"), mode, "9")
+    assert proc.returncode == 0, proc.stderr
+    doc = report_json(run)
+    assert doc["steps"]["count"] == 9 and doc["steps"]["source"] == source
+
+
+def test_no_optimizer_steps_warns_how_to_mark_them(tmp_path) -> None:
+    proc, run = record(tmp_path, str(SCRIPTS / "variants.py"), "manual", "5")
+    assert proc.returncode == 0
+    assert len(run.steps) == 0
+    assert any("torch.tpu.optimizers" in w and "tpu_perf.step()" in w for w in run.manifest["warnings"])

@@ -1,0 +1,98 @@
+"""Pieces of the torch collector on real torch: analytic attention FLOPs, torch-tpu on CPU, faults."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, tpu_perf_cli
+from tpu_perf import load_run
+
+torch = pytest.importorskip("torch")
+SCRIPTS = Path(__file__).resolve().parent / "torch_scripts"
+
+
+def test_analytic_attention_equals_the_counted_hand_written_attention() -> None:
+    """On CPU the counter sees 0 for SDPA; our mapping must give what it counts for the matmuls."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from tpu_perf.collectors.torch.flops import attention_mapping
+
+    q, k, v = (torch.randn(2, 4, 32, 16, requires_grad=True) for _ in range(3))
+    with FlopCounterMode(display=False) as plain:
+        torch.nn.functional.scaled_dot_product_attention(q, k, v).sum().backward()
+    analytic: dict[str, int] = {}
+    with FlopCounterMode(display=False, custom_mapping=attention_mapping(torch, analytic)) as mapped:
+        torch.nn.functional.scaled_dot_product_attention(q, k, v).sum().backward()
+    with FlopCounterMode(display=False) as manual:
+        ((q @ k.transpose(-2, -1)).softmax(-1) @ v).sum().backward()
+    assert plain.get_total_flops() == 0  # the gap this fills (torch 2.13, CPU)
+    assert mapped.get_total_flops() == analytic["flops"] == manual.get_total_flops() == 3 * 4 * 2 * 4 * 32 * 32 * 16  # 3 x 2 matmuls x 2BHS^2D
+
+
+def test_importing_tpu_perf_does_not_import_torch() -> None:
+    code = "import sys, tpu_perf, tpu_perf.cli, tpu_perf.collectors.record, tpu_perf.analyzers.report; assert 'torch' not in sys.modules, 'torch imported'"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
+
+
+def test_torch_tpu_installed_without_a_tpu(tmp_path) -> None:
+    """Auto-loaded torch-tpu on a CPU machine: the example trains on CPU and is recorded."""
+    pytest.importorskip("torch_tpu")
+    store = tmp_path / "runs"
+    proc = tpu_perf_cli("record", "-q", "--store", str(store), "--no-trace", str(ROOT / "examples" / "torch_tpu_train.py"), "--steps", "6", env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "1", "TORCH_TPU_TEST_SETTING": "1"}, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    run = load_run(str(next(store.iterdir())))
+    assert len(run.steps) == 6 and run.manifest["hardware"]["platform"] == "cpu"
+    assert "torch-tpu" in run.manifest["versions"] and run.manifest["env"]["TORCH_TPU_TEST_SETTING"] == "1"
+    assert "tpu_compile_cache" not in run.manifest["torch"]  # no TPU: not asked (it would raise)
+
+
+def test_cache_stats_reader_survives_torch_tpu_without_a_tpu() -> None:
+    pytest.importorskip("torch_tpu")
+    code = (
+        "import torch, torch_tpu\n"
+        "from tpu_perf.collectors.torch.compiles import tpu_cache_stats\n"
+        "from tpu_perf.collectors.torch.device import accelerator_type\n"
+        "print(tpu_cache_stats(torch) is None or isinstance(tpu_cache_stats(torch), dict), accelerator_type(torch))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split()[-2:] == ["True", "None"]
+
+
+@pytest.mark.parametrize("mode,status,code", [("raise", "failed", 1), ("sigint", "interrupted", 130)])
+def test_script_failures_keep_the_steps(tmp_path, mode, status, code) -> None:
+    proc = tpu_perf_cli("record", "-q", "--store", str(tmp_path), str(SCRIPTS / "variants.py"), mode, "8")
+    assert proc.returncode == code, proc.stderr[-3000:]
+    run = load_run(str(next(tmp_path.iterdir())))
+    assert run.status == status and len(run.steps) == 5  # steps 0..4 finished before the fault
+
+
+def test_sigkill_leaves_a_loadable_run(tmp_path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "tpu_perf", "record", "-q", "--store", str(tmp_path), str(SCRIPTS / "variants.py"), "slow", "400"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            runs = list(tmp_path.iterdir()) if tmp_path.exists() else []
+            if runs and (runs[0] / "steps.jsonl").exists() and (runs[0] / "steps.jsonl").stat().st_size > 500:
+                break
+            time.sleep(0.2)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+    run = load_run(str(next(tmp_path.iterdir())))
+    assert run.status == "crashed" and len(run.steps) >= 3 and run.steps["source"].iloc[0] == "auto:optimizer"
+
+
+def test_bad_script_is_a_usage_error(tmp_path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("import torch\nfor i in range(:\n")
+    proc = tpu_perf_cli("record", "--store", str(tmp_path / "runs"), str(bad))
+    assert proc.returncode == 2 and "bad.py" in proc.stderr and not (tmp_path / "runs").exists()

@@ -1,0 +1,115 @@
+"""Hooks PyTorch for one recording: optimizer and profiler steps, device sync, FLOPs of one step,
+Dynamo and torch-tpu compilation, the trace window and hardware facts. Device memory (torch.cuda /
+torch.accelerator allocator stats per device) is sampled by the runtime sampler's torch source.
+
+Installed when the script imports torch (tpu-perf never imports torch itself); everything is undone
+by the returned `uninstall`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pandas as pd
+
+from tpu_perf.collectors.session import Recorder
+from tpu_perf.collectors.torch import device
+from tpu_perf.collectors.torch.compiles import DynamoCompiles, tpu_cache_stats
+from tpu_perf.collectors.torch.flops import FlopWindow
+from tpu_perf.collectors.torch.steps import OptimizerSteps, patch_profiler
+from tpu_perf.collectors.torch.trace import TorchTrace
+from tpu_perf.store import layout
+
+NO_STEPS_HINT = (
+    "no training steps were seen: steps of torch.optim optimizers are found automatically, but "
+    "torch-tpu's own optimizers (torch.tpu.optimizers, SingleTraceTrainer) and optimizer steps inside "
+    "torch.compile are not; call tpu_perf.step() at the start of each training step (or use "
+    "torch.profiler's prof.step())"
+)
+
+
+class TorchCollector:
+    """The state of one recording of a torch script."""
+
+    def __init__(self, rec: Recorder, torch: Any) -> None:
+        self.rec = rec
+        self.torch = torch
+        self.device_type: str | None = None
+        self._device_known = False
+        self._hardware_written = False
+        self._device_sync: Callable[[], None] | None = None
+        self.steps = OptimizerSteps(rec, torch, self.set_device)
+        self.flops = FlopWindow(rec, torch)
+        self.dynamo = DynamoCompiles(rec)
+
+    # -- device ---------------------------------------------------------------------------------
+    def set_device(self, device_type: str | None) -> None:
+        """The device the script trains on: fixes the sync and the memory series."""
+        if self._device_known:
+            return
+        self._device_known = True
+        self.device_type = device_type or device.accelerator_type(self.torch)
+        self._device_sync = device.sync_for(self.torch, self.device_type)
+
+    def sync(self) -> None:
+        self.dynamo.drain()
+        if self._device_sync is not None:
+            self._device_sync()
+
+    def on_boundary(self, index: int) -> None:
+        if not self._device_known:
+            self.set_device(None)
+        if not self._hardware_written:
+            self._hardware_written = True
+            if not self.rec.writer.manifest.get("hardware"):  # a JAX collector may have said it already
+                self.rec.writer.update_manifest(hardware=device.hardware(self.torch, self.device_type))
+        self.flops.on_boundary(index)
+
+    # -- end of the script ----------------------------------------------------------------------
+    def before_close(self) -> None:
+        self.flops.close()
+        self.steps.close()
+        if self.rec.steps.source is None and self.steps.steps_seen == 0:
+            self.rec.warn(NO_STEPS_HINT)
+
+    def finalize(self) -> None:
+        facts: dict[str, Any] = {"version": str(self.torch.__version__), "device_type": self.device_type, "optimizer_steps": self.steps.steps_seen}
+        dynamo = self.dynamo.summary()
+        if dynamo is not None:
+            facts["dynamo"] = dynamo
+        cache = tpu_cache_stats(self.torch) if self.device_type == "tpu" else None
+        if cache is not None:
+            facts["tpu_compile_cache"] = cache
+        self.rec.writer.update_manifest(torch=facts)
+        if self.flops.row:
+            self._write_program(self.flops.row)
+
+    def _write_program(self, row: dict[str, Any]) -> None:
+        """Add the step's row to programs.parquet, keeping rows another collector wrote."""
+        path = Path(self.rec.writer.dir) / layout.parquet_name("programs")
+        frame = pd.DataFrame([row])
+        if path.exists():
+            frame = pd.concat([pd.read_parquet(path), frame], ignore_index=True)
+        self.rec.writer.write_table("programs", frame)
+
+
+def install(rec: Recorder, torch: ModuleType) -> Callable[[], None]:
+    """Hook `torch` (already imported by the script) into `rec`; returns the undo function."""
+    collector = TorchCollector(rec, torch)
+    collector.steps.install()
+    undo_profiler = patch_profiler(rec, torch)
+    rec.add_sync(collector.sync)
+    rec.on_boundary(collector.on_boundary)
+    trace_dir = Path(rec.writer.dir) / layout.TRACE_DIR
+    rec.offer_trace(TorchTrace(torch, trace_dir, lambda: collector.device_type).control())
+    rec.add_before_close(collector.before_close)
+    rec.add_finalizer(collector.finalize)
+
+    def uninstall() -> None:
+        collector.steps.uninstall()
+        undo_profiler()
+
+    return uninstall

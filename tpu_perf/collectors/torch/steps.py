@@ -1,0 +1,133 @@
+"""Training steps of an unchanged PyTorch script: global optimizer hooks and `torch.profiler` steps.
+
+`torch.optim.optimizer.register_optimizer_step_post_hook` fires after every `torch.optim` optimizer
+step, so step *k* is the time between the end of optimizer step k-1 and the end of optimizer step k
+(forward, backward, optimizer, and whatever data loading the loop does). Step 0 starts when the last
+optimizer was created before it (`Optimizer.__init__` is wrapped for the recording), else when torch
+was imported; it is warm-up either way. A global module hook would place it better but adding or
+removing one makes every `torch.compile`d module recompile (Dynamo guards on the hook dict). What
+runs after the last optimizer step is no step, so N optimizer steps make exactly N steps.
+
+Hooks check `torch.compiler.is_compiling()` first: Dynamo folds it to a constant, so a compiled
+optimizer step traces the hook as a no-op instead of breaking the graph on a clock read. A compiled
+optimizer step is therefore invisible here; `tpu_perf.step()` marks such steps.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+from tpu_perf.collectors.session import Recorder
+from tpu_perf.collectors.torch import device
+
+SOURCE = "auto:optimizer"
+ANNOTATION = "annotation"
+
+
+class OptimizerSteps:
+    """Turns optimizer steps into step boundaries; learns the training device on the way."""
+
+    def __init__(self, rec: Recorder, torch: Any, on_device: Callable[[str | None], None]) -> None:
+        self.rec = rec
+        self.torch = torch
+        self._on_device = on_device
+        self._step0_start = rec.now()
+        self._steps_seen = 0
+        self._device_known = False
+        self._handles: list[Any] = []
+        self._compiling = torch.compiler.is_compiling
+
+    def install(self) -> None:
+        optim = importlib.import_module("torch.optim.optimizer")
+        self._handles.append(optim.register_optimizer_step_post_hook(self._post_hook))
+        cls = optim.Optimizer
+        original, steps = cls.__init__, self
+
+        @functools.wraps(original)
+        def __init__(opt: Any, *args: Any, **kwargs: Any) -> None:
+            original(opt, *args, **kwargs)
+            if steps.rec.steps.source is None:
+                steps._step0_start = steps.rec.now()
+
+        cls.__init__ = __init__
+        self._undo_init = lambda: setattr(cls, "__init__", original)
+
+    def uninstall(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+        self._undo_init()
+
+    @property
+    def steps_seen(self) -> int:
+        return self._steps_seen
+
+    # -- hooks ----------------------------------------------------------------------------------
+    def _post_hook(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        if self._compiling():
+            return
+        self._steps_seen += 1
+        if not self._device_known:
+            self._device_known = True
+            self._on_device(device.param_device_type(optimizer))
+        rec = self.rec
+        if not rec.steps.accepts(SOURCE):
+            return
+        if rec.steps.source is None:
+            self._first_step()
+        else:
+            rec.boundary(SOURCE)
+
+    def _first_step(self) -> None:
+        """Step 0 ran from the optimizer's creation to now: written after the fact, then step 1 opens."""
+        rec = self.rec
+        rec.sync()
+        end = rec.now()
+        rec.span(SOURCE, min(self._step0_start, end), end)
+        rec.before_step(rec.steps.next_index)
+        rec.steps.open(SOURCE, rec.now())
+
+    def close(self) -> None:
+        """End of the script: the time after the last optimizer step belongs to no step."""
+        if self.rec.steps.source == SOURCE:
+            self.rec.steps.discard_open()
+
+
+def patch_profiler(rec: Recorder, torch: Any) -> Callable[[], None]:
+    """`prof.start()` opens step 0 and each `prof.step()` (called at the end of an iteration, as
+    torch documents) ends one and opens the next; the step the last `prof.step()` opened is empty
+    and is dropped at `prof.stop()`, so N iterations make N steps.
+
+    Profilers tpu-perf starts itself (its trace window) carry `_tpu_perf_own` and are not steps.
+    """
+    cls = torch.profiler.profile
+    original = {name: getattr(cls, name) for name in ("start", "step", "stop")}
+
+    def start(self: Any) -> None:
+        original["start"](self)
+        if not getattr(self, "_tpu_perf_own", False):
+            rec.boundary(ANNOTATION, getattr(self, "step_num", None))
+
+    def step(self: Any) -> None:
+        if not getattr(self, "_tpu_perf_own", False):
+            rec.boundary(ANNOTATION, getattr(self, "step_num", 0) + 1)
+        original["step"](self)
+
+    def stop(self: Any) -> None:
+        if not getattr(self, "_tpu_perf_own", False) and rec.steps.source == ANNOTATION:
+            rec.steps.discard_open()  # opened by the last prof.step(): no iteration ran in it
+        original["stop"](self)
+
+    for name, fn in (("start", start), ("step", step), ("stop", stop)):
+        fn.__wrapped__ = original[name]  # type: ignore[attr-defined]
+        fn.__doc__ = original[name].__doc__
+        setattr(cls, name, fn)
+
+    def undo() -> None:
+        for name, fn in original.items():
+            setattr(cls, name, fn)
+
+    return undo
