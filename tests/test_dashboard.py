@@ -254,6 +254,9 @@ def test_browser_select_two_runs_and_compare(server: str, dash_store: dict, tmp_
             page.get_by_role("heading", name="Compare runs").wait_for(timeout=30_000)
             page.locator("[data-testid='stMetricValue']").first.wait_for(timeout=30_000)
             page.locator(".js-plotly-plot").nth(3).wait_for(timeout=30_000)
+            for doc in reports.values():  # Streamlit draws a page in pieces: wait for each number
+                metric = page.locator("[data-testid='stMetricValue']").filter(has_text=fmt.seconds(doc["compile"]["total_s"]))
+                metric.first.wait_for(timeout=30_000)
             values = page.locator("[data-testid='stMetricValue']").all_inner_texts()
             for doc in reports.values():
                 assert fmt.seconds(doc["steps"]["median_s"]) in values
@@ -271,8 +274,10 @@ def test_browser_select_two_runs_and_compare(server: str, dash_store: dict, tmp_
             wide = reports["wide"]  # a run page opened straight from its URL, as a shared link would
             page.goto(f"{server}/run?run={wide['run']['id']}")
             page.get_by_role("tab", name="Downloads").wait_for(timeout=30_000)
-            page.locator("[data-testid='stMetricValue']").first.wait_for(timeout=30_000)
-            assert fmt.seconds(wide["steps"]["median_s"]) in page.locator("[data-testid='stMetricValue']").all_inner_texts()
+            median = fmt.seconds(wide["steps"]["median_s"])
+            shown = page.locator("[data-testid='stMetricValue']").filter(has_text=median)
+            shown.first.wait_for(timeout=30_000)  # Streamlit draws a page in pieces: wait for this one
+            assert median in page.locator("[data-testid='stMetricValue']").all_inner_texts()
         finally:
             browser.close()
     assert shot.stat().st_size > 50_000
