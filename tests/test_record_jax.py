@@ -173,3 +173,17 @@ def test_recording_keeps_no_step_outputs_alive(tmp_path: Path) -> None:
     counts = json.loads(out.read_text())
     assert counts["max"] <= counts["first"] + 11  # one step's outputs in flight at most, not 200
     assert len(load_run(next((tmp_path / "runs").iterdir())).steps) == 200
+
+
+def test_top_ops_carry_fusion_kinds_from_the_step_hlo(auto_run) -> None:
+    from tpu_perf.analyzers.hlo import parse_hlo
+
+    run, _ = auto_run
+    doc = build_report(run)
+    module = parse_hlo(run.read_text(doc["programs"][0]["hlo_file"]))
+    kinds = {i.name: i.fusion_kind for i in module.instructions() if i.opcode == "fusion"}
+    top = doc["ops"]["top"]
+    fused = [o for o in top if o["name"] in kinds]
+    assert fused, "the CPU trace names ops after HLO fusions"
+    assert all(o["fusion_kind"] == kinds[o["name"]] for o in fused)
+    assert all(o["fusion_kind"] is None for o in top if o["name"] not in kinds and o["name"].split(".")[0] in {"dot", "copy"})

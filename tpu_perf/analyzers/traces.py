@@ -19,6 +19,25 @@ def _value(v: Any) -> Any:
     return v.item() if hasattr(v, "item") else v
 
 
+def hlo_fusion_kinds(run: Run) -> dict[str, str]:
+    """Fusion kind by instruction name, from the optimized HLO the run saved (recorded runs).
+
+    A trace names ops after HLO instructions; on CPU and GPU the trace does not carry the fusion
+    kind, but the HLO does (`%multiply_tanh_fusion = ... fusion(...), kind=kLoop`).
+    """
+    from tpu_perf.analyzers.hlo import run_hlo
+
+    programs = run.programs
+    if programs.empty or "hlo_file" not in programs:
+        return {}
+    kinds: dict[str, str] = {}
+    for relpath in programs["hlo_file"].dropna():
+        if run.exists(relpath):
+            module = run_hlo(run, relpath)
+            kinds.update({i.name: i.fusion_kind for i in module.instructions() if i.fusion_kind})
+    return kinds
+
+
 def top_ops(run: Run, n: int = TOP_OPS) -> list[dict[str, Any]]:
     """The `n` ops with the most device time, per device (a row per device and op)."""
     ops = run.table("ops")
@@ -26,6 +45,9 @@ def top_ops(run: Run, n: int = TOP_OPS) -> list[dict[str, Any]]:
         return []
     keep = ["name", "category", "fusion_kind", "occurrences", "total_time_s", "self_time_s", "flops", "bytes_accessed", "arithmetic_intensity", "bound", "op_class", "device", "program"]
     top = ops.sort_values("total_time_s", ascending=False).head(n).reindex(columns=keep)
+    if top["fusion_kind"].isna().any():
+        kinds = hlo_fusion_kinds(run)
+        top["fusion_kind"] = top["fusion_kind"].fillna(top["name"].map(kinds))
     return [{k: _value(v) for k, v in row.items()} for row in top.to_dict("records")]
 
 

@@ -19,11 +19,11 @@ def _ops(doc: dict[str, Any]) -> RenderableType | None:
     parts: list[RenderableType] = []
     if ops:
         table = Table(title="Top ops by device time (trace)", title_justify="left")
-        for col in ("op", "device", "fusion", "count", "time", "FLOPs", "bound"):
+        for col in ("op", "device", "fusion kind", "count", "time", "FLOPs", "bound"):
             table.add_column(col, overflow="fold")
         for o in ops[:SHOWN_OPS]:
             table.add_row(
-                str(o["name"])[:40], str(o["device"]), str(o["fusion_kind"] or o["category"] or "")[:16], str(o["occurrences"]),
+                str(o["name"])[:40], str(o["device"]), str(o["fusion_kind"] or "-"), str(o["occurrences"]),
                 fmt.seconds(o["total_time_s"]), fmt.flops(o["flops"]), str(o["bound"] or "n/a"),
             )
         parts.append(table)
