@@ -56,42 +56,9 @@ def _run(run: Run, doc: dict[str, Any]) -> None:
 @section
 def _steps(run: Run, doc: dict[str, Any]) -> None:
     stats = analyze_steps(run)
-    doc["steps"] = {
-        "count": stats.count,
-        "warmup": stats.warmup,
-        "steady": stats.steady,
-        "traced": stats.traced,
-        "compiled_after_warmup": stats.compiled_after_warmup,
-        "source": stats.source,
-        "median_s": stats.median_s,
-        "mean_s": stats.mean_s,
-        "p10_s": stats.p10_s,
-        "p90_s": stats.p90_s,
-        "min_s": stats.min_s,
-        "max_s": stats.max_s,
-        "total_s": stats.total_s,
-        "steps_per_s": stats.steps_per_s,
-        "tokens_per_step": stats.tokens_per_step,
-        "tokens_per_s": stats.tokens_per_s,
-    }
+    doc["steps"] = asdict(stats)
     stats_f = analyze_flops(run, stats)
-    doc["flops"] = {
-        "per_step": stats_f.per_step,
-        "source": stats_f.source,
-        "per_device_step": stats_f.per_device_step,
-        "devices": stats_f.devices,
-        "chips": stats_f.chips,
-        "devices_per_chip": stats_f.devices_per_chip,
-        "achieved_tflops": stats_f.achieved_tflops,
-        "achieved_tflops_per_device": stats_f.achieved_tflops_per_device,
-        "achieved_tflops_per_chip": stats_f.achieved_tflops_per_chip,
-        "chip": stats_f.chip,
-        "peak_tflops_per_device": stats_f.peak_tflops_per_device,
-        "peak_tflops_per_chip": stats_f.peak_tflops_per_chip,
-        "peak_source": stats_f.peak_source,
-        "precision": stats_f.precision,
-        "utilization": stats_f.utilization,
-    }
+    doc["flops"] = asdict(stats_f)
     model = analyze_model_mfu(run, stats, stats_f)
     basis = "model_flops" if model.mfu_per_device is not None else "hardware_flops" if stats_f.utilization is not None else None
     doc["mfu"] = model.mfu_per_device if basis == "model_flops" else stats_f.utilization
@@ -102,16 +69,7 @@ def _steps(run: Run, doc: dict[str, Any]) -> None:
 @section
 def _compile(run: Run, doc: dict[str, Any]) -> None:
     stats = analyze_compiles(run)
-    doc["compile"] = {
-        "count": stats.count,
-        "total_s": stats.total_s,
-        "after_warmup": stats.after_warmup,
-        "after_warmup_s": stats.after_warmup_s,
-        "after_warmup_functions": stats.after_warmup_functions,
-        "cache_hits": stats.cache_hits,
-        "cache_misses": stats.cache_misses,
-        "slowest": [{"function": f, "duration_s": d} for f, d in stats.slowest],
-    }
+    doc["compile"] = {**asdict(stats), "slowest": [{"function": f, "duration_s": d} for f, d in stats.slowest]}
 
 
 @section
