@@ -47,7 +47,8 @@ def top_ops(run: Run, n: int = TOP_OPS) -> list[dict[str, Any]]:
     top = ops.sort_values("total_time_s", ascending=False).head(n).reindex(columns=keep)
     if top["fusion_kind"].isna().any():
         kinds = hlo_fusion_kinds(run)
-        top["fusion_kind"] = top["fusion_kind"].fillna(top["name"].map(kinds))
+        known = top["fusion_kind"].astype(object)
+        top["fusion_kind"] = known.where(known.notna(), top["name"].map(kinds).astype(object))
     return [{k: _value(v) for k, v in row.items()} for row in top.to_dict("records")]
 
 
