@@ -187,3 +187,13 @@ def test_top_ops_carry_fusion_kinds_from_the_step_hlo(auto_run) -> None:
     assert fused, "the CPU trace names ops after HLO fusions"
     assert all(o["fusion_kind"] == kinds[o["name"]] for o in fused)
     assert all(o["fusion_kind"] is None for o in top if o["name"] not in kinds and o["name"].split(".")[0] in {"dot", "copy"})
+
+
+def test_a_loop_with_no_detectable_step_says_how_to_mark_steps(tmp_path: Path) -> None:
+    proc = tpu_perf_cli("record", "-q", "--store", str(tmp_path / "runs"), str(ROOT / "tests" / "scripts" / "jax_pmap.py"))
+    assert proc.returncode == 0, proc.stderr
+    run = load_run(next((tmp_path / "runs").iterdir()))
+    assert run.status == "completed" and run.steps.empty
+    assert any("no training steps found" in w and "tpu_perf.step()" in w for w in run.manifest["warnings"])
+    assert "no training steps found" in proc.stderr
+    assert json.loads(tpu_perf_cli("report", "--json", run.url, check=True).stdout)["steps"]["count"] == 0

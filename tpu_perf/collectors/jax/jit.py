@@ -175,6 +175,7 @@ class JitTracker:
             return
         called = [f for f in self.functions if len(f.spans) >= 2]
         if not called:
+            self.rec.warn("no training steps found: no jitted function was called twice at top level (jax.pmap and ahead-of-time compiled calls are not seen); mark steps with tpu_perf.step() or jax.profiler.StepTraceAnnotation")
             return
         chosen = max(called, key=lambda f: len(f.spans))
         self.rec.warn(f"no jitted function carried state between calls; took the most-called one, {chosen.name}, as the step (mark steps with tpu_perf.step() to be sure)")
