@@ -81,3 +81,28 @@ def test_record_rejects_bad_model_before_running(tmp_path: Path) -> None:
         proc = tpu_perf_cli("record", "--store", str(tmp_path / "runs"), *args, script, "--steps", "2", env={"COLUMNS": "400"})
         assert proc.returncode == 2 and flag in proc.stderr, proc.stderr
         assert not (tmp_path / "runs").exists()
+
+
+def test_convention_chosen_at_record_time_and_overridden_at_report_time(runs: dict, tmp_path: Path) -> None:
+    store = runs["store"]
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(TINY))
+    script = str(ROOT / "examples" / "jax_mlp.py")
+    tpu_perf_cli("record", "--store", store, "--name", "palm", "--hf-config", str(config), "--convention", "PaLM", "--chip", "v5p", "--tokens-per-step", str(TOKENS), "--no-trace", "-q", script, "--steps", "6", check=True)
+    run = load_run("palm", store=store)
+    arch = Architecture.from_dict(run.manifest["config"]["architecture"])
+    doc = build_report(run)
+    assert doc["options"]["convention"] == "palm" == doc["mfu_detail"]["convention"]
+    assert doc["mfu_detail"]["flops_per_token"] == pytest.approx(CONVENTIONS["palm"].fn(arch).flops_per_token)
+    over = json.loads(tpu_perf_cli("report", "--store", store, "palm", "--json", "--convention", "maxtext-legacy", check=True).stdout)
+    assert over["options"]["convention"] == "maxtext-legacy" == over["mfu_detail"]["convention"]
+    assert over["mfu_detail"]["flops_per_token"] == pytest.approx(CONVENTIONS["maxtext-legacy"].fn(arch).flops_per_token)
+    assert over["mfu"] == pytest.approx(doc["mfu"] * over["mfu_detail"]["flops_per_token"] / doc["mfu_detail"]["flops_per_token"])
+    bad = tpu_perf_cli("report", "--store", store, "palm", "--convention", "palmm")
+    assert bad.returncode == 2 and "--convention 'palmm': unknown convention; did you mean palm" in bad.stderr
+
+
+def test_record_rejects_an_unknown_convention_before_running(tmp_path: Path) -> None:
+    proc = tpu_perf_cli("record", "--store", str(tmp_path / "runs"), "--convention", "megatron", str(ROOT / "examples" / "jax_mlp.py"))
+    assert proc.returncode == 2 and "--convention 'megatron': unknown convention" in proc.stderr
+    assert not (tmp_path / "runs").exists()

@@ -87,6 +87,7 @@ def record(
     chip: Annotated[str | None, typer.Option(help="Chip name (v6e, h100, ...) when detection is wrong or impossible.")] = None,
     model: Annotated[str | None, typer.Option(help="Model preset (llama3-8b, ...) for model-FLOPs MFU; see `tpu-perf mfu --help`.")] = None,
     hf_config: Annotated[str | None, typer.Option(help="Hugging Face config.json of the model, for model-FLOPs MFU.")] = None,
+    convention: Annotated[str | None, typer.Option(help="Model-FLOPs convention for MFU (maxtext, palm, torchtitan, ...; default maxtext).")] = None,
     warmup_steps: Annotated[int | None, typer.Option(help="Steps to treat as warm-up (default: leading steps that compiled, at least 1).", min=0)] = None,
     sample_interval: Annotated[float, typer.Option(help="Seconds between runtime samples (HBM, duty cycle, host); see docs/runtime.md.", min=0.01)] = DEFAULT_SAMPLE_INTERVAL_S,
     tpu_metrics_addr: Annotated[str | None, typer.Option(envvar="TPU_PERF_TPU_METRICS_ADDR", help="HOST:PORT of libtpu's runtime metric service (default: libtpu's TPU_RUNTIME_METRICS_PORTS, else localhost:8431).", show_default=False)] = None,
@@ -122,6 +123,7 @@ def record(
         warmup_steps=warmup_steps,
         model=model,
         hf_config=hf_config,
+        convention=_convention(convention),
         architecture=architecture,
         calibration=calibration,
         sample_interval_s=sample_interval,
@@ -140,6 +142,15 @@ def record(
     )
     _print_summary(result.url, store)
     raise typer.Exit(result.outcome.exit_code)
+
+
+def _convention(name: str | None) -> str | None:
+    """Validate --convention before anything runs; returns its canonical name."""
+    if name is None:
+        return None
+    from tpu_perf.modelflops.conventions import get_convention
+
+    return get_convention(name).name
 
 
 def _model_and_calibration(model: str | None, hf_config: str | None, store: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
@@ -177,13 +188,14 @@ def report(
     run: Annotated[str, typer.Argument(help="Run id, unique prefix of one, run name, or run folder.")],
     store: StoreOption = layout.DEFAULT_STORE,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON (keys documented in the README).")] = False,
+    convention: Annotated[str | None, typer.Option(help="Model-FLOPs convention for MFU, instead of the one the run was recorded with.")] = None,
 ) -> None:
     """Show one run: step time, compiles, FLOPs and utilisation, memory, fusion, trace."""
     from tpu_perf.analyzers.report import build_report
     from tpu_perf.store import load_run
     from tpu_perf.views.report import render_report
 
-    doc = build_report(load_run(run, store=store))
+    doc = build_report(load_run(run, store=store), convention=_convention(convention))
     if as_json:
         sys.stdout.write(json.dumps(doc, indent=2, default=_json_default) + "\n")
     else:

@@ -59,7 +59,7 @@ def _steps(run: Run, doc: dict[str, Any]) -> None:
     doc["steps"] = asdict(stats)
     stats_f = analyze_flops(run, stats)
     doc["flops"] = asdict(stats_f)
-    model = analyze_model_mfu(run, stats, stats_f)
+    model = analyze_model_mfu(run, stats, stats_f, convention=(doc.get("options") or {}).get("convention"))
     basis = "model_flops" if model.mfu_per_device is not None else "hardware_flops" if stats_f.utilization is not None else None
     doc["mfu"] = model.mfu_per_device if basis == "model_flops" else stats_f.utilization
     doc["mfu_basis"] = basis
@@ -105,11 +105,14 @@ SUMMARY_SECTIONS: tuple[Section, ...] = (_run, _steps, _memory)
 the dashboard's runs page shows for every run of a store, without the trace, HLO and runtime work."""
 
 
-def build_report(run: Run, sections: Iterable[Section] | None = None) -> dict[str, Any]:
+def build_report(run: Run, sections: Iterable[Section] | None = None, *, convention: str | None = None) -> dict[str, Any]:
     """The whole report for `run`: a dict of plain values (None where a number is unknown).
 
-    `sections` (a subset of SECTIONS) builds only those keys, with the same code and numbers."""
-    doc: dict[str, Any] = {"report_version": REPORT_VERSION}
+    `sections` (a subset of SECTIONS) builds only those keys, with the same code and numbers.
+    `convention` overrides the model-FLOPs convention the run was recorded with; the document says
+    which one it used under `options`."""
+    recorded = (run.manifest.get("config") or {}).get("convention")
+    doc: dict[str, Any] = {"report_version": REPORT_VERSION, "options": {"convention": convention or recorded}}
     for fn in SECTIONS if sections is None else [fn for fn in SECTIONS if fn in set(sections)]:
         fn(run, doc)
     return doc

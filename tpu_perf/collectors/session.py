@@ -51,6 +51,8 @@ class RecordOptions:
     """A model preset name (see `tpu-perf mfu --help`) for model-FLOPs MFU."""
     hf_config: str | None = None
     """Path of a Hugging Face config.json describing the model, for model-FLOPs MFU."""
+    convention: str | None = None
+    """Model-FLOPs convention for this run's MFU (see `tpu-perf mfu --help`); None: the default."""
     architecture: dict[str, Any] | None = None
     """The model's shapes resolved from `model` / `hf_config` at record time, so the run is self-contained."""
     calibration: dict[str, Any] | None = None
