@@ -291,6 +291,6 @@ def test_runs_page_summary_sections_give_the_reports_numbers(env: dict) -> None:
 
     for doc in env["reports"].values():
         part = json.loads(json.dumps(build_report(load_run(doc["run"]["url"]), SUMMARY_SECTIONS), default=str))
-        assert set(part) == {"report_version", "run", "steps", "flops", "mfu", "mfu_basis", "mfu_detail", "memory"}
+        assert set(part) == {"report_version", "options", "run", "steps", "flops", "mfu", "mfu_basis", "mfu_detail", "memory"}
         assert part == {k: doc[k] for k in part}
         assert summarize(part) == summarize(doc) and summarize(part)["median_step_s"] == doc["steps"]["median_s"]
