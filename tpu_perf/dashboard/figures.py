@@ -46,7 +46,7 @@ def step_times(series: Sequence[tuple[str, pd.DataFrame]]) -> go.Figure:
             fig.add_trace(go.Scatter(x=warm["step"], y=warm["duration_s"] * 1e3, mode="markers", name=f"{label} · warm-up", marker={"color": colour(i), "symbol": "x", "size": 10}, legendgroup=label))
     if max_warmup:
         fig.add_vrect(x0=-0.5, x1=max_warmup - 0.5, fillcolor="grey", opacity=0.15, line_width=0, annotation_text="warm-up", annotation_position="top left")
-    fig.update_yaxes(type="log")
+    fig.update_yaxes(type="log", dtick=1)  # decades only: minor labels crowd a short axis
     return _layout(fig, "Step time over steps", xaxis_title="step", yaxis_title="step time (ms, log)")
 
 
