@@ -58,24 +58,38 @@ def _op_name(event_name: str) -> str:
     return head.strip().lstrip("%")
 
 
-def _events(line: Any, *, stats: bool = False) -> pd.DataFrame:
-    rows = []
+def _events(line: Any, *, device_time: bool = False) -> pd.DataFrame:
+    """Name, start and duration columns in one pass; `device_time` prefers the device_duration_ps stat."""
+    names, starts, durs = [], [], []
     for e in line.events:
-        st = dict(e.stats) if stats else {}
-        dur_ps = st.get("device_duration_ps")
-        rows.append((e.name, e.start_ns, float(dur_ps) / 1e3 if dur_ps is not None else e.duration_ns, st))
-    return pd.DataFrame(rows, columns=["event", "start_ns", "dur_ns", "stats"])
+        names.append(e.name)
+        starts.append(e.start_ns)
+        dur = e.duration_ns
+        if device_time:
+            for key, value in e.stats:
+                if key == "device_duration_ps":
+                    dur = float(value) / 1e3
+        durs.append(dur)
+    if not names:
+        return pd.DataFrame(columns=["event", "start_ns", "dur_ns"])
+    return pd.DataFrame({"event": names, "start_ns": starts, "dur_ns": durs})
+
+
+def _per_name(events: pd.Series, fn: Any) -> pd.Series:
+    """`fn` (a Series -> Series transform) run once per distinct event name, spread back over all events."""
+    codes, uniq = events.factorize()
+    return fn(pd.Series(uniq)).take(codes).set_axis(events.index)
 
 
 def _device_tables(device: str, plane: Any, host_index: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict[str, Any]]:
     lines = {ln.name: ln for ln in plane.lines}
     stats = dict(plane.stats)
-    modules = _events(lines["XLA Modules"]) if "XLA Modules" in lines else pd.DataFrame(columns=["event", "start_ns", "dur_ns", "stats"])
+    modules = _events(lines["XLA Modules"]) if "XLA Modules" in lines else pd.DataFrame(columns=["event", "start_ns", "dur_ns"])
     op_lines = [lines["XLA Ops"]] if "XLA Ops" in lines else [ln for name, ln in lines.items() if name.startswith("Stream")]
-    ops = pd.concat([_events(ln, stats=True).assign(line=i) for i, ln in enumerate(op_lines)], ignore_index=True) if op_lines else pd.DataFrame()
+    ops = pd.concat([_events(ln, device_time=True).assign(line=i) for i, ln in enumerate(op_lines)], ignore_index=True) if op_lines else pd.DataFrame()
     if not ops.empty:
-        ops["name"] = ops["event"].map(_op_name)
-        ops["fusion_kind"] = ops["event"].str.extract(_FUSION_KIND, expand=False)
+        ops["name"] = _per_name(ops["event"], lambda u: u.map(_op_name))
+        ops["fusion_kind"] = _per_name(ops["event"], lambda u: u.str.extract(_FUSION_KIND, expand=False))
         starts = modules["start_ns"].to_numpy(dtype=float)
         idx = np.searchsorted(starts, ops["start_ns"].to_numpy(dtype=float), side="right") - 1
         ids = modules["event"].str.extract(_PROGRAM_ID, expand=False).fillna(modules["event"]).to_numpy(dtype=object)
