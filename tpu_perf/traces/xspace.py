@@ -118,6 +118,9 @@ def _device_tables(device: str, plane: Any, host_index: int) -> tuple[pd.DataFra
     return ops, steps, programs, info
 
 
+_HOST_STATS = frozenset({"step_num", "hlo_op", "device_ordinal", "program_id", "hlo_module", "run_id"})
+
+
 def _host_tables(plane: Any, prefix: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Host markers (compile, input, step annotations) and XLA:CPU ops from a `/host:CPU` plane."""
     marks, steps, cpu_ops = [], [], []
@@ -125,17 +128,20 @@ def _host_tables(plane: Any, prefix: str) -> tuple[pd.DataFrame, pd.DataFrame, p
     for li, line in enumerate(plane.lines):
         for e in line.events:
             name = e.name
-            st = dict(e.stats)
-            start, end = e.start_ns / 1e9, (e.start_ns + e.duration_ns) / 1e9
-            if "step_num" in st and not name.startswith("$"):
-                steps.append((name, int(st["step_num"]), start, end))
-            if "hlo_op" in st:
+            st = None  # only the few stats a table reads: most are allocator/flow stats
+            for key, value in e.stats:
+                if key in _HOST_STATS:
+                    st = st or {}
+                    st[key] = value
+            if st and "step_num" in st and not name.startswith("$"):
+                steps.append((name, int(st["step_num"]), e.start_ns / 1e9, (e.start_ns + e.duration_ns) / 1e9))
+            if st and "hlo_op" in st:
                 cpu_ops.append((f"{prefix}CPU:{st.get('device_ordinal', 0)}", li, str(st["hlo_op"]), str(st.get("program_id", st.get("hlo_module", ""))), st.get("run_id"), e.start_ns, float(e.duration_ns)))
                 continue
             if name not in mark_of:  # names repeat: each is searched once
                 mark_of[name] = "compile" if _COMPILE.search(name) else "input" if _INPUT.search(name) else None
             if mark_of[name]:
-                marks.append((f"{prefix}host", mark_of[name], name, start, end))
+                marks.append((f"{prefix}host", mark_of[name], name, e.start_ns / 1e9, (e.start_ns + e.duration_ns) / 1e9))
     host = pd.DataFrame(marks, columns=list(TIMELINE_COLUMNS))
     st_df = pd.DataFrame(steps, columns=["name", "step_num", "start_s", "end_s"]).sort_values("start_s", kind="stable")
     if not st_df.empty:
