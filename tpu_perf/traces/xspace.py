@@ -81,6 +81,15 @@ def _per_name(events: pd.Series, fn: Any) -> pd.Series:
     return fn(pd.Series(uniq)).take(codes).set_axis(events.index)
 
 
+def _line_self_ns(ops: pd.DataFrame) -> np.ndarray:
+    """Self time of each op, nesting taken within its own line (rows picked by index arrays, no per-group frames)."""
+    start, end = ops["start_ns"].to_numpy(float), ops["end_ns"].to_numpy(float)
+    out = np.zeros(len(ops))
+    for rows in ops.groupby("line").indices.values():
+        out[rows] = self_times(start[rows], end[rows])
+    return out
+
+
 def _device_tables(device: str, plane: Any, host_index: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict[str, Any]]:
     lines = {ln.name: ln for ln in plane.lines}
     stats = dict(plane.stats)
@@ -95,9 +104,7 @@ def _device_tables(device: str, plane: Any, host_index: int) -> tuple[pd.DataFra
         ids = modules["event"].str.extract(_PROGRAM_ID, expand=False).fillna(modules["event"]).to_numpy(dtype=object)
         ops["program"] = np.where(idx >= 0, ids[np.clip(idx, 0, None)] if len(ids) else None, None)
         ops["end_ns"] = ops["start_ns"] + ops["dur_ns"]
-        ops["self_ns"] = 0.0
-        for _, grp in ops.groupby("line"):
-            ops.loc[grp.index, "self_ns"] = self_times(grp["start_ns"].to_numpy(float), grp["end_ns"].to_numpy(float))
+        ops["self_ns"] = _line_self_ns(ops)
         ops["device"] = device
     steps = _events(lines["Steps"]) if "Steps" in lines else pd.DataFrame()
     if not steps.empty:
@@ -150,9 +157,7 @@ def _host_tables(plane: Any, prefix: str) -> tuple[pd.DataFrame, pd.DataFrame, p
     ops = pd.DataFrame(cpu_ops, columns=["device", "line", "name", "program", "run_id", "start_ns", "dur_ns"])
     if not ops.empty:
         ops["end_ns"] = ops["start_ns"] + ops["dur_ns"]
-        ops["self_ns"] = 0.0
-        for _, grp in ops.groupby("line"):
-            ops.loc[grp.index, "self_ns"] = self_times(grp["start_ns"].to_numpy(float), grp["end_ns"].to_numpy(float))
+        ops["self_ns"] = _line_self_ns(ops)
         ops["fusion_kind"] = None
         runs = ops.groupby(["device", "run_id", "program"], dropna=False).agg(start_ns=("start_ns", "min"), end_ns=("end_ns", "max")).reset_index()
         progs = pd.DataFrame({"lane": runs["device"], "kind": "program", "name": runs["program"].astype(str), "start_s": runs["start_ns"] / 1e9, "end_s": runs["end_ns"] / 1e9})
