@@ -168,9 +168,9 @@ def _host_tables(plane: Any, prefix: str) -> tuple[pd.DataFrame, pd.DataFrame, p
 def _aggregate(ops: pd.DataFrame, leaves: list[dict[str, Any]]) -> pd.DataFrame:
     """Per (device, program, op): occurrences, total and self time; FLOPs and bytes per occurrence
     from op_profile (which sums over all devices) times this device's occurrences."""
-    agg = ops.groupby(["device", "program", "name"], dropna=False, sort=False).agg(
-        occurrences=("name", "size"), total_ns=("dur_ns", "sum"), self_ns=("self_ns", "sum"), fusion_kind=("fusion_kind", "first")
-    ).reset_index()
+    g = ops.groupby(["device", "program", "name"], dropna=False, sort=False)  # plain reductions: named agg costs ms per call
+    sums = g[["dur_ns", "self_ns"]].sum().rename(columns={"dur_ns": "total_ns"})
+    agg = pd.concat([g.size().rename("occurrences"), sums, g["fusion_kind"].first()], axis=1).reset_index()
     agg["total_time_s"] = agg["total_ns"] / 1e9
     agg["self_time_s"] = agg["self_ns"] / 1e9
     prof = pd.DataFrame(leaves)
@@ -179,7 +179,8 @@ def _aggregate(ops: pd.DataFrame, leaves: list[dict[str, Any]]) -> pd.DataFrame:
         agg["flops"] = None
         agg["bytes_accessed"] = None
     else:
-        prof = prof.groupby(["program_id", "name"], as_index=False).agg(category=("category", "first"), occ=("occurrences", "sum"), raw_flops=("raw_flops", "sum"), raw_bytes=("raw_bytes", "sum"))
+        by_op = prof.groupby(["program_id", "name"])
+        prof = pd.concat([by_op["category"].first(), by_op[["occurrences", "raw_flops", "raw_bytes"]].sum()], axis=1).rename(columns={"occurrences": "occ"}).reset_index()
         agg = agg.merge(prof, how="left", left_on=["program", "name"], right_on=["program_id", "name"])
         per = agg["occ"].where(agg["occ"] > 0)
         agg["flops"] = agg["raw_flops"] / per * agg["occurrences"]
