@@ -21,10 +21,10 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
+
+import subprocess_measure  # bench/ is sys.path[0] when a bench runs as a script
 
 LOADERS = {
     "tpu-perf": ("from tpu_perf.traces.kineto import read_kineto", "t = read_kineto(P)"),
@@ -70,26 +70,9 @@ def make_trace(target_mb: float, out: Path, layout: str) -> Path:
     return out
 
 
-# ru_maxrss is no use here: a child inherits its parent's high-water mark across fork/exec. On
-# Linux the mark is reset by writing 5 to /proc/self/clear_refs and read back as VmHWM.
-PEAK = """import time
-def _status(key):
-    return int(next(l for l in open('/proc/self/status') if l.startswith(key)).split()[1]) * 1024
-def reset_peak():
-    open('/proc/self/clear_refs', 'w').write('5')
-    return _status('VmRSS:')
-def peak():
-    return _status('VmHWM:')"""
-
-
 def measure(loader: str, path: Path) -> tuple[float, float] | str:
     setup, run = LOADERS[loader]
-    code = f"{PEAK}\nfrom pathlib import Path; P = Path({str(path)!r})\n{setup}\nbase = reset_peak()\n_t0 = time.perf_counter()\n{run}\nprint(time.perf_counter() - _t0, peak() - base)"
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
-    if proc.returncode != 0:
-        return (proc.stderr.strip().splitlines() or ["failed"])[-1]
-    secs, peak = proc.stdout.split()[-2:]
-    return float(secs), float(peak)
+    return subprocess_measure.measure(setup, run, path)
 
 
 def main() -> None:

@@ -15,11 +15,10 @@ Run: PYTHONPATH=$PWD python bench/bench_xplane_import.py [--repeat 5] [xplane.pb
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import subprocess
-import sys
 from pathlib import Path
+
+import subprocess_measure  # bench/ is sys.path[0] when a bench runs as a script
 
 TPU = Path(__file__).resolve().parents[1] / "tests" / "data" / "tpu_v6e_x4_inference.xplane.pb"
 XPROF = ("from xprof.convert import raw_to_tool_data as rtd; from tpu_perf.traces.xprof_tools import scratch_copies\n"
@@ -35,27 +34,9 @@ LOADERS = {
 }
 
 
-# ru_maxrss is no use here: a child inherits its parent's high-water mark across fork/exec. On
-# Linux the mark is reset by writing 5 to /proc/self/clear_refs and read back as VmHWM.
-PEAK = """import time
-def _status(key):
-    return int(next(l for l in open('/proc/self/status') if l.startswith(key)).split()[1]) * 1024
-def reset_peak():
-    open('/proc/self/clear_refs', 'w').write('5')
-    return _status('VmRSS:')
-def peak():
-    return _status('VmHWM:')"""
-
-
 def measure(name: str, path: Path) -> tuple[float, float] | str:
     setup, run = LOADERS[name]
-    code = f"{PEAK}\nfrom pathlib import Path; P = Path({str(path)!r})\n{setup}\nbase = reset_peak()\n_t0 = time.perf_counter()\n{run}\nprint(time.perf_counter() - _t0, peak() - base)"
-    env = {**os.environ, "PYTHONPATH": os.getcwd(), "JAX_PLATFORMS": "cpu"}
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-    if proc.returncode != 0:
-        return (proc.stderr.strip().splitlines() or ["failed"])[-1]
-    secs, peak = proc.stdout.split()[-2:]
-    return float(secs), float(peak)
+    return subprocess_measure.measure(setup, run, path, env={"JAX_PLATFORMS": "cpu"})
 
 
 def main() -> None:
