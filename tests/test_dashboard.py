@@ -286,11 +286,11 @@ def test_browser_select_two_runs_and_compare(server: str, dash_store: dict, tmp_
 def test_runs_page_summary_sections_give_the_reports_numbers(env: dict) -> None:
     """The runs page builds only the summary sections of a report: the same numbers, key for key."""
     from tpu_perf import load_run
-    from tpu_perf.analyzers.report import SUMMARY_SECTIONS, build_report
+    from tpu_perf.analyzers.report import build_report
     from tpu_perf.dashboard.data import summarize
 
     for doc in env["reports"].values():
-        part = json.loads(json.dumps(build_report(load_run(doc["run"]["url"]), SUMMARY_SECTIONS), default=str))
+        part = build_report(load_run(doc["run"]["url"]), summary=True).to_dict()
         assert set(part) == {"report_version", "options", "run", "steps", "flops", "mfu", "mfu_basis", "mfu_detail", "memory"}
         assert part == {k: doc[k] for k in part}
         assert summarize(part) == summarize(doc) and summarize(part)["median_step_s"] == doc["steps"]["median_s"]

@@ -18,7 +18,7 @@ from tpu_perf.store import list_runs, load_run
 def _import(store: Path, path: Path, *extra: str) -> dict:
     proc = tpu_perf_cli("import", str(path), "--store", str(store), *extra, check=True)
     url = proc.stdout.strip().splitlines()[-1]
-    return build_report(load_run(url))
+    return build_report(load_run(url)).to_dict()
 
 
 def test_import_tpu_xplane_and_report(store: Path) -> None:
@@ -114,7 +114,7 @@ def test_record_writes_op_tables_from_its_trace_window(store: Path, tmp_path: Pa
     """))
     tpu_perf_cli("record", "--store", str(store), "-q", str(script), check=True)
     (run,) = list_runs(str(store))
-    doc = build_report(run)
+    doc = build_report(run).to_dict()
     assert doc["ops"]["count"] > 0 and doc["ops"]["top"][0]["device"] == "CPU:0"
     assert "matmul" in {o["op_class"] for o in doc["ops"]["top"]}
     assert sum(doc["breakdown"].values()) == pytest.approx(1.0)

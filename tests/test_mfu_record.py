@@ -40,7 +40,7 @@ def test_model_mfu_from_stored_hf_config_per_device_and_per_chip(runs: dict) -> 
     stored = run.manifest["config"]["architecture"]
     assert stored["layers"] == 2 and stored["kv_heads"] == 2  # parsed at record time: the run is self-contained
     runs["config"].unlink()  # the report must not need the file any more
-    doc = build_report(run)
+    doc = build_report(run).to_dict()
     d = doc["mfu_detail"]
     assert doc["mfu_basis"] == "model_flops" and d["convention"] == DEFAULT_CONVENTION
     fpt = CONVENTIONS[DEFAULT_CONVENTION].fn(Architecture.from_dict(stored)).flops_per_token
@@ -66,7 +66,7 @@ def test_report_renders_both_utilisations(runs: dict) -> None:
 
 
 def test_unknown_model_keeps_hardware_mfu_with_a_measured_cpu_peak(runs: dict) -> None:
-    doc = build_report(runs["plain"])
+    doc = build_report(runs["plain"]).to_dict()
     cal = json.loads((Path(runs["store"]) / "calibration.json").read_text())["cpu"]
     assert runs["plain"].manifest["config"]["calibration"]["cpu"]["tflops"] == cal["tflops"]
     f = doc["flops"]
@@ -91,7 +91,7 @@ def test_convention_chosen_at_record_time_and_overridden_at_report_time(runs: di
     tpu_perf_cli("record", "--store", store, "--name", "palm", "--hf-config", str(config), "--convention", "PaLM", "--chip", "v5p", "--tokens-per-step", str(TOKENS), "--no-trace", "-q", script, "--steps", "6", check=True)
     run = load_run("palm", store=store)
     arch = Architecture.from_dict(run.manifest["config"]["architecture"])
-    doc = build_report(run)
+    doc = build_report(run).to_dict()
     assert doc["options"]["convention"] == "palm" == doc["mfu_detail"]["convention"]
     assert doc["mfu_detail"]["flops_per_token"] == pytest.approx(CONVENTIONS["palm"].fn(arch).flops_per_token)
     over = json.loads(tpu_perf_cli("report", "--store", store, "palm", "--json", "--convention", "maxtext-legacy", check=True).stdout)

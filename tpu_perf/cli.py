@@ -5,7 +5,6 @@ Exit codes: 0 success (for `record`: the script's own exit code), 2 usage error,
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Annotated, Any
 
@@ -16,6 +15,7 @@ from rich.table import Table
 from tpu_perf import __version__
 from tpu_perf.collectors.session import DEFAULT_SAMPLE_INTERVAL_S
 from tpu_perf.errors import TpuPerfError, UsageError
+from tpu_perf.jsonio import dumps
 from tpu_perf.store import layout
 
 app = typer.Typer(
@@ -168,18 +168,19 @@ def _print_summary(url: str, store: str) -> None:
     from tpu_perf.views import format as fmt
 
     try:
-        doc = build_report(load_run(url))
+        report = build_report(load_run(url), summary=True)
     except TpuPerfError as exc:
         err.print(f"tpu-perf: run saved at {url}, but it cannot be summarised: {exc}")
         return
-    s, r = doc["steps"], doc["run"]
+    s, r = report.steps, report.run
+    device = f" ({fmt.seconds(s.device_median_s)} on the device)" if s.device_median_s is not None else ""
     err.print(
-        f"tpu-perf: run {r['id']} {r['status']}: {s['count']} steps, median {fmt.seconds(s['median_s'])}, "
-        f"utilisation {fmt.percent(doc['mfu'])}; folder {url}\n"
-        f"tpu-perf: see it with `tpu-perf report {r['id']}" + (f" --store {store}" if store != layout.DEFAULT_STORE else "") + "`",
+        f"tpu-perf: run {r.id} {r.status}: {s.count} steps, median iteration {fmt.seconds(s.median_s)}{device}, "
+        f"utilisation {fmt.percent(report.mfu.value)}; folder {url}\n"
+        f"tpu-perf: see it with `tpu-perf report {r.id}" + (f" --store {store}" if store != layout.DEFAULT_STORE else "") + "`",
         highlight=False,
     )
-    for warning in r["warnings"]:
+    for warning in r.warnings:
         err.print(f"tpu-perf: warning: {warning}", style="yellow", highlight=False)
 
 
@@ -195,17 +196,11 @@ def report(
     from tpu_perf.store import load_run
     from tpu_perf.views.report import render_report
 
-    doc = build_report(load_run(run, store=store), convention=_convention(convention))
+    report = build_report(load_run(run, store=store), convention=_convention(convention))
     if as_json:
-        sys.stdout.write(json.dumps(doc, indent=2, default=_json_default) + "\n")
+        sys.stdout.write(report.to_json() + "\n")
     else:
-        out.print(render_report(doc))
-
-
-def _json_default(value: Any) -> Any:
-    if hasattr(value, "item"):
-        return value.item()
-    return str(value)
+        out.print(render_report(report))
 
 
 @app.command("ls")
@@ -225,7 +220,7 @@ def ls(store: StoreOption = layout.DEFAULT_STORE, as_json: Annotated[bool, typer
             count, median = None, None
         rows.append({"id": run.id, "name": run.name, "status": run.status, "started_at": run.started_at, "steps": count, "median_s": median, "url": run.url})
     if as_json:
-        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        sys.stdout.write(dumps(rows) + "\n")
         return
     if not rows:
         err.print(f"no runs in {store}; record one with `tpu-perf record train.py`")

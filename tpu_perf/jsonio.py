@@ -16,8 +16,21 @@ from pathlib import PurePath
 from typing import Any
 
 
-def to_jsonable(value: Any) -> Any:
-    """`value` as plain JSON types: dataclasses become dicts, NaN/inf become None, numpy unwrapped."""
+def to_jsonable(value: Any, *, lossy: bool = False) -> Any:
+    """`value` as plain JSON types: dataclasses become dicts, NaN/inf become None, numpy unwrapped.
+
+    `lossy` writes anything else as its `str()` instead of raising (the recorder must never lose a
+    record over an odd value a script put in its config)."""
+    if lossy:
+        return _convert(value, str)
+    return _convert(value, _refuse)
+
+
+def _refuse(value: Any) -> Any:
+    raise TypeError(f"{type(value).__name__} is not JSON-serializable")
+
+
+def _convert(value: Any, other: Any) -> Any:
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, int) and not isinstance(value, bool):
@@ -27,27 +40,27 @@ def to_jsonable(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         to_dict = getattr(value, "to_dict", None)
         if callable(to_dict):
-            return to_jsonable(to_dict())
-        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+            return _convert(to_dict(), other)
+        return {f.name: _convert(getattr(value, f.name), other) for f in dataclasses.fields(value)}
     if isinstance(value, Mapping):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
+        return {str(k): _convert(v, other) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
-        return [to_jsonable(v) for v in value]
+        return [_convert(v, other) for v in value]
     if isinstance(value, enum.Enum):
-        return to_jsonable(value.value)
+        return _convert(value.value, other)
     if isinstance(value, PurePath):
         return str(value)
     item = getattr(value, "item", None)  # numpy / pandas scalars
     if callable(item) and getattr(value, "shape", None) == ():
-        return to_jsonable(item())
+        return _convert(item(), other)
     tolist = getattr(value, "tolist", None)  # numpy arrays
     if callable(tolist):
-        return to_jsonable(tolist())
+        return _convert(tolist(), other)
     if _is_missing(value):
         return None
     if hasattr(value, "isoformat"):
         return value.isoformat()
-    raise TypeError(f"{type(value).__name__} is not JSON-serializable")
+    return other(value)
 
 
 def _is_missing(value: Any) -> bool:
@@ -61,6 +74,15 @@ def _is_missing(value: Any) -> bool:
         return False
 
 
-def dumps(value: Any, *, indent: int | None = 2, sort_keys: bool = False) -> str:
+def dumps(value: Any, *, indent: int | None = 2, sort_keys: bool = False, lossy: bool = False) -> str:
     """JSON text of `value` through `to_jsonable`; never emits NaN, Infinity or a Python repr."""
-    return json.dumps(to_jsonable(value), indent=indent, sort_keys=sort_keys, allow_nan=False)
+    return json.dumps(to_jsonable(value, lossy=lossy), indent=indent, sort_keys=sort_keys, allow_nan=False)
+
+
+def dumps_record(record: Any) -> str:
+    """One compact line for an append-only table: the plain fast path first (a step record is
+    plain numbers and strings), the full conversion only when that refuses a value."""
+    try:
+        return json.dumps(record, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return json.dumps(to_jsonable(record, lossy=True), allow_nan=False, separators=(",", ":"))

@@ -1,4 +1,6 @@
-"""A JAX training loop that times its own steps with a device sync, for comparison with tpu-perf.
+"""A JAX training loop that times its own steps with a device sync, for comparison with tpu-perf:
+`step_times_s` from the step call to its outputs ready (the device view), `iteration_s` from one
+step call to the next (the iteration).
 
 Usage: jax_selftimed.py OUT_JSON [--steps N] [--mode auto|annotation|explicit|nosync] [--fail-at K]
        [--sleep S] [--reshape-at K] [--width W]
@@ -42,6 +44,7 @@ w = args.width
 params = {"w1": jnp.ones((w, w)) / w, "w2": jnp.ones((w, w)) / w}
 key = jax.random.PRNGKey(0)
 times = []
+starts = []
 t_loop = time.perf_counter()
 t_steady = None
 for i in range(args.steps):
@@ -52,6 +55,7 @@ for i in range(args.steps):
     batch = 64 if (args.reshape_at < 0 or i < args.reshape_at) else 96
     x = make_batch(jax.random.fold_in(key, i), jnp.zeros(batch))
     t0 = time.perf_counter()
+    starts.append(t0)
     if args.mode == "annotation":
         with jax.profiler.StepTraceAnnotation("train", step_num=i):
             params, loss = train_step(params, x)
@@ -72,5 +76,5 @@ for i in range(args.steps):
 jax.block_until_ready(params)
 end = time.perf_counter()
 with open(args.out, "w") as f:
-    json.dump({"step_times_s": times, "loop_s": end - t_loop, "steady_loop_s": end - t_steady if t_steady else None, "steps": args.steps}, f)
+    json.dump({"step_times_s": times, "iteration_s": [b - a for a, b in zip(starts, starts[1:])], "loop_s": end - t_loop, "steady_loop_s": end - t_steady if t_steady else None, "steps": args.steps}, f)
 print("done", float(loss))

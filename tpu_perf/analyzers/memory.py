@@ -110,10 +110,13 @@ def _fixed(run: Run, device: str, xla_args: int | None) -> tuple[int | None, str
     if xla_args:
         return xla_args, "xla_arguments"
     rows = best_rows(run, "memory")
-    rows = rows_in(rows[rows["device"] == device], steady_window(run)) if not rows.empty else rows
     if rows.empty:
         return None, None
-    return int(rows["bytes_in_use"].astype(float).min()), "sampled_minimum"
+    rows, span = rows_in(rows[rows["device"] == device], steady_window(run))
+    if rows.empty:
+        return None, None
+    basis = "sampled_minimum" if span == "the steps" else f"sampled_minimum over {span}"
+    return int(rows["bytes_in_use"].astype(float).min()), basis
 
 
 def analyze_memory(run: Run) -> MemoryStats:

@@ -8,7 +8,7 @@ The hardware-FLOPs utilisation (what XLA counts) stays in `flops.utilization`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from tpu_perf.analyzers.flops import FlopsStats, run_peak
 from tpu_perf.analyzers.steps import StepStats
@@ -96,3 +96,26 @@ def analyze_model_mfu(run: Run, steps: StepStats, flops: FlopsStats, *, conventi
         mfu_per_chip=value,
         reason=None if value is not None else reason,
     )
+
+
+@dataclass(frozen=True, kw_only=True)
+class MfuSummary:
+    """The one MFU a run is quoted by, and what it divides: model FLOPs when the model is known,
+    else the FLOPs XLA counts (hardware utilisation), else None."""
+
+    value: float | None
+    basis: str | None
+    """`model_flops`, `hardware_flops`, or None when neither is known."""
+    model: ModelMfu
+    hardware_utilization: float | None
+
+    def to_dict(self) -> dict[str, object]:
+        """The report's published keys: `mfu`, `mfu_basis`, `mfu_detail`."""
+        return {"mfu": self.value, "mfu_basis": self.basis, "mfu_detail": {**asdict(self.model), "basis": self.basis, "hardware_utilization": self.hardware_utilization}}
+
+
+def summarize_mfu(model: ModelMfu, flops: FlopsStats) -> MfuSummary:
+    if model.mfu_per_device is not None:
+        return MfuSummary(value=model.mfu_per_device, basis="model_flops", model=model, hardware_utilization=flops.utilization)
+    basis = "hardware_flops" if flops.utilization is not None else None
+    return MfuSummary(value=flops.utilization, basis=basis, model=model, hardware_utilization=flops.utilization)

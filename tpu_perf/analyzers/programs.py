@@ -1,10 +1,12 @@
-"""Fusion summaries of the programs whose optimized HLO a run saved."""
+"""Fusion summaries of the programs whose optimized HLO a run saved, and the report's `hlo` part."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from tpu_perf.analyzers.hlo import FusionSummary, fusion_summary, run_hlo
+from tpu_perf.analyzers.hlo_analysis import HloAnalysis, analyze_hlo, tile_for_chip
 from tpu_perf.errors import DataError
 from tpu_perf.store import Run
 
@@ -35,3 +37,46 @@ def analyze_fusion(run: Run) -> list[ProgramFusion]:
             raise DataError(f"{run.file_path(row.hlo_file)}: cannot be read ({exc})") from None
         out.append(ProgramFusion(function=row.function, is_step=bool(row.is_step), hlo_file=row.hlo_file, summary=fusion_summary(module)))
     return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class HloSection:
+    """The report's `hlo`: fusion figures of the step program, every program's summary, and the
+    deeper read of the step program (dots, padding, collectives, loops, unfused work)."""
+
+    programs: list[ProgramFusion]
+    analysis_function: str | None
+    analysis: HloAnalysis | None
+    program_rows: list[dict[str, Any]]
+    """The run's `programs` table as records (the report's top-level `programs`)."""
+
+    @property
+    def step(self) -> ProgramFusion | None:
+        return next((p for p in self.programs if p.is_step), self.programs[0] if self.programs else None)
+
+    def to_dict(self) -> dict[str, Any]:
+        step, a = self.step, self.analysis
+        analysis = None if a is None else {
+            "function": self.analysis_function, "dots": len(a.dots), "dot_flops_by_dtype": a.dot_flops_by_dtype, "dot_flops_share_by_dtype": a.dot_flops_share_by_dtype,
+            "padding_waste": a.padding_waste, "tile": a.tile, "collectives": a.collectives, "async_pairs": a.async_pairs, "async_overlapped": a.async_overlapped,
+            "while_loops": a.while_loops, "unfused_elementwise": a.unfused_elementwise, "unfused_elementwise_bytes": a.unfused_elementwise_bytes,
+        }  # fmt: skip
+        return {
+            "fusions": step.summary.fusions if step else None,
+            "fusions_by_kind": step.summary.fusions_by_kind if step else {},
+            "top_level_instructions": step.summary.top_level_instructions if step else None,
+            "programs": [p.to_dict() for p in self.programs],
+            "analysis": analysis,
+        }
+
+
+def analyze_hlo_section(run: Run, *, chip: str | None) -> HloSection:
+    """`chip` sets the matmul tile the padding figures are judged against (the run's chip)."""
+    fusion = analyze_fusion(run)
+    table = run.programs
+    rows = table.astype(object).where(table.notna(), None).to_dict("records") if not table.empty else []
+    step = next((r for r in rows if r.get("is_step")), rows[0] if rows else None)
+    if step is None or not isinstance(step.get("hlo_file"), str) or not run.exists(step["hlo_file"]):
+        return HloSection(programs=fusion, analysis_function=None, analysis=None, program_rows=rows)
+    analysis = analyze_hlo(run_hlo(run, step["hlo_file"]), tile=tile_for_chip(chip))
+    return HloSection(programs=fusion, analysis_function=step["function"], analysis=analysis, program_rows=rows)

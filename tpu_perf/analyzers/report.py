@@ -1,122 +1,104 @@
-"""The report document: every analyzer's answer for one run, as plain JSON-able data.
+"""The report: every analyzer's answer for one run, as one frozen, typed document.
 
-`tpu-perf report --json` prints it; the terminal view and the dashboard render it. Sections are
-registered functions so each analyzer family adds its part without touching the others. Keys are
+`build_report` calls the analyzers in one explicit order, handing each what it needs from the
+earlier ones (no section reads another's keys), and `Report.to_dict()` is the one place the
+document becomes JSON-shaped data (`tpu-perf report --json`, the dashboard's caches). Keys are
 documented in the README ("report --json keys"); a key, once published, keeps its meaning.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import asdict
+from dataclasses import dataclass
 from typing import Any
 
-from tpu_perf.analyzers.compiles import analyze_compiles
-from tpu_perf.analyzers.flops import analyze_flops
-from tpu_perf.analyzers.memory import analyze_memory
-from tpu_perf.analyzers.mfu import analyze_model_mfu
-from tpu_perf.analyzers.programs import analyze_fusion
-from tpu_perf.analyzers.steps import analyze_steps
+from tpu_perf.analyzers.compiles import CompileStats, analyze_compiles
+from tpu_perf.analyzers.flops import FlopsStats, analyze_flops
+from tpu_perf.analyzers.memory import MemoryStats, analyze_memory
+from tpu_perf.analyzers.mfu import MfuSummary, analyze_model_mfu, summarize_mfu
+from tpu_perf.analyzers.programs import HloSection, analyze_hlo_section
+from tpu_perf.analyzers.runinfo import RunInfo, analyze_run_info
+from tpu_perf.analyzers.runtime import RuntimeStats, analyze_runtime
+from tpu_perf.analyzers.steps import StepStats, analyze_steps
+from tpu_perf.analyzers.torch_compile import TorchCompileStats, analyze_torch_compile
+from tpu_perf.analyzers.traces import (
+    TraceFiles,
+    TraceSection,
+    analyze_trace_files,
+    analyze_trace_tables,
+)
+from tpu_perf.jsonio import dumps, to_jsonable
 from tpu_perf.store import Run
 
-REPORT_VERSION = 1
-
-Section = Callable[[Run, dict[str, Any]], None]
-"""Adds keys to the document; it sees what earlier sections wrote."""
-
-SECTIONS: list[Section] = []
+REPORT_VERSION = 2
+"""2: steps are wall-clock iterations with `device_median_s`/`host_median_s` beside them; unknown
+compile figures are null."""
 
 
-def section(fn: Section) -> Section:
-    SECTIONS.append(fn)
-    return fn
+@dataclass(frozen=True, kw_only=True)
+class ReportOptions:
+    convention: str | None
+    """The model-FLOPs convention the MFU used (the run's own unless overridden)."""
+    summary: bool = False
+    """Only the summary parts (run, steps, flops, MFU, memory): what the runs page shows per run."""
 
 
-@section
-def _run(run: Run, doc: dict[str, Any]) -> None:
-    m = run.manifest
-    doc["run"] = {
-        "id": run.id,
-        "name": run.name,
-        "url": run.url,
-        "status": run.status,
-        "exit_code": m.get("exit_code"),
-        "started_at": m.get("started_at"),
-        "ended_at": m.get("ended_at"),
-        "command": m.get("command"),
-        "tags": run.tags,
-        "frameworks": m.get("frameworks") or [],
-        "hardware": m.get("hardware") or {},
-        "git": m.get("git"),
-        "error": (m.get("error") or {}).get("message"),
-        "warnings": m.get("warnings") or [],
-    }
+@dataclass(frozen=True, kw_only=True)
+class Report:
+    """One run's analysis. Parts a summary report skips are None (and absent from `to_dict`)."""
+
+    options: ReportOptions
+    run: RunInfo
+    steps: StepStats
+    flops: FlopsStats
+    mfu: MfuSummary
+    memory: MemoryStats
+    compile: CompileStats | None = None
+    torch_compile: TorchCompileStats | None = None
+    hlo: HloSection | None = None
+    trace: TraceFiles | None = None
+    traces: TraceSection | None = None
+    runtime: RuntimeStats | None = None
+    report_version: int = REPORT_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-shaped document (NaN/inf as None), keys in their published order."""
+        doc: dict[str, Any] = {"report_version": self.report_version, "options": {"convention": self.options.convention}, "run": self.run, "steps": self.steps, "flops": self.flops}
+        doc.update(self.mfu.to_dict())
+        if self.compile is not None:
+            doc["compile"] = {**to_jsonable(self.compile), "torch": self.torch_compile}
+        doc["memory"] = self.memory
+        if self.hlo is not None:
+            doc["hlo"] = self.hlo
+            doc["programs"] = self.hlo.program_rows
+        if self.trace is not None:
+            doc["trace"] = self.trace
+        if self.traces is not None:
+            doc.update(self.traces.to_dict())
+        if self.runtime is not None:
+            doc["runtime"] = self.runtime
+        return to_jsonable(doc)
+
+    def to_json(self, *, indent: int | None = 2) -> str:
+        return dumps(self.to_dict(), indent=indent)
 
 
-@section
-def _steps(run: Run, doc: dict[str, Any]) -> None:
-    stats = analyze_steps(run)
-    doc["steps"] = asdict(stats)
-    stats_f = analyze_flops(run, stats)
-    doc["flops"] = asdict(stats_f)
-    model = analyze_model_mfu(run, stats, stats_f, convention=(doc.get("options") or {}).get("convention"))
-    basis = "model_flops" if model.mfu_per_device is not None else "hardware_flops" if stats_f.utilization is not None else None
-    doc["mfu"] = model.mfu_per_device if basis == "model_flops" else stats_f.utilization
-    doc["mfu_basis"] = basis
-    doc["mfu_detail"] = {**asdict(model), "basis": basis, "hardware_utilization": stats_f.utilization}
-
-
-@section
-def _compile(run: Run, doc: dict[str, Any]) -> None:
-    stats = analyze_compiles(run)
-    doc["compile"] = {**asdict(stats), "slowest": [{"function": f, "duration_s": d} for f, d in stats.slowest]}
-
-
-@section
-def _memory(run: Run, doc: dict[str, Any]) -> None:
-    doc["memory"] = asdict(analyze_memory(run))
-
-
-@section
-def _hlo(run: Run, doc: dict[str, Any]) -> None:
-    fusion = analyze_fusion(run)
-    step = next((p for p in fusion if p.is_step), fusion[0] if fusion else None)
-    doc["hlo"] = {
-        "fusions": step.summary.fusions if step else None,
-        "fusions_by_kind": step.summary.fusions_by_kind if step else {},
-        "top_level_instructions": step.summary.top_level_instructions if step else None,
-        "programs": [p.to_dict() for p in fusion],
-    }
-    programs = run.programs
-    doc["programs"] = programs.astype(object).where(programs.notna(), None).to_dict("records") if not programs.empty else []
-
-
-@section
-def _trace(run: Run, doc: dict[str, Any]) -> None:
-    files = run.list_files("trace")
-    logdir = run.file_path("trace") if files else None
-    doc["trace"] = {"files": files, "logdir": logdir}
-
-
-import tpu_perf.analyzers.traces  # noqa: E402,F401  (registers the trace sections)
-
-SUMMARY_SECTIONS: tuple[Section, ...] = (_run, _steps, _memory)
-"""The sections behind a run's one-line summary (`run`, `steps`, `flops`, `mfu*`, `memory`): what
-the dashboard's runs page shows for every run of a store, without the trace, HLO and runtime work."""
-
-
-def build_report(run: Run, sections: Iterable[Section] | None = None, *, convention: str | None = None) -> dict[str, Any]:
-    """The whole report for `run`: a dict of plain values (None where a number is unknown).
-
-    `sections` (a subset of SECTIONS) builds only those keys, with the same code and numbers.
-    `convention` overrides the model-FLOPs convention the run was recorded with; the document says
-    which one it used under `options`."""
+def build_report(run: Run, *, convention: str | None = None, summary: bool = False) -> Report:
+    """The report for `run`. `convention` overrides the model-FLOPs convention the run was recorded
+    with; `summary` builds only the parts the runs page shows, with the same code and numbers."""
     recorded = (run.manifest.get("config") or {}).get("convention")
-    doc: dict[str, Any] = {"report_version": REPORT_VERSION, "options": {"convention": convention or recorded}}
-    for fn in SECTIONS if sections is None else [fn for fn in SECTIONS if fn in set(sections)]:
-        fn(run, doc)
-    return doc
-
-
-import tpu_perf.analyzers.runtime  # noqa: E402, F401  (registers the `runtime` section)
-from tpu_perf.analyzers import torch_compile as _torch_compile  # noqa: E402,F401  (adds `compile.torch`; after `_compile`)
+    options = ReportOptions(convention=convention or recorded, summary=summary)
+    steps = analyze_steps(run)
+    flops = analyze_flops(run, steps)
+    mfu = summarize_mfu(analyze_model_mfu(run, steps, flops, convention=options.convention), flops)
+    base = {"options": options, "run": analyze_run_info(run), "steps": steps, "flops": flops, "mfu": mfu, "memory": analyze_memory(run)}
+    if summary:
+        return Report(**base)
+    return Report(
+        **base,
+        compile=analyze_compiles(run),
+        torch_compile=analyze_torch_compile(run),
+        hlo=analyze_hlo_section(run, chip=flops.chip),
+        trace=analyze_trace_files(run),
+        traces=analyze_trace_tables(run),
+        runtime=analyze_runtime(run),
+    )

@@ -7,8 +7,7 @@ of the executions during the run, and a percentile is interpolated linearly insi
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -73,6 +72,8 @@ class RuntimeStats:
     gaps: list[Gap]
     sampler_cpu_s: float | None
     """CPU time the sampler thread used in the whole run (its cost to the training process)."""
+    samples_span: str | None = None
+    """What the device figures cover: "the steps", or the whole run when no sample fell inside them."""
 
 
 def _mean(series: pd.Series | None) -> float | None:
@@ -178,8 +179,8 @@ def _sampler_cpu_s(run: Run) -> float | None:
 def analyze_runtime(run: Run) -> RuntimeStats:
     window = steady_window(run)
     table = run.table("runtime")
-    device_rows = rows_in(best_rows(run, "runtime"), window)
-    host = rows_in(table[table["device"] == "host"], window) if not table.empty else table
+    device_rows, scope = rows_in(best_rows(run, "runtime"), window)
+    host = rows_in(table[table["device"] == "host"], window)[0] if not table.empty else table
     per_device = _per_device(device_rows) if not device_rows.empty else []
     duty = device_rows.get("duty_cycle_pct") if not device_rows.empty else None
     return RuntimeStats(
@@ -191,25 +192,5 @@ def analyze_runtime(run: Run) -> RuntimeStats:
         process_cpu_pct=_mean(host.get("process_cpu_percent")) if not host.empty else None,
         gaps=gaps(run),
         sampler_cpu_s=_sampler_cpu_s(run),
+        samples_span=scope if not device_rows.empty else None,
     )
-
-
-def _clean(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def runtime_section(run: Run, doc: dict[str, Any]) -> None:
-    """`runtime` in `report --json` (keys in docs/runtime.md)."""
-    stats = analyze_runtime(run)
-    doc["runtime"] = {k: _clean(v) for k, v in asdict(stats).items()}
-
-
-def _register() -> None:
-    from tpu_perf.analyzers.report import section
-
-    section(runtime_section)
-
-
-_register()

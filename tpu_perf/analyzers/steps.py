@@ -1,4 +1,10 @@
-"""Step-time statistics: warm-up, steady state, throughput."""
+"""Step-time statistics: warm-up, steady state, throughput.
+
+A step's `duration_s` is the wall-clock iteration (consecutive steps tile the loop), so the median
+step, steps/s, tokens/s, achieved TFLOP/s and MFU are what the loop delivers. `device_s` is the
+step's device view (dispatch to outputs ready) where the collector knows it; the gap between the
+two medians is host time per iteration: input work, syncs, logging.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +19,11 @@ from tpu_perf.store.layout import source_rank
 
 @dataclass(frozen=True, kw_only=True)
 class StepStats:
-    """Steady state excludes warm-up steps, steps that compiled and steps inside the trace window."""
+    """Steady state excludes warm-up steps, steps that compiled and steps inside the trace window.
+
+    `*_s` statistics are of the iteration; `device_median_s` of the device time in it (None where
+    the collector cannot see device time, e.g. PyTorch); `host_median_s` the median of iteration
+    minus device time per step."""
 
     count: int
     warmup: int
@@ -27,10 +37,14 @@ class StepStats:
     p90_s: float | None
     min_s: float | None
     max_s: float | None
+    device_median_s: float | None
+    host_median_s: float | None
     total_s: float | None
     steps_per_s: float | None
     tokens_per_step: int | None
     tokens_per_s: float | None
+    note: str | None = None
+    """Said when the statistics are less than they look (e.g. only traced steps were left)."""
 
 
 def run_steps(run: Run) -> pd.DataFrame:
@@ -66,15 +80,41 @@ def warmup_count(steps: pd.DataFrame, override: int | None = None) -> int:
 
 
 def steady_mask(steps: pd.DataFrame, warmup: int) -> pd.Series:
+    """Steps after warm-up that did not compile, and (when any is left) that are not the tail step
+    and that tpu-perf did no extra work in; when only such steps are left they are kept, and
+    `StepStats.note` says so."""
     mask = (np.arange(len(steps)) >= warmup) & ~_flags(steps["compiled"])
-    extra = np.zeros(len(steps), dtype=bool)
-    for column in ("traced", "instrumented"):  # steps where tpu-perf itself did extra work
-        if column in steps:
-            flags = steps[column]
-            extra |= _flags(flags if flags.dtype == bool else flags.fillna(False))
+    if "tail" in steps:  # the last step: no next step ended its iteration
+        tail = steps["tail"].eq(True).to_numpy()
+        if (mask & ~tail).any():
+            mask &= ~tail
+    extra = _extra_work(steps)
     if (mask & ~extra).any():
         mask &= ~extra
     return pd.Series(mask, index=steps.index)
+
+
+def _extra_work(steps: pd.DataFrame) -> np.ndarray:
+    """Steps where tpu-perf itself did extra work (its trace window, a FLOP-counting step)."""
+    extra = np.zeros(len(steps), dtype=bool)
+    for column in ("traced", "instrumented"):
+        if column in steps:
+            flags = steps[column]
+            extra |= _flags(flags if flags.dtype == bool else flags.fillna(False))
+    return extra
+
+
+def _device_view(steps: pd.DataFrame, mask: np.ndarray) -> tuple[float | None, float | None]:
+    """Medians of device time and of host time (iteration minus device) over the steady steps that
+    have a device time; (None, None) when none has one."""
+    if "device_s" not in steps:
+        return None, None
+    device = pd.to_numeric(steps["device_s"], errors="coerce").to_numpy(dtype=float)
+    known = mask & ~np.isnan(device)
+    if not known.any():
+        return None, None
+    host = steps["duration_s"].to_numpy(dtype=float)[known] - device[known]
+    return float(np.median(device[known])), float(np.median(np.maximum(host, 0.0)))
 
 
 def _flags(column: pd.Series) -> np.ndarray:
@@ -88,10 +128,14 @@ def analyze_steps(run: Run, *, warmup_steps: int | None = None) -> StepStats:
     tokens = config.get("tokens_per_step")
     warmup = warmup_count(steps, warmup_steps if warmup_steps is not None else config.get("warmup_steps"))
     if steps.empty:
-        return StepStats(count=0, warmup=0, steady=0, compiled_after_warmup=0, traced=0, source=None, median_s=None, mean_s=None, p10_s=None, p90_s=None, min_s=None, max_s=None, total_s=None, steps_per_s=None, tokens_per_step=tokens, tokens_per_s=None)
-    mask = steady_mask(steps, warmup)
-    durations = steps["duration_s"].to_numpy(dtype=float)[mask.to_numpy()]
+        return StepStats(count=0, warmup=0, steady=0, compiled_after_warmup=0, traced=0, source=None, median_s=None, mean_s=None, p10_s=None, p90_s=None, min_s=None, max_s=None, device_median_s=None, host_median_s=None, total_s=None, steps_per_s=None, tokens_per_step=tokens, tokens_per_s=None)
+    mask = steady_mask(steps, warmup).to_numpy()
+    all_durations = steps["duration_s"].to_numpy(dtype=float)
+    durations = all_durations[mask & ~np.isnan(all_durations)]
+    device_median, host_median = _device_view(steps, mask)
     after = steps.iloc[warmup:]
+    own_work = 0 if run.manifest.get("imported") else int((mask & _extra_work(steps)).sum())
+    note = f"every steady step ran inside tpu-perf's trace window or FLOP count: the statistics include those {own_work} slower steps (record more steps, or move --trace-steps)" if own_work else None
 
     def stat(fn: object) -> float | None:
         return float(fn(durations)) if durations.size else None  # type: ignore[operator]
@@ -110,8 +154,11 @@ def analyze_steps(run: Run, *, warmup_steps: int | None = None) -> StepStats:
         p90_s=stat(lambda d: np.percentile(d, 90)),
         min_s=stat(np.min),
         max_s=stat(np.max),
-        total_s=float(steps["duration_s"].sum()),
+        device_median_s=device_median,
+        host_median_s=host_median,
+        total_s=float(np.nansum(all_durations)),
         steps_per_s=1.0 / median if median else None,
         tokens_per_step=tokens,
         tokens_per_s=tokens / median if (tokens and median) else None,
+        note=note,
     )

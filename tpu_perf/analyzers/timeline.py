@@ -193,9 +193,17 @@ def _detail_between(details: dict[float, str], start: float, end: float) -> str 
     return next((d for t, d in sorted(details.items()) if start <= t <= end), None)
 
 
-def rows_in(table: pd.DataFrame, window: tuple[float, float] | None) -> pd.DataFrame:
-    """Rows whose time falls in `window` (all rows when there is none or none fall in it)."""
-    if window is None or table.empty:
-        return table
+WHOLE_RUN_NO_STEPS = "the whole run (it has no steps)"
+WHOLE_RUN_NO_SAMPLE = "the whole run (no sample fell inside the steps)"
+
+
+def rows_in(table: pd.DataFrame, window: tuple[float, float] | None) -> tuple[pd.DataFrame, str]:
+    """Rows whose time falls in `window`, and the span they cover: "the steps", or one of the
+    WHOLE_RUN_* phrases when there is no window or no row falls in it (all rows are then used,
+    and the report says so)."""
+    if window is None:
+        return table, WHOLE_RUN_NO_STEPS
+    if table.empty:
+        return table, "the steps"
     inside = table[(table["time_s"] >= window[0]) & (table["time_s"] <= window[1])]
-    return inside if not inside.empty else table
+    return (inside, "the steps") if not inside.empty else (table, WHOLE_RUN_NO_SAMPLE)

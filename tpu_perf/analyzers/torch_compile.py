@@ -7,12 +7,11 @@ the manifest's `torch` facts. The common `compile.*` keys stay as every run has 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
-from tpu_perf.analyzers.report import section
 from tpu_perf.store import Run
 
 
@@ -54,9 +53,3 @@ def analyze_torch_compile(run: Run) -> TorchCompileStats | None:
         compile_time_s=float(builds["duration_s"].sum()) if not builds.empty else 0.0,
         tpu_compile_cache=facts.get("tpu_compile_cache"),
     )
-
-
-@section
-def _torch_compile(run: Run, doc: dict[str, Any]) -> None:
-    stats = analyze_torch_compile(run)
-    doc.setdefault("compile", {})["torch"] = asdict(stats) if stats is not None else None

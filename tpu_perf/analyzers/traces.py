@@ -1,13 +1,13 @@
-"""Report sections from the trace tables: top ops, the step-time breakdown, devices."""
+"""The report's trace parts: the trace folder, top ops, the step-time breakdown, devices."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
 from tpu_perf.analyzers.breakdown import analyze_breakdown
-from tpu_perf.analyzers.report import section
 from tpu_perf.store import Run
 
 TOP_OPS = 20
@@ -52,45 +52,60 @@ def top_ops(run: Run, n: int = TOP_OPS) -> list[dict[str, Any]]:
     return [{k: _value(v) for k, v in row.items()} for row in top.to_dict("records")]
 
 
-@section
-def _trace_tables(run: Run, doc: dict[str, Any]) -> None:
+@dataclass(frozen=True, kw_only=True)
+class TraceFiles:
+    """The run's trace folder (opens in XProf/TensorBoard/Perfetto), None when it has no trace."""
+
+    files: list[str]
+    logdir: str | None
+
+
+def analyze_trace_files(run: Run) -> TraceFiles:
+    files = run.list_files("trace")
+    return TraceFiles(files=files, logdir=run.file_path("trace") if files else None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TraceSection:
+    """What the trace window's tables say: top ops, the step-time breakdown, devices, device steps."""
+
+    op_count: int
+    op_time_s: float | None
+    top: list[dict[str, Any]]
+    breakdown: dict[str, float]
+    breakdown_window: str
+    breakdown_steps: list[dict[str, Any]]
+    devices: list[dict[str, Any]]
+    device_step_count: int
+    device_step_median_s: float | None
+    device_step_source: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report's published keys: `ops`, `breakdown`, `breakdown_detail`, `devices`, `device_steps`."""
+        return {
+            "ops": {"count": self.op_count, "total_time_s": self.op_time_s, "top": self.top},
+            "breakdown": self.breakdown,
+            "breakdown_detail": {"window": self.breakdown_window, "steps": self.breakdown_steps},
+            "devices": self.devices,
+            "device_steps": {"count": self.device_step_count, "median_s": self.device_step_median_s, "source": self.device_step_source},
+        }
+
+
+def analyze_trace_tables(run: Run) -> TraceSection:
     ops = run.table("ops")
-    doc["ops"] = {"count": int(len(ops)), "total_time_s": float(ops["total_time_s"].sum()) if not ops.empty else None, "top": top_ops(run)}
     bd = analyze_breakdown(run)
-    per_step = bd.per_step
-    doc["breakdown"] = dict(bd.fractions)
-    doc["breakdown_detail"] = {
-        "window": bd.window,
-        "steps": [{k: _value(v) for k, v in r.items()} for r in per_step.to_dict("records")][:200],
-    }
     devices = run.table("devices")
-    doc["devices"] = [
-        {"id": _value(r.get("id")), "kind": _value(r.get("kind")), "chip": _value(r.get("chip")), "peak_tflops": _value(r.get("peak_tflops")), "peak_hbm_gbps": _value(r.get("peak_hbm_gbps")), "source": _value(r.get("source"))}
-        for r in (devices.to_dict("records") if not devices.empty else [])
-    ]
     steps = run.table("device_steps")
-    doc["device_steps"] = {
-        "count": int(len(steps)),
-        "median_s": float(pd.to_numeric(steps["duration_s"]).median()) if not steps.empty else None,
-        "source": _value(steps["source"].iloc[0]) if not steps.empty else None,
-    }
-
-
-@section
-def _hlo_analysis(run: Run, doc: dict[str, Any]) -> None:
-    """Dots/dtypes/padding, collectives, loops and unfused elementwise work of the step program."""
-    from tpu_perf.analyzers.hlo import run_hlo
-    from tpu_perf.analyzers.hlo_analysis import analyze_hlo, tile_for_chip
-
-    programs = (doc.get("hlo") or {}).get("programs") or []
-    step = next((p for p in programs if p["is_step"]), programs[0] if programs else None)
-    if step is None or not run.exists(step["hlo_file"]):
-        doc.setdefault("hlo", {})["analysis"] = None
-        return
-    chip = (doc.get("flops") or {}).get("chip")
-    a = analyze_hlo(run_hlo(run, step["hlo_file"]), tile=tile_for_chip(chip))
-    doc["hlo"]["analysis"] = {
-        "function": step["function"], "dots": len(a.dots), "dot_flops_by_dtype": a.dot_flops_by_dtype, "dot_flops_share_by_dtype": a.dot_flops_share_by_dtype,
-        "padding_waste": a.padding_waste, "tile": a.tile, "collectives": a.collectives, "async_pairs": a.async_pairs, "async_overlapped": a.async_overlapped,
-        "while_loops": a.while_loops, "unfused_elementwise": a.unfused_elementwise, "unfused_elementwise_bytes": a.unfused_elementwise_bytes,
-    }
+    device_keys = ("id", "kind", "chip", "peak_tflops", "peak_hbm_gbps", "source")
+    return TraceSection(
+        op_count=int(len(ops)),
+        op_time_s=float(ops["total_time_s"].sum()) if not ops.empty else None,
+        top=top_ops(run),
+        breakdown=dict(bd.fractions),
+        breakdown_window=bd.window,
+        breakdown_steps=[{k: _value(v) for k, v in r.items()} for r in bd.per_step.to_dict("records")][:200],
+        devices=[{k: _value(r.get(k)) for k in device_keys} for r in (devices.to_dict("records") if not devices.empty else [])],
+        device_step_count=int(len(steps)),
+        device_step_median_s=float(pd.to_numeric(steps["duration_s"]).median()) if not steps.empty else None,
+        device_step_source=_value(steps["source"].iloc[0]) if not steps.empty else None,
+    )

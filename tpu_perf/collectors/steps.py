@@ -8,6 +8,13 @@ optimizer hooks). Once a better source speaks, worse ones are ignored and counti
 Two kinds of marks arrive:
 - boundaries (`boundary`, `end`): a step runs from one mark to the next, taken after a device sync;
 - spans (`span`): a complete step whose start and device-completion times are already known.
+
+Steps tile the loop: a closed step is held until the next one starts, and ends there, so its
+`duration_s` is the wall-clock iteration (what throughput and every published MFU divide by),
+whatever the script did between its calls: input work, `float(loss)`, logging. What the step's own
+mark measured (dispatch to outputs ready, or the device work the collectors reported inside it)
+is kept beside it as `device_s`. A step no successor ended (the last one) ends at its own end and
+is marked `tail`: it lacks the host work after it, so the statistics leave it out.
 """
 
 from __future__ import annotations
@@ -30,6 +37,15 @@ class _OpenStep:
     instrumented: bool = False
 
 
+@dataclass
+class _ClosedStep:
+    """A step whose own end is known, waiting for the next step's start to end its iteration."""
+
+    step: _OpenStep
+    end: float
+    device_s: float | None
+
+
 class StepTracker:
     """Opens and closes steps; writes one record per closed step through `emit`."""
 
@@ -38,6 +54,10 @@ class StepTracker:
         self._compile_seconds = compile_seconds
         self._lock = threading.RLock()
         self._open: _OpenStep | None = None
+        self._closed: _ClosedStep | None = None
+        self._busy: list[tuple[float, float]] = []
+        """Device work (dispatch, outputs ready) that collectors reported, for boundary steps' `device_s`."""
+        self._busy_seen = False
         self._source: str | None = None
         self._next_index = 0
         self.traced: Callable[[], bool] = lambda: False
@@ -61,6 +81,7 @@ class StepTracker:
         if not self.accepts(source):
             return False
         if self._source is not None and source_rank(source) < source_rank(self._source):
+            self._flush_closed()  # the worse source's last step ends at its own end
             self._open, self._next_index = None, 0  # a better source: restart counting
         self._source = source
         return True
@@ -78,9 +99,8 @@ class StepTracker:
         with self._lock:
             if self._source != source:
                 return
-            self._open = _OpenStep(self._next_index, start, source, step_num, self.traced(), self._instrument_next)
+            self._begin(_OpenStep(self._next_index, start, source, step_num, self.traced(), self._instrument_next))
             self._instrument_next = False
-            self._next_index += 1
 
     def end(self, source: str, now: float) -> None:
         """Close the open step (a `with` block exited) without opening another."""
@@ -89,8 +109,16 @@ class StepTracker:
                 self._close(now)
 
     def close_open(self, now: float) -> None:
+        """End of the recording: close the open step and write the last one with its own end."""
         with self._lock:
             self._close(now)
+            self._flush_closed()
+
+    def device_busy(self, start: float, end: float) -> None:
+        """Device work from `start` (dispatch) to `end` (outputs ready), for boundary steps' `device_s`."""
+        with self._lock:
+            self._busy_seen = True
+            self._busy.append((start, end))
 
     def mark_instrumented(self) -> None:
         """Mark the open step; from a boundary hook (no step open yet), the step about to open."""
@@ -111,16 +139,53 @@ class StepTracker:
         with self._lock:
             if not self._switch(source):
                 return
-            self._open = _OpenStep(self._next_index, start, source, step_num, traced)
-            self._next_index += 1
-            self._close(end)
+            self._begin(_OpenStep(self._next_index, start, source, step_num, traced))
+            self._close(end, device_s=max(0.0, end - start))
 
-    def _close(self, end: float) -> None:
+    def _begin(self, step: _OpenStep) -> None:
+        """Open `step`; the step held before it ends where this one starts."""
+        if self._closed is not None:
+            self._write(self._closed, step.start)
+            self._closed = None
+        if self._busy:  # device work that ended before this step cannot be inside it, or any later one
+            self._busy = [(lo, hi) for lo, hi in self._busy if hi > step.start]
+        self._open = step
+        self._next_index += 1
+
+    def _close(self, end: float, *, device_s: float | None = None) -> None:
         step = self._open
         if step is None:
             return
         self._open = None
-        duration = max(0.0, end - step.start)
+        if self._closed is not None:  # two closes with no start between: the earlier one is done
+            self._write(self._closed, self._closed.end, tail=True)
+        if device_s is None:
+            device_s = self._device_seconds(step.start, end)
+        self._closed = _ClosedStep(step, end, device_s)
+
+    def _flush_closed(self) -> None:
+        """Write the held step with its own end: no next step came to end its iteration."""
+        if self._closed is not None:
+            self._write(self._closed, self._closed.end, tail=True)
+            self._closed = None
+
+    def _device_seconds(self, start: float, end: float) -> float | None:
+        """Seconds in [start, end] covered by reported device work; None when none was ever reported."""
+        if not self._busy_seen:
+            return None
+        covered, reach = 0.0, start
+        for lo, hi in sorted(self._busy):
+            lo, hi = max(lo, reach), min(hi, end)
+            if hi > lo:
+                covered += hi - lo
+                reach = hi
+        self._busy = [(lo, hi) for lo, hi in self._busy if hi > end]
+        return covered
+
+    def _write(self, closed: _ClosedStep, end: float, *, tail: bool = False) -> None:
+        step = closed.step
+        end = max(end, step.start)
+        duration = end - step.start
         compile_s = self._compile_seconds(step.start, end)
         record = {
             "step": step.index,
@@ -128,10 +193,12 @@ class StepTracker:
             "start_time_s": step.start,
             "end_time_s": end,
             "duration_s": duration,
+            "device_s": closed.device_s,
             "compiled": compile_s > 0,
             "compile_s": compile_s,
             "traced": step.traced,
             "instrumented": step.instrumented,
+            "tail": tail,
             "source": step.source,
         }
         self.closed += 1

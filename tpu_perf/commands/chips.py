@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import asdict
 from typing import Annotated
@@ -11,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from tpu_perf.jsonio import dumps
 from tpu_perf.store import layout
 
 
@@ -25,7 +25,7 @@ def chips_command(as_json: Annotated[bool, typer.Option("--json", help="Print as
 
     chips = all_chips()
     if as_json:
-        sys.stdout.write(json.dumps([asdict(c) for c in chips], indent=2) + "\n")
+        sys.stdout.write(dumps(chips) + "\n")
         return
     table = Table(title="chip catalogue (dense peaks per chip; `--json` for sources)", title_justify="left")
     for col in ("chip", "bf16", "fp8", "int8", "fp32", "HBM GB", "HBM GB/s", "dev/chip", "aliases"):
@@ -56,7 +56,7 @@ def calibrate_command(
     cal = measure(framework, size)
     path = save_calibration(cal, store) if save else None
     if as_json:
-        sys.stdout.write(json.dumps({**asdict(cal), "saved_to": path}, indent=2) + "\n")
+        sys.stdout.write(dumps({**asdict(cal), "saved_to": path}) + "\n")
         return
     rates = ", ".join(f"{k} {v:.4g} TFLOP/s" for k, v in cal.tflops.items())
     err = Console(stderr=True)

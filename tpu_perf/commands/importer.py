@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Annotated
 
+import numpy as np
 import pandas as pd
 import typer
 
@@ -15,15 +16,24 @@ from tpu_perf.store import RunWriter, layout
 
 
 def steps_from_trace(device_steps: pd.DataFrame) -> pd.DataFrame:
-    """The run's `steps` table from the trace's step markers (one lane: the first device's, else the host's)."""
+    """The run's `steps` table from the trace's step markers (one lane: the first device's, else the host's).
+
+    Steps tile as recorded ones do: each ends where the next marker starts (the last at its own
+    end), so `duration_s` is the iteration; the marker's own length is `device_s` when the markers
+    are the device's. A trace knows nothing of compiles: `compile_s` is unknown (null)."""
     if device_steps.empty:
         return pd.DataFrame()
     lane = device_steps["device"].iloc[0]
     s = device_steps[device_steps["device"] == lane].sort_values("start_s").reset_index(drop=True)
-    source = "annotation:device-trace" if (s["source"] == "device").all() else "annotation:trace"
+    on_device = bool((s["source"] == "device").all())
+    start = s["start_s"].to_numpy(dtype=float)
+    end = np.append(start[1:], s["end_s"].to_numpy(dtype=float)[-1:])
+    end = np.maximum(end, start)
     return pd.DataFrame({
-        "step": range(len(s)), "step_num": s["step_num"], "start_time_s": s["start_s"], "end_time_s": s["end_s"],
-        "duration_s": s["duration_s"], "compiled": False, "compile_s": 0.0, "traced": True, "instrumented": False, "source": source,
+        "step": range(len(s)), "step_num": s["step_num"], "start_time_s": start, "end_time_s": end, "duration_s": end - start,
+        "device_s": s["duration_s"].astype(float) if on_device else np.nan, "compiled": False, "compile_s": np.nan,
+        "traced": True, "instrumented": False, "tail": np.arange(len(s)) == len(s) - 1,
+        "source": "annotation:device-trace" if on_device else "annotation:trace",
     })
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Annotated
 
@@ -10,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from tpu_perf.jsonio import dumps
 from tpu_perf.modelflops.conventions import CONVENTIONS, DEFAULT_CONVENTION
 from tpu_perf.modelflops.presets import PRESETS
 
@@ -63,7 +63,7 @@ def mfu_command(
         mlp_mats=mlp_mats, vocab=vocab, seq_len=seq_len, params=params, experts=experts, top_k=top_k, moe_d_ff=moe_d_ff,
     )
     if as_json:
-        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
+        sys.stdout.write(dumps(result.to_dict()) + "\n")
         return
     table = Table(title=f"MFU ({result.convention} convention, {result.precision} peak)", title_justify="left", show_header=False, box=None)
     table.add_column(style="bold")

@@ -4,7 +4,7 @@ Every cache is keyed on the run's URL and its modification stamp (`Run.modified_
 that changes on disk (a live recording) is read again and one that does not is read once. Loaded
 runs and report documents are kept by the server (`_Memo`, filled from worker threads too); plotted
 frames in `st.cache_data`. The runs page needs only a few numbers per run; those come from the
-report's summary sections (`report.SUMMARY_SECTIONS`, same code, same numbers), kept on disk
+report's summary parts (`build_report(..., summary=True)`, same code, same numbers), kept on disk
 (keyed on the same stamp), so listing a store never loads every table of every run twice.
 """
 
@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import pickle
 import threading
 import warnings
 from collections import OrderedDict
@@ -29,6 +28,7 @@ import streamlit as st
 from tpu_perf import __version__, list_runs, load_run
 from tpu_perf.analyzers import report as report_module
 from tpu_perf.analyzers.steps import run_steps, steady_mask
+from tpu_perf.jsonio import dumps
 from tpu_perf.store import Run, layout
 from tpu_perf.store.writer import write_atomic
 
@@ -140,15 +140,15 @@ def open_run(url: str, stamp: float) -> Run:
 
 def _build(url: str, stamp: float) -> bytes:
     try:
-        got = {"doc": report_module.build_report(open_run(url, stamp)), "error": None}
+        got = {"doc": report_module.build_report(open_run(url, stamp)).to_dict(), "error": None}
     except Exception as exc:  # a run that fails to load gets an error card
         got = {"doc": None, "error": f"{url}: {type(exc).__name__}: {exc}"}
-    return pickle.dumps(got)
+    return dumps(got, indent=None).encode()
 
 
 def _report(url: str, stamp: float) -> dict[str, Any]:
-    """{"doc", "error"}; kept pickled, so every caller gets its own copy to shape as it likes."""
-    return pickle.loads(_REPORTS.get((url, stamp), lambda: _build(url, stamp)))
+    """{"doc", "error"}; kept as JSON text, so every caller gets its own copy to shape as it likes."""
+    return json.loads(_REPORTS.get((url, stamp), lambda: _build(url, stamp)))
 
 
 def load_reports(refs: list[RunRef]) -> None:
@@ -207,9 +207,8 @@ def _cache_dir() -> Path:
 
 
 def _sections_key() -> str:
-    """Changes when tpu-perf or its set of report sections changes, so old summaries are not reused."""
-    names = ",".join(f"{fn.__module__}.{fn.__qualname__}" for fn in report_module.SECTIONS)
-    return f"{__version__}/{report_module.REPORT_VERSION}/{hashlib.sha1(names.encode()).hexdigest()[:12]}"
+    """Changes when tpu-perf or its report layout changes, so old summaries are not reused."""
+    return f"{__version__}/{report_module.REPORT_VERSION}"
 
 
 def dig(doc: Any, path: str) -> Any:
@@ -272,7 +271,7 @@ def _summary_doc(ref: RunRef) -> dict[str, Any]:
     if (ref.url, ref.stamp) in _REPORTS:
         return _report(ref.url, ref.stamp)
     try:
-        return {"doc": report_module.build_report(load_run(ref.url), report_module.SUMMARY_SECTIONS), "error": None}
+        return {"doc": report_module.build_report(load_run(ref.url), summary=True).to_dict(), "error": None}
     except Exception as exc:  # a run that fails to load gets an error card
         return {"doc": None, "error": f"{ref.url}: {type(exc).__name__}: {exc}"}
 
@@ -286,7 +285,7 @@ def _disk_summary(ref: RunRef) -> dict[str, Any]:
     summary = summarize(got["doc"]) if got["doc"] is not None else {"error": got["error"]}
     if ref.status != "running":  # a live run's summary changes every few seconds: keep it in memory only
         try:
-            write_atomic(path, json.dumps({"key": key, "summary": summary}, default=str).encode())
+            write_atomic(path, dumps({"key": key, "summary": summary}, indent=None).encode())
         except OSError:
             pass  # a read-only home is no reason to fail; the summary is just not kept
     return summary

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from tpu_perf.errors import DataError, UsageError
+from tpu_perf.jsonio import dumps
 from tpu_perf.store import layout
 from tpu_perf.store.fs import filesystem, join
 
@@ -116,7 +117,7 @@ def save_calibration(cal: Calibration, store: str | None = None) -> str:
     data[cal.key] = asdict(cal)
     path = join(base, CALIBRATION_FILE)
     with fs.open(path, "wb") as f:
-        f.write(json.dumps(data, indent=2, sort_keys=True).encode("utf-8"))
+        f.write(dumps(data, sort_keys=True).encode("utf-8"))
     return path
 
 

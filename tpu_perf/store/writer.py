@@ -11,7 +11,6 @@ path) that folder is a staging copy that is uploaded when the run ends.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -23,22 +22,9 @@ from typing import Any
 
 import pandas as pd
 
+from tpu_perf import jsonio
 from tpu_perf.store import layout
 from tpu_perf.store.fs import filesystem, is_local, join, to_url
-
-
-def _json_default(value: Any) -> Any:
-    if hasattr(value, "item"):  # numpy scalars
-        return value.item()
-    if isinstance(value, (set, tuple)):
-        return list(value)
-    if isinstance(value, Path):
-        return str(value)
-    return str(value)
-
-
-def dumps(value: Any) -> str:
-    return json.dumps(value, default=_json_default, allow_nan=False, separators=(",", ":"))
 
 
 def write_atomic(path: Path, data: bytes) -> None:
@@ -111,13 +97,13 @@ class RunWriter:
     def write_manifest(self) -> None:
         with self._lock:
             self.manifest["heartbeat_at"] = time.time()
-            data = json.dumps(self.manifest, default=_json_default, indent=2, sort_keys=True)
+            data = jsonio.dumps(self.manifest, sort_keys=True, lossy=True)
         write_atomic(self.dir / layout.MANIFEST, data.encode())
 
     # -- append-only tables -------------------------------------------------------------------
     def append(self, table: str, record: Mapping[str, Any]) -> None:
         """Queue one record for `<table>.jsonl`; `flush()` (called every second) writes it."""
-        line = dumps(record)
+        line = jsonio.dumps_record(record)
         with self._lock:
             if self._closed:
                 return

@@ -10,18 +10,15 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from tpu_perf.analyzers.report import Report
 from tpu_perf.views import format as fmt
+from tpu_perf.views.torch_compile import render_torch_compile
+from tpu_perf.views.traces import render_trace_tables
 
 STATUS_STYLE = {"completed": "green", "running": "cyan", "failed": "red", "interrupted": "yellow", "crashed": "red"}
 
 Renderer = Callable[[dict[str, Any]], RenderableType | None]
-RENDERERS: list[Renderer] = []
-"""One per report part, in display order; other modules append theirs."""
-
-
-def renderer(fn: Renderer) -> Renderer:
-    RENDERERS.append(fn)
-    return fn
+"""Renders one part of the report document (`Report.to_dict()`); None when it has nothing to show."""
 
 
 def _kv(rows: list[tuple[str, str]], title: str) -> Table:
@@ -33,7 +30,6 @@ def _kv(rows: list[tuple[str, str]], title: str) -> Table:
     return table
 
 
-@renderer
 def _header(doc: dict[str, Any]) -> RenderableType:
     run = doc["run"]
     hw = run.get("hardware") or {}
@@ -48,21 +44,32 @@ def _header(doc: dict[str, Any]) -> RenderableType:
     return Group(*parts)
 
 
-@renderer
 def _steps(doc: dict[str, Any]) -> RenderableType:
-    s, c = doc["steps"], doc["compile"]
+    s, c = doc["steps"], doc.get("compile") or {}
     rows = [
         ("steps", f"{s['count']} ({s['warmup']} warm-up, {s['steady']} steady, {s['traced']} traced; source {s['source'] or 'none'})"),
-        ("step time", f"median {fmt.seconds(s['median_s'])}  p10 {fmt.seconds(s['p10_s'])}  p90 {fmt.seconds(s['p90_s'])}  mean {fmt.seconds(s['mean_s'])}"),
+        ("step time", f"median {fmt.seconds(s['median_s'])}  p10 {fmt.seconds(s['p10_s'])}  p90 {fmt.seconds(s['p90_s'])}  mean {fmt.seconds(s['mean_s'])}  (wall-clock iteration)"),
+        ("device / host", _device_view(s)),
         ("throughput", f"{fmt.number(s['steps_per_s'])} steps/s" + (f", {fmt.number(s['tokens_per_s'], 4)} tokens/s" if s.get("tokens_per_s") else "")),
-        ("compile", f"{c['count']} compiles, {fmt.seconds(c['total_s'])}; after warm-up: {c['after_warmup']} ({fmt.seconds(c['after_warmup_s'])})"),
     ]
-    if c["after_warmup"]:
+    if s.get("note"):
+        rows.append(("note", s["note"]))
+    if c.get("count") is None:
+        rows.append(("compile", f"n/a ({c.get('reason') or 'unknown'})"))
+    else:
+        rows.append(("compile", f"{c['count']} compiles, {fmt.seconds(c['total_s'])}; after warm-up: {c['after_warmup']} ({fmt.seconds(c['after_warmup_s'])})"))
+    if c.get("after_warmup"):
         rows.append(("recompiled", ", ".join(f"{k} x{v}" for k, v in c["after_warmup_functions"].items())))
     return _kv(rows, "Steps")
 
 
-@renderer
+def _device_view(s: dict[str, Any]) -> str:
+    device, host = s.get("device_median_s"), s.get("host_median_s")
+    if device is None:
+        return "n/a (this framework's device time per step is not measured; the step time is the iteration)"
+    return f"median {fmt.seconds(device)} device (dispatch to outputs ready), {fmt.seconds(host)} host (the rest of the iteration: input, syncs, logging)"
+
+
 def _flops(doc: dict[str, Any]) -> RenderableType:
     f, m = doc["flops"], doc.get("mfu_detail") or {}
     per_chip = f" = {fmt.number(f['peak_tflops_per_chip'], 4)} per chip ({f['devices_per_chip']} device(s)/chip)" if f.get("devices_per_chip", 1) > 1 else ""
@@ -80,7 +87,6 @@ def _flops(doc: dict[str, Any]) -> RenderableType:
     return _kv(rows, "Compute")
 
 
-@renderer
 def _memory(doc: dict[str, Any]) -> RenderableType:
     m, r = doc["memory"], doc.get("runtime") or {}
     rows = [
@@ -109,7 +115,6 @@ def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1f} %"
 
 
-@renderer
 def _hlo(doc: dict[str, Any]) -> RenderableType | None:
     programs = doc["hlo"]["programs"]
     if not programs:
@@ -124,7 +129,6 @@ def _hlo(doc: dict[str, Any]) -> RenderableType | None:
     return table
 
 
-@renderer
 def _trace(doc: dict[str, Any]) -> RenderableType | None:
     t = doc["trace"]
     warnings = doc["run"].get("warnings") or []
@@ -136,10 +140,11 @@ def _trace(doc: dict[str, Any]) -> RenderableType | None:
     return Group(*parts) if parts else None
 
 
-import tpu_perf.views.traces  # noqa: E402,F401  (registers the trace renderers)
-from tpu_perf.views import torch_compile as _torch_compile  # noqa: E402,F401  (registers its renderer)
+RENDERERS: tuple[Renderer, ...] = (_header, _steps, _flops, _memory, _hlo, _trace, render_trace_tables, render_torch_compile)
+"""The report's parts in display order."""
 
 
-def render_report(doc: dict[str, Any]) -> RenderableType:
+def render_report(report: Report) -> RenderableType:
+    doc = report.to_dict()
     parts = [r for fn in RENDERERS if (r := fn(doc)) is not None]
     return Panel(Group(*parts), title="tpu-perf report", title_align="left")

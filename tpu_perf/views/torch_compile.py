@@ -7,14 +7,11 @@ from typing import Any
 from rich.console import RenderableType
 from rich.table import Table
 
-from tpu_perf.views.report import renderer
-
 MAX_ROWS = 8
 """Reasons listed in the terminal; `report --json` carries them all."""
 
 
-@renderer
-def _torch_compile(doc: dict[str, Any]) -> RenderableType | None:
+def render_torch_compile(doc: dict[str, Any]) -> RenderableType | None:
     t = (doc.get("compile") or {}).get("torch")
     if not t or not (t["graph_breaks"] or t["recompiles"] or t["unique_graphs"] or t["tpu_compile_cache"]):
         return None

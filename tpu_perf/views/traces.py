@@ -8,13 +8,11 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 
 from tpu_perf.views import format as fmt
-from tpu_perf.views.report import renderer
 
 SHOWN_OPS = 10
 
 
-@renderer
-def _ops(doc: dict[str, Any]) -> RenderableType | None:
+def render_trace_tables(doc: dict[str, Any]) -> RenderableType | None:
     ops = (doc.get("ops") or {}).get("top") or []
     parts: list[RenderableType] = []
     if ops:

@@ -5,9 +5,11 @@ The step function is the one that consumes its own previous outputs (the train s
 call to call); among several, the one carrying the most arrays. Until it is known, every function's
 calls are timed, then the step function's are written as steps retroactively.
 
-Device time, not dispatch time: a step runs from its dispatch to the moment its outputs are ready
-(see `ready.py` for how that moment is stamped). The next call of the same function waits for the
-previous one, so at most one step is in flight; host work between steps still overlaps the device.
+A step is the iteration: it runs from one dispatch of the step function to the next (the step
+tracker tiles them), so host work between calls (input, `float(loss)`, logging) is in it. Beside it,
+the call's device time runs from its dispatch to the moment its outputs are ready (see `ready.py`
+for how that moment is stamped). The next call of the same function waits for the previous one, so
+at most one step is in flight; host work between steps still overlaps the device.
 """
 
 from __future__ import annotations
@@ -149,6 +151,7 @@ class JitTracker:
         if pending is not None:
             wait_ready(pending, self.rec.now)
             self._ready.append(pending)
+            self.rec.steps.device_busy(pending.start, pending.end if pending.end is not None else pending.start)
 
     def _decide(self) -> None:
         candidates = [f for f in self.functions if f.carry_calls > 0]

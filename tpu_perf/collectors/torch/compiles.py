@@ -10,11 +10,11 @@ torch-tpu's compile-cache counters come from `torch.tpu._get_cache_stats()` wher
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
 from tpu_perf.collectors.session import Recorder
+from tpu_perf.jsonio import to_jsonable
 
 MAX_REASON_CHARS = 2000
 """Graph-break explanations run long (hints, links); the first lines say what broke."""
@@ -109,4 +109,4 @@ def tpu_cache_stats(torch: Any) -> dict[str, Any] | None:
         return None
     if not isinstance(stats, dict):
         stats = {k: getattr(stats, k) for k in dir(stats) if not k.startswith("_") and not callable(getattr(stats, k))}
-    return json.loads(json.dumps(stats, default=str))
+    return to_jsonable(stats, lossy=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -12,6 +11,7 @@ import streamlit as st
 
 from tpu_perf.dashboard import data, figures, nav, shape, widgets
 from tpu_perf.dashboard.screens.compare import breakdown_fractions
+from tpu_perf.jsonio import dumps
 from tpu_perf.store.fs import filesystem, join
 from tpu_perf.views import format as fmt
 
@@ -140,7 +140,7 @@ def _as(frame_fn: Callable[[], pd.DataFrame], kind: str) -> Callable[[], bytes]:
 
 
 def _downloads(doc: dict[str, Any], ref: data.RunRef) -> None:
-    st.download_button("Report (JSON, as `tpu-perf report --json`)", json.dumps(doc, indent=2, default=str), file_name=f"{ref.id}-report.json", key="dl_report")
+    st.download_button("Report (JSON, as `tpu-perf report --json`)", dumps(doc), file_name=f"{ref.id}-report.json", key="dl_report")
     for name in data.TABLES:
         frame = data.table(ref.url, ref.stamp, name)
         if frame.empty:
