@@ -12,7 +12,7 @@ import jax.numpy as jnp
 
 def init_params(key, sizes):
     params = []
-    for d_in, d_out in zip(sizes[:-1], sizes[1:]):
+    for d_in, d_out in zip(sizes[:-1], sizes[1:], strict=False):
         key, sub = jax.random.split(key)
         params.append((jax.random.normal(sub, (d_in, d_out)) * (2.0 / d_in) ** 0.5, jnp.zeros(d_out)))
     return params

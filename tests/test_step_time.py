@@ -11,8 +11,8 @@ import statistics
 from pathlib import Path
 
 import pytest
-
 from conftest import DATA, ROOT, tpu_perf_cli
+
 from tpu_perf import load_run
 from tpu_perf.analyzers.report import build_report
 

@@ -55,7 +55,6 @@ for step in range(args.steps):
         losses.append(float(loss))
         if step % 10 == 0:
             print(f"step {step} loss {losses[-1]:.4f}")
-end = time.perf_counter()
-iterations = [b - a for a, b in zip(starts, starts[1:])]
+iterations = [b - a for a, b in zip(starts, starts[1:], strict=False)]
 with open(args.out, "w") as f:
     json.dump({"iteration_s": iterations, "steps": args.steps}, f)

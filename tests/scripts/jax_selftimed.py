@@ -76,5 +76,5 @@ for i in range(args.steps):
 jax.block_until_ready(params)
 end = time.perf_counter()
 with open(args.out, "w") as f:
-    json.dump({"step_times_s": times, "iteration_s": [b - a for a, b in zip(starts, starts[1:])], "loop_s": end - t_loop, "steady_loop_s": end - t_steady if t_steady else None, "steps": args.steps}, f)
+    json.dump({"step_times_s": times, "iteration_s": [b - a for a, b in zip(starts, starts[1:], strict=False)], "loop_s": end - t_loop, "steady_loop_s": end - t_steady if t_steady else None, "steps": args.steps}, f)
 print("done", float(loss))

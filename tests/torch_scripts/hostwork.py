@@ -34,4 +34,4 @@ for step in range(args.steps):
     else:
         loss.item()
 with open(args.out, "w") as f:
-    json.dump({"iteration_s": [b - a for a, b in zip(ends, ends[1:])], "steps": args.steps}, f)
+    json.dump({"iteration_s": [b - a for a, b in zip(ends, ends[1:], strict=False)], "steps": args.steps}, f)

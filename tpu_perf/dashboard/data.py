@@ -27,6 +27,7 @@ import streamlit as st
 
 from tpu_perf import __version__, list_runs, load_run
 from tpu_perf.analyzers import report as report_module
+from tpu_perf.analyzers.compare import dig, peak_device_bytes
 from tpu_perf.analyzers.steps import run_steps, steady_mask
 from tpu_perf.jsonio import dumps
 from tpu_perf.store import Run, layout
@@ -209,26 +210,6 @@ def _cache_dir() -> Path:
 def _sections_key() -> str:
     """Changes when tpu-perf or its report layout changes, so old summaries are not reused."""
     return f"{__version__}/{report_module.REPORT_VERSION}"
-
-
-def dig(doc: Any, path: str) -> Any:
-    """`doc["a"]["b"]` for path "a.b", or None where any part is missing."""
-    for key in path.split("."):
-        if not isinstance(doc, dict):
-            return None
-        doc = doc.get(key)
-    return doc
-
-
-def peak_device_bytes(doc: dict[str, Any]) -> int | None:
-    """The report's peak device memory: the per-device peaks when recorded, else `memory.peak_bytes`."""
-    per_device = dig(doc, "memory.per_device")
-    if isinstance(per_device, list):
-        peaks = [d.get("peak_bytes") for d in per_device if isinstance(d, dict) and d.get("peak_bytes") is not None]
-        if peaks:
-            return int(max(peaks))
-    peak = dig(doc, "memory.peak_bytes")
-    return int(peak) if peak is not None else None
 
 
 def summarize(doc: dict[str, Any]) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from typing import Any
 
 import streamlit as st
 
+from tpu_perf.analyzers import compare
 from tpu_perf.dashboard import data, figures, nav, shape, widgets
 
 PRICE = "price_per_chip_hour"
@@ -21,7 +22,7 @@ def _pick(refs: list[data.RunRef]) -> list[data.RunRef]:
 
 def _load(chosen: list[data.RunRef]) -> tuple[dict[str, dict[str, Any]], dict[str, data.RunRef]]:
     """Report documents by display label; runs that fail to load get an error card and are left out."""
-    labels = shape.labels_for([(r.id, r.name) for r in chosen])
+    labels = compare.labels_for([(r.id, r.name) for r in chosen])
     docs, refs = {}, {}
     data.load_reports(chosen)  # runs not loaded before: in parallel
     for label, ref in zip(labels, chosen, strict=True):
@@ -36,14 +37,14 @@ def _load(chosen: list[data.RunRef]) -> tuple[dict[str, dict[str, Any]], dict[st
 def _header(doc: dict[str, Any]) -> str:
     chip = data.dig(doc, "flops.chip") or data.dig(doc, "run.hardware.device_kind") or "unknown chip"
     frameworks = ", ".join(data.dig(doc, "run.frameworks") or []) or "no framework"
-    return f"{doc['run']['status']} · {chip} × {shape.chips(doc) or '?'} · {frameworks} · {doc['run']['id']}"
+    return f"{doc['run']['status']} · {chip} × {compare.chips(doc) or '?'} · {frameworks} · {doc['run']['id']}"
 
 
 def _kpis(docs: dict[str, dict[str, Any]], baseline: str) -> None:
     price = float(st.session_state.get(PRICE) or 0.0) or None
     rows = shape.kpi_rows(docs, baseline, price)
     widgets.kpi_cards(rows, list(docs), {label: _header(doc) for label, doc in docs.items()})
-    if price and all(shape.cost_per_million_tokens(d, price) is None for d in docs.values()):
+    if price and all(compare.cost_per_million_tokens(d, price) is None for d in docs.values()):
         st.caption("Cost per million tokens needs tokens per step: record with `--tokens-per-step N`.")
     elif not price:
         st.caption("Set a price per chip-hour in the sidebar to see cost per million tokens.")
@@ -98,7 +99,7 @@ def _breakdown(docs: dict[str, dict[str, Any]]) -> None:
 
 def _ops_and_fusion(docs: dict[str, dict[str, Any]], baseline: str) -> None:
     st.subheader("Top ops")
-    ops = shape.ops_side_by_side(docs, baseline)
+    ops = compare.ops_side_by_side(docs, baseline)
     if ops.empty:
         widgets.missing("Per-op times", "They come from the trace window (ops.top in the report).")
     else:
@@ -106,7 +107,7 @@ def _ops_and_fusion(docs: dict[str, dict[str, Any]], baseline: str) -> None:
         st.dataframe(ops, column_config=delta_cols, width="stretch", key="cmp_ops_table")
         st.plotly_chart(figures.top_ops(ops, list(docs)), width="stretch", key="cmp_ops")
     st.subheader("Fusion")
-    fusion = shape.fusion_side_by_side(docs)
+    fusion = compare.fusion_side_by_side(docs)
     if fusion.empty:
         widgets.missing("Fusion summaries", "They come from the step program's optimized HLO (JAX runs save it).")
         return
@@ -120,7 +121,7 @@ def _config(refs: dict[str, data.RunRef]) -> None:
     st.subheader("Configuration and environment")
     everything = st.toggle("Show settings that are the same too", key="cmp_all_settings")
     manifests = {label: data.open_run(ref.url, ref.stamp).manifest for label, ref in refs.items()}
-    diff = shape.config_diff(manifests, only_different=not everything)
+    diff = compare.config_diff(manifests, only_different=not everything)
     if diff.empty:
         st.success("Same configuration, flags, versions and hardware.")
     else:

@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from tpu_perf.analyzers import compare
 from tpu_perf.dashboard import data, figures, nav, shape, widgets
 from tpu_perf.dashboard.screens.compare import breakdown_fractions
 from tpu_perf.jsonio import dumps
@@ -74,12 +75,12 @@ def _memory(doc: dict[str, Any], ref: data.RunRef) -> None:
 
 
 def _ops(doc: dict[str, Any]) -> None:
-    ops = shape.ops_frame(doc)
+    ops = compare.ops_frame(doc)
     if ops.empty:
         widgets.missing("Per-op times", "They come from the trace window (ops.top in the report).")
     else:
         st.dataframe(ops, width="stretch", key="run_ops")
-    fusion = shape.fusion_side_by_side({"step program": doc})
+    fusion = compare.fusion_side_by_side({"step program": doc})
     if fusion.empty:
         widgets.missing("Fusion summary", "It comes from the step program's optimized HLO.")
     else:
@@ -91,9 +92,10 @@ def _ops(doc: dict[str, Any]) -> None:
 def _compiles(doc: dict[str, Any]) -> None:
     c = doc.get("compile") or {}
     cols = st.columns(3)
-    cols[0].metric("Compiles", c.get("count"))
-    cols[1].metric("Compile time", fmt.seconds(c.get("total_s")))
-    cols[2].metric("After warm-up", c.get("after_warmup"), help="recompiles during steady state: worth a look")
+    unknown = c.get("reason") or "unknown"
+    cols[0].metric("Compiles", "n/a" if c.get("count") is None else c["count"], help=None if c.get("count") is not None else unknown)
+    cols[1].metric("Compile time", fmt.seconds(c.get("total_s")), help=None if c.get("total_s") is not None else unknown)
+    cols[2].metric("After warm-up", "n/a" if c.get("after_warmup") is None else c["after_warmup"], help="recompiles during steady state: worth a look")
     if c.get("slowest"):
         st.dataframe(pd.DataFrame(c["slowest"]), hide_index=True, width="stretch", key="run_slowest")
 
@@ -153,7 +155,7 @@ def _downloads(doc: dict[str, Any], ref: data.RunRef) -> None:
 
 def _config(ref: data.RunRef) -> None:
     manifest = data.open_run(ref.url, ref.stamp).manifest
-    table = shape.config_diff({"value": manifest}, only_different=False)
+    table = compare.config_diff({"value": manifest}, only_different=False)
     st.dataframe(table, width="stretch", key="run_config")
     with st.expander("Manifest (run.json)"):
         st.json(manifest)

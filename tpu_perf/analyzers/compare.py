@@ -1,0 +1,178 @@
+"""Run-to-run comparison: KPIs and their deltas, which way is better, ops, fusion and configuration
+side by side. Analysis over report documents (`Report.to_dict()`), shared by the dashboard and the
+CI gate; no Streamlit, no formatting (the views format by each KPI's `unit`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+
+def dig(doc: Any, path: str) -> Any:
+    """`doc["a"]["b"]` for path "a.b", or None where any part is missing."""
+    for key in path.split("."):
+        if not isinstance(doc, dict):
+            return None
+        doc = doc.get(key)
+    return doc
+
+
+def peak_device_bytes(doc: Mapping[str, Any]) -> int | None:
+    """The report's peak device memory: the per-device peaks when recorded, else `memory.peak_bytes`."""
+    per_device = dig(doc, "memory.per_device")
+    if isinstance(per_device, list):
+        peaks = [d.get("peak_bytes") for d in per_device if isinstance(d, dict) and d.get("peak_bytes") is not None]
+        if peaks:
+            return int(max(peaks))
+    peak = dig(doc, "memory.peak_bytes")
+    return int(peak) if peak is not None else None
+
+
+SECONDS_PER_HOUR = 3600.0
+
+
+def chips(doc: Mapping[str, Any]) -> int | None:
+    """Devices the step runs on (the report's FLOPs devices, else the hardware's device count)."""
+    value = dig(doc, "flops.devices") or dig(doc, "run.hardware.device_count")
+    return int(value) if value else None
+
+
+def cost_per_million_tokens(doc: Mapping[str, Any], price_per_chip_hour: float | None) -> float | None:
+    """price x chips x hours per million tokens, at the steady-state tokens/s; None when unknown."""
+    tokens_per_s, n = dig(doc, "steps.tokens_per_s"), chips(doc)
+    if not price_per_chip_hour or not tokens_per_s or not n:
+        return None
+    return price_per_chip_hour * n * (1e6 / tokens_per_s) / SECONDS_PER_HOUR
+
+
+UNITS = ("seconds", "fraction", "rate", "bytes", "money")
+"""How a KPI's value is measured; the views pick the formatting for each."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Kpi:
+    label: str
+    value: Callable[[Mapping[str, Any]], float | None]
+    unit: str
+    lower_is_better: bool
+    help: str
+
+
+KPIS: tuple[Kpi, ...] = (
+    Kpi(label="Median step time", value=lambda d: dig(d, "steps.median_s"), unit="seconds", lower_is_better=True, help="steps.median_s: steady-state median of the wall-clock iteration (warm-up, compiled and traced steps excluded)"),
+    Kpi(label="Device time / step", value=lambda d: dig(d, "steps.device_median_s"), unit="seconds", lower_is_better=True, help="steps.device_median_s: dispatch to outputs ready, median (n/a where the framework's device time is not measured)"),
+    Kpi(label="MFU", value=lambda d: d.get("mfu"), unit="fraction", lower_is_better=False, help="mfu (basis: mfu_basis)"),
+    Kpi(label="Hardware FLOPs utilisation", value=lambda d: dig(d, "flops.utilization"), unit="fraction", lower_is_better=False, help="flops.utilization: XLA-counted FLOPs per device / chip peak"),
+    Kpi(label="Tokens/s", value=lambda d: dig(d, "steps.tokens_per_s"), unit="rate", lower_is_better=False, help="steps.tokens_per_s: tokens per step / median step time"),
+    Kpi(label="Peak HBM", value=peak_device_bytes, unit="bytes", lower_is_better=True, help="memory.per_device peak (else memory.peak_bytes)"),
+    Kpi(label="Compile time", value=lambda d: dig(d, "compile.total_s"), unit="seconds", lower_is_better=True, help="compile.total_s: all backend compiles (n/a where compiles cannot be seen: imported traces, torch-tpu)"),
+)
+
+
+def delta(value: float | None, base: float | None) -> float | None:
+    """Relative change from the baseline; None when either is unknown or the baseline is zero."""
+    if value is None or base is None or base == 0:
+        return None
+    return (value - base) / abs(base)
+
+
+def kpi_rows(docs: Mapping[str, Mapping[str, Any]], baseline: str, price_per_chip_hour: float | None = None) -> pd.DataFrame:
+    """One row per KPI and run: value, unit, relative delta to the baseline run (None against an
+    unknown value on either side)."""
+    kpis = list(KPIS)
+    if price_per_chip_hour:
+        kpis.append(Kpi(label="Cost / 1M tokens", value=lambda d: cost_per_million_tokens(d, price_per_chip_hour), unit="money", lower_is_better=True, help="price x chips x hours per 1M tokens"))
+    rows = []
+    for kpi in kpis:
+        base = kpi.value(docs[baseline]) if baseline in docs else None
+        for label, doc in docs.items():
+            value = kpi.value(doc)
+            rows.append({"kpi": kpi.label, "run": label, "value": value, "unit": kpi.unit, "delta": None if label == baseline else delta(value, base), "lower_is_better": kpi.lower_is_better, "help": kpi.help})
+    return pd.DataFrame(rows)
+
+
+def ops_frame(doc: Mapping[str, Any]) -> pd.DataFrame:
+    """`ops.top` as a table, one row per op name (summed over devices when listed per device)."""
+    top = dig(doc, "ops.top")
+    if not isinstance(top, list) or not top:
+        return pd.DataFrame()
+    ops = pd.DataFrame([o for o in top if isinstance(o, dict)])
+    if "name" not in ops or "total_time_s" not in ops:
+        return pd.DataFrame()
+    agg = {c: "sum" for c in ("total_time_s", "self_time_s", "occurrences", "flops", "bytes_accessed") if c in ops}
+    agg.update({c: "first" for c in ("category", "fusion_kind") if c in ops})
+    return ops.groupby("name", sort=False).agg(agg)
+
+
+def ops_side_by_side(docs: Mapping[str, Mapping[str, Any]], baseline: str, limit: int = 15) -> pd.DataFrame:
+    """Each run's total time per op (seconds) and its change against the baseline, busiest first."""
+    frames = {label: ops_frame(doc) for label, doc in docs.items()}
+    frames = {label: f for label, f in frames.items() if not f.empty}
+    if not frames:
+        return pd.DataFrame()
+    times = pd.DataFrame({label: f["total_time_s"] for label, f in frames.items()})
+    category = pd.concat([f["category"] for f in frames.values() if "category" in f]).groupby(level=0).first() if any("category" in f for f in frames.values()) else None
+    times = times.loc[times.max(axis=1).sort_values(ascending=False).index[:limit]]
+    out = times.copy()
+    if category is not None:
+        out.insert(0, "category", category.reindex(out.index))
+    if baseline in times:
+        for label in times.columns:
+            if label != baseline:
+                out[f"Δ {label}"] = (times[label] - times[baseline]) / times[baseline]
+    out.index.name = "op"
+    return out
+
+
+def fusion_side_by_side(docs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+    """Fusion counts of each run's step program: totals and per kind."""
+    columns = {}
+    for label, doc in docs.items():
+        hlo = doc.get("hlo") or {}
+        if hlo.get("fusions") is None:
+            continue
+        column = {"fusions": hlo.get("fusions"), "top-level instructions": hlo.get("top_level_instructions")}
+        column.update({f"kind {k}": v for k, v in sorted((hlo.get("fusions_by_kind") or {}).items())})
+        columns[label] = column
+    return pd.DataFrame(columns).fillna(0).astype("int64") if columns else pd.DataFrame()
+
+
+DIFF_SECTIONS = ("config", "env", "versions", "hardware", "tags", "host_facts", "git")
+"""Manifest parts compared by the configuration diff (flags, versions, batch, chip...)."""
+
+
+def _flatten(value: Any, prefix: str, out: dict[str, str]) -> None:
+    if isinstance(value, Mapping) and value:
+        for key, inner in value.items():
+            _flatten(inner, f"{prefix}.{key}", out)
+    elif value not in (None, {}, []):
+        out[prefix] = " ".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
+def config_diff(manifests: Mapping[str, Mapping[str, Any]], *, only_different: bool = True) -> pd.DataFrame:
+    """Configuration and environment side by side, one row per setting; by default only those that differ."""
+    flat: dict[str, dict[str, str]] = {}
+    for label, manifest in manifests.items():
+        row: dict[str, str] = {}
+        for part in DIFF_SECTIONS:
+            _flatten(manifest.get(part), part, row)
+        _flatten(manifest.get("command"), "command", row)
+        _flatten(manifest.get("frameworks"), "frameworks", row)
+        flat[label] = row
+    table = pd.DataFrame(flat).fillna("—").sort_index()
+    if only_different and not table.empty:
+        table = table[table.nunique(axis=1) > 1]
+    table.index.name = "setting"
+    return table
+
+
+def labels_for(names: Sequence[tuple[str, str]]) -> list[str]:
+    """Display labels for (id, name) pairs: the name, with the id appended where names repeat."""
+    counts: dict[str, int] = {}
+    for _, name in names:
+        counts[name] = counts.get(name, 0) + 1
+    return [name if counts[name] == 1 else f"{name} · {run_id[-6:]}" for run_id, name in names]
