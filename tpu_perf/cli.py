@@ -260,13 +260,22 @@ def main() -> None:
     except typer.Abort:
         err.print("tpu-perf: aborted")
         sys.exit(130)
-    except Exception as exc:  # click usage errors
-        import click
-
-        if isinstance(exc, click.ClickException):
+    except Exception as exc:  # click usage errors (typer ships its own copy of click)
+        if isinstance(exc, _click_exceptions()):
             exc.show()
             sys.exit(exc.exit_code)
         raise
+
+
+def _click_exceptions() -> tuple[type[Exception], ...]:
+    """ClickException from typer's bundled click (typer >= 0.29) and from click itself, if present."""
+    found: list[type[Exception]] = []
+    for module in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            found.append(__import__(module, fromlist=["ClickException"]).ClickException)
+        except ImportError:
+            continue
+    return tuple(found)
 
 
 if __name__ == "__main__":

@@ -8,8 +8,9 @@ documented in the README ("report --json keys"); a key, once published, keeps it
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from tpu_perf.analyzers.compiles import CompileStats, analyze_compiles
 from tpu_perf.analyzers.flops import FlopsStats, analyze_flops
@@ -26,6 +27,7 @@ from tpu_perf.analyzers.traces import (
     analyze_trace_files,
     analyze_trace_tables,
 )
+from tpu_perf.errors import DataError, TpuPerfError
 from tpu_perf.jsonio import dumps, to_jsonable
 from tpu_perf.store import Run
 
@@ -87,18 +89,33 @@ def build_report(run: Run, *, convention: str | None = None, summary: bool = Fal
     with; `summary` builds only the parts the runs page shows, with the same code and numbers."""
     recorded = (run.manifest.get("config") or {}).get("convention")
     options = ReportOptions(convention=convention or recorded, summary=summary)
-    steps = analyze_steps(run)
-    flops = analyze_flops(run, steps)
-    mfu = summarize_mfu(analyze_model_mfu(run, steps, flops, convention=options.convention), flops)
-    base = {"options": options, "run": analyze_run_info(run), "steps": steps, "flops": flops, "mfu": mfu, "memory": analyze_memory(run)}
+    steps = _part(run, "steps", analyze_steps, run)
+    flops = _part(run, "FLOPs", analyze_flops, run, steps)
+    model = _part(run, "model MFU", analyze_model_mfu, run, steps, flops, convention=options.convention)
+    mfu = summarize_mfu(model, flops)
+    base = {"options": options, "run": analyze_run_info(run), "steps": steps, "flops": flops, "mfu": mfu, "memory": _part(run, "memory", analyze_memory, run)}
     if summary:
         return Report(**base)
     return Report(
         **base,
-        compile=analyze_compiles(run),
-        torch_compile=analyze_torch_compile(run),
-        hlo=analyze_hlo_section(run, chip=flops.chip),
+        compile=_part(run, "compile", analyze_compiles, run),
+        torch_compile=_part(run, "torch.compile", analyze_torch_compile, run),
+        hlo=_part(run, "HLO", analyze_hlo_section, run, chip=flops.chip),
         trace=analyze_trace_files(run),
-        traces=analyze_trace_tables(run),
-        runtime=analyze_runtime(run),
+        traces=_part(run, "trace", analyze_trace_tables, run),
+        runtime=_part(run, "runtime", analyze_runtime, run),
     )
+
+
+T = TypeVar("T")
+
+
+def _part(run: Run, name: str, analyze: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """One analyzer's answer; a failure inside it becomes one line naming the run and the part
+    (a DataError: exit 3), never a traceback. The run's files are left as they are."""
+    try:
+        return analyze(*args, **kwargs)
+    except TpuPerfError:
+        raise
+    except Exception as exc:
+        raise DataError(f"{run.url}: the {name} analysis failed ({type(exc).__name__}: {exc}); the run is kept as it is, please report this with the run folder") from exc

@@ -5,10 +5,25 @@ from __future__ import annotations
 import fsspec
 from fsspec import AbstractFileSystem
 
+from tpu_perf.errors import UsageError
+
+REMOTE_EXTRA = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs"}
+"""Protocols the `remote` extra (`pip install 'tpu-perf[remote]'`) brings, with their package."""
+
 
 def filesystem(url: str) -> tuple[AbstractFileSystem, str]:
-    """Return the filesystem for `url` and the path inside it."""
-    fs, path = fsspec.core.url_to_fs(url)
+    """Return the filesystem for `url` and the path inside it.
+
+    A URL whose protocol needs a package that is not installed (`s3://` without s3fs) is a usage
+    error naming what to install, not an ImportError traceback."""
+    try:
+        fs, path = fsspec.core.url_to_fs(url)
+    except ImportError as exc:
+        protocol = url.split("://", 1)[0]
+        extra = f"`pip install 'tpu-perf[remote]'` (it adds {REMOTE_EXTRA[protocol]})" if protocol in REMOTE_EXTRA else "install the package it names"
+        raise UsageError(f"store {url}: {exc}; {extra}") from None
+    except ValueError as exc:  # "Protocol not known: ..."
+        raise UsageError(f"store {url}: {exc}; use a folder or an fsspec URL (gs://, s3://, memory://)") from None
     return fs, path.rstrip("/") or path
 
 

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 import pandas as pd
 import pyarrow.parquet as pq
+from fsspec import AbstractFileSystem
 
 from tpu_perf.errors import DataError, RunNotFoundError
 from tpu_perf.store import layout
@@ -269,9 +270,22 @@ def load_run(run: str | Path, store: str | None = None) -> Run:
             continue
     if len(names.get(ref, [])) == 1:
         return _open_run(sfs, ids[names[ref][0]])
+    if len(names.get(ref, [])) > 1:
+        raise RunNotFoundError(_ambiguous_name(sfs, ref, [(i, ids[i]) for i in names[ref]], store))
     close = difflib.get_close_matches(ref, list(ids) + [n for n in names if n], n=3, cutoff=0.5)
     hint = f"; close matches: {', '.join(close)}" if close else f"; `tpu-perf ls --store {store}` lists {len(ids)} run(s)"
     raise RunNotFoundError(f"no run '{ref}' in {store}{hint}")
+
+
+def _ambiguous_name(fs: AbstractFileSystem, name: str, runs: list[tuple[str, str]], store: str) -> str:
+    """One line naming every run called `name`: id, start time and status, newest first."""
+    described = []
+    for run_id, folder in sorted(runs, reverse=True):
+        manifest = _read_manifest(fs, folder)
+        started = manifest.get("started_at")
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)) if started else "start unknown"
+        described.append(f"{run_id} ({when}, {manifest.get('status') or 'unknown status'})")
+    return f"{len(runs)} runs in {store} are named '{name}': {'; '.join(described)}; give a run id instead"
 
 
 def list_runs(store: str | None = None) -> list[Run]:
