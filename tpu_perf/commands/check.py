@@ -69,8 +69,8 @@ Selectors = Annotated[list[str], typer.Option(help="Runs: id, prefix, name, fold
 
 
 def check_command(
-    baseline: Selectors,
-    candidate: Selectors,
+    baseline: Selectors = [],  # noqa: B006  (missing: our one-line usage error, exit 2)
+    candidate: Selectors = [],  # noqa: B006
     store: StoreOption = layout.DEFAULT_STORE,
     baseline_store: Annotated[str | None, typer.Option(help="Run store of the baseline when it lives elsewhere (a team store).")] = None,
     alpha: Annotated[float, typer.Option(help="One-sided error rate of each end of the interval.")] = 0.05,
