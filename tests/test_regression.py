@@ -23,7 +23,7 @@ from tpu_perf.analyzers.regression import (
     runs_needed,
 )
 from tpu_perf.analyzers.run_values import RunValues
-from tpu_perf.analyzers.student_t import t_cdf, t_quantile
+from tpu_perf.analyzers.welch import t_cdf, t_quantile
 from tpu_perf.jsonio import dumps
 from tpu_perf.views.check import github_annotations, render_junit, render_markdown
 

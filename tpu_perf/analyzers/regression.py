@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from enum import StrEnum
 from typing import Any
 
 import numpy as np
 
 from tpu_perf.analyzers.run_values import FINGERPRINT_FIELDS, RunValues
-from tpu_perf.analyzers.student_t import t_quantile
+from tpu_perf.analyzers.welch import Comparison, compare_samples, cv, geomean, t_quantile
 
 SCHEMA_VERSION = 1
 """Version of `CheckResult.to_dict()` (the `--json` document and what the dashboard reads)."""
@@ -154,14 +154,13 @@ class CheckResult:
     options: CheckOptions
     baseline_runs: tuple[str, ...] = ()
     candidate_runs: tuple[str, ...] = ()
-    differing_fields: tuple[str, ...] = field(default=())
+    differing_fields: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        options = {k: getattr(self.options, k) for k in ("alpha", "margin", "max_cv", "memory_margin", "min_steady_steps", "metrics", "ignore_fingerprint", "inconclusive_ok")}
         return {
             "schema_version": SCHEMA_VERSION, "verdict": self.verdict, "exit_code": self.exit_code,
             "baseline_runs": list(self.baseline_runs), "candidate_runs": list(self.candidate_runs),
-            "differing_fields": list(self.differing_fields), "options": options,
+            "differing_fields": list(self.differing_fields), "options": asdict(self.options),
             "checks": [_check_dict(c) for c in self.checks],
         }
 
@@ -176,42 +175,6 @@ def _check_dict(check: Check) -> dict[str, Any]:
         "runs_needed": check.runs_needed, "unit": check.unit, "lower_is_better": check.lower_is_better,
         "message": check.message,
     }
-
-
-@dataclass(frozen=True, kw_only=True)
-class Comparison:
-    """Welch's comparison of two samples of positive values, on their logs."""
-
-    ratio: float
-    low: float
-    high: float
-    log_se: float
-    df: float | None
-    log_sd_pooled: float
-
-
-def cv(values: Sequence[float]) -> float | None:
-    """Sample coefficient of variation (ddof=1); None with fewer than 2 values."""
-    x = np.asarray(values, dtype=float)
-    return float(np.std(x, ddof=1) / np.mean(x)) if x.size >= 2 and np.mean(x) != 0 else None
-
-
-def _geomean(values: Sequence[float]) -> float:
-    return float(np.exp(np.mean(np.log(np.asarray(values, dtype=float)))))
-
-
-def compare_samples(baseline: Sequence[float], candidate: Sequence[float], *, alpha: float) -> Comparison:
-    """Ratio of geometric means (candidate/baseline) with a Welch t interval on log values."""
-    x, y = np.log(np.asarray(baseline, dtype=float)), np.log(np.asarray(candidate, dtype=float))
-    d = float(y.mean() - x.mean())
-    a, b = float(x.var(ddof=1)) / x.size, float(y.var(ddof=1)) / y.size
-    se = math.sqrt(a + b)
-    pooled = math.sqrt((float(x.var(ddof=1)) + float(y.var(ddof=1))) / 2)
-    if se == 0:
-        return Comparison(ratio=math.exp(d), low=math.exp(d), high=math.exp(d), log_se=0.0, df=None, log_sd_pooled=0.0)
-    df = (a + b) ** 2 / (a * a / (x.size - 1) + b * b / (y.size - 1))
-    half = t_quantile(1 - alpha, df) * se
-    return Comparison(ratio=math.exp(d), low=math.exp(d - half), high=math.exp(d + half), log_se=se, df=df, log_sd_pooled=pooled)
 
 
 def check_metric(metric: Metric, baseline: Sequence[float | None], candidate: Sequence[float | None], options: CheckOptions) -> Check:
@@ -235,7 +198,7 @@ def _statistical_check(metric: Metric, base: tuple[float, ...], cand: tuple[floa
         return Check(**common, **cvs, verdict=Verdict.BAD_DATA, message=f"{'; '.join(short)}: need at least 2 a side (5 recommended) to measure noise")
     noisy = [f"{side} CV {value:.1%}" for side, value in (("baseline", cvs["baseline_cv"]), ("candidate", cvs["candidate_cv"])) if value is not None and value > options.max_cv]
     comp = compare_samples(base, cand, alpha=options.alpha)
-    numbers = {**cvs, "ratio": comp.ratio, "low": comp.low, "high": comp.high, "baseline_value": _geomean(base), "candidate_value": _geomean(cand)}
+    numbers = {**cvs, "ratio": comp.ratio, "low": comp.low, "high": comp.high, "baseline_value": geomean(base), "candidate_value": geomean(cand)}
     if noisy:
         return Check(**common, **numbers, verdict=Verdict.BAD_DATA, message=f"{metric.label}: {', '.join(noisy)} above --max-cv {options.max_cv:.0%}: too noisy to judge; quiet the machine or raise --max-cv")
     verdict, message = interval_verdict(comp, lower_is_better=metric.lower_is_better, margin=options.margin, label=metric.label)

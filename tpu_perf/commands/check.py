@@ -82,7 +82,7 @@ def check_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the verdict as JSON instead of the table.")] = False,
     junit: Annotated[Path | None, typer.Option(help="Write JUnit XML here (one testcase per check).", dir_okay=False)] = None,
     markdown: Annotated[Path | None, typer.Option(help="Write a Markdown summary here (also appended to $GITHUB_STEP_SUMMARY when set).", dir_okay=False)] = None,
-    github: Annotated[bool, typer.Option("--github", help="Print ::error / ::warning annotations for GitHub Actions.")] = False,
+    github: Annotated[bool, typer.Option("--github", help="Print ::error / ::warning annotations for GitHub Actions (to stderr with --json).")] = False,
 ) -> None:
     """Is the candidate slower than the baseline? A verdict with confidence, from several runs a side.
 
@@ -107,11 +107,14 @@ def check_command(
         _write(markdown, text, flag="--markdown")
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
-        with open(summary, "a", encoding="utf-8") as f:
-            f.write(text + "\n")
-    if github:
+        try:
+            with open(summary, "a", encoding="utf-8") as f:
+                f.write(text + "\n")
+        except OSError as exc:
+            err.print(f"tpu-perf: warning: $GITHUB_STEP_SUMMARY {summary}: cannot append ({exc.strerror or exc})", style="yellow", highlight=False)
+    if github:  # to stderr beside --json, so stdout stays one JSON document (the runner reads both)
         for line in github_annotations(result):
-            sys.stdout.write(line + "\n")
+            (sys.stderr if as_json else sys.stdout).write(line + "\n")
     if as_json:
         sys.stdout.write(dumps(result) + "\n")
     else:

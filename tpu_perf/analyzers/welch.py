@@ -1,6 +1,6 @@
-"""Student's t distribution without SciPy: the CDF and its inverse for any (non-integer) df.
+"""Welch's comparison of two samples on their logs, and the Student t distribution it needs.
 
-Why here: `tpu-perf check` runs in CI images that install only the core dependencies, and Welch's
+No SciPy: the CDF and its inverse work for any (non-integer) df. Why here: `tpu-perf check` runs in CI images that install only the core dependencies, and Welch's
 degrees of freedom are not integers, so a lookup table will not do. The CDF is the regularised
 incomplete beta function I_x(a, b) by its continued fraction (Lentz's method, as in Numerical
 Recipes 3rd ed. §6.4), with x = df / (df + t^2), a = df/2, b = 1/2; the quantile inverts it by
@@ -10,7 +10,11 @@ safeguarded Newton steps. Accurate to ~1e-10 for df >= 1.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 from statistics import NormalDist
+
+import numpy as np
 
 _EPS = 1e-15
 _TINY = 1e-300
@@ -93,3 +97,40 @@ def t_quantile(p: float, df: float) -> float:
             return nxt
         t = nxt
     return t
+
+
+@dataclass(frozen=True, kw_only=True)
+class Comparison:
+    """Welch's comparison of two samples of positive values, on their logs."""
+
+    ratio: float
+    low: float
+    high: float
+    log_se: float
+    df: float | None
+    log_sd_pooled: float
+
+
+def cv(values: Sequence[float]) -> float | None:
+    """Sample coefficient of variation (ddof=1); None with fewer than 2 values."""
+    x = np.asarray(values, dtype=float)
+    return float(np.std(x, ddof=1) / np.mean(x)) if x.size >= 2 and np.mean(x) != 0 else None
+
+
+def geomean(values: Sequence[float]) -> float:
+    """Geometric mean: the centre that matches a comparison of ratios."""
+    return float(np.exp(np.mean(np.log(np.asarray(values, dtype=float)))))
+
+
+def compare_samples(baseline: Sequence[float], candidate: Sequence[float], *, alpha: float) -> Comparison:
+    """Ratio of geometric means (candidate/baseline) with a Welch t interval on log values."""
+    x, y = np.log(np.asarray(baseline, dtype=float)), np.log(np.asarray(candidate, dtype=float))
+    d = float(y.mean() - x.mean())
+    a, b = float(x.var(ddof=1)) / x.size, float(y.var(ddof=1)) / y.size
+    se = math.sqrt(a + b)
+    pooled = math.sqrt((float(x.var(ddof=1)) + float(y.var(ddof=1))) / 2)
+    if se == 0:
+        return Comparison(ratio=math.exp(d), low=math.exp(d), high=math.exp(d), log_se=0.0, df=None, log_sd_pooled=0.0)
+    df = (a + b) ** 2 / (a * a / (x.size - 1) + b * b / (y.size - 1))
+    half = t_quantile(1 - alpha, df) * se
+    return Comparison(ratio=math.exp(d), low=math.exp(d - half), high=math.exp(d + half), log_se=se, df=df, log_sd_pooled=pooled)
