@@ -230,7 +230,7 @@ def test_default_metrics_prefer_mfu_when_every_run_has_it() -> None:
 
 
 def aot(topology: str, flops: float, hbm: int) -> dict:
-    return {"topology": topology, "flops_per_step": flops, "peak_hbm_bytes": hbm, "optimal_step_s": 0.01}
+    return {"topology": topology, "chip": "tpu-v6e", "chips": 4, "flops_per_step": flops, "peak_hbm_bytes": hbm, "optimal_step_s": 0.01}
 
 
 def test_aot_flops_change_is_changed_not_a_failure_and_hbm_is_exact() -> None:
@@ -281,3 +281,11 @@ def test_options_reject_bad_values() -> None:
     for bad in ({"alpha": 0.7}, {"margin": -0.1}, {"metrics": ("speed",)}, {"ignore_fingerprint": ("colour",)}):
         with pytest.raises(ValueError):
             CheckOptions(**bad)
+
+
+def test_aot_section_may_be_one_dict_a_list_or_absent() -> None:
+    entry = {**aot("v6e:2x2", 1e12, 1 << 30), "fusions": {"kLoop": 3}, "hlo_file": "aot/v6e.hlo"}
+    saved = BASE[0].to_dict()
+    assert RunValues.from_dict({**saved, "aot": entry}).aot == (aot("v6e:2x2", 1e12, 1 << 30),)
+    assert len(RunValues.from_dict({**saved, "aot": [entry, entry]}).aot) == 2
+    assert RunValues.from_dict({**saved, "aot": None}).aot == ()

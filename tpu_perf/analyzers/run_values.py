@@ -103,13 +103,14 @@ def run_values(run: Run) -> RunValues:
     )
 
 
+AOT_FIELDS: tuple[str, ...] = ("topology", "chip", "chips", "flops_per_step", "peak_hbm_bytes", "optimal_step_s")
+"""The parts of a report's `aot` entry that a check compares or names (a saved baseline keeps these)."""
+
+
 def _aot_entries(section: Any) -> tuple[Mapping[str, Any], ...]:
-    """The `aot` section as a tuple of per-topology dicts: it may be absent, one dict, or a list."""
-    if isinstance(section, Mapping):
-        return (dict(section),)
-    if isinstance(section, list | tuple):
-        return tuple(dict(entry) for entry in section if isinstance(entry, Mapping))
-    return ()
+    """The `aot` section as per-topology dicts of AOT_FIELDS: absent, one dict, or a list of them."""
+    entries = [section] if isinstance(section, Mapping) else list(section) if isinstance(section, list | tuple) else []
+    return tuple({k: entry.get(k) for k in AOT_FIELDS} for entry in entries if isinstance(entry, Mapping))
 
 
 def fingerprint(run: Run) -> dict[str, str | None]:
