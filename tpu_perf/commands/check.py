@@ -64,7 +64,7 @@ def register(app: typer.Typer) -> None:
     app.add_typer(baseline_app, name="baseline")
 
 
-StoreOption = Annotated[str, typer.Option("--store", envvar=layout.STORE_ENV, help="Run store of both sides (a folder or fsspec URL).")]
+StoreOption = Annotated[str, typer.Option("--store", envvar=layout.STORE_ENV, help="Run store (a folder or fsspec URL); for `check`, of both sides unless --baseline-store.")]
 Selectors = Annotated[list[str], typer.Option(help="Runs: id, prefix, name, folder, tag:KEY=VALUE, name:NAME or file:PATH.json; several may follow.", show_default=False)]
 
 
