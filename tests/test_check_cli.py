@@ -174,3 +174,14 @@ def test_repeat_stops_at_the_first_failing_run_with_its_exit_code(tmp_path: Path
     assert "repeat 1/3 exited 7; stopping" in proc.stderr
     manifests = [json.loads(p.read_text()) for p in store.glob("*/run.json")]
     assert [(m["status"], m["exit_code"]) for m in manifests] == [("failed", 7)]
+
+
+def test_mfu_is_the_default_metric_when_every_run_has_it(store: str) -> None:
+    ids = [folder.name for folder in sorted(Path(store).iterdir()) if json.loads((folder / "run.json").read_text())["tags"].get("side") == "chip"]
+    reports = [json.loads(tpu_perf_cli("report", "--store", store, "--json", run_id, check=True).stdout) for run_id in ids]
+    assert all(r["mfu"] for r in reports)  # declared a v6e: utilisation against its peak
+    _, doc = check_json(store, "--baseline", *ids, "--candidate", *ids)
+    assert [c["metric"] for c in doc["checks"]] == ["fingerprint", "runs", "mfu", "peak_memory", "compiles"]
+    mfu = doc["checks"][2]
+    assert mfu["baseline"] == [r["mfu"] for r in reports] and mfu["ratio"] == pytest.approx(1.0)
+    assert mfu["lower_is_better"] is False
