@@ -13,7 +13,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from tpu_perf.analyzers.regression import Check, CheckResult, Verdict
+from tpu_perf.analyzers.regression import PRECEDENCE, Check, CheckResult, Verdict
 from tpu_perf.views import format as fmt
 
 STYLE: dict[Verdict, str] = {
@@ -44,7 +44,7 @@ def value(check: Check, number: float | None) -> str:
 def change(check: Check) -> str:
     """The ratio as a signed percentage with its interval, e.g. `+10.2 % [+8.1, +12.4]`."""
     if check.ratio is None:
-        return "n/a"
+        return "n/a" if check.baseline else ""
     text = f"{(check.ratio - 1) * 100:+.1f} %"
     if check.low is not None and check.high is not None:
         text += f" [{(check.low - 1) * 100:+.1f}, {(check.high - 1) * 100:+.1f}]"
@@ -85,7 +85,7 @@ def render_check(result: CheckResult) -> RenderableType:
 
 def render_markdown(result: CheckResult) -> str:
     """A table a reviewer reads in five seconds: verdict first, then checks, worst first."""
-    order = {v: i for i, v in enumerate((Verdict.NOT_COMPARABLE, Verdict.BAD_DATA, Verdict.REGRESSION, Verdict.INCONCLUSIVE, Verdict.CHANGED, Verdict.IMPROVEMENT, Verdict.PASS))}
+    order = {v: i for i, v in enumerate(PRECEDENCE)}
     lines = [
         f"### {ICON[result.verdict]} tpu-perf check: **{result.verdict.value}** (exit {result.exit_code})",
         "",
