@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
-import click
 import typer
 from rich.console import Console
 from typer.core import TyperCommand
@@ -37,7 +36,7 @@ class CheckDataError(TpuPerfError):
 class GreedySides(TyperCommand):
     """Lets `--baseline A B C` take several selectors, as `--baseline A --baseline B --baseline C`."""
 
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
         return super().parse_args(ctx, spread_sides(args))
 
 
