@@ -93,6 +93,7 @@ def record(
     tpu_metrics_addr: Annotated[str | None, typer.Option(envvar="TPU_PERF_TPU_METRICS_ADDR", help="HOST:PORT of libtpu's runtime metric service (default: libtpu's TPU_RUNTIME_METRICS_PORTS, else localhost:8431).", show_default=False)] = None,
     batch_size: Annotated[int | None, typer.Option(help="Global batch size per step, for the largest-batch estimate.", min=1)] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines while recording.")] = False,
+    repeat: Annotated[int, typer.Option(help="Record N runs, each in a fresh process, tagged repeat=<group> (for `tpu-perf check`).", min=1)] = 1,
 ) -> None:
     """Run a training script unchanged and record its steps, compiles, FLOPs, memory, HLO and a trace.
 
@@ -115,6 +116,10 @@ def record(
     architecture, calibration = _model_and_calibration(model, hf_config, store)
     addr = _parse_addr(tpu_metrics_addr)
     target = resolve_target(script, module, args)
+    if repeat > 1:
+        from tpu_perf.commands.repeat import record_repeated
+
+        raise typer.Exit(record_repeated(repeat, sys.argv[1:], ctx.args, log=lambda line: err.print(line, highlight=False, markup=False)))
     options = RecordOptions(
         trace_steps=None if no_trace else _parse_window(trace_steps),
         tokens_per_step=tokens_per_step,
@@ -233,7 +238,7 @@ def ls(store: StoreOption = layout.DEFAULT_STORE, as_json: Annotated[bool, typer
     out.print(table)
 
 
-COMMAND_MODULES: tuple[str, ...] = ("importer", "mfu", "chips", "dashboard")
+COMMAND_MODULES: tuple[str, ...] = ("importer", "mfu", "chips", "dashboard", "check")
 """Modules under tpu_perf/commands/ that add commands: each has `register(app: typer.Typer)`."""
 
 

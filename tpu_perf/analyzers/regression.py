@@ -1,0 +1,367 @@
+"""Regression verdicts between two sets of runs: statistics, rules and exit codes (no I/O, no rich).
+
+The unit of replication is a fresh-process run: each run gives one value per metric (its
+steady-state median), and the noise that matters is between runs, not between steps. For a timed
+metric the check compares the geometric means of the two sides by the ratio candidate/baseline,
+with a Welch t interval on the log values (one-sided `alpha` at each end):
+
+- REGRESSION: worse with confidence (the interval excludes "no change") and the estimated change
+  is beyond the margin;
+- IMPROVEMENT: the mirror image; PASS: no worse than the margin with confidence;
+- INCONCLUSIVE: neither; the check says how many runs per side would decide it;
+- BAD_DATA: too few runs, run-to-run CV above `max_cv`, failed runs, too few steady steps;
+- NOT_COMPARABLE: the runs' fingerprints differ (chip, versions, flags, workload...).
+
+Why "estimate beyond the margin" and not "lower bound beyond the margin": with 5 runs a side at 2 %
+run-to-run noise, the stricter rule detects a 6 % slowdown only about 65 % of the time, while this
+one detects it 98.5 % of the time with 0.98 % false alarms when nothing changed
+(bench/gate_noise.py measures both numbers by calling `check_metric`).
+Peak memory and compiles after warm-up are deterministic: compared directly, without statistics.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from enum import StrEnum
+from typing import Any
+
+import numpy as np
+
+from tpu_perf.analyzers.run_values import FINGERPRINT_FIELDS, RunValues
+from tpu_perf.analyzers.welch import Comparison, compare_samples, cv, geomean, t_quantile
+
+SCHEMA_VERSION = 1
+"""Version of `CheckResult.to_dict()` (the `--json` document and what the dashboard reads)."""
+
+
+class Verdict(StrEnum):
+    PASS = "PASS"
+    IMPROVEMENT = "IMPROVEMENT"
+    CHANGED = "CHANGED"
+    """A deterministic number changed without being worse (TPU compile FLOPs): shown, not failed."""
+    INCONCLUSIVE = "INCONCLUSIVE"
+    REGRESSION = "REGRESSION"
+    BAD_DATA = "BAD_DATA"
+    NOT_COMPARABLE = "NOT_COMPARABLE"
+
+
+PRECEDENCE: tuple[Verdict, ...] = (
+    Verdict.NOT_COMPARABLE, Verdict.BAD_DATA, Verdict.REGRESSION, Verdict.INCONCLUSIVE,
+    Verdict.IMPROVEMENT, Verdict.CHANGED, Verdict.PASS,
+)
+"""When checks disagree, the first of these that any check has is the overall verdict."""
+
+EXIT_CODES: dict[Verdict, int] = {
+    Verdict.PASS: 0, Verdict.IMPROVEMENT: 0, Verdict.CHANGED: 0, Verdict.REGRESSION: 1,
+    Verdict.INCONCLUSIVE: 3, Verdict.BAD_DATA: 4, Verdict.NOT_COMPARABLE: 5,
+}
+"""Stable, documented in docs/ci.md: 2 is the CLI's usage error and never a verdict."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckOptions:
+    """How strict the check is; the defaults suit 5 runs a side at a few percent noise."""
+
+    alpha: float = 0.05
+    """One-sided error rate of each end of the interval."""
+    margin: float = 0.03
+    """Practical margin: changes smaller than this are not worth failing a build for."""
+    max_cv: float = 0.05
+    """Run-to-run coefficient of variation above which a side's numbers are BAD_DATA."""
+    memory_margin: float = 0.01
+    """Peak memory increase that counts as a regression (deterministic, no statistics)."""
+    min_steady_steps: int = 5
+    """Steady-state steps a run needs for its median to mean anything."""
+    metrics: tuple[str, ...] | None = None
+    """Metric names to check; None: the defaults (see `default_metrics`)."""
+    ignore_fingerprint: tuple[str, ...] = ()
+    """Fingerprint fields allowed to differ (a known version bump)."""
+    inconclusive_ok: bool = False
+    """INCONCLUSIVE exits 0 instead of 3."""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.alpha < 0.5:
+            raise ValueError(f"--alpha {self.alpha}: must lie in (0, 0.5), e.g. 0.05")
+        for name in ("margin", "max_cv", "memory_margin"):
+            if not 0 <= getattr(self, name) < 1:
+                raise ValueError(f"--{name.replace('_', '-')} {getattr(self, name)}: must be a fraction in [0, 1), e.g. 0.03 for 3 %")
+        unknown = [f for f in self.ignore_fingerprint if f not in FINGERPRINT_FIELDS]
+        if unknown:
+            raise ValueError(f"--ignore-fingerprint {', '.join(unknown)}: unknown field; one of {', '.join(FINGERPRINT_FIELDS)}")
+        known = {m.name for m in METRICS} | set(AOT_METRICS)
+        bad = [m for m in self.metrics or () if m not in known]
+        if bad:
+            raise ValueError(f"--metric {', '.join(bad)}: unknown metric; one of {', '.join(sorted(known))}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Metric:
+    name: str
+    label: str
+    unit: str
+    lower_is_better: bool
+    value: Callable[[RunValues], float | None]
+    statistical: bool
+    """True: noisy, judged by the interval; False: deterministic, compared directly."""
+
+
+METRICS: tuple[Metric, ...] = (
+    Metric(name="mfu", label="MFU", unit="fraction", lower_is_better=False, value=lambda r: r.mfu, statistical=True),
+    Metric(name="step_time", label="step time", unit="s", lower_is_better=True, value=lambda r: r.step_s, statistical=True),
+    Metric(name="tokens_per_s", label="tokens/s", unit="tokens/s", lower_is_better=False, value=lambda r: r.tokens_per_s, statistical=True),
+    Metric(name="peak_memory", label="peak memory", unit="bytes", lower_is_better=True, value=lambda r: r.peak_memory_bytes, statistical=False),
+    Metric(name="compiles", label="compiles after warm-up", unit="count", lower_is_better=True, value=lambda r: r.compiles_after_warmup, statistical=False),
+)
+METRIC_BY_NAME = {m.name: m for m in METRICS}
+
+AOT_METRICS: tuple[str, ...] = ("aot_peak_hbm", "aot_flops")
+"""TPU compile metrics per topology (the report's `aot` section), compared exactly."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Check:
+    """One line of the verdict: a metric (or the fingerprint, or the runs' health) and its answer."""
+
+    name: str
+    verdict: Verdict
+    message: str
+    unit: str | None = None
+    lower_is_better: bool | None = None
+    ratio: float | None = None
+    """Candidate over baseline (geometric means for timed metrics, medians/maxima otherwise)."""
+    low: float | None = None
+    high: float | None = None
+    """The ratio's interval: each end a one-sided (1 - alpha) bound."""
+    baseline: tuple[float | None, ...] = ()
+    candidate: tuple[float | None, ...] = ()
+    """Per-run values, in run order."""
+    baseline_value: float | None = None
+    candidate_value: float | None = None
+    """Each side's summary: geometric mean (timed metrics), median (memory), maximum (compiles)."""
+    baseline_cv: float | None = None
+    candidate_cv: float | None = None
+    runs_needed: int | None = None
+    """Runs per side that would likely decide an INCONCLUSIVE check (None: not inconclusive, or > 1000)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckResult:
+    verdict: Verdict
+    exit_code: int
+    checks: tuple[Check, ...]
+    options: CheckOptions
+    baseline_runs: tuple[str, ...] = ()
+    candidate_runs: tuple[str, ...] = ()
+    differing_fields: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION, "verdict": self.verdict, "exit_code": self.exit_code,
+            "baseline_runs": list(self.baseline_runs), "candidate_runs": list(self.candidate_runs),
+            "differing_fields": list(self.differing_fields), "options": asdict(self.options),
+            "checks": [_check_dict(c) for c in self.checks],
+        }
+
+
+def _check_dict(check: Check) -> dict[str, Any]:
+    return {
+        "metric": check.name, "verdict": check.verdict, "ratio": check.ratio,
+        "interval": [check.low, check.high] if check.low is not None else None,
+        "baseline_value": check.baseline_value, "candidate_value": check.candidate_value,
+        "baseline": list(check.baseline), "candidate": list(check.candidate),
+        "baseline_cv": check.baseline_cv, "candidate_cv": check.candidate_cv,
+        "runs_needed": check.runs_needed, "unit": check.unit, "lower_is_better": check.lower_is_better,
+        "message": check.message,
+    }
+
+
+def check_metric(metric: Metric, baseline: Sequence[float | None], candidate: Sequence[float | None], options: CheckOptions) -> Check:
+    """The verdict on one metric from per-run values: the function `check` and the noise bench share."""
+    base, cand = tuple(baseline), tuple(candidate)
+    common = {"name": metric.name, "unit": metric.unit, "lower_is_better": metric.lower_is_better, "baseline": base, "candidate": cand}
+    missing = [f"{sum(v is None for v in values)} of {len(values)} {side} runs" for side, values in (("baseline", base), ("candidate", cand)) if not values or None in values]
+    if missing:
+        return Check(**common, verdict=Verdict.BAD_DATA, message=f"{metric.label} unknown (n/a) on {' and '.join(missing)}")
+    if not metric.statistical:
+        return _deterministic_check(metric, base, cand, options, common)
+    return _statistical_check(metric, base, cand, options, common)  # type: ignore[arg-type]
+
+
+def _statistical_check(metric: Metric, base: tuple[float, ...], cand: tuple[float, ...], options: CheckOptions, common: dict[str, Any]) -> Check:
+    if any(v <= 0 for v in (*base, *cand)):
+        return Check(**common, verdict=Verdict.BAD_DATA, message=f"{metric.label} has a zero or negative value; cannot compare ratios")
+    cvs = {"baseline_cv": cv(base), "candidate_cv": cv(cand)}
+    short = [f"{side} has {len(v)} run" for side, v in (("baseline", base), ("candidate", cand)) if len(v) < 2]
+    if short:
+        return Check(**common, **cvs, verdict=Verdict.BAD_DATA, message=f"{'; '.join(short)}: need at least 2 a side (5 recommended) to measure noise")
+    noisy = [f"{side} CV {value:.1%}" for side, value in (("baseline", cvs["baseline_cv"]), ("candidate", cvs["candidate_cv"])) if value is not None and value > options.max_cv]
+    comp = compare_samples(base, cand, alpha=options.alpha)
+    numbers = {**cvs, "ratio": comp.ratio, "low": comp.low, "high": comp.high, "baseline_value": geomean(base), "candidate_value": geomean(cand)}
+    if noisy:
+        return Check(**common, **numbers, verdict=Verdict.BAD_DATA, message=f"{metric.label}: {', '.join(noisy)} above --max-cv {options.max_cv:.0%}: too noisy to judge; quiet the machine or raise --max-cv")
+    verdict, message = interval_verdict(comp, lower_is_better=metric.lower_is_better, margin=options.margin, label=metric.label)
+    needed = runs_needed(comp, lower_is_better=metric.lower_is_better, margin=options.margin, alpha=options.alpha) if verdict == Verdict.INCONCLUSIVE else None
+    if verdict == Verdict.INCONCLUSIVE:
+        message += f"; about {needed} runs a side would decide it" if needed else "; more than 1000 runs a side would be needed"
+    return Check(**common, **numbers, verdict=verdict, message=message, runs_needed=needed)
+
+
+def interval_verdict(comp: Comparison, *, lower_is_better: bool, margin: float, label: str) -> tuple[Verdict, str]:
+    """The module docstring's rules, on the "badness" log ratio (positive: the candidate is worse)."""
+    sign = 1.0 if lower_is_better else -1.0
+    bad = sign * math.log(comp.ratio)
+    bad_lo, bad_hi = sorted((sign * math.log(comp.low), sign * math.log(comp.high)))
+    limit = math.log1p(margin)
+    change = f"{label} {_percent(comp.ratio)} (interval {_percent(comp.low)} .. {_percent(comp.high)})"
+    if bad > limit and bad_lo > 0:
+        return Verdict.REGRESSION, f"{change}: worse with confidence, beyond the {margin:.0%} margin"
+    if bad < -limit and bad_hi < 0:
+        return Verdict.IMPROVEMENT, f"{change}: better with confidence, beyond the {margin:.0%} margin"
+    if bad_hi <= limit:
+        return Verdict.PASS, f"{change}: no worse than the {margin:.0%} margin"
+    return Verdict.INCONCLUSIVE, f"{change}: the interval straddles the {margin:.0%} margin"
+
+
+def _percent(ratio: float) -> str:
+    return f"{(ratio - 1) * 100:+.1f} %"
+
+
+def runs_needed(comp: Comparison, *, lower_is_better: bool, margin: float, alpha: float, cap: int = 1000) -> int | None:
+    """Runs per side for the interval to stop straddling, if the estimate and noise stay as seen.
+
+    The half-width with n runs a side is t(1-alpha, 2n-2) * s * sqrt(2/n) (s: pooled log sd); it
+    must fall below the distance from the estimate to the boundary it is nearest to deciding."""
+    bad = (1.0 if lower_is_better else -1.0) * math.log(comp.ratio)
+    limit = math.log1p(margin)
+    gap = bad if bad > limit else limit - bad  # REGRESSION needs the low end above 0, PASS the high end below the margin
+    if comp.log_sd_pooled == 0:
+        return 2
+
+    def decides(n: int) -> bool:
+        return t_quantile(1 - alpha, 2 * n - 2) * comp.log_sd_pooled * math.sqrt(2 / n) < gap
+
+    if gap <= 0 or not decides(cap):
+        return None
+    lo, hi = 2, cap  # smallest n that decides, by bisection (the half-width shrinks with n)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if decides(mid) else (mid + 1, hi)
+    return lo
+
+
+def _deterministic_check(metric: Metric, base: tuple[float, ...], cand: tuple[float, ...], options: CheckOptions, common: dict[str, Any]) -> Check:
+    """Peak memory: medians, worse beyond `memory_margin`. Compiles after warm-up: maxima, any increase."""
+    if metric.name == "compiles":
+        b, c = max(base), max(cand)
+        verdict = Verdict.REGRESSION if c > b else Verdict.IMPROVEMENT if c < b else Verdict.PASS
+        return Check(**common, verdict=verdict, ratio=c / b if b else None, baseline_value=b, candidate_value=c, message=f"{metric.label}: {b:g} -> {c:g} (most in any run)")
+    b, c = float(np.median(base)), float(np.median(cand))
+    ratio = c / b if b else None
+    if ratio is None:
+        return Check(**common, verdict=Verdict.BAD_DATA, baseline_value=b, candidate_value=c, message=f"{metric.label}: baseline is 0")
+    verdict = Verdict.REGRESSION if ratio > 1 + options.memory_margin else Verdict.IMPROVEMENT if ratio < 1 - options.memory_margin else Verdict.PASS
+    return Check(**common, verdict=verdict, ratio=ratio, baseline_value=b, candidate_value=c, message=f"{metric.label}: {_mib(b)} -> {_mib(c)} ({_percent(ratio)}; any increase beyond {options.memory_margin:.0%} is a regression)")
+
+
+def _mib(value: float) -> str:
+    return f"{value / 2**20:,.1f} MiB"
+
+
+def _aot_checks(name: str, baseline: Sequence[RunValues], candidate: Sequence[RunValues], options: CheckOptions) -> list[Check]:
+    """Exact comparison per topology of the first run on each side (compile metrics are deterministic)."""
+    base = {str(a.get("topology")): a for a in (baseline[0].aot if baseline else ())}
+    cand = {str(a.get("topology")): a for a in (candidate[0].aot if candidate else ())}
+    key, label = ("peak_hbm_bytes", "TPU compile peak HBM") if name == "aot_peak_hbm" else ("flops_per_step", "TPU compile FLOPs/step")
+    checks = []
+    for topology in sorted(base.keys() & cand.keys()):
+        b, c = base[topology].get(key), cand[topology].get(key)
+        common = {"name": f"{name}[{topology}]", "unit": "bytes" if name == "aot_peak_hbm" else "FLOPs", "lower_is_better": True, "baseline": (b,), "candidate": (c,)}
+        if b is None or c is None or not b:
+            checks.append(Check(**common, verdict=Verdict.BAD_DATA, message=f"{label} on {topology}: unknown on a side (n/a)"))
+        elif name == "aot_peak_hbm":
+            metric = replace(METRIC_BY_NAME["peak_memory"], label=f"{label} on {topology}")
+            checks.append(_deterministic_check(metric, (b,), (c,), options, common))
+        else:
+            checks.append(Check(**common, ratio=c / b, baseline_value=b, candidate_value=c, verdict=Verdict.PASS if c == b else Verdict.CHANGED, message=f"{label} on {topology}: {b:.4g} -> {c:.4g}" + (" (changed: the program does different work)" if c != b else " (same)")))
+    if not checks:
+        checks.append(Check(name=name, verdict=Verdict.BAD_DATA, message=f"{label}: no topology compiled on both sides ({', '.join(base) or 'none'} vs {', '.join(cand) or 'none'})"))
+    return checks
+
+
+def default_metrics(baseline: Sequence[RunValues], candidate: Sequence[RunValues]) -> tuple[str, ...]:
+    """MFU when every run has it, else step time (+ tokens/s when known); memory; compiles; aot."""
+    runs = (*baseline, *candidate)
+
+    def everywhere(metric: str) -> bool:
+        return bool(runs) and all(METRIC_BY_NAME[metric].value(r) is not None for r in runs)
+
+    names = ["mfu"] if everywhere("mfu") else ["step_time", *(["tokens_per_s"] if everywhere("tokens_per_s") else [])]
+    names += [m for m in ("peak_memory", "compiles") if everywhere(m)]
+    if baseline and candidate and all(r.aot for r in runs):
+        names += list(AOT_METRICS)
+    return tuple(names)
+
+
+def fingerprint_check(baseline: Sequence[RunValues], candidate: Sequence[RunValues], ignore: Sequence[str]) -> tuple[Check, tuple[str, ...]]:
+    """NOT_COMPARABLE naming each field whose value differs between (or within) the sides."""
+    differing, parts = [], []
+    for key in FINGERPRINT_FIELDS:
+        base = sorted({str(r.fingerprint.get(key) or "n/a") for r in baseline})
+        cand = sorted({str(r.fingerprint.get(key) or "n/a") for r in candidate})
+        if len({*base, *cand}) <= 1:
+            continue
+        differing.append(key)
+        parts.append(f"{key}: {'/'.join(base)} -> {'/'.join(cand)}" + (" (ignored)" if key in ignore else ""))
+    blocking = tuple(k for k in differing if k not in ignore)
+    if blocking:
+        return Check(name="fingerprint", verdict=Verdict.NOT_COMPARABLE, message="; ".join(parts)), tuple(differing)
+    same = {k: v for k, v in (baseline or candidate)[0].fingerprint.items() if v is not None} if (baseline or candidate) else {}
+    described = ", ".join(f"{k} {v}" for k, v in same.items() if k in ("chip", "chip_count", "framework", "jax", "torch"))
+    message = "same " + (described or "fingerprint") + (f"; {'; '.join(parts)}" if parts else "")
+    return Check(name="fingerprint", verdict=Verdict.PASS, message=message), tuple(differing)
+
+
+def runs_check(baseline: Sequence[RunValues], candidate: Sequence[RunValues], options: CheckOptions) -> Check:
+    """BAD_DATA when a side has < 2 runs, a run did not complete, or a run has too few steady steps."""
+    problems = []
+    for side, runs in (("baseline", baseline), ("candidate", candidate)):
+        if len(runs) < 2:
+            problems.append(f"{side} has {len(runs)} run(s); record at least 2 (5 recommended) with `tpu-perf record --repeat 5`")
+        problems += [f"{side} run {r.run_id} {r.status}" for r in runs if r.status != "completed"]
+        problems += [f"{side} run {r.run_id} has {r.steady_steps} steady steps (< {options.min_steady_steps}); run more steps" for r in runs if r.status == "completed" and r.steady_steps < options.min_steady_steps]
+    if problems:
+        return Check(name="runs", verdict=Verdict.BAD_DATA, message="; ".join(problems))
+    return Check(name="runs", verdict=Verdict.PASS, message=f"{len(baseline)} baseline and {len(candidate)} candidate runs completed")
+
+
+def overall(checks: Sequence[Check], *, inconclusive_ok: bool = False) -> tuple[Verdict, int]:
+    """The verdict by precedence (NOT_COMPARABLE > BAD_DATA > REGRESSION > INCONCLUSIVE > ...) and its exit code."""
+    present = {c.verdict for c in checks}
+    verdict = next((v for v in PRECEDENCE if v in present), Verdict.PASS)
+    code = EXIT_CODES[verdict]
+    return verdict, 0 if (verdict == Verdict.INCONCLUSIVE and inconclusive_ok) else code
+
+
+def check_sets(baseline: Sequence[RunValues], candidate: Sequence[RunValues], options: CheckOptions | None = None) -> CheckResult:
+    """Compare two sets of runs on every chosen metric; the whole answer of `tpu-perf check`."""
+    options = options or CheckOptions()
+    fp, differing = fingerprint_check(baseline, candidate, options.ignore_fingerprint)
+    checks = [fp, runs_check(baseline, candidate, options)]
+    for name in options.metrics or default_metrics(baseline, candidate):
+        if name in AOT_METRICS:
+            checks += _aot_checks(name, baseline, candidate, options)
+            continue
+        metric = METRIC_BY_NAME[name]
+        sources = {r.peak_memory_source for r in (*baseline, *candidate)} if name == "peak_memory" else set()
+        if len(sources) > 1:  # device samples against XLA's estimate: different quantities
+            checks.append(Check(name=name, verdict=Verdict.BAD_DATA, unit=metric.unit, message=f"peak memory comes from different sources ({', '.join(sorted(map(str, sources)))}); compare runs measured the same way"))
+            continue
+        checks.append(check_metric(metric, [metric.value(r) for r in baseline], [metric.value(r) for r in candidate], options))
+    verdict, code = overall(checks, inconclusive_ok=options.inconclusive_ok)
+    return CheckResult(
+        verdict=verdict, exit_code=code, checks=tuple(checks), options=options,
+        baseline_runs=tuple(r.run_id for r in baseline), candidate_runs=tuple(r.run_id for r in candidate),
+        differing_fields=differing,
+    )

@@ -1,0 +1,141 @@
+"""One run as the handful of numbers a regression check compares, read through ONE adapter.
+
+`run_values(run)` is the only place `tpu-perf check` (and a saved baseline) reads a run: the
+report's steady-state numbers, its status, and the fingerprint of what makes two runs comparable.
+A saved baseline file holds `RunValues.to_dict()` per run, so a file and a run folder compare alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tpu_perf.analyzers.flops import run_chip
+from tpu_perf.store import Run
+
+FINGERPRINT_FIELDS: tuple[str, ...] = (
+    "chip", "chip_count", "topology", "framework",
+    "jax", "jaxlib", "libtpu", "torch", "torch_tpu",
+    "xla_flags", "libtpu_init_args", "tokens_per_step", "model",
+)
+"""What must match for two runs' numbers to be comparable (a difference is NOT_COMPARABLE)."""
+
+_FRAMEWORK_PACKAGES: dict[str, tuple[str, ...]] = {
+    "jax": ("jax", "jaxlib", "libtpu"),
+    "torch": ("torch", "torch-tpu", "libtpu"),
+}
+"""Versions that matter per framework the run used (torch installed beside a JAX run does not)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunValues:
+    """The numbers of one run that a check compares; None where the run does not know one."""
+
+    run_id: str
+    name: str
+    status: str
+    """completed | failed | interrupted | crashed | running: only `completed` runs are good data."""
+    step_s: float | None
+    """Steady-state median step time (the iteration) in seconds."""
+    mfu: float | None
+    tokens_per_s: float | None
+    peak_memory_bytes: int | None
+    peak_memory_source: str | None
+    """Where the peak came from: a runtime source (libtpu, jax, nvml, ...) or `xla_memory_analysis`."""
+    compiles_after_warmup: int | None
+    steady_steps: int
+    fingerprint: Mapping[str, str | None] = field(default_factory=dict)
+    aot: tuple[Mapping[str, Any], ...] = ()
+    """TPU compile metrics per topology (the report's `aot` section), empty when the run has none."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id, "name": self.name, "status": self.status, "step_s": self.step_s,
+            "mfu": self.mfu, "tokens_per_s": self.tokens_per_s, "peak_memory_bytes": self.peak_memory_bytes,
+            "peak_memory_source": self.peak_memory_source, "compiles_after_warmup": self.compiles_after_warmup,
+            "steady_steps": self.steady_steps, "fingerprint": dict(self.fingerprint), "aot": [dict(a) for a in self.aot],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunValues:
+        """Inverse of `to_dict` (a saved baseline's run); KeyError/TypeError/ValueError on a bad entry."""
+        def num(key: str) -> float | None:
+            value = data.get(key)
+            return None if value is None else float(value)
+
+        memory = data.get("peak_memory_bytes")
+        compiles = data.get("compiles_after_warmup")
+        return cls(
+            run_id=str(data["run_id"]), name=str(data.get("name") or data["run_id"]), status=str(data["status"]),
+            step_s=num("step_s"), mfu=num("mfu"), tokens_per_s=num("tokens_per_s"),
+            peak_memory_bytes=None if memory is None else int(memory), peak_memory_source=data.get("peak_memory_source"),
+            compiles_after_warmup=None if compiles is None else int(compiles), steady_steps=int(data.get("steady_steps") or 0),
+            fingerprint={str(k): None if v is None else str(v) for k, v in dict(data.get("fingerprint") or {}).items()},
+            aot=_aot_entries(data.get("aot")),
+        )
+
+
+def _report_dict(run: Run) -> dict[str, Any]:
+    """The run's report as a dict: the one place this module reaches the report builder."""
+    from tpu_perf.analyzers.report import build_report
+
+    return build_report(run)
+
+
+def run_values(run: Run) -> RunValues:
+    """The check's numbers for `run`, from its report; the fingerprint from its manifest."""
+    doc = _report_dict(run)
+    steps, memory, compiles = doc.get("steps") or {}, doc.get("memory") or {}, doc.get("compile") or {}
+    return RunValues(
+        run_id=run.id,
+        name=run.name,
+        status=run.status,
+        step_s=steps.get("median_s"),
+        mfu=doc.get("mfu"),
+        tokens_per_s=steps.get("tokens_per_s"),
+        peak_memory_bytes=memory.get("peak_bytes"),
+        peak_memory_source=memory.get("peak_source"),
+        compiles_after_warmup=compiles.get("after_warmup"),
+        steady_steps=int(steps.get("steady") or 0),
+        fingerprint=fingerprint(run),
+        aot=_aot_entries(doc.get("aot")),
+    )
+
+
+AOT_FIELDS: tuple[str, ...] = ("topology", "chip", "chips", "flops_per_step", "peak_hbm_bytes", "optimal_step_s")
+"""The parts of a report's `aot` entry that a check compares or names (a saved baseline keeps these)."""
+
+
+def _aot_entries(section: Any) -> tuple[Mapping[str, Any], ...]:
+    """The `aot` section as per-topology dicts of AOT_FIELDS: absent, one dict, or a list of them."""
+    entries = [section] if isinstance(section, Mapping) else list(section) if isinstance(section, list | tuple) else []
+    return tuple({k: entry.get(k) for k in AOT_FIELDS} for entry in entries if isinstance(entry, Mapping))
+
+
+def fingerprint(run: Run) -> dict[str, str | None]:
+    """What the run ran on and with: chip, count, topology, framework, versions, flags, workload."""
+    m = run.manifest
+    hardware, config, env = m.get("hardware") or {}, m.get("config") or {}, m.get("env") or {}
+    versions = m.get("versions") or {}
+    frameworks = sorted(m.get("frameworks") or [])
+    chip = run_chip(run)
+    wanted = {pkg for fw in frameworks for pkg in _FRAMEWORK_PACKAGES.get(fw, ())}
+
+    def version(package: str) -> str | None:
+        return versions.get(package) if package in wanted else None
+
+    def text(value: Any) -> str | None:
+        return None if value in (None, "", []) else str(value)
+
+    return {
+        "chip": chip.name if chip else text(hardware.get("device_kind")),
+        "chip_count": text(hardware.get("device_count")),
+        "topology": text(hardware.get("topology") or env.get("TPU_TOPOLOGY") or env.get("TPU_ACCELERATOR_TYPE")),
+        "framework": text("+".join(frameworks)),
+        "jax": version("jax"), "jaxlib": version("jaxlib"), "libtpu": version("libtpu"),
+        "torch": version("torch"), "torch_tpu": version("torch-tpu"),
+        "xla_flags": text(env.get("XLA_FLAGS")), "libtpu_init_args": text(env.get("LIBTPU_INIT_ARGS")),
+        "tokens_per_step": text(config.get("tokens_per_step")),
+        "model": text(config.get("model") or (config.get("architecture") or {}).get("name") or config.get("hf_config")),
+    }

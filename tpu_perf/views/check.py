@@ -1,0 +1,137 @@
+"""Renderings of a check's verdict: terminal table, Markdown summary, JUnit XML, GitHub annotations.
+
+All from one `CheckResult`, so the exit code, the JUnit failures and the Markdown never disagree:
+REGRESSION, BAD_DATA and NOT_COMPARABLE are failures everywhere, INCONCLUSIVE is a skip.
+"""
+
+from __future__ import annotations
+
+from xml.etree import ElementTree as ET
+
+from rich import box
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from tpu_perf.analyzers.regression import PRECEDENCE, Check, CheckResult, Verdict
+from tpu_perf.views import format as fmt
+
+STYLE: dict[Verdict, str] = {
+    Verdict.PASS: "green", Verdict.IMPROVEMENT: "bold green", Verdict.CHANGED: "cyan",
+    Verdict.INCONCLUSIVE: "yellow", Verdict.REGRESSION: "bold red", Verdict.BAD_DATA: "magenta",
+    Verdict.NOT_COMPARABLE: "bold magenta",
+}
+FAILURES = (Verdict.REGRESSION, Verdict.BAD_DATA, Verdict.NOT_COMPARABLE)
+ICON: dict[Verdict, str] = {
+    Verdict.PASS: "✅", Verdict.IMPROVEMENT: "🚀", Verdict.CHANGED: "🔁", Verdict.INCONCLUSIVE: "❔",
+    Verdict.REGRESSION: "❌", Verdict.BAD_DATA: "⚠️", Verdict.NOT_COMPARABLE: "🚫",
+}
+
+
+def value(check: Check, number: float | None) -> str:
+    """One per-run value in the check's unit; n/a when unknown."""
+    if number is None:
+        return "n/a"
+    if check.unit == "s":
+        return fmt.seconds(number)
+    if check.unit == "bytes":
+        return fmt.bytes_(number)
+    if check.unit == "fraction":
+        return fmt.percent(number, 2)
+    return f"{number:,.4g}"
+
+
+def change(check: Check) -> str:
+    """The ratio as a signed percentage with its interval, e.g. `+10.2 % [+8.1, +12.4]`."""
+    if check.ratio is None:
+        return "n/a" if check.baseline else ""
+    text = f"{(check.ratio - 1) * 100:+.1f} %"
+    if check.low is not None and check.high is not None:
+        text += f" [{(check.low - 1) * 100:+.1f}, {(check.high - 1) * 100:+.1f}]"
+    return text
+
+
+def cvs(check: Check) -> str:
+    if check.baseline_cv is None and check.candidate_cv is None:
+        return ""
+    return f"{fmt.percent(check.baseline_cv)} / {fmt.percent(check.candidate_cv)}"
+
+
+def summary(check: Check, center: float | None, side: tuple[float | None, ...]) -> str:
+    """A side in one cell: its summary value and how many runs, e.g. `1.37 ms ×5`."""
+    return f"{value(check, center)} ×{len(side)}" if side else ""
+
+
+def values(check: Check, side: tuple[float | None, ...]) -> str:
+    return ", ".join(value(check, v) for v in side) if side else ""
+
+
+def render_check(result: CheckResult) -> RenderableType:
+    """The terminal view: the verdict first, then one row per check."""
+    head = Text.assemble(Text(f" {result.verdict.value} ", style=f"reverse {STYLE[result.verdict]}"), f"  exit {result.exit_code}  ", f"{len(result.baseline_runs)} baseline vs {len(result.candidate_runs)} candidate runs")
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for col in ("check", "verdict", "baseline", "candidate", "change", "CV b/c"):
+        table.add_column(col, no_wrap=True)
+    for c in result.checks:
+        if not (c.baseline or c.candidate):
+            table.add_row(c.name, Text(c.verdict.value, style=STYLE[c.verdict]))
+            continue
+        cv = "/".join("n/a" if v is None else f"{v * 100:.1f}" for v in (c.baseline_cv, c.candidate_cv)) + "%" if c.baseline_cv is not None or c.candidate_cv is not None else ""
+        ratio = "n/a" if c.ratio is None else f"{(c.ratio - 1) * 100:+.1f}%"
+        table.add_row(c.name, Text(c.verdict.value, style=STYLE[c.verdict]), value(c, c.baseline_value), value(c, c.candidate_value), ratio, cv)
+    notes = Text("\n".join(f"{c.name}: {c.message}" for c in result.checks))
+    return Group(head, table, notes)
+
+
+def render_markdown(result: CheckResult) -> str:
+    """A table a reviewer reads in five seconds: verdict first, then checks, worst first."""
+    order = {v: i for i, v in enumerate(PRECEDENCE)}
+    lines = [
+        f"### {ICON[result.verdict]} tpu-perf check: **{result.verdict.value}** (exit {result.exit_code})",
+        "",
+        f"{len(result.baseline_runs)} baseline vs {len(result.candidate_runs)} candidate runs; margin {result.options.margin:.0%}, alpha {result.options.alpha}, max CV {result.options.max_cv:.0%}.",
+        "",
+        "| check | verdict | baseline | candidate | change [interval] | CV base / cand | detail |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for check in sorted(result.checks, key=lambda c: order[c.verdict]):
+        detail = check.message.replace("|", "\\|")
+        lines.append(f"| {check.name} | {ICON[check.verdict]} {check.verdict.value} | {summary(check, check.baseline_value, check.baseline)} | {summary(check, check.candidate_value, check.candidate)} | {change(check)} | {cvs(check)} | {detail} |")
+    return "\n".join(lines) + "\n"
+
+
+def render_junit(result: CheckResult) -> str:
+    """JUnit XML, one testcase per check; failures and skips agree with the exit code."""
+    failures = sum(c.verdict in FAILURES for c in result.checks)
+    skipped = sum(c.verdict == Verdict.INCONCLUSIVE for c in result.checks)
+    suite = ET.Element("testsuite", name="tpu-perf check", tests=str(len(result.checks)), failures=str(failures), errors="0", skipped=str(skipped))
+    for check in result.checks:
+        case = ET.SubElement(suite, "testcase", classname="tpu-perf.check", name=check.name)
+        text = check.message + (f"\nbaseline: {values(check, check.baseline)}\ncandidate: {values(check, check.candidate)}" if check.baseline else "")
+        if check.verdict in FAILURES:
+            ET.SubElement(case, "failure", type=check.verdict.value, message=check.message).text = text
+        elif check.verdict == Verdict.INCONCLUSIVE:
+            ET.SubElement(case, "skipped", message=f"INCONCLUSIVE: {check.message}")
+        else:
+            ET.SubElement(case, "system-out").text = f"{check.verdict.value}: {text}"
+    root = ET.Element("testsuites", name="tpu-perf", tests=suite.get("tests", "0"), failures=str(failures), errors="0", skipped=str(skipped))
+    root.append(suite)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def github_annotations(result: CheckResult) -> list[str]:
+    """`::error` for failures, `::warning` for INCONCLUSIVE and CHANGED, one line each."""
+    lines = []
+    for check in result.checks:
+        level = "error" if check.verdict in FAILURES else "warning" if check.verdict in (Verdict.INCONCLUSIVE, Verdict.CHANGED) else None
+        if level:
+            message = _escape(f"{check.verdict.value}: {check.message}")
+            lines.append(f"::{level} title={_escape(f'tpu-perf check {check.name}', prop=True)}::{message}")
+    return lines
+
+
+def _escape(text: str, *, prop: bool = False) -> str:
+    """GitHub workflow-command escaping (`%`, CR, LF; plus `:` and `,` in properties)."""
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return text.replace(":", "%3A").replace(",", "%2C") if prop else text
