@@ -52,12 +52,13 @@ def check_json(store: str, *args: str) -> tuple[int, dict]:
 
 
 def side_medians(store: str, side: str) -> dict[str, float]:
-    """Each run's steady median step time, by hand: drop the first step and every step that compiled."""
+    """Each run's steady median step time, by hand: drop the first step, every step that compiled,
+    and the last (tail) step, which no next step ended."""
     out = {}
     for folder in sorted(Path(store).iterdir()):
         manifest = json.loads((folder / "run.json").read_text())
         if manifest["tags"].get("side") == side:
-            steps = pd.read_parquet(folder / "steps.parquet").sort_values("start_time_s").iloc[1:]
+            steps = pd.read_parquet(folder / "steps.parquet").sort_values("start_time_s").iloc[1:-1]
             out[manifest["id"]] = float(steps.loc[~steps["compiled"].astype(bool), "duration_s"].median())
     return out
 

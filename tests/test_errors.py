@@ -6,9 +6,8 @@ import importlib.util
 from pathlib import Path
 
 import pandas as pd
-from fsspec.registry import known_implementations
-
 from conftest import DATA, tpu_perf_cli
+from fsspec.registry import known_implementations
 
 
 def _import(store: Path, name: str) -> str:

@@ -76,30 +76,25 @@ class RunValues:
         )
 
 
-def _report_dict(run: Run) -> dict[str, Any]:
-    """The run's report as a dict: the one place this module reaches the report builder."""
-    from tpu_perf.analyzers.report import build_report
-
-    return build_report(run)
-
-
 def run_values(run: Run) -> RunValues:
     """The check's numbers for `run`, from its report; the fingerprint from its manifest."""
-    doc = _report_dict(run)
-    steps, memory, compiles = doc.get("steps") or {}, doc.get("memory") or {}, doc.get("compile") or {}
+    from tpu_perf.analyzers.report import build_report
+
+    report = build_report(run)
+    steps, memory = report.steps, report.memory
     return RunValues(
         run_id=run.id,
         name=run.name,
         status=run.status,
-        step_s=steps.get("median_s"),
-        mfu=doc.get("mfu"),
-        tokens_per_s=steps.get("tokens_per_s"),
-        peak_memory_bytes=memory.get("peak_bytes"),
-        peak_memory_source=memory.get("peak_source"),
-        compiles_after_warmup=compiles.get("after_warmup"),
-        steady_steps=int(steps.get("steady") or 0),
+        step_s=steps.median_s,
+        mfu=report.mfu.value,
+        tokens_per_s=steps.tokens_per_s,
+        peak_memory_bytes=memory.peak_bytes,
+        peak_memory_source=memory.peak_source,
+        compiles_after_warmup=report.compile.after_warmup if report.compile is not None else None,
+        steady_steps=steps.steady,
         fingerprint=fingerprint(run),
-        aot=_aot_entries(doc.get("aot")),
+        aot=_aot_entries(report.to_dict().get("aot")),
     )
 
 
