@@ -120,3 +120,6 @@ def build_report(run: Run, sections: Iterable[Section] | None = None, *, convent
 
 import tpu_perf.analyzers.runtime  # noqa: E402, F401  (registers the `runtime` section)
 from tpu_perf.analyzers import torch_compile as _torch_compile  # noqa: E402,F401  (adds `compile.torch`; after `_compile`)
+from tpu_perf.analyzers.aot import aot_section as _aot_section  # noqa: E402  (the `aot` key: record --topology)
+
+SECTIONS.append(_aot_section)

@@ -11,6 +11,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from tpu_perf.collectors.jax.aot import record_topologies
 from tpu_perf.collectors.jax.jit import JitTracker
 from tpu_perf.collectors.jax.programs import analyse_programs
 from tpu_perf.collectors.session import Recorder, TraceControl
@@ -182,6 +183,7 @@ def install(rec: Recorder, jax: ModuleType) -> Callable[[], None]:
         rows = analyse_programs(tracker.functions, tracker.step_fn, rec, jax)
         if rows:
             rec.writer.write_table("programs", rows)
+        record_topologies(tracker.step_fn, rec.options.topologies, jit=original_jit, jax=jax, writer=rec.writer, warn=rec.warn, log=rec.log)
 
     rec.add_finalizer(finalize)
 
