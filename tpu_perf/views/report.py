@@ -137,6 +137,7 @@ def _trace(doc: dict[str, Any]) -> RenderableType | None:
 
 
 import tpu_perf.views.traces  # noqa: E402,F401  (registers the trace renderers)
+from tpu_perf.views import aot as _aot  # noqa: E402,F401  (registers the `aot` table)
 from tpu_perf.views import torch_compile as _torch_compile  # noqa: E402,F401  (registers its renderer)
 
 

@@ -3,8 +3,8 @@
 With a libtpu that matches jax (`jax[tpu]`), `jax.experimental.topologies.get_topology_desc` gives
 compile-only devices for a named slice on any machine. After the script ends, the step function is
 lowered again from the abstract arguments of its last compile, with every sharding moved from the
-devices the script ran on to the slice's devices (device i -> slice device i, same mesh shape and
-axis names), and compiled by the TPU compiler. Its cost and memory analyses and the optimized HLO
+devices the script ran on to the slice's devices (same mesh shape and axis names, laid out as
+`jax.make_mesh` would lay them on that slice), and compiled by the TPU compiler. Its cost and memory analyses and the optimized HLO
 are raw data written to the run (`aot/<topology>.json`, `hlo/aot-<topology>.hlo.txt`);
 `tpu_perf.analyzers.aot` turns them into the report's `aot` section.
 """
@@ -74,11 +74,18 @@ class ShardingMap:
         self.targets = targets
 
     def mesh(self, mesh: Any) -> Any:
+        """The same shape and axis names over the slice, laid out as `jax.make_mesh` lays them
+        there (`mesh_utils.create_device_mesh`: neighbours on the torus); by position otherwise."""
         import numpy as np
+        from jax.experimental import mesh_utils
         from jax.sharding import Mesh
 
         if id(mesh) not in self.meshes:
-            devices = np.array([self.by_id[d.id] for d in mesh.devices.flat], dtype=object).reshape(mesh.devices.shape)
+            shape = mesh.devices.shape
+            try:
+                devices = mesh_utils.create_device_mesh(shape, self.targets)
+            except Exception:  # a mesh over part of the devices, or a shape the slice cannot lay out
+                devices = np.array([self.by_id[d.id] for d in mesh.devices.flat], dtype=object).reshape(shape)
             self.meshes[id(mesh)] = Mesh(devices, mesh.axis_names, axis_types=getattr(mesh, "axis_types", None))
         return self.meshes[id(mesh)]
 
