@@ -31,6 +31,22 @@ def store(tmp_path: Path) -> Path:
     return tmp_path / "runs"
 
 
+WRONG_LIBTPU = "libtpu==0.0.52"
+"""torch-tpu 0.2.0's libtpu: not the one jax 0.10.2 pins (0.0.42.*), so a real mismatched pair."""
+
+
+@pytest.fixture(scope="session")
+def wrong_libtpu(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding a real libtpu wheel that jax did not choose, installed with pip --target.
+
+    Put first on PYTHONPATH (or given to `tpu-perf doctor --site`), it shadows the environment's
+    libtpu the way a hand-built environment with the wrong pin would."""
+    target = tmp_path_factory.mktemp("wrong-libtpu")
+    proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), WRONG_LIBTPU], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, f"pip install --target {target} {WRONG_LIBTPU} failed:\n{proc.stderr[-2000:]}"
+    return target
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """In CI every dependency is installed, so a skipped test means a broken install: fail the run."""
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
