@@ -250,7 +250,7 @@ def ls(store: StoreOption = layout.DEFAULT_STORE, as_json: Annotated[bool, typer
     out.print(table)
 
 
-COMMAND_MODULES: tuple[str, ...] = ("importer", "mfu", "chips", "dashboard")
+COMMAND_MODULES: tuple[str, ...] = ("importer", "mfu", "chips", "dashboard", "doctor")
 """Modules under tpu_perf/commands/ that add commands: each has `register(app: typer.Typer)`."""
 
 
