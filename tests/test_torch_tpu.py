@@ -35,3 +35,18 @@ def test_cache_stats_reader_survives_torch_tpu_without_a_tpu() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=240)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split()[-2:] == ["True", "None"]
+
+
+def test_doctor_passes_the_torch_tpu_environment(tmp_path) -> None:
+    """torch-tpu with its own libtpu and no jax: both of its pairs hold, nothing fails."""
+    import importlib.metadata as md
+    import json
+
+    proc = tpu_perf_cli("doctor", "--json", "--store", str(tmp_path / "runs"), timeout=300)
+    checks = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}
+    assert proc.returncode == 0, proc.stdout
+    torch_pair, libtpu_pair = checks["torch-tpu -> torch"], checks["torch-tpu -> libtpu"]
+    assert torch_pair["verdict"] == libtpu_pair["verdict"] == "ok"
+    assert torch_pair["detail"].endswith(f"found torch {md.version('torch')}")
+    assert libtpu_pair["detail"] == f"torch-tpu {md.version('torch-tpu')} needs libtpu>=0.0.50; found libtpu {md.version('libtpu')}"
+    assert "jax -> libtpu" not in checks and checks["profiler"]["verdict"] == "skip"
