@@ -50,7 +50,9 @@ def test_a_wrong_libtpu_is_named_with_its_pair_and_the_fix(tmp_path: Path, wrong
     assert pair["detail"] == f"mismatched pair: jax {jax_version} needs {pin} (its tpu extra), found libtpu 0.0.52"
     assert pair["fix"].startswith(f"pip install 'jax[tpu]=={jax_version}'")
     profiler = checks["profiler"]
-    assert profiler["verdict"] == "fail" and "signal 11" in profiler["detail"] and "PLUGIN_Profiler_Api" in profiler["detail"]
+    # the size mismatch segfaults the tracing process mostly, not always: either way it fails
+    assert profiler["verdict"] == "fail" and "Unexpected PLUGIN_Profiler_Api size" in profiler["detail"]
+    assert "killed by signal 11" in profiler["detail"] or "survived a profiler API mismatch" in profiler["detail"]
     assert profiler["detail"].endswith(f"cause: jax {jax_version} with libtpu 0.0.52 (jax pins {pin})")
     assert checks["jax -> jaxlib"]["verdict"] == "ok"  # only the broken pair is blamed
 

@@ -97,7 +97,7 @@ def check_profiler(probe: ProbeResult | None, dists: Dists) -> Check:
         return Check(name="profiler", verdict="skip", detail="not probed (--no-probe)" if version(dists, "jax") else "jax not installed")
     if probe.profiler_ok:
         return Check(name="profiler", verdict="ok", detail=f"jax.profiler traced on {probe.devices['platform'] if probe.devices else '?'} with the TPU plugin loaded as on a TPU VM")
-    how = "timed out" if probe.returncode is None else f"was killed by signal {-probe.returncode}" if probe.returncode < 0 else f"exited {probe.returncode}"
+    how = "timed out" if probe.returncode is None else f"was killed by signal {-probe.returncode}" if probe.returncode < 0 else "survived a profiler API mismatch this time" if probe.returncode == 0 else f"exited {probe.returncode}"
     bad = next((p for p in pairings(dists) if p.package == "jax" and p.dependency == "libtpu" and not p.ok), None)
     cause = f"; cause: jax {bad.version} with libtpu {bad.found} (jax pins {bad.requirement})" if bad else ""
     fix = _pair_fix(bad) if bad else "run `python -c \"import jax; jax.profiler.start_trace('/tmp/t')\"` to see the error"

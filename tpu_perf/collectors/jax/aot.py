@@ -3,10 +3,10 @@
 With a libtpu that matches jax (`jax[tpu]`), `jax.experimental.topologies.get_topology_desc` gives
 compile-only devices for a named slice on any machine. After the script ends, the step function is
 lowered again from the abstract arguments of its last compile, with every sharding moved from the
-devices the script ran on to the slice's devices (same mesh shape and axis names, laid out as
-`jax.make_mesh` would lay them on that slice), and compiled by the TPU compiler. Its cost and memory analyses and the optimized HLO
-are raw data written to the run (`aot/<topology>.json`, `hlo/aot-<topology>.hlo.txt`);
-`tpu_perf.analyzers.aot` turns them into the report's `aot` section.
+devices the script ran on to the slice's devices (same mesh shape, axis names and axis types, laid
+out as `jax.make_mesh` would lay them on that slice), and compiled by the TPU compiler. Its cost and
+memory analyses and the optimized HLO are raw data written to the run (`aot/<topology>.json`,
+`hlo/aot-<topology>.hlo.txt`); `tpu_perf.analyzers.aot` turns them into the report's `aot` section.
 """
 
 from __future__ import annotations
@@ -149,8 +149,6 @@ def compile_for_topology(state: FunctionState, name: str, *, jit: Callable[..., 
                 compiled = fn.lower(*args, **kwargs).compile()
         else:
             compiled = fn.lower(*args, **kwargs).compile()
-    except AotError:
-        raise
     except Exception as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
         raise AotError(f"--topology {name}: the step did not compile for the slice ({type(exc).__name__}: {first})") from None
