@@ -22,9 +22,9 @@ SCRIPTS = ROOT / "tests" / "aot_scripts"
 FOUR_CPUS = {"XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
 
 
-def record(store: Path, script: str, *topologies: str, env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess[str], dict]:
+def record(store: Path, script: str, *topologies: str, env: dict[str, str] | None = None, options: tuple[str, ...] = ()) -> tuple[subprocess.CompletedProcess[str], dict]:
     args = [a for t in topologies for a in ("--topology", t)]
-    proc = tpu_perf_cli("record", "-q", "--no-trace", "--store", str(store), *args, str(SCRIPTS / script), env={**FOUR_CPUS, **(env or {})})
+    proc = tpu_perf_cli("record", "-q", "--no-trace", "--store", str(store), *args, *options, str(SCRIPTS / script), env={**FOUR_CPUS, **(env or {})})
     runs = sorted(store.iterdir(), key=lambda p: p.stat().st_mtime) if store.exists() else []
     doc = json.loads(tpu_perf_cli("report", "--json", str(runs[-1]), check=True).stdout) if runs else {}
     return proc, doc
@@ -71,8 +71,18 @@ def test_two_slices_equal_a_direct_compile_and_repeat_exactly(tmp_path: Path) ->
 
 @pytest.mark.parametrize("script", ["mesh_transformer.py", "jit_shardings.py"])
 def test_mesh_axes_and_jit_shardings_move_to_the_slice(tmp_path: Path, script: str) -> None:
-    proc, doc = record(tmp_path, script, "v6e:2x2")
+    # the transformer's shapes as a Hugging Face config: the model-FLOPs variant of the roofline MFU
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": "gpt2", "n_layer": 1, "n_embd": 128, "n_head": 4, "n_inner": 512, "vocab_size": 256, "n_positions": 64}))
+    options = ("--hf-config", str(config), "--tokens-per-step", str(8 * 64)) if script == "mesh_transformer.py" else ()
+    proc, doc = record(tmp_path / "runs", script, "v6e:2x2", options=options)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    aot = doc["aot"]
+    model_flops = doc["mfu_detail"]["model_flops_per_step"]
+    if options:
+        assert model_flops and aot["model_roofline_mfu"] == pytest.approx(model_flops / (aot["optimal_step_s"] * 918e12 * 4))
+    else:
+        assert model_flops is None and aot["model_roofline_mfu"] is None
     assert isinstance(doc["aot"], dict) and doc["aot"]["topology"] == "v6e:2x2"
     assert_matches(doc["aot"], direct(script, "v6e:2x2"))
     raw = json.loads(load_run(doc["run"]["url"]).read_text("aot/v6e_2x2.json"))

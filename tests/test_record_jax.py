@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, tpu_perf_cli
+from tests.conftest import ROOT, tpu_perf_cli, user_env
 from tpu_perf import load_run
 from tpu_perf.analyzers.report import build_report
 
@@ -152,7 +152,7 @@ def _record_with_libtpu_probed(tmp_path: Path, extra_path: str | None = None) ->
     import subprocess
     import sys
 
-    env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}
+    env = {k: v for k, v in user_env().items() if k != "JAX_PLATFORMS"}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (extra_path, str(ROOT)) if p)
     proc = subprocess.run(
         [sys.executable, "-m", "tpu_perf", "record", "-q", "--store", str(tmp_path / "runs"), str(SCRIPT), str(tmp_path / "o.json"), "--steps", "8"],

@@ -87,6 +87,8 @@ def check_pairings(dists: Dists) -> list[Check]:
     checks = [check_pairing(p) for p in pairings(dists)]
     if version(dists, "jax") and not version(dists, "libtpu"):
         checks.append(Check(name="jax -> libtpu", verdict="skip", detail="no libtpu installed: jax runs on CPU/GPU here", fix=None))
+    if os.environ.get("TPU_LIBRARY_PATH"):  # jax and torch-tpu load this file, whatever the package says
+        checks.append(Check(name="libtpu path", verdict="ok", detail=f"TPU_LIBRARY_PATH={os.environ['TPU_LIBRARY_PATH']}: this libtpu.so is loaded, not the libtpu package's; the pairs above assume the package's"))
     if not version(dists, "jax") and not version(dists, "torch-tpu"):
         checks.append(Check(name="framework", verdict="skip", detail="neither jax nor torch-tpu is installed: nothing to pair"))
     return checks
