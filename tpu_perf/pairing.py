@@ -36,10 +36,6 @@ class Pairing:
     """The installed version of `dependency`; None when it is not installed."""
     ok: bool
 
-    @property
-    def label(self) -> str:
-        return f"{self.package}{f'[{self.extra}]' if self.extra else ''} {self.version} -> {self.requirement}"
-
 
 def distributions(site: Sequence[str] = ()) -> Dists:
     """Installed distributions by canonical name; those under `site` shadow the rest."""

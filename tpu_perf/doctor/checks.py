@@ -16,6 +16,7 @@ from pathlib import Path
 
 from tpu_perf.doctor.probe import ProbeResult, run_probe
 from tpu_perf.pairing import Dists, Pairing, distributions, pairings, version
+from tpu_perf.store import layout
 
 PACKAGES = ("tpu-perf", "jax", "jaxlib", "libtpu", "torch", "torch-tpu", "xprof", "tpu-info", "grpcio")
 MIN_PYTHON = (3, 11)
@@ -34,7 +35,7 @@ class Check:
 class DoctorOptions:
     site: tuple[str, ...] = ()
     """Folders whose packages shadow the environment's (as a PYTHONPATH entry would)."""
-    store: str = "./tpu-perf-runs"
+    store: str = layout.DEFAULT_STORE
     tpu_metrics_addr: str | None = None
     """HOST:PORT asked for explicitly: then the metric service must answer."""
     probe: bool = True
@@ -86,7 +87,7 @@ def check_pairing(p: Pairing) -> Check:
 def check_pairings(dists: Dists) -> list[Check]:
     checks = [check_pairing(p) for p in pairings(dists)]
     if version(dists, "jax") and not version(dists, "libtpu"):
-        checks.append(Check(name="jax -> libtpu", verdict="skip", detail="no libtpu installed: jax runs on CPU/GPU here", fix=None))
+        checks.append(Check(name="jax -> libtpu", verdict="skip", detail="no libtpu installed: jax runs on CPU/GPU here"))
     if os.environ.get("TPU_LIBRARY_PATH"):  # jax and torch-tpu load this file, whatever the package says
         checks.append(Check(name="libtpu path", verdict="ok", detail=f"TPU_LIBRARY_PATH={os.environ['TPU_LIBRARY_PATH']}: this libtpu.so is loaded, not the libtpu package's; the pairs above assume the package's"))
     if not version(dists, "jax") and not version(dists, "torch-tpu"):
