@@ -1,14 +1,22 @@
 # Two commands do all the set-up on a fresh machine:
 #   make demo   creates .venv, installs tpu-perf, records examples/jax_mlp.py and prints its report
-#   make test   creates .venv, installs tpu-perf with its test dependencies and runs the test suite
+#   make test   creates both environments below, installs tpu-perf with its test dependencies in
+#               each and runs the test suite: tests/test_torch_tpu.py in .venv-torch-tpu, the rest in .venv
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# torch-tpu needs libtpu>=0.0.50, jax 0.10.2 (the newest on Python 3.11) pins libtpu 0.0.42.*: on
+# Python 3.11 JAX-on-TPU and torch-tpu cannot share an environment (docs/install.md), so CI builds both.
+TORCH_TPU_VENV ?= .venv-torch-tpu
+TT_BIN := $(TORCH_TPU_VENV)/bin
 STORE ?= tpu-perf-runs
-# torch is pinned to the CPU build this machine's pip cache holds; an open range pulls CUDA (GBs).
-EXTRAS ?= jax,torch,tpu,traces,dashboard,dev
+# tpu = jax[tpu]: jax with the libtpu it pins. torch is pinned to the CPU build this machine's pip
+# cache holds; an open range pulls CUDA (GBs).
+EXTRAS ?= tpu,torch,traces,dashboard,dev
+TORCH_TPU_EXTRAS ?= torch-tpu,traces,dev
+TORCH_TPU_TESTS := tests/test_torch_tpu.py
 
-.PHONY: install demo test lint bench clean
+.PHONY: install install-torch-tpu demo test lint bench clean
 
 $(BIN)/tpu-perf: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,16 +24,25 @@ $(BIN)/tpu-perf: pyproject.toml
 	$(BIN)/pip install -q -e ".[$(EXTRAS)]"
 	touch $@
 
+$(TT_BIN)/tpu-perf: pyproject.toml
+	$(PYTHON) -m venv $(TORCH_TPU_VENV)
+	$(TT_BIN)/pip install -q --upgrade pip
+	$(TT_BIN)/pip install -q -e ".[$(TORCH_TPU_EXTRAS)]"
+	touch $@
+
 install: $(BIN)/tpu-perf
 
-# JAX_PLATFORMS=cpu: the demo runs on the CPU; it keeps JAX from probing libtpu (installed by the tpu extra).
+install-torch-tpu: $(TT_BIN)/tpu-perf
+
+# JAX_PLATFORMS=cpu: the demo runs on the CPU; it spares JAX probing libtpu for a TPU (a few seconds).
 demo: export JAX_PLATFORMS ?= cpu
 demo: install
 	$(BIN)/tpu-perf record --store $(STORE) --name demo examples/jax_mlp.py --steps 60
-	$(BIN)/tpu-perf report --store $(STORE) demo
+	$(BIN)/tpu-perf report --store $(STORE) $$(ls $(STORE) | sort | tail -n 1)  # run ids sort by start: the run just recorded
 
-test: install
-	$(BIN)/python -m pytest -q
+test: install install-torch-tpu
+	$(BIN)/python -m pytest -q --ignore=$(TORCH_TPU_TESTS)
+	$(TT_BIN)/python -m pytest -q $(TORCH_TPU_TESTS)
 
 lint: install
 	$(BIN)/ruff check tpu_perf tests bench examples
@@ -34,4 +51,4 @@ bench: install
 	$(BIN)/python bench/record_overhead.py
 
 clean:
-	rm -rf $(VENV) $(STORE) .pytest_cache
+	rm -rf $(VENV) $(TORCH_TPU_VENV) $(STORE) .pytest_cache

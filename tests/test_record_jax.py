@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, tpu_perf_cli
+from tests.conftest import ROOT, tpu_perf_cli, user_env
 from tpu_perf import load_run
 from tpu_perf.analyzers.report import build_report
 
@@ -166,24 +166,44 @@ def test_module_mode_argv_and_exit_code(tmp_path: Path) -> None:
     assert run.manifest["command"] == ["-m mypkg.train", "3", "--flag"]
 
 
-def test_libtpu_without_a_tpu_skips_the_trace_instead_of_crashing(tmp_path: Path) -> None:
-    import importlib.util
+def _record_with_libtpu_probed(tmp_path: Path, extra_path: str | None = None) -> tuple[object, object]:
+    """Record with JAX_PLATFORMS unset, so jax loads libtpu's plugin as it does on a TPU VM."""
     import os
     import subprocess
     import sys
 
-    if importlib.util.find_spec("libtpu") is None:
-        pytest.skip("libtpu is not installed (the `tpu` extra brings it; CI installs it)")
-    env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}
-    env["PYTHONPATH"] = str(ROOT)
+    env = {k: v for k, v in user_env().items() if k != "JAX_PLATFORMS"}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (extra_path, str(ROOT)) if p)
     proc = subprocess.run(
-        [sys.executable, "-m", "tpu_perf", "record", "-q", "--store", str(tmp_path / "runs"), str(SCRIPT), str(tmp_path / "o.json"), "--steps", "6"],
+        [sys.executable, "-m", "tpu_perf", "record", "-q", "--store", str(tmp_path / "runs"), str(SCRIPT), str(tmp_path / "o.json"), "--steps", "8"],
         env=env, capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    run = load_run(next((tmp_path / "runs").iterdir()))
-    assert run.status == "completed" and len(run.steps) == 6
-    assert any("no trace window: libtpu is installed but no TPU is attached" in w for w in run.manifest["warnings"])
+    return proc, load_run(next((tmp_path / "runs").iterdir()))
+
+
+def test_jax_tpu_pair_without_a_tpu_keeps_the_trace_window(tmp_path: Path) -> None:
+    """The `tpu` extra installs jax[tpu]: its own libtpu, which traces fine with no TPU attached."""
+    from tpu_perf.pairing import distributions, pairing
+
+    pin = pairing(distributions(), "jax", "libtpu", "tpu")
+    assert pin is not None and pin.found is not None and pin.ok, f"this environment must hold jax's own libtpu (make test builds it): {pin}"
+    _, run = _record_with_libtpu_probed(tmp_path)
+    assert run.status == "completed" and len(run.steps) == 8
+    assert int(run.steps["traced"].sum()) == 3  # the default window, steps 3..5
+    assert run.list_files("trace") and any(f.endswith(".xplane.pb") for f in run.list_files("trace"))
+    assert not [w for w in run.manifest["warnings"] if "trace" in w]
+
+
+def test_a_hand_built_mismatched_libtpu_loses_only_the_trace_with_one_line(tmp_path: Path, wrong_libtpu: Path) -> None:
+    """libtpu 0.0.52 ahead of jax's own on the path: the profiler would segfault; the run must not."""
+    _, run = _record_with_libtpu_probed(tmp_path, str(wrong_libtpu))
+    assert run.status == "completed" and len(run.steps) == 8 and not run.list_files("trace")
+    from tpu_perf.pairing import distributions, version
+
+    jax_version = version(distributions(), "jax")
+    lines = [w for w in run.manifest["warnings"] if w.startswith("no trace window")]
+    assert lines == [f"no trace window: jax {jax_version} needs libtpu==0.0.42.* (its tpu extra) but libtpu 0.0.52 is installed, and jax.profiler crashes with that pair; install the pair jax chose: pip install 'jax[tpu]=={jax_version}' (see `tpu-perf doctor`)"]
 
 
 def test_recording_keeps_no_step_outputs_alive(tmp_path: Path) -> None:

@@ -92,6 +92,7 @@ def record(
     sample_interval: Annotated[float, typer.Option(help="Seconds between runtime samples (HBM, duty cycle, host); see docs/runtime.md.", min=0.01)] = DEFAULT_SAMPLE_INTERVAL_S,
     tpu_metrics_addr: Annotated[str | None, typer.Option(envvar="TPU_PERF_TPU_METRICS_ADDR", help="HOST:PORT of libtpu's runtime metric service (default: libtpu's TPU_RUNTIME_METRICS_PORTS, else localhost:8431).", show_default=False)] = None,
     batch_size: Annotated[int | None, typer.Option(help="Global batch size per step, for the largest-batch estimate.", min=1)] = None,
+    topology: Annotated[list[str], typer.Option("--topology", help="TPU slice (v6e:2x2, v5p:2x2x1, ...) to compile the JAX step for after the run, without a TPU; repeatable (docs/aot.md).")] = [],  # noqa: B006
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines while recording.")] = False,
     repeat: Annotated[int, typer.Option(help="Record N runs, each in a fresh process, tagged repeat=<group> (for `tpu-perf check`).", min=1)] = 1,
 ) -> None:
@@ -134,6 +135,7 @@ def record(
         sample_interval_s=sample_interval,
         tpu_metrics_addr=addr,
         batch_size=batch_size,
+        topologies=_topologies(topology),
         progress=not quiet,
     )
     result = do_record(
@@ -146,7 +148,17 @@ def record(
         on_created=lambda w: err.print(f"tpu-perf: recording run {w.run_id} into {w.url}", highlight=False),
     )
     _print_summary(result.url, store)
-    raise typer.Exit(result.outcome.exit_code)
+    code = result.outcome.exit_code
+    if code == 0 and result.topologies_failed:
+        code = 3  # asked for TPU compile numbers and got none: a CI gate must not pass silently
+    raise typer.Exit(code)
+
+
+def _topologies(names: list[str]) -> tuple[str, ...]:
+    """Validate --topology values before the script runs (the slice itself is built after it)."""
+    from tpu_perf.collectors.jax.aot import parse_topology
+
+    return tuple(dict.fromkeys(parse_topology(n) for n in names))
 
 
 def _convention(name: str | None) -> str | None:
@@ -238,7 +250,7 @@ def ls(store: StoreOption = layout.DEFAULT_STORE, as_json: Annotated[bool, typer
     out.print(table)
 
 
-COMMAND_MODULES: tuple[str, ...] = ("importer", "mfu", "chips", "dashboard", "check")
+COMMAND_MODULES: tuple[str, ...] = ("importer", "mfu", "chips", "dashboard", "check", "doctor")
 """Modules under tpu_perf/commands/ that add commands: each has `register(app: typer.Typer)`."""
 
 

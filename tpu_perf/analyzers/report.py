@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from tpu_perf.analyzers.aot import AotStats, analyze_aot
 from tpu_perf.analyzers.compiles import CompileStats, analyze_compiles
 from tpu_perf.analyzers.flops import FlopsStats, analyze_flops
 from tpu_perf.analyzers.memory import MemoryStats, analyze_memory
@@ -60,6 +61,8 @@ class Report:
     trace: TraceFiles | None = None
     traces: TraceSection | None = None
     runtime: RuntimeStats | None = None
+    aot: tuple[AotStats, ...] | None = None
+    """The step compiled for TPU slices (`record --topology`), in the order they were named."""
     report_version: int = REPORT_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -78,6 +81,8 @@ class Report:
             doc.update(self.traces.to_dict())
         if self.runtime is not None:
             doc["runtime"] = self.runtime
+        if self.aot is not None:  # one object for one slice, a list for several, null for none
+            doc["aot"] = None if not self.aot else self.aot[0] if len(self.aot) == 1 else list(self.aot)
         return to_jsonable(doc)
 
     def to_json(self, *, indent: int | None = 2) -> str:
@@ -104,6 +109,7 @@ def build_report(run: Run, *, convention: str | None = None, summary: bool = Fal
         trace=analyze_trace_files(run),
         traces=_part(run, "trace", analyze_trace_tables, run),
         runtime=_part(run, "runtime", analyze_runtime, run),
+        aot=_part(run, "aot", analyze_aot, run, model_flops_per_step=model.model_flops_per_step),
     )
 
 

@@ -94,7 +94,7 @@ def run_values(run: Run) -> RunValues:
         compiles_after_warmup=report.compile.after_warmup if report.compile is not None else None,
         steady_steps=steps.steady,
         fingerprint=fingerprint(run),
-        aot=_aot_entries(report.to_dict().get("aot")),
+        aot=tuple({k: getattr(a, k) for k in AOT_FIELDS} for a in report.aot or ()),
     )
 
 

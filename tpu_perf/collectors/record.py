@@ -30,6 +30,8 @@ class RecordResult:
     url: str
     outcome: Outcome
     warnings: list[str]
+    topologies_failed: list[str]
+    """`--topology` slices whose compile numbers are missing from the run (docs/aot.md)."""
 
 
 def _installer(spec: str) -> Callable[[Recorder, ModuleType], Callable[[], None]]:
@@ -118,6 +120,9 @@ def record(
         finally:
             for undo in reversed(uninstalls):
                 undo()
+            failed = [t for t in options.topologies if not (writer.dir / layout.aot_json(t)).exists()]
+            if failed and "jax" not in writer.manifest.get("frameworks", []):
+                rec.warn(f"--topology {' '.join(failed)}: the script imported no jax; TPU compile numbers are for JAX steps (docs/aot.md)")
             fields = {"warnings": rec.warnings, "step_source": rec.steps.source}
             if outcome.traceback:
                 writer.write_text(layout.TRACEBACK, outcome.traceback)
@@ -125,4 +130,4 @@ def record(
             elif outcome.error:
                 fields["error"] = {"message": outcome.error}
             url = writer.finish(outcome.status, outcome.exit_code, **fields)
-    return RecordResult(writer.run_id, url, outcome, rec.warnings)
+    return RecordResult(writer.run_id, url, outcome, rec.warnings, failed)

@@ -63,6 +63,8 @@ class RecordOptions:
     """HOST:PORT of libtpu's metric service; None: TPU_PERF_TPU_METRICS_ADDR, libtpu's port, localhost:8431."""
     batch_size: int | None = None
     """Global batch size per step, for the largest-batch estimate."""
+    topologies: tuple[str, ...] = ()
+    """TPU slices (`v6e:2x2`, ...) to compile the JAX step for after the run (docs/aot.md)."""
     progress: bool = True
 
     def __post_init__(self) -> None:

@@ -6,6 +6,7 @@ Everything that names a file inside a run lives here, so that writers and reader
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import socket
 import time
@@ -17,6 +18,8 @@ MANIFEST = "run.json"
 TRACEBACK = "traceback.txt"
 HLO_DIR = "hlo"
 TRACE_DIR = "trace"
+AOT_DIR = "aot"
+"""One `<topology>.json` per `record --topology` slice: the TPU compiler's cost and memory analyses."""
 
 APPEND_TABLES = ("steps", "compiles", "memory", "runtime")
 """Tables written as append-only JSON lines while the run is live, compacted to Parquet at its end."""
@@ -46,6 +49,19 @@ STORE_ENV = "TPU_PERF_STORE"
 def default_store() -> str:
     """The store named by TPU_PERF_STORE, else ./tpu-perf-runs."""
     return os.environ.get(STORE_ENV) or DEFAULT_STORE
+
+
+def aot_stem(topology: str) -> str:
+    """`v6e:2x2` -> `v6e_2x2`: the file-name form of a TPU slice name."""
+    return re.sub(r"[^A-Za-z0-9.-]+", "_", topology).strip("_")
+
+
+def aot_json(topology: str) -> str:
+    return f"{AOT_DIR}/{aot_stem(topology)}.json"
+
+
+def aot_hlo(topology: str) -> str:
+    return f"{HLO_DIR}/aot-{aot_stem(topology)}.hlo.txt"
 
 
 def jsonl_name(table: str) -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from tpu_perf.collectors.jax.aot import record_topologies
 from tpu_perf.collectors.jax.jit import JitTracker
 from tpu_perf.collectors.jax.programs import analyse_programs
 from tpu_perf.collectors.session import Recorder, TraceControl
@@ -64,17 +65,22 @@ class ProfilerUnsafe(RuntimeError):
 
 
 def _start_trace(jax: Any, logdir: str) -> None:
-    """Start jax.profiler unless a PJRT plugin that failed to initialise would crash it.
+    """Start jax.profiler unless jax loaded a libtpu it was not built for.
 
-    With libtpu installed on a machine without a TPU (torch-tpu pulls it in), the TPU plugin fails
-    to start yet stays loaded, and jaxlib's profiler segfaults calling into it when its profiler
-    API differs (seen with jaxlib 0.10.2 and libtpu 0.0.52). Losing the trace beats losing the run.
+    jaxlib's profiler calls into the libtpu plugin it loaded (on a TPU, or on a CPU machine where
+    the plugin failed to find one); when that libtpu is not the one jax pins in its `tpu` extra, the
+    profiler API sizes differ and the process segfaults (jaxlib 0.10.2 with libtpu 0.0.52). The
+    pair `pip install tpu-perf[tpu]` installs traces fine. Losing the trace beats losing the run.
     """
     from jax._src import xla_bridge
 
     failed = dict(getattr(xla_bridge, "_backend_errors", {}) or {})
-    if "tpu" in failed and jax.default_backend() != "tpu":
-        raise ProfilerUnsafe("libtpu is installed but no TPU is attached, and jax.profiler can crash in that state; set JAX_PLATFORMS=cpu to trace on the CPU")
+    if "tpu" in failed or jax.default_backend() == "tpu":
+        from tpu_perf.pairing import jax_libtpu_mismatch
+
+        bad = jax_libtpu_mismatch()
+        if bad is not None:
+            raise ProfilerUnsafe(f"jax {bad.version} needs {bad.requirement} (its tpu extra) but libtpu {bad.found} is installed, and jax.profiler crashes with that pair; install the pair jax chose: pip install 'jax[tpu]=={bad.version}' (see `tpu-perf doctor`)")
     jax.profiler.start_trace(logdir)
 
 
@@ -182,6 +188,7 @@ def install(rec: Recorder, jax: ModuleType) -> Callable[[], None]:
         rows = analyse_programs(tracker.functions, tracker.step_fn, rec, jax)
         if rows:
             rec.writer.write_table("programs", rows)
+        record_topologies(tracker.step_fn, rec.options.topologies, jit=original_jit, jax=jax, writer=rec.writer, warn=rec.warn, log=rec.log)
 
     rec.add_finalizer(finalize)
 

@@ -46,6 +46,9 @@ class FunctionState:
     pending: Call | None = None
     out_ids: frozenset[int] = frozenset()
     abstract_args: tuple[tuple[Any, ...], dict[str, Any]] | None = None
+    fun: Any = None
+    """The Python function given to `jax.jit`, and the keywords it was given (`record --topology` re-jits it)."""
+    jit_kwargs: dict[str, Any] = field(default_factory=dict)
 
 
 class JitTracker:
@@ -78,7 +81,7 @@ class JitTracker:
                 return lambda f: jit(f, *args, **kwargs)
             jitted = original_jit(fun, *args, **kwargs)
             name = getattr(fun, "__name__", None) or getattr(fun, "__qualname__", None) or repr(fun)
-            state = FunctionState(name=str(name), jitted=jitted)
+            state = FunctionState(name=str(name), jitted=jitted, fun=fun, jit_kwargs=dict(kwargs))
             with tracker._lock:
                 tracker.functions.append(state)
             return TrackedJit(jitted, state, tracker)

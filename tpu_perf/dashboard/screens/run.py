@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from tpu_perf.analyzers import compare
-from tpu_perf.dashboard import data, figures, nav, shape, widgets
+from tpu_perf.dashboard import aot, data, figures, nav, shape, widgets
 from tpu_perf.dashboard.screens.compare import breakdown_fractions
 from tpu_perf.jsonio import dumps
 from tpu_perf.store.fs import filesystem, join
@@ -51,6 +51,7 @@ def _overview(doc: dict[str, Any], ref: data.RunRef) -> None:
         st.plotly_chart(figures.breakdown_bars({ref.name: parts}), width="stretch", key="run_breakdown")
     else:
         widgets.missing("Step-time breakdown", "It comes from the trace window's device timeline.")
+    aot.render(doc)  # record --topology
     if doc.get("mfu_detail"):
         with st.expander("MFU detail"):
             st.json(doc["mfu_detail"])
