@@ -32,6 +32,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     tpu_perf_cli("record", "--store", store, "--name", "ironwood", "--hf-config", str(config), "--chip", "ironwood", "--tokens-per-step", str(TOKENS), "--no-trace", "-q", script, "--steps", "15", check=True)
     tpu_perf_cli("calibrate", "--store", store, "--save", "--size", "128", check=True)
     tpu_perf_cli("record", "--store", store, "--name", "plain", "--no-trace", "-q", script, "--steps", "15", check=True)
+    config.unlink()  # the runs must be self-contained: no report may need the file any more
     return {"store": store, "config": config, "ironwood": load_run("ironwood", store=store), "plain": load_run("plain", store=store)}
 
 
@@ -39,7 +40,7 @@ def test_model_mfu_from_stored_hf_config_per_device_and_per_chip(runs: dict) -> 
     run = runs["ironwood"]
     stored = run.manifest["config"]["architecture"]
     assert stored["layers"] == 2 and stored["kv_heads"] == 2  # parsed at record time: the run is self-contained
-    runs["config"].unlink()  # the report must not need the file any more
+    assert not runs["config"].exists()  # removed after recording: the report reads the run alone
     doc = build_report(run).to_dict()
     d = doc["mfu_detail"]
     assert doc["mfu_basis"] == "model_flops" and d["convention"] == DEFAULT_CONVENTION

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from conftest import ROOT, tpu_perf_cli
 from metric_server import TOTAL_BYTES, MetricServer
-from test_runtime_sampler import record_in_process
+from recording import record_in_process
 
 from tpu_perf.analyzers.runtime import analyze_runtime
 from tpu_perf.collectors.runtime.libtpu import CALL_TIMEOUT_S
@@ -164,3 +164,15 @@ def test_absent_service_is_skipped_with_one_info_line(tmp_path: Path) -> None:
 def test_bad_address_is_a_usage_error(tmp_path: Path) -> None:
     proc = tpu_perf_cli("record", "--store", str(tmp_path), "--tpu-metrics-addr", "nowhere", "x.py")
     assert proc.returncode == 2 and "--tpu-metrics-addr 'nowhere'" in proc.stderr
+
+
+def test_recording_a_script_without_a_framework_exits_cleanly_every_time(tmp_path: Path) -> None:
+    """Many recordings in a row, each with a metric service that never answers and fast sampling:
+    every one exits with the script's code, with no native abort at interpreter exit."""
+    script = tmp_path / "plain.py"
+    script.write_text("import time\nfor i in range(3):\n    time.sleep(0.02)\n")
+    for i in range(8):
+        proc = tpu_perf_cli("record", "--store", str(tmp_path / "runs"), "--quiet", "--tpu-metrics-addr", "127.0.0.1:9", "--sample-interval", "0.02", str(script))
+        assert proc.returncode == 0, f"recording {i}: exit {proc.returncode}\n{proc.stderr}"
+        assert "terminate called" not in proc.stderr and "Aborted" not in proc.stderr
+    assert len(list((tmp_path / "runs").iterdir())) == 8

@@ -7,9 +7,6 @@ recorded timeline must be what the server sent at the sample times, device by de
 
 from __future__ import annotations
 
-import time
-from pathlib import Path
-
 import numpy as np
 import pytest
 from metric_server import (
@@ -24,43 +21,18 @@ from metric_server import (
     queue_size,
     usage_bytes,
 )
+from recording import record_in_process
 
 import tpu_perf
 from tpu_perf.analyzers.memory import analyze_memory
 from tpu_perf.analyzers.runtime import analyze_runtime, histogram_percentile
 from tpu_perf.analyzers.timeline import per_step
-from tpu_perf.collectors import imports
-from tpu_perf.collectors.session import Recorder, RecordOptions
-from tpu_perf.store import RunWriter, load_run
 
-INTERVAL_S = 0.1
 LATENCY_S = 0.5
 """Most time between a sample's timestamp (taken before the calls) and the server answering: the
 calls' deadline. Typical is ~1 ms; the server shares this process (and its GIL) with a busy loop."""
 CLOCK_EPS_S = 0.005
 """Recorder clock (monotonic, anchored to epoch once) vs the server's time.time()."""
-
-
-def record_in_process(store: Path, addr: str, steps: int, step_s: float, *, during: object = None, batch_size: int | None = None) -> tuple[tpu_perf.Run, list[float]]:
-    writer = RunWriter.create(str(store), {"name": "sampler-test", "status": "running"})
-    options = RecordOptions(trace_steps=None, sample_interval_s=INTERVAL_S, tpu_metrics_addr=addr, batch_size=batch_size, progress=False)
-    writer.update_manifest(config={"sample_interval_s": INTERVAL_S, "batch_size": batch_size})
-    rec = Recorder(writer, options, log=lambda line: None)
-    rec.start()
-    durations = []
-    for i in range(steps):
-        t = time.perf_counter()
-        tpu_perf.step(i)
-        deadline = time.perf_counter() + step_s
-        while time.perf_counter() < deadline:  # busy, like a loop dispatching work
-            pass
-        if during is not None:
-            during(i)  # type: ignore[operator]
-        durations.append(time.perf_counter() - t)
-    rec.finish()
-    imports.clear()  # the recorder registered a torch hook, as record() would clear it
-    writer.finish("completed", 0, warnings=rec.warnings)
-    return load_run(writer.url), durations
 
 
 @pytest.fixture(scope="module")

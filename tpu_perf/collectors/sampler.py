@@ -127,6 +127,17 @@ class Sampler:
             except Exception as exc:
                 self._warn(f"closing sampler source {source.name} failed ({type(exc).__name__}: {exc})")
 
+    def _close_sources(self) -> None:
+        with self._lock:
+            sources = list(self._sources)
+        for source in sources:
+            close = getattr(source, "close", None)
+            if close is not None:
+                try:
+                    close()
+                except Exception as exc:  # closing is best effort; the warning below says what is lost
+                    self._warn(f"closing sampler source {source.name} failed ({type(exc).__name__}: {exc})")
+
     def stop(self) -> None:
         """Take a last sample and close the sources; never waits more than STOP_WAIT_S."""
         self._stop.set()
@@ -136,6 +147,11 @@ class Sampler:
             return
         self._thread.join(timeout=STOP_WAIT_S)
         if self._thread.is_alive():
+            # A source is stuck in a call (a gRPC request on a loaded machine). Closing it from here
+            # cancels the call, so the thread ends before the interpreter does: a native call still
+            # in flight at exit is what aborts a process ("terminate called without an active exception").
+            self._close_sources()
+            self._thread.join(timeout=STOP_WAIT_S)
             self._warn(f"the sampler did not stop within {STOP_WAIT_S:.0f} s (a metric source is stuck); its last samples are missing")
         self.note("sampler", "stopped", f"samples={self.samples} interval_s={self.interval_s} cpu_s={self.cpu_s:.6f}")
 
