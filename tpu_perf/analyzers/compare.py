@@ -103,9 +103,13 @@ def ops_frame(doc: Mapping[str, Any]) -> pd.DataFrame:
     ops = pd.DataFrame([o for o in top if isinstance(o, dict)])
     if "name" not in ops or "total_time_s" not in ops:
         return pd.DataFrame()
-    agg = {c: "sum" for c in ("total_time_s", "self_time_s", "occurrences", "flops", "bytes_accessed") if c in ops}
-    agg.update({c: "first" for c in ("category", "fusion_kind") if c in ops})
-    return ops.groupby("name", sort=False).agg(agg)
+    sums = [c for c in ("total_time_s", "self_time_s", "occurrences", "flops", "bytes_accessed") if c in ops]
+    grouped = ops.groupby("name", sort=False)
+    out = grouped[sums].sum(min_count=1)  # all unknown (Kineto has no FLOPs) stays unknown, not 0
+    for c in ("category", "fusion_kind"):
+        if c in ops:
+            out[c] = grouped[c].first()
+    return out
 
 
 def ops_side_by_side(docs: Mapping[str, Mapping[str, Any]], baseline: str, limit: int = 15) -> pd.DataFrame:

@@ -21,10 +21,10 @@ def runs_table(rows: list[dict]) -> pd.DataFrame:
     shown = pd.DataFrame(
         {
             "name": frame["name"],
-            "tags": frame.get("tags"),
+            "tags": [t or "" for t in frame.get("tags", [None] * len(frame))],
             "status": frame["status"],
-            "chip": [f"{c} × {n}" if c else None for c, n in zip(frame.get("chip", [None] * len(frame)), frame.get("devices", [None] * len(frame)), strict=True)],
-            "framework": frame.get("framework"),
+            "chip": [(f"{c} × {n}" if n else str(c)) if c else "n/a" for c, n in zip(frame.get("chip", [None] * len(frame)), frame.get("devices", [None] * len(frame)), strict=True)],
+            "framework": [f or "n/a" for f in frame.get("framework", [None] * len(frame))],
             "started": [dt.datetime.fromtimestamp(t) if pd.notna(t) else None for t in frame["started_at"]],  # local time, as `tpu-perf ls`
             "steps": frame.get("steps"),
             "median step (ms)": frame.get("median_step_s") * 1e3 if "median_step_s" in frame else None,
