@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from conftest import DATA, ROOT, tpu_perf_cli
+
 from tpu_perf import load_run
 from tpu_perf.analyzers.report import Report, build_report
 from tpu_perf.jsonio import dumps
