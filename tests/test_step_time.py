@@ -56,6 +56,20 @@ def test_jax_host_work_and_float_loss_are_in_the_step(jax_hostwork) -> None:
     assert _tiles(run.steps)
 
 
+@pytest.mark.parametrize("sync, mark", [("none", "auto"), ("device_get", "auto"), ("print", "annotation"), ("float", "explicit")])
+def test_every_loop_shape_reports_its_iteration(tmp_path: Path, sync: str, mark: str) -> None:
+    """No sync, a fetch of a metrics dict, printing a device value; automatic, annotated or
+    explicitly marked steps: the median step is the loop's own median iteration."""
+    _, doc, own = _record(tmp_path / "runs", ROOT / "tests/scripts/jax_hostwork.py", tmp_path / "self.json", "--steps", "14", "--host-ms", "30", "--sync", sync, "--mark", mark)
+    s = doc["steps"]
+    assert s["count"] == 14
+    assert s["median_s"] == pytest.approx(statistics.median(own["iteration_s"][1:]), rel=0.05)
+    if sync == "none" and mark == "auto":  # outputs always ready before anyone looked: unknown, not the host's time
+        assert s["device_median_s"] is None and "never waits" in s["device_reason"]
+    else:
+        assert s["device_median_s"] is not None and s["device_median_s"] < 0.25 * s["median_s"]
+
+
 def test_jax_steps_sum_to_the_loop_wall_time(jax_hostwork) -> None:
     run, _, own = jax_hostwork
     steps = run.steps.iloc[:-1]  # the script's clock has no end for its last iteration
@@ -70,6 +84,7 @@ def test_torch_host_work_and_item_are_in_the_step(torch_hostwork) -> None:
     assert s["count"] == 24
     assert s["median_s"] == pytest.approx(loop, rel=0.05)
     assert s["device_median_s"] is None and s["host_median_s"] is None  # PyTorch's device view is unknown here
+    assert s["device_reason"] == "PyTorch's device time per step is not measured"
     assert _tiles(run.steps)
 
 

@@ -1,7 +1,8 @@
 """A JAX loop as people write it: host input work before each step, `float(loss)` after it, a log
 line now and then. It times its own iterations with a wall clock, for comparison with tpu-perf.
 
-Usage: jax_hostwork.py OUT_JSON [--steps N] [--host-ms MS] [--width W] [--sync float|none]
+Usage: jax_hostwork.py OUT_JSON [--steps N] [--host-ms MS] [--width W]
+       [--sync float|device_get|print|none] [--mark auto|annotation|explicit]
 """
 
 import argparse
@@ -18,6 +19,7 @@ parser.add_argument("--steps", type=int, default=20)
 parser.add_argument("--host-ms", type=float, default=50.0)
 parser.add_argument("--width", type=int, default=256)
 parser.add_argument("--sync", default="float")
+parser.add_argument("--mark", default="auto")
 args = parser.parse_args()
 
 
@@ -47,14 +49,32 @@ params = {"w1": jax.random.normal(key1, (args.width, args.width)) * 0.05, "w2": 
 data = batches(np.random.default_rng(0))
 starts = []
 losses = []
+
+
+def train(params, x, step):
+    """One step as the script marks it (or not); returns the new params and the loss."""
+    if args.mark == "annotation":
+        with jax.profiler.StepTraceAnnotation("train", step_num=step):
+            return update(params, x)
+    if args.mark == "explicit":
+        import tpu_perf
+
+        tpu_perf.step(step)
+    return update(params, x)
+
+
 for step in range(args.steps):
     x = next(data)
-    starts.append(time.perf_counter())  # the iteration's clock: one dispatch to the next
-    params, loss = update(params, x)
+    starts.append(time.perf_counter())  # the iteration's clock: one step call to the next
+    params, loss = train(params, x, step)
     if args.sync == "float":
         losses.append(float(loss))
         if step % 10 == 0:
             print(f"step {step} loss {losses[-1]:.4f}")
+    elif args.sync == "device_get":
+        losses.append(jax.device_get({"loss": loss})["loss"].item())
+    elif args.sync == "print":
+        print("loss", loss)
 iterations = [b - a for a, b in zip(starts, starts[1:], strict=False)]
 with open(args.out, "w") as f:
     json.dump({"iteration_s": iterations, "steps": args.steps}, f)

@@ -45,6 +45,8 @@ class StepStats:
     tokens_per_s: float | None
     note: str | None = None
     """Said when the statistics are less than they look (e.g. only traced steps were left)."""
+    device_reason: str | None = None
+    """Why `device_median_s` is None, when it is."""
 
 
 def run_steps(run: Run) -> pd.DataFrame:
@@ -117,6 +119,17 @@ def _device_view(steps: pd.DataFrame, mask: np.ndarray) -> tuple[float | None, f
     return float(np.median(device[known])), float(np.median(np.maximum(host, 0.0)))
 
 
+def _device_unknown(run: Run) -> str:
+    frameworks = set(run.manifest.get("frameworks") or [])
+    if run.manifest.get("imported"):
+        return "the trace's step markers are the host's, not the device's"
+    if "jax" in frameworks:
+        return "the loop never waits for a step's outputs, so when the device finished is not seen; a sync on an output (float(loss), jax.block_until_ready) shows it"
+    if frameworks & {"torch", "pytorch"}:
+        return "PyTorch's device time per step is not measured"
+    return "no device work was seen"
+
+
 def _flags(column: pd.Series) -> np.ndarray:
     """`column.astype(bool)` as an array (a bool column as it is: 10k-step runs, many runs)."""
     return column.to_numpy() if column.dtype == bool else column.astype(bool).to_numpy()
@@ -161,4 +174,5 @@ def analyze_steps(run: Run, *, warmup_steps: int | None = None) -> StepStats:
         tokens_per_step=tokens,
         tokens_per_s=tokens / median if (tokens and median) else None,
         note=note,
+        device_reason=None if device_median is not None else _device_unknown(run),
     )

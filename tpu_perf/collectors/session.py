@@ -229,9 +229,10 @@ class Recorder:
         self.sync()
         self.steps.end(source, self.now())
 
-    def span(self, source: str, start: float, end: float, *, traced: bool = False, step_num: int | None = None) -> None:
-        """A complete step whose device completion time is known (any thread may call this)."""
-        self.steps.span(source, start, end, traced=traced, step_num=step_num)
+    def span(self, source: str, start: float, end: float, *, traced: bool = False, step_num: int | None = None, device_known: bool = True) -> None:
+        """A complete step from dispatch to device completion (any thread may call this);
+        `device_known` False: `end` is when tpu-perf looked, an upper bound of the device time."""
+        self.steps.span(source, start, end, traced=traced, step_num=step_num, device_known=device_known)
 
     @property
     def trace_active(self) -> bool:

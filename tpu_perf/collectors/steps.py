@@ -134,13 +134,14 @@ class StepTracker:
             self._open = None
 
     # -- span marks -------------------------------------------------------------------------------
-    def span(self, source: str, start: float, end: float, *, traced: bool = False, step_num: int | None = None) -> None:
-        """Write a complete step [start, end]."""
+    def span(self, source: str, start: float, end: float, *, traced: bool = False, step_num: int | None = None, device_known: bool = True) -> None:
+        """A complete step [start, end]: dispatch to device completion (its `device_s`, when
+        `device_known`; else unknown). The step's iteration ends where the next one starts."""
         with self._lock:
             if not self._switch(source):
                 return
             self._begin(_OpenStep(self._next_index, start, source, step_num, traced))
-            self._close(end, device_s=max(0.0, end - start))
+            self._close(end, device_s=max(0.0, end - start) if device_known else None, from_reports=False)
 
     def _begin(self, step: _OpenStep) -> None:
         """Open `step`; the step held before it ends where this one starts."""
@@ -152,14 +153,16 @@ class StepTracker:
         self._open = step
         self._next_index += 1
 
-    def _close(self, end: float, *, device_s: float | None = None) -> None:
+    def _close(self, end: float, *, device_s: float | None = None, from_reports: bool = True) -> None:
+        """`from_reports`: the device time is the reported device work inside the step; else
+        `device_s` as given (None: unknown)."""
         step = self._open
         if step is None:
             return
         self._open = None
         if self._closed is not None:  # two closes with no start between: the earlier one is done
             self._write(self._closed, self._closed.end, tail=True)
-        if device_s is None:
+        if from_reports:
             device_s = self._device_seconds(step.start, end)
         self._closed = _ClosedStep(step, end, device_s)
 

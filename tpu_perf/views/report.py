@@ -67,7 +67,7 @@ def _steps(doc: dict[str, Any]) -> RenderableType:
 def _device_view(s: dict[str, Any]) -> str:
     device, host = s.get("device_median_s"), s.get("host_median_s")
     if device is None:
-        return "n/a (this framework's device time per step is not measured; the step time is the iteration)"
+        return f"n/a ({s.get('device_reason') or 'unknown'})"
     return f"median {fmt.seconds(device)} device (dispatch to outputs ready), {fmt.seconds(host)} host (the rest of the iteration: input, syncs, logging)"
 
 

@@ -28,8 +28,8 @@ MAX_BUFFERED_CALLS = 100_000
 CARRIES_TO_DECIDE = 2
 """Calls that consumed the previous call's outputs before a function is taken as the step."""
 
-Span = tuple[float, float, bool]
-"""(dispatch time, outputs-ready time, traced)."""
+Span = tuple[float, float, bool, bool]
+"""(dispatch time, outputs-ready time, traced, ready time seen exactly)."""
 
 
 @dataclass(eq=False)
@@ -144,9 +144,9 @@ class JitTracker:
             for call in ready:
                 end = call.end if call.end is not None else call.start
                 if call.state is self.step_fn:
-                    self.rec.span(self.source, call.start, end, traced=call.traced)
+                    self.rec.span(self.source, call.start, end, traced=call.traced, device_known=call.exact)
                 elif self.step_fn is None and len(call.state.spans) < MAX_BUFFERED_CALLS:
-                    call.state.spans.append((call.start, end, call.traced))
+                    call.state.spans.append((call.start, end, call.traced, call.exact))
 
     def _wait(self, state: FunctionState) -> None:
         """Finish `state`'s last call: wait for its outputs unless the script already synced."""
@@ -154,7 +154,8 @@ class JitTracker:
         if pending is not None:
             wait_ready(pending, self.rec.now)
             self._ready.append(pending)
-            self.rec.steps.device_busy(pending.start, pending.end if pending.end is not None else pending.start)
+            if pending.exact and pending.end is not None:
+                self.rec.steps.device_busy(pending.start, pending.end)
 
     def _decide(self) -> None:
         candidates = [f for f in self.functions if f.carry_calls > 0]
@@ -170,8 +171,8 @@ class JitTracker:
         self.step_fn = chosen
         spans, chosen.spans = chosen.spans, []
         self._step_index = len(spans)
-        for start, end, traced in spans:
-            self.rec.span(self.source, start, end, traced=traced)
+        for start, end, traced, exact in spans:
+            self.rec.span(self.source, start, end, traced=traced, device_known=exact)
 
     def fallback(self) -> None:
         """At the end of a run with no carried state: take the most-called function as the step."""

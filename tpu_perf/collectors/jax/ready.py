@@ -4,8 +4,8 @@
   JAX's sync points are wrapped and stamp the moment the sync returns.
 - Otherwise the next call of the same function (or the end of the run) waits for the outputs, as
   the device would make it wait anyway, and stamps when they are ready. If they were ready before
-  the host came back (a host-bound loop that never syncs), the step lasts until the host returned:
-  the iteration time, which is what bounds throughput then.
+  that wait began (a host-bound loop that never syncs), when they became ready was not seen: the
+  call's device time is unknown (`exact` False), not the host's time passed off as the device's.
 """
 
 from __future__ import annotations
@@ -26,10 +26,13 @@ class Call:
     leaves: list[Any]
     """The outputs, kept only until the call is stamped: holding them longer keeps device buffers alive."""
     end: float | None = None
+    exact: bool = True
+    """False when `end` is only when tpu-perf looked, not when the outputs became ready."""
 
-    def stamp(self, t: float) -> None:
+    def stamp(self, t: float, *, exact: bool = True) -> None:
         if self.end is None:
             self.end = t
+            self.exact = exact
         self.leaves = []
 
 
@@ -37,14 +40,18 @@ def wait_ready(call: Call, now: Callable[[], float]) -> None:
     """Block until `call`'s outputs are ready (they share one completion event); stamp it if unstamped."""
     if call.end is not None:
         return
+    exact = True
     for leaf in call.leaves:
         if not leaf.is_deleted():
             try:
-                leaf.block_until_ready()
+                if leaf.is_ready():  # ready already: it became ready at some moment nobody saw
+                    exact = False
+                else:
+                    leaf.block_until_ready()  # (the wrapped one: it stamps the call when it returns)
             except Exception:  # a failed computation ends the step all the same
                 pass
             break
-    call.stamp(now())
+    call.stamp(now(), exact=exact)
 
 
 class SyncStamper:
