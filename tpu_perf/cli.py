@@ -191,15 +191,20 @@ def report(
     convention: Annotated[str | None, typer.Option(help="Model-FLOPs convention for MFU, instead of the one the run was recorded with.")] = None,
 ) -> None:
     """Show one run: step time, compiles, FLOPs and utilisation, memory, fusion, trace."""
+    from tpu_perf.advise.document import report_advice
     from tpu_perf.analyzers.report import build_report
     from tpu_perf.store import load_run
+    from tpu_perf.views.advice import render_advice_section
     from tpu_perf.views.report import render_report
 
-    doc = build_report(load_run(run, store=store), convention=_convention(convention))
+    loaded = load_run(run, store=store)
+    doc = build_report(loaded, convention=_convention(convention))
+    doc["advice"] = report_advice(loaded, doc)  # advise composes analyzers; analyzers never import it
     if as_json:
         sys.stdout.write(json.dumps(doc, indent=2, default=_json_default) + "\n")
     else:
         out.print(render_report(doc))
+        out.print(render_advice_section(doc["advice"]))
 
 
 def _json_default(value: Any) -> Any:
@@ -238,7 +243,7 @@ def ls(store: StoreOption = layout.DEFAULT_STORE, as_json: Annotated[bool, typer
     out.print(table)
 
 
-COMMAND_MODULES: tuple[str, ...] = ("importer", "mfu", "chips", "dashboard")
+COMMAND_MODULES: tuple[str, ...] = ("importer", "mfu", "chips", "dashboard", "advise")
 """Modules under tpu_perf/commands/ that add commands: each has `register(app: typer.Typer)`."""
 
 

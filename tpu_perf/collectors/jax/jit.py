@@ -40,6 +40,8 @@ class FunctionState:
     calls_in_steps: int = 0
     carry_calls: int = 0
     carried_leaves: int = 0
+    fetched_calls: int = 0
+    """Timed calls whose outputs the script fetched to the host before the next call (host syncs)."""
     spans: list[Span] = field(default_factory=list)
     pending: Call | None = None
     out_ids: frozenset[int] = frozenset()
@@ -138,6 +140,7 @@ class JitTracker:
             del self._ready[: len(ready)]
             for call in ready:
                 end = call.end if call.end is not None else call.start
+                call.state.fetched_calls += call.fetched
                 if call.state is self.step_fn:
                     self.rec.span(self.source, call.start, end, traced=call.traced)
                 elif self.step_fn is None and len(call.state.spans) < MAX_BUFFERED_CALLS:

@@ -26,6 +26,8 @@ class Call:
     leaves: list[Any]
     """The outputs, kept only until the call is stamped: holding them longer keeps device buffers alive."""
     end: float | None = None
+    fetched: bool = False
+    """The script fetched an output to the host (`float`, `np.asarray`, `print`) before it was stamped."""
 
     def stamp(self, t: float) -> None:
         if self.end is None:
@@ -54,12 +56,13 @@ class SyncStamper:
         self._now = now
         self.unstamped: list[Call] = []
 
-    def seen(self, x: Any) -> None:
+    def seen(self, x: Any, *, fetch: bool = False) -> None:
         if not self.unstamped:
             return
         key = id(x)
         for call in self.unstamped:
             if key in call.ids:
+                call.fetched = fetch
                 call.stamp(self._now())
                 self.unstamped = [c for c in self.unstamped if c is not call]
                 return
@@ -81,7 +84,7 @@ class SyncStamper:
 
         def value(self: Any) -> Any:
             result = original_value.fget(self)
-            stamper.seen(self)
+            stamper.seen(self, fetch=True)
             return result
 
         def tree_block_until_ready(x: Any) -> Any:

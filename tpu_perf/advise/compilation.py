@@ -1,0 +1,160 @@
+"""Compilation rules: recompiles after warm-up, op-by-op execution, unrolled layers, graph breaks,
+and the persistent compilation cache."""
+
+from __future__ import annotations
+
+from tpu_perf.advise import thresholds as T
+from tpu_perf.advise.finding import Finding, Fix, Gain, Rule, ev, fired, not_evaluable, passed
+from tpu_perf.advise.signals import SOURCES, Signals
+
+JAX_JIT_DOCS = "https://docs.jax.dev/en/latest/jit-compilation.html"
+
+RECOMPILATION = Rule(
+    id="recompilation", title="The step recompiles after warm-up", family="compilation", severity="high",
+    fix=Fix(
+        summary="Keep shapes and dtypes fixed from step to step (pad or bucket batches, mark true constants static); find the changing argument first.",
+        jax='jax.config.update("jax_explain_cache_misses", True)  # logs which argument changed\nbatch = np.pad(batch, ((0, 0), (0, MAX_LEN - batch.shape[1])))  # one shape for every step',
+        pytorch='torch._logging.set_logs(recompiles=True)  # or TORCH_LOGS=recompiles\nmodel = torch.compile(model, dynamic=True)  # or pad inputs to fixed shapes; torch._dynamo.mark_dynamic(x, 1)',
+    ),
+    docs=(JAX_JIT_DOCS, "https://docs.jax.dev/en/latest/config_options.html", "https://docs.pytorch.org/docs/stable/torch.compiler_troubleshooting.html"),
+)
+
+OP_BY_OP = Rule(
+    id="op-by-op", title="The step runs op by op instead of as one compiled program", family="compilation", severity="high",
+    fix=Fix(
+        summary="Compile the whole training step (forward, backward and optimizer update) as one program.",
+        jax="train_step = jax.jit(train_step, donate_argnums=0)",
+        pytorch="model = torch.compile(model)  # on torch-tpu: compile the step; eager mode dispatches every op",
+    ),
+    docs=(JAX_JIT_DOCS, "https://docs.pytorch.org/docs/stable/generated/torch.compile.html"),
+)
+
+UNROLLED_LOOP = Rule(
+    id="unrolled-loop", title="The same layer is repeated in the program instead of looped", family="compilation", severity="medium",
+    fix=Fix(
+        summary="Stack the layers' parameters and loop over them with a scan, so the program holds one layer body.",
+        jax="x, _ = jax.lax.scan(lambda h, layer: (block(h, layer), None), x, stacked_layers)  # Flax: nn.scan",
+        pytorch="# torch.compile traces each nn.Module call once per layer; compile the repeated block:\nfor block in model.layers: block.compile()",
+    ),
+    docs=("https://docs.jax.dev/en/latest/_autosummary/jax.lax.scan.html", "https://flax.readthedocs.io/en/latest/api_reference/flax.linen/transformations.html#flax.linen.scan", "https://docs.pytorch.org/tutorials/recipes/regional_compilation.html"),
+)
+
+GRAPH_BREAK = Rule(
+    id="graph-break", title="torch.compile breaks the step into several graphs", family="compilation", severity="high",
+    fix=Fix(
+        summary="Remove what Dynamo cannot trace from the compiled region (`.item()`, printing, data-dependent Python control flow, unsupported calls).",
+        pytorch='explanation = torch._dynamo.explain(model)(batch)\nprint(explanation.break_reasons)  # then: torch.compile(model, fullgraph=True) to keep it fixed',
+    ),
+    docs=("https://docs.pytorch.org/docs/stable/torch.compiler_troubleshooting.html", "https://docs.pytorch.org/docs/stable/torch.compiler_faq.html#graph-breaks"),
+)
+
+NO_COMPILE_CACHE = Rule(
+    id="no-compile-cache", title="Long start-up compiles and no persistent compilation cache", family="compilation", severity="low",
+    fix=Fix(
+        summary="Turn on the persistent compilation cache so restarts load compiled programs instead of compiling again.",
+        jax='jax.config.update("jax_compilation_cache_dir", "/tmp/jax_cache")\njax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)',
+        pytorch='torch_tpu: set a compilation cache directory before the first step (see torch-tpu docs); inductor: TORCHINDUCTOR_FX_GRAPH_CACHE=1',
+    ),
+    docs=("https://docs.jax.dev/en/latest/persistent_compilation_cache.html",),
+)
+
+
+def _src(name: str, value: object) -> object:
+    source, path = SOURCES[name]
+    return ev(name, value, source, path)
+
+
+def recompilation(s: Signals) -> Finding:
+    if s.steps == 0:
+        return not_evaluable(RECOMPILATION, "no steps recorded: mark steps with tpu_perf.step() or jax.profiler.StepTraceAnnotation")
+    after = max(0, s.steps - s.warmup)
+    per_step = s.compiles_after_warmup / after if after else 0.0
+    share = (s.compile_after_warmup_s / s.after_warmup_wall_s) if (s.compile_after_warmup_s is not None and s.after_warmup_wall_s) else None
+    evidence = [_src("compiles_after_warmup", s.compiles_after_warmup), ev("steps_after_warmup_count", after, "steps", "steps.count - steps.warmup"),
+                _src("compile_after_warmup_s", s.compile_after_warmup_s), _src("after_warmup_wall_s", s.after_warmup_wall_s)]
+    evidence += [ev(f"recompiles_of_{name}_count", n, "compiles", f"compile.after_warmup_functions.{name}") for name, n in list(s.after_warmup_functions.items())[:3]]
+    if s.compiles_after_warmup < T.RECOMPILE_MIN_COUNT or (per_step <= T.RECOMPILES_PER_STEP and (share is None or share < T.RECOMPILE_TIME_SHARE)):
+        return passed(RECOMPILATION, f"{s.compiles_after_warmup} compile(s) in {after} steps after warm-up", evidence)
+    gain = None
+    if share is not None and share < 1:
+        gain = Gain(factor=1 / (1 - share), basis=f"{share:.0%} of the wall time after warm-up was spent compiling; fixed shapes compile once")
+    changing = "; ".join(r["reason"].splitlines()[0][:160] for r in s.torch_recompile_reasons[:3])
+    reason = f"{s.compiles_after_warmup} compiles after warm-up ({per_step:.2f} per step)" + (f"; Dynamo: {changing}" if changing else "")
+    return fired(RECOMPILATION, reason, evidence, gain)
+
+
+def op_by_op(s: Signals) -> Finding:
+    pps, ops_share = s.programs_per_step, sum(s.breakdown.get(p, 0.0) for p in ("matmul", "collective", "data_movement", "compute"))
+    evidence = [_src("distinct_compiled", s.distinct_compiled), ev("step_program_found", int(s.step_program), "hlo", "programs[].is_step")]
+    if pps is not None:
+        evidence.append(_src("programs_per_step", pps))
+    if s.framework == "torch":
+        return _torch_op_by_op(s)
+    if pps is None and s.step_program:
+        return passed(OP_BY_OP, "the step is one jitted program (no trace window to count launches: record without --no-trace)", evidence)
+    eager = not s.step_program and s.distinct_compiled >= T.OP_BY_OP_EAGER_PROGRAMS
+    if not eager and (pps is None or pps < T.OP_BY_OP_PROGRAMS_PER_STEP):
+        if pps is None and not s.step_program and s.compiles == 0:
+            return not_evaluable(OP_BY_OP, "no compiles, no step program and no trace window were recorded")
+        return passed(OP_BY_OP, f"{pps:.1f} programs launched per step" if pps is not None else "few programs compiled", evidence)
+    gain = None
+    if ops_share > 0:
+        evidence.append(ev("device_op_fraction", ops_share, "trace", "breakdown.matmul + collective + data_movement + compute"))
+        gain = Gain(factor=1 / ops_share, basis=f"device ops ran {ops_share:.0%} of the traced step; one compiled program runs them back to back (fusion may save more)")
+    what = f"{pps:.0f} programs launched per step" if pps is not None else f"no jitted step; {s.distinct_compiled} separate programs compiled"
+    return fired(OP_BY_OP, what, evidence, gain)
+
+
+def _torch_op_by_op(s: Signals) -> Finding:
+    on_tpu = s.platform in ("tpu", "xla") or (s.run_chip is not None and s.run_chip.kind == "tpu")
+    evidence = [_src("torch_graphs", s.torch_graphs)]
+    if s.torch_graphs:
+        return passed(OP_BY_OP, f"torch.compile built {s.torch_graphs} graph(s)", evidence)
+    if on_tpu or (s.target is not None and s.target.kind == "tpu"):
+        return fired(OP_BY_OP, "PyTorch eager (no torch.compile graphs)" + ("" if on_tpu else f": on {s.target.name} every op would be dispatched and compiled separately"), evidence,
+                     Gain(factor=None, basis="eager dispatch cost on a TPU depends on the op count; not measurable from a non-TPU run"))
+    return passed(OP_BY_OP, "PyTorch eager on CPU/GPU launches kernels directly; pass --target to judge it for a TPU", evidence)
+
+
+def unrolled_loop(s: Signals) -> Finding:
+    if s.hlo is None:
+        return not_evaluable(UNROLLED_LOOP, "no optimized HLO of a step program (JAX runs with a jitted step save it)")
+    evidence = [_src("max_dot_repeats", s.max_dot_repeats), ev("while_loops", s.hlo.while_loops, "hlo", "hlo.analysis.while_loops"),
+                _src("hlo_instructions", s.hlo_instructions), _src("step_compile_s", s.step_compile_s)]
+    repeats = s.max_dot_repeats or 0
+    if s.hlo.while_loops or repeats < T.UNROLLED_MIN_REPEATS:
+        return passed(UNROLLED_LOOP, f"{s.hlo.while_loops} while loop(s); repeated matmul shapes occur {repeats} time(s) each", evidence)
+    return fired(UNROLLED_LOOP, f"the same matmul shapes occur {repeats} times each and the program has no loop: {repeats} unrolled copies of a layer", evidence,
+                 Gain(factor=None, basis="compile time and program size shrink about with the number of layers; step time stays about the same"))
+
+
+def graph_break(s: Signals) -> Finding:
+    if s.framework != "torch":
+        return not_evaluable(GRAPH_BREAK, f"applies to torch.compile runs; this run is {s.framework or 'of an unknown framework'}")
+    if s.graph_breaks is None or not s.torch_graphs:
+        return not_evaluable(GRAPH_BREAK, "the run did not use torch.compile (no Dynamo graphs recorded)")
+    evidence = [_src("graph_breaks", s.graph_breaks), _src("torch_graphs", s.torch_graphs)]
+    if s.graph_breaks == 0:
+        return passed(GRAPH_BREAK, "no graph breaks", evidence)
+    reasons = "; ".join(f"{r['reason']} ({r['count']}x)" + (f" at {_where(r['detail'])}" if _where(r["detail"]) else "") for r in s.graph_break_reasons[:3])
+    return fired(GRAPH_BREAK, f"{s.graph_breaks} graph break(s): {reasons}", evidence, Gain(factor=None, basis="a break splits the step into separately compiled graphs with Python in between; the cost depends on where it falls"))
+
+
+def _where(detail: str) -> str | None:
+    """The user source line Dynamo names in a graph-break reason (`File "x.py", line 12`)."""
+    import re
+
+    found = re.findall(r'File "([^"]+)", line (\d+)', detail or "")
+    return f"{found[-1][0]}:{found[-1][1]}" if found else None
+
+
+def no_compile_cache(s: Signals) -> Finding:
+    evidence = [_src("compile_total_s", s.compile_total_s), _src("compile_cache_events", s.compile_cache_events)]
+    if s.compiles == 0:
+        return not_evaluable(NO_COMPILE_CACHE, "no compile events recorded")
+    if s.compile_cache_events or s.compile_cache_env:
+        return passed(NO_COMPILE_CACHE, "a persistent compilation cache is in use", evidence)
+    if s.compile_total_s < T.STARTUP_COMPILE_S:
+        return passed(NO_COMPILE_CACHE, f"compiles took {s.compile_total_s:.1f} s in all", evidence)
+    return fired(NO_COMPILE_CACHE, f"{s.compile_total_s:.1f} s of compiles and no compilation-cache activity", evidence,
+                 Gain(factor=None, basis="saves the start-up compiles at every restart; per-step time is unchanged"))

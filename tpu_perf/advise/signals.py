@@ -1,0 +1,297 @@
+"""The numbers the rules read, computed once per run: `Signals`, built by `build_signals`.
+
+Rules never read tables or the report themselves: this module is the one adapter between the
+analyzers' output and the advisor, so a change in the report's shape changes one function here.
+Each field is None when its data is missing; `SOURCES` says where each comes from, and rules copy
+that into their evidence.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tpu_perf.analyzers.flops import run_chip
+from tpu_perf.analyzers.hlo import HloModule, run_hlo
+from tpu_perf.analyzers.hlo_analysis import HloAnalysis, analyze_hlo, tile_for_chip
+from tpu_perf.analyzers.report import build_report
+from tpu_perf.analyzers.steps import run_steps
+from tpu_perf.hardware import Chip, lookup_chip
+from tpu_perf.store import Run
+
+OP_PARTS = ("matmul", "collective", "data_movement", "compute")
+"""Breakdown parts in which a device op runs (analyzers/breakdown.py)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Signals:
+    framework: str | None
+    platform: str | None
+    run_chip: Chip | None
+    target: Chip | None
+    """The chip hardware rules judge for: `--target`, else the run's own TPU; None otherwise."""
+    target_from: str | None
+    # steps
+    steps: int
+    warmup: int
+    traced_steps: int
+    iteration_median_s: float | None
+    device_median_s: float | None
+    host_median_s: float | None
+    after_warmup_wall_s: float | None
+    # compiles
+    compiles: int
+    compile_total_s: float
+    compiles_after_warmup: int
+    compile_after_warmup_s: float | None
+    """All compile work (trace, lower, backend compile) after warm-up."""
+    after_warmup_functions: dict[str, int]
+    distinct_compiled: int
+    compile_cache_events: int
+    compile_cache_env: str | None
+    step_program: bool
+    # torch.compile
+    torch_graphs: int | None
+    graph_breaks: int | None
+    graph_break_reasons: list[dict[str, Any]]
+    torch_recompile_reasons: list[dict[str, Any]]
+    # host syncs (JAX collector counters)
+    step_calls: int | None
+    fetched_step_calls: int | None
+    # HLO of the step program
+    hlo: HloAnalysis | None
+    hlo_target: HloAnalysis | None
+    """The same program analysed with the target's MXU tile."""
+    hlo_instructions: int | None
+    max_dot_repeats: int | None
+    step_compile_s: float | None
+    argument_bytes: int | None
+    output_bytes: int | None
+    alias_bytes: int | None
+    step_flops: float | None
+    step_bytes_accessed: float | None
+    dot_intensity_bf16: float | None
+    # trace
+    breakdown: dict[str, float]
+    programs_in_trace: int | None
+    # memory / runtime
+    peak_bytes: int | None
+    peak_source: str | None
+    capacity_bytes: int | None
+    capacity_from: str | None
+    fixed_bytes: int | None
+    duty_cycle_pct: float | None
+
+    @property
+    def fetches_per_step(self) -> float | None:
+        if not self.step_calls or self.fetched_step_calls is None:
+            return None
+        return self.fetched_step_calls / self.step_calls
+
+    @property
+    def programs_per_step(self) -> float | None:
+        if self.programs_in_trace is None or not self.traced_steps:
+            return None
+        return self.programs_in_trace / self.traced_steps
+
+    @property
+    def ridge_flops_per_byte(self) -> float | None:
+        t = self.target
+        peak = t.peak_tflops.get("bf16") if t else None
+        return peak * 1e12 / (t.hbm_gbps * 1e9) if (t and peak and t.hbm_gbps) else None
+
+
+SOURCES: dict[str, tuple[str, str]] = {
+    "iteration_median_s": ("steps", "steps.median_s (iteration), else median over steady steps of start_time_s[i+1] - start_time_s[i]"),
+    "device_median_s": ("steps", "steps.device_median_s, else median of steps.parquet duration_s (dispatch to outputs ready) over steady steps"),
+    "host_median_s": ("steps", "steps.host_median_s, else iteration_median_s - device_median_s"),
+    "after_warmup_wall_s": ("steps", "steps.parquet: end_time_s[last] - start_time_s[warmup]"),
+    "compiles_after_warmup": ("compiles", "compile.after_warmup"),
+    "compile_after_warmup_s": ("compiles", "compiles.parquet: sum(duration_s) of trace/lower/backend_compile events after warm-up"),
+    "compile_total_s": ("compiles", "compile.total_s"),
+    "distinct_compiled": ("compiles", "compiles.parquet: distinct function of backend_compile events"),
+    "compile_cache_events": ("compiles", "compile.cache_hits + compile.cache_misses"),
+    "graph_breaks": ("compiles", "compile.torch.graph_breaks"),
+    "torch_graphs": ("compiles", "compile.torch.unique_graphs"),
+    "fetches_per_step": ("steps", "run.json jax.fetched_step_calls / jax.step_calls (JAX collector)"),
+    "fetched_step_calls": ("steps", "run.json jax.fetched_step_calls"),
+    "step_calls": ("steps", "run.json jax.step_calls"),
+    "hlo_instructions": ("hlo", "hlo.top_level_instructions"),
+    "max_dot_repeats": ("hlo", "step program HLO: occurrences of a repeated matmul shape (dtype, m, n, k), weighted by FLOPs (signals.layer_repeats)"),
+    "while_loops": ("hlo", "hlo.analysis.while_loops"),
+    "step_compile_s": ("compiles", "compiles.parquet: longest backend_compile of the step function"),
+    "argument_bytes": ("hlo", "programs[step].argument_bytes (XLA memory analysis)"),
+    "output_bytes": ("hlo", "programs[step].output_bytes"),
+    "alias_bytes": ("hlo", "programs[step].alias_bytes"),
+    "f32_dot_share": ("hlo", "hlo.analysis.dot_flops_share_by_dtype.f32"),
+    "padding_waste": ("hlo", "step program HLO dots padded to the target's MXU tile"),
+    "dot_intensity_bf16": ("hlo", "step program HLO: sum(dot FLOPs) / sum(dot operand+result bytes at 2 bytes per element)"),
+    "ridge_flops_per_byte": ("chip", "target bf16 peak FLOP/s / HBM bytes/s (chip catalogue)"),
+    "programs_per_step": ("trace", "timeline.parquet: program events / steps.traced"),
+    "peak_bytes": ("memory", "memory.peak_bytes"),
+    "capacity_bytes": ("memory", "memory.capacity_bytes, else the target chip's HBM per device (catalogue)"),
+    "fixed_bytes": ("memory", "memory.fixed_bytes"),
+    "duty_cycle_pct": ("runtime", "runtime.duty_cycle_pct"),
+}
+
+
+def report_dict(run: Run) -> dict[str, Any]:
+    """The report as a dict: the one place the advisor reads it (the typed report's `to_dict()` later)."""
+    return build_report(run)
+
+
+def build_signals(run: Run, doc: dict[str, Any] | None = None, *, target: str | None = None) -> Signals:
+    """Compute every signal of `run` once. `doc` is its report dict (built here when not given)."""
+    doc = report_dict(run) if doc is None else doc
+    own = run_chip(run)
+    tgt = lookup_chip(target) if target else None
+    target_chip, target_from = (tgt, "--target") if tgt else ((own, "run") if own is not None and own.kind == "tpu" else (None, None))
+    steps_doc, comp, mem = doc.get("steps") or {}, doc.get("compile") or {}, doc.get("memory") or {}
+    torch_doc = comp.get("torch") or {}
+    it, dev, host, wall = _step_times(run, steps_doc)
+    hlo_fields = _hlo_signals(run, doc, target_chip)
+    jax_counts = run.manifest.get("jax") or {}
+    capacity, capacity_from = _capacity(mem, target_chip, tgt is not None)
+    return Signals(
+        framework=_framework(run), platform=(run.manifest.get("hardware") or {}).get("platform"),
+        run_chip=own, target=target_chip, target_from=target_from,
+        steps=int(steps_doc.get("count") or 0), warmup=int(steps_doc.get("warmup") or 0), traced_steps=int(steps_doc.get("traced") or 0),
+        iteration_median_s=it, device_median_s=dev, host_median_s=host, after_warmup_wall_s=wall,
+        compiles=int(comp.get("count") or 0), compile_total_s=float(comp.get("total_s") or 0.0),
+        compiles_after_warmup=int(comp.get("after_warmup") or 0), compile_after_warmup_s=_late_compile_s(run, steps_doc),
+        after_warmup_functions=dict(comp.get("after_warmup_functions") or {}),
+        distinct_compiled=_distinct_compiled(run), compile_cache_events=int(comp.get("cache_hits") or 0) + int(comp.get("cache_misses") or 0),
+        compile_cache_env=(run.manifest.get("env") or {}).get("JAX_COMPILATION_CACHE_DIR"),
+        step_program=any(p.get("is_step") for p in doc.get("programs") or []),
+        torch_graphs=torch_doc.get("unique_graphs"), graph_breaks=torch_doc.get("graph_breaks") if torch_doc else None,
+        graph_break_reasons=list(torch_doc.get("graph_break_reasons") or []), torch_recompile_reasons=list(torch_doc.get("recompile_reasons") or []),
+        step_calls=jax_counts.get("step_calls"), fetched_step_calls=jax_counts.get("fetched_step_calls"),
+        **hlo_fields,
+        breakdown=dict(doc.get("breakdown") or {}), programs_in_trace=_programs_in_trace(run),
+        peak_bytes=mem.get("peak_bytes"), peak_source=mem.get("peak_source"), capacity_bytes=capacity, capacity_from=capacity_from,
+        fixed_bytes=mem.get("fixed_bytes"), duty_cycle_pct=(doc.get("runtime") or {}).get("duty_cycle_pct"),
+    )
+
+
+def _framework(run: Run) -> str | None:
+    frameworks = run.manifest.get("frameworks") or []
+    return "torch" if "torch" in frameworks else ("jax" if "jax" in frameworks else (frameworks[0] if frameworks else None))
+
+
+def _steady(steps: pd.DataFrame, warmup: int) -> np.ndarray:
+    mask = np.arange(len(steps)) >= warmup
+    mask &= ~steps["compiled"].astype(bool).to_numpy()
+    if "traced" in steps:
+        traced = steps["traced"].fillna(False).astype(bool).to_numpy()
+        mask = mask & ~traced if (mask & ~traced).any() else mask
+    return mask
+
+
+def _step_times(run: Run, steps_doc: dict[str, Any]) -> tuple[float | None, float | None, float | None, float | None]:
+    """(iteration median, device median, host median, wall after warm-up).
+
+    Until the steps table carries `device_s` (then `steps.device_median_s` / `steps.host_median_s`
+    exist), the JAX collector's automatic steps time dispatch-to-outputs-ready in `duration_s`, and
+    the iteration is the distance between consecutive step starts."""
+    steps = run_steps(run)
+    warmup = int(steps_doc.get("warmup") or 0)
+    if steps.empty or len(steps) < 2:
+        return steps_doc.get("median_s"), steps_doc.get("device_median_s"), steps_doc.get("host_median_s"), None
+    start = steps["start_time_s"].to_numpy(float)
+    wall = float(steps["end_time_s"].iloc[-1] - start[min(warmup, len(start) - 1)])
+    if "device_median_s" in steps_doc:
+        return steps_doc.get("median_s"), steps_doc.get("device_median_s"), steps_doc.get("host_median_s"), wall
+    steady = _steady(steps, warmup)[:-1]  # the last step has no next start
+    iteration = np.diff(start)[steady]
+    if not iteration.size:
+        return steps_doc.get("median_s"), None, None, wall
+    it = float(np.median(iteration))
+    if not str(steps["source"].iloc[0]).startswith("auto:jit"):
+        return it, None, None, wall  # marks and annotations time the wall: no device time apart
+    dev = float(np.median(steps["duration_s"].to_numpy(float)[:-1][steady]))
+    return it, dev, max(0.0, it - dev), wall
+
+
+def _late_compile_s(run: Run, steps_doc: dict[str, Any]) -> float | None:
+    steps, compiles = run_steps(run), run.compiles
+    warmup = int(steps_doc.get("warmup") or 0)
+    if steps.empty or compiles.empty or warmup >= len(steps):
+        return 0.0 if not steps.empty else None
+    start, end = float(steps["end_time_s"].iloc[warmup - 1]) if warmup else float(steps["start_time_s"].iloc[0]), float(steps["end_time_s"].iloc[-1])
+    late = compiles[compiles["event"].isin(["trace", "lower", "backend_compile"]) & (compiles["time_s"] > start) & (compiles["time_s"] <= end)]
+    return float(late["duration_s"].sum())
+
+
+def _distinct_compiled(run: Run) -> int:
+    c = run.compiles
+    return int(c.loc[c["event"] == "backend_compile", "function"].nunique()) if not c.empty else 0
+
+
+def _programs_in_trace(run: Run) -> int | None:
+    tl = run.table("timeline")
+    return int((tl["kind"] == "program").sum()) if not tl.empty else None
+
+
+def _step_module(run: Run, doc: dict[str, Any]) -> tuple[dict[str, Any] | None, HloModule | None]:
+    programs = doc.get("programs") or []
+    step = next((p for p in programs if p.get("is_step")), None)
+    if step is None or not isinstance(step.get("hlo_file"), str) or not run.exists(step["hlo_file"]):
+        return step, None
+    return step, run_hlo(run, step["hlo_file"])
+
+
+def _hlo_signals(run: Run, doc: dict[str, Any], target: Chip | None) -> dict[str, Any]:
+    step, module = _step_module(run, doc)
+    row = step or {}
+    out: dict[str, Any] = {
+        "argument_bytes": row.get("argument_bytes"), "output_bytes": row.get("output_bytes"), "alias_bytes": row.get("alias_bytes"),
+        "step_flops": row.get("flops"), "step_bytes_accessed": row.get("bytes_accessed"), "step_compile_s": _step_compile_s(run, row.get("function")),
+        "hlo": None, "hlo_target": None, "hlo_instructions": (doc.get("hlo") or {}).get("top_level_instructions"), "max_dot_repeats": None, "dot_intensity_bf16": None,
+    }
+    if module is None:
+        return out
+    own = analyze_hlo(module)
+    out["hlo"] = own
+    out["hlo_target"] = analyze_hlo(module, tile=tile_for_chip(target.name)) if target else None
+    if own.dots:
+        out["max_dot_repeats"] = layer_repeats(own)
+        flops = sum(d.flops for d in own.dots)
+        moved = sum(2.0 * (d.flops / (2 * d.m * d.n * d.k)) * (d.m * d.k + d.k * d.n + d.m * d.n) for d in own.dots if d.m and d.n and d.k)
+        out["dot_intensity_bf16"] = flops / moved if moved else None
+    return out
+
+
+def layer_repeats(a: HloAnalysis) -> int:
+    """How many times the program repeats one layer: among matmul shapes (dtype, m, n, k) that occur
+    more than once, the occurrence count carrying the most FLOPs. Each unrolled layer repeats its
+    own matmuls once, so in an L-layer stack most repeated shapes occur L times."""
+    counts = Counter((d.dtype, d.m, d.n, d.k) for d in a.dots)
+    flops_by_count: Counter[int] = Counter()
+    for d in a.dots:
+        n = counts[(d.dtype, d.m, d.n, d.k)]
+        if n > 1:
+            flops_by_count[n] += d.flops
+    return flops_by_count.most_common(1)[0][0] if flops_by_count else 1
+
+
+def _step_compile_s(run: Run, function: str | None) -> float | None:
+    c = run.compiles
+    if not function or c.empty:
+        return None
+    rows = c[(c["event"] == "backend_compile") & (c["function"] == f"jit({function})")]
+    return float(rows["duration_s"].max()) if not rows.empty else None
+
+
+def _capacity(mem: dict[str, Any], target: Chip | None, explicit: bool) -> tuple[int | None, str | None]:
+    """Per-device HBM to judge against: the target's when `--target` names one, else the run's."""
+    if explicit and target is not None and target.hbm_bytes_per_device:
+        return target.hbm_bytes_per_device, f"catalogue:{target.name}"
+    if mem.get("capacity_bytes"):
+        return int(mem["capacity_bytes"]), "memory.capacity_bytes"
+    if target is not None and target.hbm_bytes_per_device:
+        return target.hbm_bytes_per_device, f"catalogue:{target.name}"
+    return None, None
