@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tpu_perf.advise import thresholds as T
 from tpu_perf.advise.finding import Finding, Fix, Gain, Rule, ev, fired, not_evaluable, passed
-from tpu_perf.advise.signals import SOURCES, Signals
+from tpu_perf.advise.signals import Signals, src
 
 JAX_JIT_DOCS = "https://docs.jax.dev/en/latest/jit-compilation.html"
 
@@ -59,10 +59,6 @@ NO_COMPILE_CACHE = Rule(
 )
 
 
-def _src(name: str, value: object) -> object:
-    source, path = SOURCES[name]
-    return ev(name, value, source, path)
-
 
 def recompilation(s: Signals) -> Finding:
     if s.steps == 0:
@@ -70,8 +66,8 @@ def recompilation(s: Signals) -> Finding:
     after = max(0, s.steps - s.warmup)
     per_step = s.compiles_after_warmup / after if after else 0.0
     share = (s.compile_after_warmup_s / s.after_warmup_wall_s) if (s.compile_after_warmup_s is not None and s.after_warmup_wall_s) else None
-    evidence = [_src("compiles_after_warmup", s.compiles_after_warmup), ev("steps_after_warmup_count", after, "steps", "steps.count - steps.warmup"),
-                _src("compile_after_warmup_s", s.compile_after_warmup_s), _src("after_warmup_wall_s", s.after_warmup_wall_s)]
+    evidence = [src("compiles_after_warmup", s.compiles_after_warmup), ev("steps_after_warmup_count", after, "steps", "steps.count - steps.warmup"),
+                src("compile_after_warmup_s", s.compile_after_warmup_s), src("after_warmup_wall_s", s.after_warmup_wall_s)]
     evidence += [ev(f"recompiles_of_{name}_count", n, "compiles", f"compile.after_warmup_functions.{name}") for name, n in list(s.after_warmup_functions.items())[:3]]
     if s.compiles_after_warmup < T.RECOMPILE_MIN_COUNT or (per_step <= T.RECOMPILES_PER_STEP and (share is None or share < T.RECOMPILE_TIME_SHARE)):
         return passed(RECOMPILATION, f"{s.compiles_after_warmup} compile(s) in {after} steps after warm-up", evidence)
@@ -85,9 +81,9 @@ def recompilation(s: Signals) -> Finding:
 
 def op_by_op(s: Signals) -> Finding:
     pps, ops_share = s.programs_per_step, sum(s.breakdown.get(p, 0.0) for p in ("matmul", "collective", "data_movement", "compute"))
-    evidence = [_src("distinct_compiled", s.distinct_compiled), ev("step_program_found", int(s.step_program), "hlo", "programs[].is_step")]
+    evidence = [src("distinct_compiled", s.distinct_compiled), ev("step_program_found", int(s.step_program), "hlo", "programs[].is_step")]
     if pps is not None:
-        evidence.append(_src("programs_per_step", pps))
+        evidence.append(src("programs_per_step", pps))
     if s.framework == "torch":
         return _torch_op_by_op(s)
     if pps is None and s.step_program:
@@ -107,7 +103,7 @@ def op_by_op(s: Signals) -> Finding:
 
 def _torch_op_by_op(s: Signals) -> Finding:
     on_tpu = s.platform in ("tpu", "xla") or (s.run_chip is not None and s.run_chip.kind == "tpu")
-    evidence = [_src("torch_graphs", s.torch_graphs)]
+    evidence = [src("torch_graphs", s.torch_graphs)]
     if s.torch_graphs:
         return passed(OP_BY_OP, f"torch.compile built {s.torch_graphs} graph(s)", evidence)
     if on_tpu or (s.target is not None and s.target.kind == "tpu"):
@@ -119,8 +115,8 @@ def _torch_op_by_op(s: Signals) -> Finding:
 def unrolled_loop(s: Signals) -> Finding:
     if s.hlo is None:
         return not_evaluable(UNROLLED_LOOP, "no optimized HLO of a step program (JAX runs with a jitted step save it)")
-    evidence = [_src("max_dot_repeats", s.max_dot_repeats), ev("while_loops", s.hlo.while_loops, "hlo", "hlo.analysis.while_loops"),
-                _src("hlo_instructions", s.hlo_instructions), _src("step_compile_s", s.step_compile_s)]
+    evidence = [src("max_dot_repeats", s.max_dot_repeats), ev("while_loops", s.hlo.while_loops, "hlo", "hlo.analysis.while_loops"),
+                src("hlo_instructions", s.hlo_instructions), src("step_compile_s", s.step_compile_s)]
     repeats = s.max_dot_repeats or 0
     if s.hlo.while_loops or repeats < T.UNROLLED_MIN_REPEATS:
         return passed(UNROLLED_LOOP, f"{s.hlo.while_loops} while loop(s); repeated matmul shapes occur {repeats} time(s) each", evidence)
@@ -133,7 +129,7 @@ def graph_break(s: Signals) -> Finding:
         return not_evaluable(GRAPH_BREAK, f"applies to torch.compile runs; this run is {s.framework or 'of an unknown framework'}")
     if s.graph_breaks is None or not s.torch_graphs:
         return not_evaluable(GRAPH_BREAK, "the run did not use torch.compile (no Dynamo graphs recorded)")
-    evidence = [_src("graph_breaks", s.graph_breaks), _src("torch_graphs", s.torch_graphs)]
+    evidence = [src("graph_breaks", s.graph_breaks), src("torch_graphs", s.torch_graphs)]
     if s.graph_breaks == 0:
         return passed(GRAPH_BREAK, "no graph breaks", evidence)
     reasons = "; ".join(f"{r['reason']} ({r['count']}x)" + (f" at {_where(r['detail'])}" if _where(r["detail"]) else "") for r in s.graph_break_reasons[:3])
@@ -149,7 +145,7 @@ def _where(detail: str) -> str | None:
 
 
 def no_compile_cache(s: Signals) -> Finding:
-    evidence = [_src("compile_total_s", s.compile_total_s), _src("compile_cache_events", s.compile_cache_events)]
+    evidence = [src("compile_total_s", s.compile_total_s), src("compile_cache_events", s.compile_cache_events)]
     if s.compiles == 0:
         return not_evaluable(NO_COMPILE_CACHE, "no compile events recorded")
     if s.compile_cache_events or s.compile_cache_env:

@@ -4,8 +4,18 @@ matmuls too small (per-device batch) to reach the chip's ridge point."""
 from __future__ import annotations
 
 from tpu_perf.advise import thresholds as T
-from tpu_perf.advise.finding import Evidence, Finding, Fix, Gain, Rule, ev, fired, not_evaluable, passed
-from tpu_perf.advise.signals import SOURCES, Signals
+from tpu_perf.advise.finding import (
+    Evidence,
+    Finding,
+    Fix,
+    Gain,
+    Rule,
+    ev,
+    fired,
+    not_evaluable,
+    passed,
+)
+from tpu_perf.advise.signals import SOURCES, Signals, src
 
 FP32_MATMUL = Rule(
     id="fp32-matmul", title="Matmuls run in f32 where the target's MXU multiplies bf16", family="compute", severity="medium",
@@ -36,10 +46,6 @@ SMALL_BATCH = Rule(
     docs=("https://jax-ml.github.io/scaling-book/roofline/", "https://cloud.google.com/tpu/docs/performance-guide"),
 )
 
-
-def _src(name: str, value: object) -> Evidence:
-    source, path = SOURCES[name]
-    return ev(name, value, source, path)
 
 
 def target_missing(s: Signals) -> str | None:
@@ -92,7 +98,7 @@ def small_batch(s: Signals) -> Finding:
     if s.peak_bytes is None or not s.capacity_bytes:
         return not_evaluable(SMALL_BATCH, "device memory peak or capacity unknown: no headroom to judge")
     headroom = 1 - s.peak_bytes / s.capacity_bytes
-    evidence = [_src("dot_intensity_bf16", intensity), ev("ridge_flops_per_byte", ridge, *SOURCES["ridge_flops_per_byte"]), _src("peak_bytes", s.peak_bytes), _src("capacity_bytes", s.capacity_bytes), _target_evidence(s)]
+    evidence = [src("dot_intensity_bf16", intensity), ev("ridge_flops_per_byte", ridge, *SOURCES["ridge_flops_per_byte"]), src("peak_bytes", s.peak_bytes), src("capacity_bytes", s.capacity_bytes), _target_evidence(s)]
     if intensity >= T.SMALL_BATCH_RIDGE_FRACTION * ridge or headroom < T.SMALL_BATCH_MIN_HEADROOM:
         return passed(SMALL_BATCH, f"matmul intensity {intensity:.0f} FLOPs/byte vs ridge {ridge:.0f}; HBM headroom {headroom:.0%}", evidence)
     return fired(SMALL_BATCH, f"matmuls reach {intensity:.0f} FLOPs/byte, {intensity / ridge:.0%} of {s.target.name}'s ridge point, with {headroom:.0%} of HBM free", evidence,

@@ -3,8 +3,18 @@
 from __future__ import annotations
 
 from tpu_perf.advise import thresholds as T
-from tpu_perf.advise.finding import Evidence, Finding, Fix, Gain, Rule, ev, fired, not_evaluable, passed
-from tpu_perf.advise.signals import SOURCES, Signals
+from tpu_perf.advise.finding import (
+    Evidence,
+    Finding,
+    Fix,
+    Gain,
+    Rule,
+    ev,
+    fired,
+    not_evaluable,
+    passed,
+)
+from tpu_perf.advise.signals import Signals, src
 
 HOST_SYNC = Rule(
     id="host-sync", title="The loop fetches a device value to the host every step", family="input", severity="medium",
@@ -27,10 +37,6 @@ INPUT_BOUND = Rule(
 )
 
 
-def _src(name: str, value: object) -> Evidence:
-    source, path = SOURCES[name]
-    return ev(name, value, source, path)
-
 
 def host_share(s: Signals) -> float | None:
     """Share of the step with no device program running (host, input), from the trace breakdown."""
@@ -44,7 +50,7 @@ def overlap_gain(s: Signals) -> tuple[Gain | None, list[Evidence]]:
     if s.iteration_median_s and s.device_median_s is not None and s.host_median_s:
         host, dev = s.host_median_s, s.device_median_s
         basis = f"host work {host * 1e3:.3g} ms per step would overlap {dev * 1e3:.3g} ms of device work"
-        return Gain(factor=s.iteration_median_s / max(dev, host), basis=basis), [_src("iteration_median_s", s.iteration_median_s), _src("device_median_s", dev), _src("host_median_s", host)]
+        return Gain(factor=s.iteration_median_s / max(dev, host), basis=basis), [src("iteration_median_s", s.iteration_median_s), src("device_median_s", dev), src("host_median_s", host)]
     share = host_share(s)
     if share:
         basis = f"{share:.0%} of the traced step had no device work; overlapped, the step is the longer of the two"
@@ -58,7 +64,7 @@ def host_sync(s: Signals) -> Finding:
     rate = s.fetches_per_step
     if rate is None:
         return not_evaluable(HOST_SYNC, "no fetch counts: record the run with this tpu-perf (the JAX collector counts fetches of step outputs)")
-    evidence = [_src("fetched_step_calls", s.fetched_step_calls), _src("step_calls", s.step_calls), _src("fetches_per_step", rate)]
+    evidence = [src("fetched_step_calls", s.fetched_step_calls), src("step_calls", s.step_calls), src("fetches_per_step", rate)]
     if rate <= T.FETCHES_PER_STEP:
         return passed(HOST_SYNC, f"{rate:.2f} fetches of step outputs per step", evidence)
     gain, more = overlap_gain(s)
@@ -70,7 +76,7 @@ def input_bound(s: Signals) -> Finding:
     if share is None:
         if s.host_median_s is not None and s.iteration_median_s:
             share = s.host_median_s / s.iteration_median_s
-            evidence = [_src("host_median_s", s.host_median_s), _src("iteration_median_s", s.iteration_median_s)]
+            evidence = [src("host_median_s", s.host_median_s), src("iteration_median_s", s.iteration_median_s)]
         else:
             return not_evaluable(INPUT_BOUND, "no trace window and no host time per step: record without --no-trace")
     else:
@@ -80,6 +86,6 @@ def input_bound(s: Signals) -> Finding:
         return passed(INPUT_BOUND, f"{level}low: the host held the device up for {share:.0%} of the step", evidence)
     fetch = s.fetches_per_step
     if fetch is not None and fetch > T.FETCHES_PER_STEP:
-        evidence.append(_src("fetches_per_step", fetch))
+        evidence.append(src("fetches_per_step", fetch))
     gain = Gain(factor=1 / (1 - share), basis=f"the device waited {share:.0%} of the step for the host; an input pipeline that keeps up removes the wait") if share < 1 else None
     return fired(INPUT_BOUND, f"the device waited for the host {share:.0%} of the step", evidence, gain)

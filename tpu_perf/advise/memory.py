@@ -4,8 +4,18 @@ from __future__ import annotations
 
 from tpu_perf.advise import thresholds as T
 from tpu_perf.advise.compute import target_missing
-from tpu_perf.advise.finding import Evidence, Finding, Fix, Gain, Rule, ev, fired, not_evaluable, passed
-from tpu_perf.advise.signals import SOURCES, Signals
+from tpu_perf.advise.finding import (
+    Evidence,
+    Finding,
+    Fix,
+    Gain,
+    Rule,
+    ev,
+    fired,
+    not_evaluable,
+    passed,
+)
+from tpu_perf.advise.signals import Signals, src
 
 NO_DONATION = Rule(
     id="no-donation", title="The step returns new state without donating the old", family="memory", severity="medium",
@@ -38,10 +48,6 @@ HBM_PRESSURE = Rule(
 )
 
 
-def _src(name: str, value: object) -> Evidence:
-    source, path = SOURCES[name]
-    return ev(name, value, source, path)
-
 
 def no_donation(s: Signals) -> Finding:
     if s.framework == "torch":
@@ -49,7 +55,7 @@ def no_donation(s: Signals) -> Finding:
     if s.output_bytes is None or s.argument_bytes is None:
         return not_evaluable(NO_DONATION, "no XLA memory analysis of a step program (JAX runs with a jitted step save it)")
     alias = s.alias_bytes or 0
-    evidence = [_src("argument_bytes", s.argument_bytes), _src("output_bytes", s.output_bytes), _src("alias_bytes", alias)]
+    evidence = [src("argument_bytes", s.argument_bytes), src("output_bytes", s.output_bytes), src("alias_bytes", alias)]
     returns_state = s.output_bytes >= T.DONATION_MIN_FRACTION * s.argument_bytes and s.output_bytes >= T.DONATION_MIN_BYTES
     if not returns_state or alias >= T.DONATION_MIN_FRACTION * s.output_bytes:
         return passed(NO_DONATION, f"{alias / s.output_bytes:.0%} of the outputs reuse donated inputs" if s.output_bytes else "the step returns no state", evidence)
@@ -76,7 +82,7 @@ def hbm_headroom(s: Signals) -> Finding:
     fixed = s.fixed_bytes if s.fixed_bytes is not None and s.fixed_bytes < s.peak_bytes else None
     if fixed is not None:
         multiplier = (s.capacity_bytes * 0.95 - fixed) / (s.peak_bytes - fixed)
-        evidence.append(_src("fixed_bytes", fixed))
+        evidence.append(src("fixed_bytes", fixed))
         more = f"; by memory.py's linear model the batch could grow about {multiplier:.1f}x"
     else:
         more = ""

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tpu_perf.advise.finding import Evidence, ev
 from tpu_perf.analyzers.flops import run_chip
 from tpu_perf.analyzers.hlo import HloModule, run_hlo
 from tpu_perf.analyzers.hlo_analysis import HloAnalysis, analyze_hlo, tile_for_chip
@@ -295,3 +296,9 @@ def _capacity(mem: dict[str, Any], target: Chip | None, explicit: bool) -> tuple
     if target is not None and target.hbm_bytes_per_device:
         return target.hbm_bytes_per_device, f"catalogue:{target.name}"
     return None, None
+
+
+def src(name: str, value: Any) -> Evidence:
+    """Evidence for the signal `name`, with the source and path `SOURCES` gives it."""
+    source, path = SOURCES[name]
+    return ev(name, value, source, path)
