@@ -61,21 +61,22 @@ NO_COMPILE_CACHE = Rule(
 
 
 def recompilation(s: Signals) -> Finding:
-    if s.steps == 0:
-        return not_evaluable(RECOMPILATION, "no steps recorded: mark steps with tpu_perf.step() or jax.profiler.StepTraceAnnotation")
-    after = max(0, s.steps - s.warmup)
-    per_step = s.compiles_after_warmup / after if after else 0.0
-    share = (s.compile_after_warmup_s / s.after_warmup_wall_s) if (s.compile_after_warmup_s is not None and s.after_warmup_wall_s) else None
-    evidence = [src("compiles_after_warmup", s.compiles_after_warmup), ev("steps_after_warmup_count", after, "steps", "steps.count - steps.warmup"),
-                src("compile_after_warmup_s", s.compile_after_warmup_s), src("after_warmup_wall_s", s.after_warmup_wall_s)]
-    evidence += [ev(f"recompiles_of_{name}_count", n, "compiles", f"compile.after_warmup_functions.{name}") for name, n in list(s.after_warmup_functions.items())[:3]]
-    if s.compiles_after_warmup < T.RECOMPILE_MIN_COUNT or (per_step <= T.RECOMPILES_PER_STEP and (share is None or share < T.RECOMPILE_TIME_SHARE)):
-        return passed(RECOMPILATION, f"{s.compiles_after_warmup} compile(s) in {after} steps after warm-up", evidence)
+    if s.late_compiles is None or s.after_first_wall_s is None:
+        return not_evaluable(RECOMPILATION, "fewer than two steps recorded: mark steps with tpu_perf.step() or jax.profiler.StepTraceAnnotation")
+    later = max(1, s.steps - 1)
+    per_step = s.late_compiles / later
+    share = (s.late_compile_s or 0.0) / s.after_first_wall_s if s.after_first_wall_s > 0 else None
+    evidence = [src("late_compiles", s.late_compiles), ev("steps_after_first_count", later, "steps", "steps.count - 1"),
+                src("late_compile_s", s.late_compile_s), src("after_first_wall_s", s.after_first_wall_s)]
+    evidence += [ev(f"compiles_of_{name}_count", n, "compiles", f"compiles.parquet: backend_compile events of {name} after the first step") for name, n in list(s.late_functions.items())[:3]]
+    if s.late_compiles < T.RECOMPILE_MIN_COUNT or (per_step <= T.RECOMPILES_PER_STEP and (share is None or share < T.RECOMPILE_TIME_SHARE)):
+        return passed(RECOMPILATION, f"{s.late_compiles} compile(s) in the {later} steps after the first", evidence)
     gain = None
     if share is not None and share < 1:
-        gain = Gain(factor=1 / (1 - share), basis=f"{share:.0%} of the wall time after warm-up was spent compiling; fixed shapes compile once")
+        gain = Gain(factor=1 / (1 - share), basis=f"{share:.0%} of the wall time after the first step was spent compiling; fixed shapes compile once")
     changing = "; ".join(r["reason"].splitlines()[0][:160] for r in s.torch_recompile_reasons[:3])
-    reason = f"{s.compiles_after_warmup} compiles after warm-up ({per_step:.2f} per step)" + (f"; Dynamo: {changing}" if changing else "")
+    top = ", ".join(f"{name} x{n}" for name, n in list(s.late_functions.items())[:3])
+    reason = f"{s.late_compiles} compiles in the {later} steps after the first ({per_step:.2f} per step: {top})" + (f"; Dynamo: {changing}" if changing else "")
     return fired(RECOMPILATION, reason, evidence, gain)
 
 

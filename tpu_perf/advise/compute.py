@@ -64,8 +64,8 @@ def fp32_matmul(s: Signals) -> Finding:
         return not_evaluable(FP32_MATMUL, why)
     if s.hlo is None or not s.hlo.dots:
         return not_evaluable(FP32_MATMUL, "no matmuls in a saved step-program HLO (JAX runs with a jitted step save it)")
-    share = s.hlo.dot_flops_share_by_dtype.get("f32", 0.0)
-    evidence = [ev("f32_dot_share", share, *SOURCES["f32_dot_share"]), ev("f32_dot_flops", s.hlo.dot_flops_by_dtype.get("f32", 0.0), "hlo", "hlo.analysis.dot_flops_by_dtype.f32"), _target_evidence(s)]
+    share = s.dot_source_dtype_share.get("f32", 0.0)
+    evidence = [src("f32_dot_share", share), ev("dot_flops", sum(s.hlo.dot_flops_by_dtype.values()), "hlo", "sum(hlo.analysis.dot_flops_by_dtype)"), _target_evidence(s)]
     if share <= T.FP32_MATMUL_SHARE:
         return passed(FP32_MATMUL, f"{share:.0%} of matmul FLOPs in f32", evidence)
     return fired(FP32_MATMUL, f"{share:.0%} of matmul FLOPs run in f32 on a bf16 MXU ({s.target.name})", evidence,

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tpu_perf.advise.dot_dtypes import dot_flops_share_by_source_dtype
 from tpu_perf.advise.finding import Evidence, ev
 from tpu_perf.analyzers.flops import run_chip
 from tpu_perf.analyzers.hlo import HloModule, run_hlo
@@ -43,14 +44,16 @@ class Signals:
     iteration_median_s: float | None
     device_median_s: float | None
     host_median_s: float | None
-    after_warmup_wall_s: float | None
+    after_first_wall_s: float | None
+    """Wall time from the end of the first step to the end of the last."""
     # compiles
     compiles: int
     compile_total_s: float
-    compiles_after_warmup: int
-    compile_after_warmup_s: float | None
-    """All compile work (trace, lower, backend compile) after warm-up."""
-    after_warmup_functions: dict[str, int]
+    late_compiles: int | None
+    """Backend compiles after the first step ended (shapes or dtypes that changed; new functions)."""
+    late_compile_s: float | None
+    """All compile work (trace, lower, backend compile) after the first step ended."""
+    late_functions: dict[str, int]
     distinct_compiled: int
     compile_cache_events: int
     compile_cache_env: str | None
@@ -76,6 +79,8 @@ class Signals:
     step_flops: float | None
     step_bytes_accessed: float | None
     dot_intensity_bf16: float | None
+    dot_source_dtype_share: dict[str, float]
+    """Matmul FLOP shares by the dtype the program asked for (advise/dot_dtypes.py)."""
     # trace
     breakdown: dict[str, float]
     programs_in_trace: int | None
@@ -110,9 +115,9 @@ SOURCES: dict[str, tuple[str, str]] = {
     "iteration_median_s": ("steps", "steps.median_s (iteration), else median over steady steps of start_time_s[i+1] - start_time_s[i]"),
     "device_median_s": ("steps", "steps.device_median_s, else median of steps.parquet duration_s (dispatch to outputs ready) over steady steps"),
     "host_median_s": ("steps", "steps.host_median_s, else iteration_median_s - device_median_s"),
-    "after_warmup_wall_s": ("steps", "steps.parquet: end_time_s[last] - start_time_s[warmup]"),
-    "compiles_after_warmup": ("compiles", "compile.after_warmup"),
-    "compile_after_warmup_s": ("compiles", "compiles.parquet: sum(duration_s) of trace/lower/backend_compile events after warm-up"),
+    "after_first_wall_s": ("steps", "steps.parquet: end_time_s[last] - end_time_s[0]"),
+    "late_compiles": ("compiles", "compiles.parquet: backend_compile events with end_time_s[0] < time_s <= end_time_s[last]"),
+    "late_compile_s": ("compiles", "compiles.parquet: sum(duration_s) of trace/lower/backend_compile events with end_time_s[0] < time_s <= end_time_s[last]"),
     "compile_total_s": ("compiles", "compile.total_s"),
     "distinct_compiled": ("compiles", "compiles.parquet: distinct function of backend_compile events"),
     "compile_cache_events": ("compiles", "compile.cache_hits + compile.cache_misses"),
@@ -128,7 +133,7 @@ SOURCES: dict[str, tuple[str, str]] = {
     "argument_bytes": ("hlo", "programs[step].argument_bytes (XLA memory analysis)"),
     "output_bytes": ("hlo", "programs[step].output_bytes"),
     "alias_bytes": ("hlo", "programs[step].alias_bytes"),
-    "f32_dot_share": ("hlo", "hlo.analysis.dot_flops_share_by_dtype.f32"),
+    "f32_dot_share": ("hlo", "step program HLO: f32 share of dot FLOPs by operand dtype before backend converts (hlo.analysis.dot_flops_share_by_dtype.f32 counts after)"),
     "padding_waste": ("hlo", "step program HLO dots padded to the target's MXU tile"),
     "dot_intensity_bf16": ("hlo", "step program HLO: sum(dot FLOPs) / sum(dot operand+result bytes at 2 bytes per element)"),
     "ridge_flops_per_byte": ("chip", "target bf16 peak FLOP/s / HBM bytes/s (chip catalogue)"),
@@ -153,7 +158,8 @@ def build_signals(run: Run, doc: dict[str, Any] | None = None, *, target: str | 
     target_chip, target_from = (tgt, "--target") if tgt else ((own, "run") if own is not None and own.kind == "tpu" else (None, None))
     steps_doc, comp, mem = doc.get("steps") or {}, doc.get("compile") or {}, doc.get("memory") or {}
     torch_doc = comp.get("torch") or {}
-    it, dev, host, wall = _step_times(run, steps_doc)
+    it, dev, host = _step_times(run, steps_doc)
+    late = _late_compiles(run)
     hlo_fields = _hlo_signals(run, doc, target_chip)
     jax_counts = run.manifest.get("jax") or {}
     capacity, capacity_from = _capacity(mem, target_chip, tgt is not None)
@@ -161,10 +167,9 @@ def build_signals(run: Run, doc: dict[str, Any] | None = None, *, target: str | 
         framework=_framework(run), platform=(run.manifest.get("hardware") or {}).get("platform"),
         run_chip=own, target=target_chip, target_from=target_from,
         steps=int(steps_doc.get("count") or 0), warmup=int(steps_doc.get("warmup") or 0), traced_steps=int(steps_doc.get("traced") or 0),
-        iteration_median_s=it, device_median_s=dev, host_median_s=host, after_warmup_wall_s=wall,
+        iteration_median_s=it, device_median_s=dev, host_median_s=host, after_first_wall_s=late[0],
         compiles=int(comp.get("count") or 0), compile_total_s=float(comp.get("total_s") or 0.0),
-        compiles_after_warmup=int(comp.get("after_warmup") or 0), compile_after_warmup_s=_late_compile_s(run, steps_doc),
-        after_warmup_functions=dict(comp.get("after_warmup_functions") or {}),
+        late_compiles=late[1], late_compile_s=late[2], late_functions=late[3],
         distinct_compiled=_distinct_compiled(run), compile_cache_events=int(comp.get("cache_hits") or 0) + int(comp.get("cache_misses") or 0),
         compile_cache_env=(run.manifest.get("env") or {}).get("JAX_COMPILATION_CACHE_DIR"),
         step_program=any(p.get("is_step") for p in doc.get("programs") or []),
@@ -192,39 +197,43 @@ def _steady(steps: pd.DataFrame, warmup: int) -> np.ndarray:
     return mask
 
 
-def _step_times(run: Run, steps_doc: dict[str, Any]) -> tuple[float | None, float | None, float | None, float | None]:
-    """(iteration median, device median, host median, wall after warm-up).
+def _step_times(run: Run, steps_doc: dict[str, Any]) -> tuple[float | None, float | None, float | None]:
+    """(iteration median, device median, host median).
 
     Until the steps table carries `device_s` (then `steps.device_median_s` / `steps.host_median_s`
     exist), the JAX collector's automatic steps time dispatch-to-outputs-ready in `duration_s`, and
     the iteration is the distance between consecutive step starts."""
     steps = run_steps(run)
     warmup = int(steps_doc.get("warmup") or 0)
-    if steps.empty or len(steps) < 2:
-        return steps_doc.get("median_s"), steps_doc.get("device_median_s"), steps_doc.get("host_median_s"), None
-    start = steps["start_time_s"].to_numpy(float)
-    wall = float(steps["end_time_s"].iloc[-1] - start[min(warmup, len(start) - 1)])
-    if "device_median_s" in steps_doc:
-        return steps_doc.get("median_s"), steps_doc.get("device_median_s"), steps_doc.get("host_median_s"), wall
+    if "device_median_s" in steps_doc or steps.empty or len(steps) < 2:
+        return steps_doc.get("median_s"), steps_doc.get("device_median_s"), steps_doc.get("host_median_s")
     steady = _steady(steps, warmup)[:-1]  # the last step has no next start
-    iteration = np.diff(start)[steady]
+    iteration = np.diff(steps["start_time_s"].to_numpy(float))[steady]
     if not iteration.size:
-        return steps_doc.get("median_s"), None, None, wall
+        return steps_doc.get("median_s"), None, None
     it = float(np.median(iteration))
     if not str(steps["source"].iloc[0]).startswith("auto:jit"):
-        return it, None, None, wall  # marks and annotations time the wall: no device time apart
+        return it, None, None  # marks and annotations time the wall: no device time apart
     dev = float(np.median(steps["duration_s"].to_numpy(float)[:-1][steady]))
-    return it, dev, max(0.0, it - dev), wall
+    return it, dev, max(0.0, it - dev)
 
 
-def _late_compile_s(run: Run, steps_doc: dict[str, Any]) -> float | None:
+def _late_compiles(run: Run) -> tuple[float | None, int | None, float | None, dict[str, int]]:
+    """(wall after the first step, backend compiles in it, seconds of compile work in it, compiles by function).
+
+    After the first step rather than after warm-up: warm-up is the leading steps that compiled, so a
+    shape that changes every step from the start would hide in it."""
     steps, compiles = run_steps(run), run.compiles
-    warmup = int(steps_doc.get("warmup") or 0)
-    if steps.empty or compiles.empty or warmup >= len(steps):
-        return 0.0 if not steps.empty else None
-    start, end = float(steps["end_time_s"].iloc[warmup - 1]) if warmup else float(steps["start_time_s"].iloc[0]), float(steps["end_time_s"].iloc[-1])
-    late = compiles[compiles["event"].isin(["trace", "lower", "backend_compile"]) & (compiles["time_s"] > start) & (compiles["time_s"] <= end)]
-    return float(late["duration_s"].sum())
+    if len(steps) < 2:
+        return None, None, None, {}
+    start, end = float(steps["end_time_s"].iloc[0]), float(steps["end_time_s"].iloc[-1])
+    if compiles.empty:
+        return end - start, 0, 0.0, {}
+    inside = compiles[(compiles["time_s"] > start) & (compiles["time_s"] <= end)]
+    backend = inside[inside["event"] == "backend_compile"]
+    work = inside[inside["event"].isin(["trace", "lower", "backend_compile"])]
+    functions = {str(k): int(v) for k, v in backend["function"].value_counts().items()}
+    return end - start, len(backend), float(work["duration_s"].sum()), functions
 
 
 def _distinct_compiled(run: Run) -> int:
@@ -251,12 +260,13 @@ def _hlo_signals(run: Run, doc: dict[str, Any], target: Chip | None) -> dict[str
     out: dict[str, Any] = {
         "argument_bytes": row.get("argument_bytes"), "output_bytes": row.get("output_bytes"), "alias_bytes": row.get("alias_bytes"),
         "step_flops": row.get("flops"), "step_bytes_accessed": row.get("bytes_accessed"), "step_compile_s": _step_compile_s(run, row.get("function")),
-        "hlo": None, "hlo_target": None, "hlo_instructions": (doc.get("hlo") or {}).get("top_level_instructions"), "max_dot_repeats": None, "dot_intensity_bf16": None,
+        "hlo": None, "hlo_target": None, "hlo_instructions": (doc.get("hlo") or {}).get("top_level_instructions"), "max_dot_repeats": None, "dot_intensity_bf16": None, "dot_source_dtype_share": {},
     }
     if module is None:
         return out
     own = analyze_hlo(module)
     out["hlo"] = own
+    out["dot_source_dtype_share"] = dot_flops_share_by_source_dtype(module, own)
     out["hlo_target"] = analyze_hlo(module, tile=tile_for_chip(target.name)) if target else None
     if own.dots:
         out["max_dot_repeats"] = layer_repeats(own)
