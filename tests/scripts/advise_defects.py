@@ -1,6 +1,6 @@
 """A tiny JAX training loop with advisor defects switched on or off, for the advisor's tests.
 
-    advise_defects.py --mode defective   # host-sync, recompilation, no-donation, unrolled-loop, input-bound
+    advise_defects.py --mode defective   # host-sync, recompilation, no-donation, unrolled-loop, input-bound (after step 8)
     advise_defects.py --mode eager       # op-by-op: the same step, not jitted (steps marked by annotation)
     advise_defects.py --mode fixed       # the fixed twin of both: none of them
 """
@@ -17,7 +17,7 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--mode", choices=["defective", "eager", "fixed"], required=True)
 parser.add_argument("--steps", type=int, default=16)
 parser.add_argument("--layers", type=int, default=6)
-parser.add_argument("--width", type=int, default=256)
+parser.add_argument("--width", type=int, default=512)
 args = parser.parse_args()
 defective = args.mode == "defective"
 
@@ -47,10 +47,10 @@ else:
 params = jax.random.normal(jax.random.PRNGKey(0), (args.layers, args.width, args.width)) / np.sqrt(args.width)
 rng = np.random.default_rng(0)
 for step in range(args.steps):
-    rows = 64 if not defective else 32 + 8 * (step % 8)  # defective: a new batch shape for 8 steps in a row
+    rows = 256 if not defective or step < 8 else 256 + 8 * (step - 7)  # defective: a new batch shape every step from step 8
     x = rng.standard_normal((rows, args.width)).astype(np.float32)
     if defective:
-        time.sleep(0.03)  # a slow host input pipeline, in the loop, while the device waits
+        time.sleep(0.08)  # a slow host input pipeline, in the loop, while the device waits
     with jax.profiler.StepTraceAnnotation("train", step_num=step) if args.mode == "eager" else contextlib.nullcontext():
         params, loss = step_fn(params, jnp.asarray(x))
         if args.mode != "fixed":

@@ -81,6 +81,9 @@ def input_bound(s: Signals) -> Finding:
             return not_evaluable(INPUT_BOUND, "no trace window and no host time per step: record without --no-trace")
     else:
         evidence = [ev("trace_host_fraction", share, "trace", "breakdown.host + breakdown.input"), ev("trace_input_fraction", s.breakdown.get("input", 0.0), "trace", "breakdown.input")]
+    pps = s.programs_per_step
+    if pps is not None and pps >= T.OP_BY_OP_PROGRAMS_PER_STEP:
+        return passed(INPUT_BOUND, f"the host time between device ops is op-by-op dispatch ({pps:.0f} programs per step): see op-by-op", evidence + [src("programs_per_step", pps)])
     if share < T.INPUT_BOUND_SHARE:
         level = "moderately " if share >= T.INPUT_BOUND_MODERATE_SHARE else ""
         return passed(INPUT_BOUND, f"{level}low: the host held the device up for {share:.0%} of the step", evidence)

@@ -177,10 +177,23 @@ def build_signals(run: Run, doc: dict[str, Any] | None = None, *, target: str | 
         graph_break_reasons=list(torch_doc.get("graph_break_reasons") or []), torch_recompile_reasons=list(torch_doc.get("recompile_reasons") or []),
         step_calls=jax_counts.get("step_calls"), fetched_step_calls=jax_counts.get("fetched_step_calls"),
         **hlo_fields,
-        breakdown=dict(doc.get("breakdown") or {}), programs_in_trace=_programs_in_trace(run),
+        breakdown=_usable_breakdown(doc), programs_in_trace=_programs_in_trace(run),
         peak_bytes=mem.get("peak_bytes"), peak_source=mem.get("peak_source"), capacity_bytes=capacity, capacity_from=capacity_from,
         fixed_bytes=mem.get("fixed_bytes"), duty_cycle_pct=(doc.get("runtime") or {}).get("duty_cycle_pct"),
     )
+
+
+BREAKDOWN_MIN_DEVICE_SHARE = 0.01
+"""Step windows with less device work than this (ops and idle-in-program) did not frame the device's
+work: host-side step annotations in a loop that never waits end at dispatch, and the programs run
+after them. Such a breakdown says nothing about input or host time, so the rules do not read it."""
+
+
+def _usable_breakdown(doc: dict[str, Any]) -> dict[str, float]:
+    parts = dict(doc.get("breakdown") or {})
+    window = (doc.get("breakdown_detail") or {}).get("window")
+    device = sum(parts.get(p, 0.0) for p in (*OP_PARTS, "device_idle"))
+    return {} if (parts and window == "steps" and device < BREAKDOWN_MIN_DEVICE_SHARE) else parts
 
 
 def _framework(run: Run) -> str | None:
