@@ -66,7 +66,7 @@ def recompilation(s: Signals) -> Finding:
     later = max(1, s.steps - 1)
     per_step = s.late_compiles / later
     share = (s.late_compile_s or 0.0) / s.after_first_wall_s if s.after_first_wall_s > 0 else None
-    evidence = [src("late_compiles", s.late_compiles), ev("steps_after_first_count", later, "steps", "steps.count - 1"),
+    evidence = [src("late_compiles", s.late_compiles), ev("steps_after_first_count", later, "steps", "steps.parquet: rows - 1"),
                 src("late_compile_s", s.late_compile_s), src("after_first_wall_s", s.after_first_wall_s)]
     evidence += [ev(f"compiles_of_{name}_count", n, "compiles", f"compiles.parquet: backend_compile events of {name} after the first step") for name, n in list(s.late_functions.items())[:3]]
     if s.late_compiles < T.RECOMPILE_MIN_COUNT or (per_step <= T.RECOMPILES_PER_STEP and (share is None or share < T.RECOMPILE_TIME_SHARE)):
@@ -96,7 +96,7 @@ def op_by_op(s: Signals) -> Finding:
         return passed(OP_BY_OP, f"{pps:.1f} programs launched per step" if pps is not None else "few programs compiled", evidence)
     gain = None
     if ops_share > 0:
-        evidence.append(ev("device_op_fraction", ops_share, "trace", "breakdown.matmul + collective + data_movement + compute"))
+        evidence.append(ev("device_op_fraction", ops_share, "trace", "breakdown.matmul + breakdown.collective + breakdown.data_movement + breakdown.compute"))
         gain = Gain(factor=1 / ops_share, basis=f"device ops ran {ops_share:.0%} of the traced step; one compiled program runs them back to back (fusion may save more)")
     what = f"{pps:.0f} programs launched per step" if pps is not None else f"no jitted step; {s.distinct_compiled} separate programs compiled"
     return fired(OP_BY_OP, what, evidence, gain)

@@ -98,7 +98,7 @@ def small_batch(s: Signals) -> Finding:
     if s.peak_bytes is None or not s.capacity_bytes:
         return not_evaluable(SMALL_BATCH, "device memory peak or capacity unknown: no headroom to judge")
     headroom = 1 - s.peak_bytes / s.capacity_bytes
-    evidence = [src("dot_intensity_bf16", intensity), ev("ridge_flops_per_byte", ridge, *SOURCES["ridge_flops_per_byte"]), src("peak_bytes", s.peak_bytes), src("capacity_bytes", s.capacity_bytes), _target_evidence(s)]
+    evidence = [src("dot_intensity_bf16", intensity), ev("ridge_flops_per_byte", ridge, *SOURCES["ridge_flops_per_byte"]), src("peak_bytes", s.peak_bytes), ev("capacity_bytes", s.capacity_bytes, "chip" if (s.capacity_from or "").startswith("catalogue") else "memory", s.capacity_from or "memory.capacity_bytes"), _target_evidence(s)]
     if intensity >= T.SMALL_BATCH_RIDGE_FRACTION * ridge or headroom < T.SMALL_BATCH_MIN_HEADROOM:
         return passed(SMALL_BATCH, f"matmul intensity {intensity:.0f} FLOPs/byte vs ridge {ridge:.0f}; HBM headroom {headroom:.0%}", evidence)
     return fired(SMALL_BATCH, f"matmuls reach {intensity:.0f} FLOPs/byte, {intensity / ridge:.0%} of {s.target.name}'s ridge point, with {headroom:.0%} of HBM free", evidence,

@@ -68,7 +68,7 @@ def _headroom(s: Signals, rule: object) -> tuple[float, list[Evidence]] | Findin
         return not_evaluable(rule, why)
     if s.peak_bytes is None or not s.capacity_bytes:
         return not_evaluable(rule, "device memory peak or capacity unknown (no runtime samples or XLA memory analysis)")
-    evidence = [ev("peak_bytes", s.peak_bytes, "memory", f"memory.peak_bytes ({s.peak_source})"), ev("capacity_bytes", s.capacity_bytes, "memory", s.capacity_from or "memory.capacity_bytes")]
+    evidence = [ev("peak_bytes", s.peak_bytes, "memory", f"memory.peak_bytes ({s.peak_source})"), ev("capacity_bytes", s.capacity_bytes, "chip" if (s.capacity_from or "").startswith("catalogue") else "memory", s.capacity_from or "memory.capacity_bytes")]
     return 1 - s.peak_bytes / s.capacity_bytes, evidence
 
 

@@ -112,9 +112,9 @@ class Signals:
 
 
 SOURCES: dict[str, tuple[str, str]] = {
-    "iteration_median_s": ("steps", "steps.median_s (iteration), else median over steady steps of start_time_s[i+1] - start_time_s[i]"),
-    "device_median_s": ("steps", "steps.device_median_s, else median of steps.parquet duration_s (dispatch to outputs ready) over steady steps"),
-    "host_median_s": ("steps", "steps.host_median_s, else iteration_median_s - device_median_s"),
+    "iteration_median_s": ("steps", "steps.parquet: median over steady steps of start_time_s[i+1] - start_time_s[i] (steps.median_s once it is the iteration)"),
+    "device_median_s": ("steps", "steps.parquet: median of duration_s (dispatch to outputs ready) over steady steps (steps.device_median_s once it exists)"),
+    "host_median_s": ("steps", "steps.parquet: iteration_median_s - device_median_s (steps.host_median_s once it exists)"),
     "after_first_wall_s": ("steps", "steps.parquet: end_time_s[last] - end_time_s[0]"),
     "late_compiles": ("compiles", "compiles.parquet: backend_compile events with end_time_s[0] < time_s <= end_time_s[last]"),
     "late_compile_s": ("compiles", "compiles.parquet: sum(duration_s) of trace/lower/backend_compile events with end_time_s[0] < time_s <= end_time_s[last]"),

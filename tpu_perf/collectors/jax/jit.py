@@ -41,7 +41,8 @@ class FunctionState:
     carry_calls: int = 0
     carried_leaves: int = 0
     fetched_calls: int = 0
-    """Timed calls whose outputs the script fetched to the host before the next call (host syncs)."""
+    """Calls whose outputs the script fetched to the host (`float(loss)`, ...): host syncs, once per call."""
+    fetched_at: int = -1
     spans: list[Span] = field(default_factory=list)
     pending: Call | None = None
     out_ids: frozenset[int] = frozenset()
@@ -57,6 +58,7 @@ class JitTracker:
         self.functions: list[FunctionState] = []
         self.step_fn: FunctionState | None = None
         self.stamper = SyncStamper(recorder.now)
+        self.stamper.on_fetch = self._fetched
         self._lock = threading.Lock()
         self._compiles = 0
         self._ready: list[Call] = []
@@ -133,6 +135,15 @@ class JitTracker:
                 self._decide()
         return out
 
+    def _fetched(self, x: Any) -> None:
+        """Count a fetch of the latest outputs of a timed function, once per call."""
+        key = id(x)
+        for state in [self.step_fn] if self.step_fn is not None else self.functions:
+            if key in state.out_ids and state.fetched_at != state.calls:
+                state.fetched_at = state.calls
+                state.fetched_calls += 1
+                return
+
     def drain(self) -> None:
         """Turn stamped calls into steps (or buffered spans); called every flush and at the end."""
         with self._drain_lock:
@@ -140,7 +151,6 @@ class JitTracker:
             del self._ready[: len(ready)]
             for call in ready:
                 end = call.end if call.end is not None else call.start
-                call.state.fetched_calls += call.fetched
                 if call.state is self.step_fn:
                     self.rec.span(self.source, call.start, end, traced=call.traced)
                 elif self.step_fn is None and len(call.state.spans) < MAX_BUFFERED_CALLS:

@@ -26,8 +26,6 @@ class Call:
     leaves: list[Any]
     """The outputs, kept only until the call is stamped: holding them longer keeps device buffers alive."""
     end: float | None = None
-    fetched: bool = False
-    """The script fetched an output to the host (`float`, `np.asarray`, `print`) before it was stamped."""
 
     def stamp(self, t: float) -> None:
         if self.end is None:
@@ -55,14 +53,15 @@ class SyncStamper:
     def __init__(self, now: Callable[[], float]) -> None:
         self._now = now
         self.unstamped: list[Call] = []
+        self.on_fetch: Callable[[Any], None] | None = None
+        """Called with each array the script fetches to the host (`float`, `np.asarray`, `print`)."""
 
-    def seen(self, x: Any, *, fetch: bool = False) -> None:
+    def seen(self, x: Any) -> None:
         if not self.unstamped:
             return
         key = id(x)
         for call in self.unstamped:
             if key in call.ids:
-                call.fetched = fetch
                 call.stamp(self._now())
                 self.unstamped = [c for c in self.unstamped if c is not call]
                 return
@@ -84,7 +83,9 @@ class SyncStamper:
 
         def value(self: Any) -> Any:
             result = original_value.fget(self)
-            stamper.seen(self, fetch=True)
+            stamper.seen(self)
+            if stamper.on_fetch is not None:
+                stamper.on_fetch(self)
             return result
 
         def tree_block_until_ready(x: Any) -> Any:
