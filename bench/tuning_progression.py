@@ -1,13 +1,13 @@
 """The tuning walk-through measured: each fix the advisor asks for, its predicted and measured gain.
 
-For every step of the chain, `examples/tuning/jax_lm.py` is recorded once with `tpu-perf record`
+For every step of the chain, `examples/tuning/jax_lm.py` (or `torch_lm.py`) is recorded once with `tpu-perf record`
 and read with `tpu-perf advise --json`: the top fired finding is the fix to apply next, and its
 `expected_gain` is the prediction. Then all variants run plain (no recorder), interleaved round by
 round so a busy shared CPU slows them alike; each run times its own steps (wall time per step after
 the first, ending when the device is done). Medians over rounds; ratios of consecutive medians are
 the measured gains.
 
-    python bench/tuning_progression.py [--rounds 3] [--steps 20]
+    python bench/tuning_progression.py [--script jax|torch] [--rounds 5] [--steps 20]
 
 Prints the table docs/tuning.md shows, and first/last. Targets: >= 3.7x first to last; each
 prediction within 2x of its measurement.
@@ -25,37 +25,41 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "examples" / "tuning" / "jax_lm.py"
-FIX_FOR = {"recompilation": "shapes", "op-by-op": "jit", "host-sync": "sync", "unrolled-loop": "scan", "no-donation": "donate"}
-"""The script's fix for each finding id it carries."""
-ENV = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu")}
+SCRIPTS = {"jax": ROOT / "examples" / "tuning" / "jax_lm.py", "torch": ROOT / "examples" / "tuning" / "torch_lm.py"}
+FIX_FOR = {
+    "jax": {"recompilation": "shapes", "op-by-op": "jit", "host-sync": "sync", "unrolled-loop": "scan", "no-donation": "donate"},
+    "torch": {"recompilation": "shapes", "graph-break": "breaks"},
+}
+"""Each script's fix for each finding id it carries."""
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"), "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
 
 
-def advise(fixes: list[str], steps: int, store: Path) -> list[dict]:
+def advise(script: str, fixes: list[str], steps: int, store: Path) -> list[dict]:
     name = "lm-" + ("-".join(fixes) or "untuned")
-    record = [sys.executable, "-m", "tpu_perf", "record", "-q", "--store", str(store), "--name", name, str(SCRIPT), "--steps", str(steps), "--fix", ",".join(fixes)]
+    record = [sys.executable, "-m", "tpu_perf", "record", "-q", "--store", str(store), "--name", name, str(SCRIPTS[script]), "--steps", str(steps), "--fix", ",".join(fixes)]
     subprocess.run(record, env=ENV, check=True, capture_output=True)
     out = subprocess.run([sys.executable, "-m", "tpu_perf", "advise", "--store", str(store), name, "--json"], env=ENV, check=True, capture_output=True, text=True)
     return [f for f in json.loads(out.stdout)["findings"] if f["outcome"] == "fired"]
 
 
-def chain(steps: int, store: Path) -> list[tuple[list[str], dict | None]]:
+def chain(script: str, steps: int, store: Path) -> list[tuple[list[str], dict | None]]:
     """[(fixes applied, the finding that led to the last one)], following the advisor's top finding."""
+    fix_for = FIX_FOR[script]
     fixes: list[str] = []
     out: list[tuple[list[str], dict | None]] = [([], None)]
     while True:
-        fired = [f for f in advise(fixes, steps, store) if f["id"] in FIX_FOR and FIX_FOR[f["id"]] not in fixes]
+        fired = [f for f in advise(script, fixes, steps, store) if f["id"] in fix_for and fix_for[f["id"]] not in fixes]
         if not fired:
             return out
         top = fired[0]
-        fixes = [*fixes, FIX_FOR[top["id"]]]
+        fixes = [*fixes, fix_for[top["id"]]]
         out.append((fixes, top))
         print(f"advisor: {'+'.join(out[-2][0]) or 'untuned'} -> top finding {top['id']} (predicted {_x((top.get('expected_gain') or {}).get('factor'))})", flush=True)
 
 
-def per_step(fixes: list[str], steps: int, tmp: Path) -> float:
+def per_step(script: str, fixes: list[str], steps: int, tmp: Path) -> float:
     out = tmp / "t.json"
-    subprocess.run([sys.executable, str(SCRIPT), "--steps", str(steps), "--fix", ",".join(fixes), "--time-json", str(out)], env=ENV, check=True, capture_output=True)
+    subprocess.run([sys.executable, str(SCRIPTS[script]), "--steps", str(steps), "--fix", ",".join(fixes), "--time-json", str(out)], env=ENV, check=True, capture_output=True)
     return json.loads(out.read_text())["per_step_s"]
 
 
@@ -67,14 +71,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--script", choices=sorted(SCRIPTS), default="jax")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        steps = chain(args.steps, tmp / "runs")
+        steps = chain(args.script, args.steps, tmp / "runs")
         times: list[list[float]] = [[] for _ in steps]
         for r in range(args.rounds):
             for i, (fixes, _) in enumerate(steps):
-                times[i].append(per_step(fixes, args.steps, tmp))
+                times[i].append(per_step(args.script, fixes, args.steps, tmp))
             print(f"round {r + 1}: " + "  ".join(f"{t[-1] * 1e3:.0f}" for t in times) + " ms/step", flush=True)
     medians = [statistics.median(t) for t in times]
     print(f"\n{args.rounds} interleaved rounds, {args.steps} steps each, median wall time per step after the first; CPU shared with other work\n")

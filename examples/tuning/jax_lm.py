@@ -1,17 +1,17 @@
 """A small transformer LM in JAX, written the way ported training code often is, with its fixes.
 
-Run as it is, it carries five defects at once; `--fix NAME,...` applies fixes one at a time, in the
-order `tpu-perf advise` asks for them (docs/tuning.md walks through it):
+Run as it is, it carries five defects at once; `--fix NAME,...` applies fixes, and docs/tuning.md
+applies them one at a time in the order `tpu-perf advise` ranks them:
 
-- `jit`: the step runs op by op (no `jax.jit`)                      -> advise id `op-by-op`
-- `shapes`: each batch is trimmed to a random length (new shapes)     -> `recompilation`
+- `shapes`: each batch is trimmed to a random length (new shapes)     -> advise id `recompilation`
+- `jit`: the step runs op by op (no `jax.jit`)                        -> `op-by-op`
 - `sync`: `float(loss)` every step waits for the device               -> `host-sync`
-- `donate`: the step returns new state without donating the old one   -> `no-donation`
 - `scan`: the layers are a Python loop, unrolled into the program     -> `unrolled-loop`
+- `donate`: the step returns new state without donating the old one   -> `no-donation`
 
-    python examples/tuning/jax_lm.py --steps 30                     # untuned
-    python examples/tuning/jax_lm.py --steps 30 --fix jit,shapes     # two fixes applied
-    tpu-perf record examples/tuning/jax_lm.py --steps 30 && tpu-perf advise jax_lm
+    python examples/tuning/jax_lm.py --steps 20                      # untuned
+    python examples/tuning/jax_lm.py --steps 20 --fix shapes,jit      # two fixes applied
+    tpu-perf record examples/tuning/jax_lm.py --steps 20 && tpu-perf advise jax_lm
 
 `--time-json PATH` writes the script's own wall time per step (steps after the first, ending with
 the device done) for bench/tuning_progression.py.
@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-FIXES = ("jit", "shapes", "sync", "donate", "scan")
+FIXES = ("shapes", "jit", "sync", "scan", "donate")
 
 
 def init(key, vocab, d_model, layers, seq, stacked):
@@ -89,7 +89,7 @@ def make_step(heads, scan, lr=3e-4, b1=0.9, b2=0.95, eps=1e-8):
 def batches(rng, batch, seq, vocab, fixed_shape):
     """Ported data code trims each batch to its longest sequence: a new shape most steps."""
     while True:
-        length = seq if fixed_shape else int(rng.choice(np.arange(seq // 2, seq + 1, 8)))
+        length = seq if fixed_shape else int(rng.choice(np.arange(seq // 2, seq + 1, 4)))
         yield rng.integers(0, vocab, size=(batch, length + 1), dtype=np.int32)
 
 
@@ -97,9 +97,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--seq", type=int, default=128)
-    parser.add_argument("--vocab", type=int, default=2048)
-    parser.add_argument("--d-model", type=int, default=256)
+    parser.add_argument("--seq", type=int, default=64)
+    parser.add_argument("--vocab", type=int, default=1024)
+    parser.add_argument("--d-model", type=int, default=128)
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--fix", default="", help=f"comma-separated fixes to apply: {', '.join(FIXES)}")

@@ -81,7 +81,7 @@ def recompilation(s: Signals) -> Finding:
 
 
 def op_by_op(s: Signals) -> Finding:
-    pps, ops_share = s.programs_per_step, sum(s.breakdown.get(p, 0.0) for p in ("matmul", "collective", "data_movement", "compute"))
+    pps, gaps = s.programs_per_step, s.breakdown.get("host")
     evidence = [src("distinct_compiled", s.distinct_compiled), ev("step_program_found", int(s.step_program), "hlo", "programs[].is_step")]
     if pps is not None:
         evidence.append(src("programs_per_step", pps))
@@ -95,9 +95,9 @@ def op_by_op(s: Signals) -> Finding:
             return not_evaluable(OP_BY_OP, "no compiles, no step program and no trace window were recorded")
         return passed(OP_BY_OP, f"{pps:.1f} programs launched per step" if pps is not None else "few programs compiled", evidence)
     gain = None
-    if ops_share > 0:
-        evidence.append(ev("device_op_fraction", ops_share, "trace", "breakdown.matmul + breakdown.collective + breakdown.data_movement + breakdown.compute"))
-        gain = Gain(factor=1 / ops_share, basis=f"device ops ran {ops_share:.0%} of the traced step; one compiled program runs them back to back (fusion may save more)")
+    if gaps is not None and gaps < 1:
+        evidence.append(ev("trace_host_fraction", gaps, "trace", "breakdown.host"))
+        gain = Gain(factor=1 / (1 - gaps), basis=f"{gaps:.0%} of the traced step ran no device op (Python dispatching ops one by one); one compiled program removes those gaps (fusion may save more; compile time is the recompilation finding's)")
     what = f"{pps:.0f} programs launched per step" if pps is not None else f"no jitted step; {s.distinct_compiled} separate programs compiled"
     return fired(OP_BY_OP, what, evidence, gain)
 
@@ -149,6 +149,8 @@ def no_compile_cache(s: Signals) -> Finding:
     evidence = [src("compile_total_s", s.compile_total_s), src("compile_cache_events", s.compile_cache_events)]
     if s.compiles == 0:
         return not_evaluable(NO_COMPILE_CACHE, "no compile events recorded")
+    if s.framework == "torch":
+        return not_evaluable(NO_COMPILE_CACHE, "torch.compile (inductor) caches compiled graphs on disk by default (TORCHINDUCTOR_FX_GRAPH_CACHE); tpu-perf records no cache counters for it")
     if s.compile_cache_events or s.compile_cache_env:
         return passed(NO_COMPILE_CACHE, "a persistent compilation cache is in use", evidence)
     if s.compile_total_s < T.STARTUP_COMPILE_S:
