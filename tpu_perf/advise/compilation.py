@@ -10,7 +10,7 @@ from tpu_perf.advise.signals import Signals, src
 JAX_JIT_DOCS = "https://docs.jax.dev/en/latest/jit-compilation.html"
 
 RECOMPILATION = Rule(
-    id="recompilation", title="The step recompiles after warm-up", family="compilation", severity="high",
+    id="recompilation", title="The step recompiles while training", family="compilation", severity="high",
     fix=Fix(
         summary="Keep shapes and dtypes fixed from step to step (pad or bucket batches, mark true constants static); find the changing argument first.",
         jax='jax.config.update("jax_explain_cache_misses", True)  # logs which argument changed\nbatch = np.pad(batch, ((0, 0), (0, MAX_LEN - batch.shape[1])))  # one shape for every step',
