@@ -157,6 +157,7 @@ def _from_tables(run, name: str) -> float | None:
         "late_compiles": int((late["event"] == "backend_compile").sum()),
         "late_compile_s": late.loc[late["event"] != "cache_hit", "duration_s"].sum(),
         "steps_after_first_count": len(steps) - 1,
+        "recompile_excess_s": _excess(steps),
         "fetched_step_calls": jax_counts.get("fetched_step_calls"),
         "step_calls": jax_counts.get("step_calls"),
         "fetches_per_step": jax_counts.get("fetched_step_calls", 0) / jax_counts["step_calls"] if jax_counts.get("step_calls") else None,
@@ -164,6 +165,13 @@ def _from_tables(run, name: str) -> float | None:
         "distinct_compiled": compiles.loc[compiles["event"] == "backend_compile", "function"].nunique(),
         "step_compile_s": compiles.loc[(compiles["event"] == "backend_compile") & (compiles["function"] == f"jit({_step_fn(run)})"), "duration_s"].max(),
     }.get(name, KeyError(name))
+
+
+def _excess(steps) -> float:
+    later = steps.iloc[1:]
+    hit = later[later["compiled"].astype(bool)]["duration_s"]
+    base = later[~later["compiled"].astype(bool)]["duration_s"].median()
+    return float((hit - base).clip(lower=0).sum())
 
 
 def _step_fn(run) -> str | None:

@@ -53,7 +53,7 @@ def base(**changes) -> Signals:
     s = Signals(
         framework="jax", platform="cpu", run_chip=None, target=V6E, target_from="--target",
         steps=40, warmup=1, traced_steps=3, iteration_median_s=0.1, device_median_s=0.095, host_median_s=0.005, after_first_wall_s=3.9,
-        compiles=10, compile_total_s=2.0, late_compiles=0, late_compile_s=0.0, late_functions={}, distinct_compiled=8,
+        compiles=10, compile_total_s=2.0, late_compiles=0, late_compile_s=0.0, late_functions={}, recompile_excess_s=0.0, distinct_compiled=8,
         compile_cache_events=0, compile_cache_env=None, step_program=True,
         torch_graphs=None, graph_breaks=None, graph_break_reasons=[], torch_recompile_reasons=[],
         step_calls=40, fetched_step_calls=2,
@@ -75,12 +75,13 @@ def test_the_healthy_baseline_fires_nothing() -> None:
 def test_recompilation_threshold() -> None:
     steps_after = 39
     over = int(T.RECOMPILES_PER_STEP * steps_after) + 1
-    fired = recompilation(base(late_compiles=over, late_compile_s=0.39))
+    fired = recompilation(base(late_compiles=over, late_compile_s=0.3, recompile_excess_s=0.39))
     assert fired.outcome == "fired" and fired.gain_factor == pytest.approx(3.9 / (3.9 - 0.39))
+    assert recompilation(base(late_compiles=over, late_compile_s=0.39, recompile_excess_s=None)).gain_factor == pytest.approx(3.9 / (3.9 - 0.39))
     assert recompilation(base(late_compiles=T.RECOMPILE_MIN_COUNT - 1, late_compile_s=3.0)).outcome == "passed"
     share = T.RECOMPILE_TIME_SHARE * 3.9
-    assert recompilation(base(late_compiles=2, late_compile_s=share * (1 + EPS))).outcome == "fired"
-    assert recompilation(base(late_compiles=2, late_compile_s=share * (1 - EPS))).outcome == "passed"
+    assert recompilation(base(late_compiles=2, recompile_excess_s=share * (1 + EPS))).outcome == "fired"
+    assert recompilation(base(late_compiles=2, recompile_excess_s=share * (1 - EPS))).outcome == "passed"
     assert recompilation(base(late_compiles=None, after_first_wall_s=None)).outcome == "not_evaluable"
 
 
@@ -230,7 +231,7 @@ def test_device_idle_fires_only_when_unexplained() -> None:
 
 
 def test_ranking_puts_the_biggest_gain_first() -> None:
-    s = base(late_compiles=30, late_compile_s=2.0, fetched_step_calls=40, breakdown={**base().breakdown, "host": 0.25})
+    s = base(late_compiles=30, recompile_excess_s=2.0, fetched_step_calls=40, breakdown={**base().breakdown, "host": 0.25})
     ids = [f.id for f in advise_signals(s).fired]
     assert ids[0] == "recompilation"  # 3.9 / 1.9 = 2.05x beats 1 / 0.75 = 1.33x
     assert set(ids) >= {"recompilation", "host-sync", "input-bound"}

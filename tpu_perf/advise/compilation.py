@@ -65,15 +65,17 @@ def recompilation(s: Signals) -> Finding:
         return not_evaluable(RECOMPILATION, "fewer than two steps recorded: mark steps with tpu_perf.step() or jax.profiler.StepTraceAnnotation")
     later = max(1, s.steps - 1)
     per_step = s.late_compiles / later
-    share = (s.late_compile_s or 0.0) / s.after_first_wall_s if s.after_first_wall_s > 0 else None
+    cost = s.recompile_excess_s if s.recompile_excess_s is not None else s.late_compile_s
+    share = (cost or 0.0) / s.after_first_wall_s if s.after_first_wall_s > 0 else None
     evidence = [src("late_compiles", s.late_compiles), ev("steps_after_first_count", later, "steps", "steps.parquet: rows - 1"),
-                src("late_compile_s", s.late_compile_s), src("after_first_wall_s", s.after_first_wall_s)]
+                src("late_compile_s", s.late_compile_s), src("recompile_excess_s", s.recompile_excess_s), src("after_first_wall_s", s.after_first_wall_s)]
     evidence += [ev(f"compiles_of_{name}_count", n, "compiles", f"compiles.parquet: backend_compile events of {name} after the first step") for name, n in list(s.late_functions.items())[:3]]
     if s.late_compiles < T.RECOMPILE_MIN_COUNT or (per_step <= T.RECOMPILES_PER_STEP and (share is None or share < T.RECOMPILE_TIME_SHARE)):
         return passed(RECOMPILATION, f"{s.late_compiles} compile(s) in the {later} steps after the first", evidence)
     gain = None
     if share is not None and share < 1:
-        gain = Gain(factor=1 / (1 - share), basis=f"{share:.0%} of the wall time after the first step was spent compiling; fixed shapes compile once")
+        what = "in the steps that compiled, beyond a step that did not" if s.recompile_excess_s is not None else "in compile events"
+        gain = Gain(factor=1 / (1 - share), basis=f"{share:.0%} of the wall time after the first step went {what}; fixed shapes compile once")
     changing = "; ".join(r["reason"].splitlines()[0][:160] for r in s.torch_recompile_reasons[:3])
     top = ", ".join(f"{name} x{n}" for name, n in list(s.late_functions.items())[:3])
     reason = f"{s.late_compiles} compiles in the {later} steps after the first ({per_step:.2f} per step: {top})" + (f"; Dynamo: {changing}" if changing else "")

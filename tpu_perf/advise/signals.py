@@ -53,6 +53,9 @@ class Signals:
     """Backend compiles after the first step ended (shapes or dtypes that changed; new functions)."""
     late_compile_s: float | None
     """All compile work (trace, lower, backend compile) after the first step ended."""
+    recompile_excess_s: float | None
+    """What the steps that compiled after the first took beyond a step that did not: the whole cost
+    of a changed shape (compiling, and the slow paths around it), not only the compile events."""
     late_functions: dict[str, int]
     distinct_compiled: int
     compile_cache_events: int
@@ -118,6 +121,7 @@ SOURCES: dict[str, tuple[str, str]] = {
     "after_first_wall_s": ("steps", "steps.parquet: end_time_s[last] - end_time_s[0]"),
     "late_compiles": ("compiles", "compiles.parquet: backend_compile events with end_time_s[0] < time_s <= end_time_s[last]"),
     "late_compile_s": ("compiles", "compiles.parquet: sum(duration_s) of trace/lower/backend_compile events with end_time_s[0] < time_s <= end_time_s[last]"),
+    "recompile_excess_s": ("steps", "steps.parquet: sum over steps i >= 1 that compiled of duration_s[i] - median(duration_s of steps i >= 1 that did not)"),
     "compile_total_s": ("compiles", "compile.total_s"),
     "distinct_compiled": ("compiles", "compiles.parquet: distinct function of backend_compile events"),
     "compile_cache_events": ("compiles", "compile.cache_hits + compile.cache_misses"),
@@ -169,7 +173,7 @@ def build_signals(run: Run, doc: dict[str, Any] | None = None, *, target: str | 
         steps=int(steps_doc.get("count") or 0), warmup=int(steps_doc.get("warmup") or 0), traced_steps=int(steps_doc.get("traced") or 0),
         iteration_median_s=it, device_median_s=dev, host_median_s=host, after_first_wall_s=late[0],
         compiles=int(comp.get("count") or 0), compile_total_s=float(comp.get("total_s") or 0.0),
-        late_compiles=late[1], late_compile_s=late[2], late_functions=late[3],
+        late_compiles=late[1], late_compile_s=late[2], late_functions=late[3], recompile_excess_s=_recompile_excess(run),
         distinct_compiled=_distinct_compiled(run), compile_cache_events=int(comp.get("cache_hits") or 0) + int(comp.get("cache_misses") or 0),
         compile_cache_env=(run.manifest.get("env") or {}).get("JAX_COMPILATION_CACHE_DIR"),
         step_program=any(p.get("is_step") for p in doc.get("programs") or []),
@@ -247,6 +251,20 @@ def _late_compiles(run: Run) -> tuple[float | None, int | None, float | None, di
     work = inside[inside["event"].isin(["trace", "lower", "backend_compile"])]
     functions = {str(k): int(v) for k, v in backend["function"].value_counts().items()}
     return end - start, len(backend), float(work["duration_s"].sum()), functions
+
+
+def _recompile_excess(run: Run) -> float | None:
+    steps = run_steps(run)
+    if len(steps) < 2:
+        return None
+    later = steps.iloc[1:]
+    compiled = later["compiled"].astype(bool).to_numpy()
+    durations = later["duration_s"].to_numpy(float)
+    if not compiled.any():
+        return 0.0
+    if compiled.all():
+        return None  # no step without a compile to compare with
+    return float(np.clip(durations[compiled] - np.median(durations[~compiled]), 0.0, None).sum())
 
 
 def _distinct_compiled(run: Run) -> int:
