@@ -153,7 +153,7 @@ def _from_tables(run, name: str) -> float | None:
     jax_counts = run.manifest.get("jax") or {}
     table = run.table("timeline")
     return {
-        "after_first_wall_s": last_end - first_end,
+        "after_first_wall_s": steps["start_time_s"].iloc[-1] - steps["start_time_s"].iloc[1] + steps["duration_s"].iloc[-1],
         "late_compiles": int((late["event"] == "backend_compile").sum()),
         "late_compile_s": late.loc[late["event"] != "cache_hit", "duration_s"].sum(),
         "steps_after_first_count": len(steps) - 1,
@@ -168,10 +168,10 @@ def _from_tables(run, name: str) -> float | None:
 
 
 def _excess(steps) -> float:
-    later = steps.iloc[1:]
-    hit = later[later["compiled"].astype(bool)]["duration_s"]
-    base = later[~later["compiled"].astype(bool)]["duration_s"].median()
-    return float((hit - base).clip(lower=0).sum())
+    iteration = steps["start_time_s"].shift(-1) - steps["start_time_s"]
+    iteration.iloc[-1] = steps["duration_s"].iloc[-1]
+    later, compiled = iteration.iloc[1:], steps["compiled"].astype(bool).iloc[1:]
+    return float((later[compiled] - later[~compiled].median()).clip(lower=0).sum())
 
 
 def _step_fn(run) -> str | None:

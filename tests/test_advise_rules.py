@@ -117,7 +117,9 @@ def test_op_by_op_threshold() -> None:
     assert op_by_op(eager).outcome == "fired"
     assert op_by_op(replace(eager, distinct_compiled=T.OP_BY_OP_EAGER_PROGRAMS - 1)).outcome == "passed"
     assert op_by_op(base(step_program=False, programs_in_trace=None, compiles=0, distinct_compiled=0)).outcome == "not_evaluable"
-    assert op_by_op(base(framework="torch", torch_graphs=0)).outcome == "fired"  # eager PyTorch judged for a TPU
+    judged = op_by_op(base(framework="torch", torch_graphs=0))  # eager PyTorch judged for a TPU: fired, one severity lower
+    assert (judged.outcome, judged.severity) == ("fired", "medium")
+    assert op_by_op(base(framework="torch", torch_graphs=0, platform="tpu", target=V6E)).severity == "high"
     assert op_by_op(base(framework="torch", torch_graphs=0, target=None)).outcome == "passed"
 
 

@@ -111,7 +111,8 @@ def _torch_op_by_op(s: Signals) -> Finding:
         return passed(OP_BY_OP, f"torch.compile built {s.torch_graphs} graph(s)", evidence)
     if on_tpu or (s.target is not None and s.target.kind == "tpu"):
         return fired(OP_BY_OP, "PyTorch eager (no torch.compile graphs)" + ("" if on_tpu else f": on {s.target.name} every op would be dispatched and compiled separately"), evidence,
-                     Gain(factor=None, basis="eager dispatch cost on a TPU depends on the op count; not measurable from a non-TPU run"))
+                     Gain(factor=None, basis="eager dispatch cost on a TPU depends on the op count; not measurable from a non-TPU run"),
+                     severity=None if on_tpu else "medium")  # judged for a target, not seen on it
     return passed(OP_BY_OP, "PyTorch eager on CPU/GPU launches kernels directly; pass --target to judge it for a TPU", evidence)
 
 

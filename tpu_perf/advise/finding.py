@@ -74,8 +74,9 @@ class Finding:
         return self.expected_gain.factor if self.expected_gain else None
 
 
-def fired(rule: Rule, reason: str, evidence: list[Evidence], gain: Gain | None) -> Finding:
-    return Finding(id=rule.id, title=rule.title, family=rule.family, severity=rule.severity, outcome="fired", reason=reason, evidence=evidence, fix=rule.fix, expected_gain=gain, docs=rule.docs)
+def fired(rule: Rule, reason: str, evidence: list[Evidence], gain: Gain | None, *, severity: Severity | None = None) -> Finding:
+    """`severity` overrides the rule's, for a finding judged for a target rather than seen on it."""
+    return Finding(id=rule.id, title=rule.title, family=rule.family, severity=severity or rule.severity, outcome="fired", reason=reason, evidence=evidence, fix=rule.fix, expected_gain=gain, docs=rule.docs)
 
 
 def passed(rule: Rule, reason: str, evidence: list[Evidence] | None = None) -> Finding:

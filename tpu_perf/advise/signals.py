@@ -45,7 +45,7 @@ class Signals:
     device_median_s: float | None
     host_median_s: float | None
     after_first_wall_s: float | None
-    """Wall time from the end of the first step to the end of the last."""
+    """The iterations after the first step, summed (start of step 1 to the end of the last)."""
     # compiles
     compiles: int
     compile_total_s: float
@@ -118,10 +118,10 @@ SOURCES: dict[str, tuple[str, str]] = {
     "iteration_median_s": ("steps", "steps.parquet: median over steady steps of start_time_s[i+1] - start_time_s[i] (steps.median_s once it is the iteration)"),
     "device_median_s": ("steps", "steps.parquet: median of duration_s (dispatch to outputs ready) over steady steps (steps.device_median_s once it exists)"),
     "host_median_s": ("steps", "steps.parquet: iteration_median_s - device_median_s (steps.host_median_s once it exists)"),
-    "after_first_wall_s": ("steps", "steps.parquet: end_time_s[last] - end_time_s[0]"),
+    "after_first_wall_s": ("steps", "steps.parquet: start_time_s[last] - start_time_s[1] + duration_s[last] (the iterations after the first)"),
     "late_compiles": ("compiles", "compiles.parquet: backend_compile events with end_time_s[0] < time_s <= end_time_s[last]"),
     "late_compile_s": ("compiles", "compiles.parquet: sum(duration_s) of trace/lower/backend_compile events with end_time_s[0] < time_s <= end_time_s[last]"),
-    "recompile_excess_s": ("steps", "steps.parquet: sum over steps i >= 1 that compiled of duration_s[i] - median(duration_s of steps i >= 1 that did not)"),
+    "recompile_excess_s": ("steps", "steps.parquet: sum over steps i >= 1 that compiled of iteration[i] - median(iteration of steps i >= 1 that did not); iteration[i] = start_time_s[i+1] - start_time_s[i]"),
     "compile_total_s": ("compiles", "compile.total_s"),
     "distinct_compiled": ("compiles", "compiles.parquet: distinct function of backend_compile events"),
     "compile_cache_events": ("compiles", "compile.cache_hits + compile.cache_misses"),
@@ -236,7 +236,7 @@ def _step_times(run: Run, steps_doc: dict[str, Any]) -> tuple[float | None, floa
 
 
 def _late_compiles(run: Run) -> tuple[float | None, int | None, float | None, dict[str, int]]:
-    """(wall after the first step, backend compiles in it, seconds of compile work in it, compiles by function).
+    """(iterations after the first step, backend compiles in them, seconds of compile work, compiles by function).
 
     After the first step rather than after warm-up: warm-up is the leading steps that compiled, so a
     shape that changes every step from the start would hide in it."""
@@ -244,27 +244,33 @@ def _late_compiles(run: Run) -> tuple[float | None, int | None, float | None, di
     if len(steps) < 2:
         return None, None, None, {}
     start, end = float(steps["end_time_s"].iloc[0]), float(steps["end_time_s"].iloc[-1])
+    wall = float(_iterations(steps)[1:].sum())
     if compiles.empty:
-        return end - start, 0, 0.0, {}
+        return wall, 0, 0.0, {}
     inside = compiles[(compiles["time_s"] > start) & (compiles["time_s"] <= end)]
     backend = inside[inside["event"] == "backend_compile"]
     work = inside[inside["event"].isin(["trace", "lower", "backend_compile"])]
     functions = {str(k): int(v) for k, v in backend["function"].value_counts().items()}
-    return end - start, len(backend), float(work["duration_s"].sum()), functions
+    return wall, len(backend), float(work["duration_s"].sum()), functions
+
+
+def _iterations(steps: pd.DataFrame) -> np.ndarray:
+    """Each step's iteration: to the next step's start (the last one: its own duration)."""
+    start = steps["start_time_s"].to_numpy(float)
+    return np.append(np.diff(start), float(steps["duration_s"].iloc[-1]))
 
 
 def _recompile_excess(run: Run) -> float | None:
     steps = run_steps(run)
     if len(steps) < 2:
         return None
-    later = steps.iloc[1:]
-    compiled = later["compiled"].astype(bool).to_numpy()
-    durations = later["duration_s"].to_numpy(float)
+    later = _iterations(steps)[1:]
+    compiled = steps["compiled"].astype(bool).to_numpy()[1:]
     if not compiled.any():
         return 0.0
     if compiled.all():
         return None  # no step without a compile to compare with
-    return float(np.clip(durations[compiled] - np.median(durations[~compiled]), 0.0, None).sum())
+    return float(np.clip(later[compiled] - np.median(later[~compiled]), 0.0, None).sum())
 
 
 def _distinct_compiled(run: Run) -> int:
