@@ -94,7 +94,7 @@ def op_by_op(s: Signals) -> Finding:
     eager = not s.step_program and s.distinct_compiled >= T.OP_BY_OP_EAGER_PROGRAMS
     if not eager and (pps is None or pps < T.OP_BY_OP_PROGRAMS_PER_STEP):
         if pps is None and not s.step_program and s.compiles == 0:
-            return not_evaluable(OP_BY_OP, "no compiles, no step program and no trace window were recorded")
+            return not_evaluable(OP_BY_OP, "no step program, no compiles and no program launches per traced step: record the script (tpu-perf record) with its trace window")
         return passed(OP_BY_OP, f"{pps:.1f} programs launched per step" if pps is not None else "few programs compiled", evidence)
     gain = None
     if gaps is not None and gaps < 1:

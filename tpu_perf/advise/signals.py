@@ -141,7 +141,7 @@ SOURCES: dict[str, tuple[str, str]] = {
     "padding_waste": ("hlo", "step program HLO dots padded to the target's MXU tile"),
     "dot_intensity_bf16": ("hlo", "step program HLO: sum(dot FLOPs) / sum(dot operand+result bytes at 2 bytes per element)"),
     "ridge_flops_per_byte": ("chip", "target bf16 peak FLOP/s / HBM bytes/s (chip catalogue)"),
-    "programs_per_step": ("trace", "timeline.parquet: program events / steps.traced"),
+    "programs_per_step": ("trace", "timeline.parquet: program events / steps.traced (imported runs: device_steps.count)"),
     "peak_bytes": ("memory", "memory.peak_bytes"),
     "capacity_bytes": ("memory", "memory.capacity_bytes, else the target chip's HBM per device (catalogue)"),
     "fixed_bytes": ("memory", "memory.fixed_bytes"),
@@ -170,7 +170,7 @@ def build_signals(run: Run, doc: dict[str, Any] | None = None, *, target: str | 
     return Signals(
         framework=_framework(run), platform=(run.manifest.get("hardware") or {}).get("platform"),
         run_chip=own, target=target_chip, target_from=target_from,
-        steps=int(steps_doc.get("count") or 0), warmup=int(steps_doc.get("warmup") or 0), traced_steps=int(steps_doc.get("traced") or 0),
+        steps=int(steps_doc.get("count") or 0), warmup=int(steps_doc.get("warmup") or 0), traced_steps=int(steps_doc.get("traced") or (doc.get("device_steps") or {}).get("count") or 0),
         iteration_median_s=it, device_median_s=dev, host_median_s=host, after_first_wall_s=late[0],
         compiles=int(comp.get("count") or 0), compile_total_s=float(comp.get("total_s") or 0.0),
         late_compiles=late[1], late_compile_s=late[2], late_functions=late[3], recompile_excess_s=_recompile_excess(run),
@@ -202,7 +202,7 @@ def _usable_breakdown(doc: dict[str, Any]) -> dict[str, float]:
 
 def _framework(run: Run) -> str | None:
     frameworks = run.manifest.get("frameworks") or []
-    return "torch" if "torch" in frameworks else ("jax" if "jax" in frameworks else (frameworks[0] if frameworks else None))
+    return "torch" if {"torch", "pytorch"} & set(frameworks) else ("jax" if "jax" in frameworks else (frameworks[0] if frameworks else None))
 
 
 def _steady(steps: pd.DataFrame, warmup: int) -> np.ndarray:
@@ -280,7 +280,8 @@ def _distinct_compiled(run: Run) -> int:
 
 def _programs_in_trace(run: Run) -> int | None:
     tl = run.table("timeline")
-    return int((tl["kind"] == "program").sum()) if not tl.empty else None
+    count = int((tl["kind"] == "program").sum()) if not tl.empty else 0
+    return count or None  # traces without program events (Kineto) say nothing about launches
 
 
 def _step_module(run: Run, doc: dict[str, Any]) -> tuple[dict[str, Any] | None, HloModule | None]:
