@@ -34,10 +34,17 @@ FIX_FOR = {
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"), "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
 
 
+def cold(tmp: Path) -> dict[str, str]:
+    """A fresh, empty compile cache for one run: inductor caches compiled graphs on disk across
+    processes, which would turn every run after the first into a warm start."""
+    return {**ENV, "TORCHINDUCTOR_CACHE_DIR": tempfile.mkdtemp(dir=tmp), "TRITON_CACHE_DIR": tempfile.mkdtemp(dir=tmp)}
+
+
 def advise(script: str, fixes: list[str], steps: int, store: Path) -> list[dict]:
     name = "lm-" + ("-".join(fixes) or "untuned")
     record = [sys.executable, "-m", "tpu_perf", "record", "-q", "--store", str(store), "--name", name, str(SCRIPTS[script]), "--steps", str(steps), "--fix", ",".join(fixes)]
-    subprocess.run(record, env=ENV, check=True, capture_output=True)
+    store.mkdir(parents=True, exist_ok=True)
+    subprocess.run(record, env=cold(store), check=True, capture_output=True)
     out = subprocess.run([sys.executable, "-m", "tpu_perf", "advise", "--store", str(store), name, "--json"], env=ENV, check=True, capture_output=True, text=True)
     return [f for f in json.loads(out.stdout)["findings"] if f["outcome"] == "fired"]
 
@@ -59,7 +66,7 @@ def chain(script: str, steps: int, store: Path) -> list[tuple[list[str], dict | 
 
 def per_step(script: str, fixes: list[str], steps: int, tmp: Path) -> float:
     out = tmp / "t.json"
-    subprocess.run([sys.executable, str(SCRIPTS[script]), "--steps", str(steps), "--fix", ",".join(fixes), "--time-json", str(out)], env=ENV, check=True, capture_output=True)
+    subprocess.run([sys.executable, str(SCRIPTS[script]), "--steps", str(steps), "--fix", ",".join(fixes), "--time-json", str(out)], env=cold(tmp), check=True, capture_output=True)
     return json.loads(out.read_text())["per_step_s"]
 
 

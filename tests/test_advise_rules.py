@@ -52,13 +52,13 @@ def test_hlo_rules_on_a_healthy_program(mlp_hlo) -> None:
 def base(**changes) -> Signals:
     s = Signals(
         framework="jax", platform="cpu", run_chip=None, target=V6E, target_from="--target",
-        steps=40, warmup=1, traced_steps=3, iteration_median_s=0.1, device_median_s=0.095, host_median_s=0.005, after_first_wall_s=3.9,
+        steps=40, traced_steps=3, iteration_median_s=0.1, device_median_s=0.095, host_median_s=0.005, after_first_wall_s=3.9,
         compiles=10, compile_total_s=2.0, late_compiles=0, late_compile_s=0.0, late_functions={}, recompile_excess_s=0.0, distinct_compiled=8,
         compile_cache_events=0, compile_cache_env=None, step_program=True,
         torch_graphs=None, graph_breaks=None, graph_break_reasons=[], torch_recompile_reasons=[],
         step_calls=40, fetched_step_calls=2,
         hlo=None, hlo_target=None, hlo_instructions=100, max_dot_repeats=1, step_compile_s=0.5,
-        argument_bytes=8 << 20, output_bytes=8 << 20, alias_bytes=8 << 20, step_flops=1e9, step_bytes_accessed=1e8, dot_intensity_bf16=400.0, dot_source_dtype_share={},
+        argument_bytes=8 << 20, output_bytes=8 << 20, alias_bytes=8 << 20, dot_intensity_bf16=400.0, dot_source_dtype_share={},
         breakdown={"matmul": 0.6, "compute": 0.2, "data_movement": 0.1, "collective": 0.0, "device_idle": 0.05, "host": 0.05, "input": 0.0, "compile": 0.0},
         programs_in_trace=12, peak_bytes=20 << 30, peak_source="xla_memory_analysis", capacity_bytes=32 << 30, capacity_from="catalogue:tpu-v6e",
         fixed_bytes=2 << 30, duty_cycle_pct=None,

@@ -122,9 +122,9 @@ def unrolled_loop(s: Signals) -> Finding:
     evidence = [src("max_dot_repeats", s.max_dot_repeats), ev("while_loops", s.hlo.while_loops, "hlo", "hlo.analysis.while_loops"),
                 src("hlo_instructions", s.hlo_instructions), src("step_compile_s", s.step_compile_s)]
     repeats = s.max_dot_repeats or 0
-    if s.hlo.while_loops or repeats < T.UNROLLED_MIN_REPEATS:
-        return passed(UNROLLED_LOOP, f"{s.hlo.while_loops} while loop(s); repeated matmul shapes occur {repeats} time(s) each", evidence)
-    return fired(UNROLLED_LOOP, f"the same matmul shapes occur {repeats} times each and the program has no loop: {repeats} unrolled copies of a layer", evidence,
+    if repeats < T.UNROLLED_MIN_REPEATS:
+        return passed(UNROLLED_LOOP, f"repeated matmul shapes occur {repeats} time(s) each; {s.hlo.while_loops} while loop(s)", evidence)
+    return fired(UNROLLED_LOOP, f"the same matmul shapes occur {repeats} times each ({s.hlo.while_loops} while loops): {repeats} unrolled copies of a layer", evidence,
                  Gain(factor=None, basis="program size shrinks with the number of layers, and compile time for deep stacks; step time stays about the same, or rises a little where XLA fused across layers"))
 
 

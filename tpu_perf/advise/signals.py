@@ -21,7 +21,7 @@ from tpu_perf.analyzers.flops import run_chip
 from tpu_perf.analyzers.hlo import HloModule, run_hlo
 from tpu_perf.analyzers.hlo_analysis import HloAnalysis, analyze_hlo, tile_for_chip
 from tpu_perf.analyzers.report import build_report
-from tpu_perf.analyzers.steps import run_steps
+from tpu_perf.analyzers.steps import run_steps, steady_mask
 from tpu_perf.hardware import Chip, lookup_chip
 from tpu_perf.store import Run
 
@@ -39,7 +39,6 @@ class Signals:
     target_from: str | None
     # steps
     steps: int
-    warmup: int
     traced_steps: int
     iteration_median_s: float | None
     device_median_s: float | None
@@ -79,8 +78,6 @@ class Signals:
     argument_bytes: int | None
     output_bytes: int | None
     alias_bytes: int | None
-    step_flops: float | None
-    step_bytes_accessed: float | None
     dot_intensity_bf16: float | None
     dot_source_dtype_share: dict[str, float]
     """Matmul FLOP shares by the dtype the program asked for (advise/dot_dtypes.py)."""
@@ -170,7 +167,7 @@ def build_signals(run: Run, doc: dict[str, Any] | None = None, *, target: str | 
     return Signals(
         framework=_framework(run), platform=(run.manifest.get("hardware") or {}).get("platform"),
         run_chip=own, target=target_chip, target_from=target_from,
-        steps=int(steps_doc.get("count") or 0), warmup=int(steps_doc.get("warmup") or 0), traced_steps=int(steps_doc.get("traced") or (doc.get("device_steps") or {}).get("count") or 0),
+        steps=int(steps_doc.get("count") or 0), traced_steps=int(steps_doc.get("traced") or (doc.get("device_steps") or {}).get("count") or 0),
         iteration_median_s=it, device_median_s=dev, host_median_s=host, after_first_wall_s=late[0],
         compiles=int(comp.get("count") or 0), compile_total_s=float(comp.get("total_s") or 0.0),
         late_compiles=late[1], late_compile_s=late[2], late_functions=late[3], recompile_excess_s=_recompile_excess(run),
@@ -205,15 +202,6 @@ def _framework(run: Run) -> str | None:
     return "torch" if {"torch", "pytorch"} & set(frameworks) else ("jax" if "jax" in frameworks else (frameworks[0] if frameworks else None))
 
 
-def _steady(steps: pd.DataFrame, warmup: int) -> np.ndarray:
-    mask = np.arange(len(steps)) >= warmup
-    mask &= ~steps["compiled"].astype(bool).to_numpy()
-    if "traced" in steps:
-        traced = steps["traced"].fillna(False).astype(bool).to_numpy()
-        mask = mask & ~traced if (mask & ~traced).any() else mask
-    return mask
-
-
 def _step_times(run: Run, steps_doc: dict[str, Any]) -> tuple[float | None, float | None, float | None]:
     """(iteration median, device median, host median).
 
@@ -224,7 +212,7 @@ def _step_times(run: Run, steps_doc: dict[str, Any]) -> tuple[float | None, floa
     warmup = int(steps_doc.get("warmup") or 0)
     if "device_median_s" in steps_doc or steps.empty or len(steps) < 2:
         return steps_doc.get("median_s"), steps_doc.get("device_median_s"), steps_doc.get("host_median_s")
-    steady = _steady(steps, warmup)[:-1]  # the last step has no next start
+    steady = steady_mask(steps, warmup).to_numpy()[:-1]  # the last step has no next start
     iteration = np.diff(steps["start_time_s"].to_numpy(float))[steady]
     if not iteration.size:
         return steps_doc.get("median_s"), None, None
@@ -297,7 +285,7 @@ def _hlo_signals(run: Run, doc: dict[str, Any], target: Chip | None) -> dict[str
     row = step or {}
     out: dict[str, Any] = {
         "argument_bytes": row.get("argument_bytes"), "output_bytes": row.get("output_bytes"), "alias_bytes": row.get("alias_bytes"),
-        "step_flops": row.get("flops"), "step_bytes_accessed": row.get("bytes_accessed"), "step_compile_s": _step_compile_s(run, row.get("function")),
+        "step_compile_s": _step_compile_s(run, row.get("function")),
         "hlo": None, "hlo_target": None, "hlo_instructions": (doc.get("hlo") or {}).get("top_level_instructions"), "max_dot_repeats": None, "dot_intensity_bf16": None, "dot_source_dtype_share": {},
     }
     if module is None:

@@ -29,9 +29,9 @@ OP_BY_OP_EAGER_PROGRAMS = 40
 forward+backward compiles one per primitive and shape, dozens more."""
 
 UNROLLED_MIN_REPEATS = 4
-"""tpu-perf: the same dot shapes repeated this many times, with no while loop, is a Python loop
-over layers inlined into the program (two layers is too few to tell from a model that just has two
-similar matmuls)."""
+"""tpu-perf: the same dot shapes repeated this many times is a Python loop over layers inlined into
+the program (a scanned stack keeps one copy in its loop body: 1-3 occurrences with the backward
+pass; two layers are too few to tell from a model that just has two similar matmuls)."""
 
 SMALL_BATCH_RIDGE_FRACTION = 0.2
 """tpu-perf: matmul intensity below a fifth of the target's ridge point (FACTS.md: v5e ~240,
