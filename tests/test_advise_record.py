@@ -162,7 +162,8 @@ def _from_tables(run, name: str) -> float | None:
         "step_calls": jax_counts.get("step_calls"),
         "fetches_per_step": jax_counts.get("fetched_step_calls", 0) / jax_counts["step_calls"] if jax_counts.get("step_calls") else None,
         "programs_per_step": (table["kind"] == "program").sum() / steps["traced"].sum() if not table.empty else None,
-        "distinct_compiled": compiles.loc[compiles["event"] == "backend_compile", "function"].nunique(),
+        "distinct_compiled": compiles.loc[(compiles["event"] == "backend_compile") & compiles["function"].str.startswith("jit("), "function"].nunique(),
+        "jitted_functions": jax_counts.get("jitted_functions"),
         "step_compile_s": compiles.loc[(compiles["event"] == "backend_compile") & (compiles["function"] == f"jit({_step_fn(run)})"), "duration_s"].max(),
     }.get(name, KeyError(name))
 

@@ -54,7 +54,7 @@ def base(**changes) -> Signals:
         framework="jax", platform="cpu", run_chip=None, target=V6E, target_from="--target",
         steps=40, traced_steps=3, iteration_median_s=0.1, device_median_s=0.095, host_median_s=0.005, after_first_wall_s=3.9,
         compiles=10, compile_total_s=2.0, late_compiles=0, late_compile_s=0.0, late_functions={}, recompile_excess_s=0.0, distinct_compiled=8,
-        compile_cache_events=0, compile_cache_env=None, step_program=True,
+        compile_cache_events=0, compile_cache_env=None, step_program=True, jitted_functions=3,
         torch_graphs=None, graph_breaks=None, graph_break_reasons=[], torch_recompile_reasons=[],
         step_calls=40, fetched_step_calls=2,
         hlo=None, hlo_target=None, hlo_instructions=100, max_dot_repeats=1, step_compile_s=0.5,
@@ -116,6 +116,10 @@ def test_op_by_op_threshold() -> None:
     eager = base(step_program=False, programs_in_trace=None, distinct_compiled=T.OP_BY_OP_EAGER_PROGRAMS)
     assert op_by_op(eager).outcome == "fired"
     assert op_by_op(replace(eager, distinct_compiled=T.OP_BY_OP_EAGER_PROGRAMS - 1)).outcome == "passed"
+    unjitted = base(step_program=False, programs_in_trace=None, jitted_functions=0, distinct_compiled=T.OP_BY_OP_UNJITTED_PROGRAMS)
+    assert op_by_op(unjitted).outcome == "fired"
+    assert op_by_op(replace(unjitted, distinct_compiled=T.OP_BY_OP_UNJITTED_PROGRAMS - 1)).outcome == "passed"
+    assert op_by_op(replace(unjitted, jitted_functions=1)).outcome == "passed"  # a jitted step the tracker did not see (AOT)
     assert op_by_op(base(step_program=False, programs_in_trace=None, compiles=0, distinct_compiled=0)).outcome == "not_evaluable"
     judged = op_by_op(base(framework="torch", torch_graphs=0))  # eager PyTorch judged for a TPU: fired, one severity lower
     assert (judged.outcome, judged.severity) == ("fired", "medium")

@@ -91,7 +91,9 @@ def op_by_op(s: Signals) -> Finding:
         return _torch_op_by_op(s)
     if pps is None and s.step_program:
         return passed(OP_BY_OP, "the step is one jitted program (no trace window to count launches: record without --no-trace)", evidence)
-    eager = not s.step_program and s.distinct_compiled >= T.OP_BY_OP_EAGER_PROGRAMS
+    if s.jitted_functions is not None:
+        evidence.append(src("jitted_functions", s.jitted_functions))
+    eager = not s.step_program and (s.distinct_compiled >= T.OP_BY_OP_EAGER_PROGRAMS or (s.jitted_functions == 0 and s.distinct_compiled >= T.OP_BY_OP_UNJITTED_PROGRAMS))
     if not eager and (pps is None or pps < T.OP_BY_OP_PROGRAMS_PER_STEP):
         if pps is None and not s.step_program and s.compiles == 0:
             return not_evaluable(OP_BY_OP, "no step program, no compiles and no program launches per traced step: record the script (tpu-perf record) with its trace window")
@@ -100,7 +102,7 @@ def op_by_op(s: Signals) -> Finding:
     if gaps is not None and gaps < 1:
         evidence.append(ev("trace_host_fraction", gaps, "trace", "breakdown.host"))
         gain = Gain(factor=1 / (1 - gaps), basis=f"{gaps:.0%} of the traced step ran no device op (Python dispatching ops one by one); one compiled program removes those gaps (fusion may save more; compile time is the recompilation finding's)")
-    what = f"{pps:.0f} programs launched per step" if pps is not None else f"no jitted step; {s.distinct_compiled} separate programs compiled"
+    what = f"{pps:.0f} programs launched per step" if pps is not None else f"no jitted step ({s.jitted_functions if s.jitted_functions is not None else 'unknown'} jax.jit functions); {s.distinct_compiled} separate programs compiled"
     return fired(OP_BY_OP, what, evidence, gain)
 
 

@@ -60,6 +60,8 @@ class Signals:
     compile_cache_events: int
     compile_cache_env: str | None
     step_program: bool
+    jitted_functions: int | None
+    """Functions the script wrapped in `jax.jit` (JAX collector); 0 means every op ran eagerly."""
     # torch.compile
     torch_graphs: int | None
     graph_breaks: int | None
@@ -120,13 +122,14 @@ SOURCES: dict[str, tuple[str, str]] = {
     "late_compile_s": ("compiles", "compiles.parquet: sum(duration_s) of trace/lower/backend_compile events with end_time_s[0] < time_s <= end_time_s[last]"),
     "recompile_excess_s": ("steps", "steps.parquet: sum over steps i >= 1 that compiled of iteration[i] - median(iteration of steps i >= 1 that did not); iteration[i] = start_time_s[i+1] - start_time_s[i]"),
     "compile_total_s": ("compiles", "compile.total_s"),
-    "distinct_compiled": ("compiles", "compiles.parquet: distinct function of backend_compile events"),
+    "distinct_compiled": ("compiles", "compiles.parquet: distinct jit(...) function of backend_compile events"),
     "compile_cache_events": ("compiles", "compile.cache_hits + compile.cache_misses"),
     "graph_breaks": ("compiles", "compile.torch.graph_breaks"),
     "torch_graphs": ("compiles", "compile.torch.unique_graphs"),
     "fetches_per_step": ("steps", "run.json jax.fetched_step_calls / jax.step_calls (JAX collector)"),
     "fetched_step_calls": ("steps", "run.json jax.fetched_step_calls"),
     "step_calls": ("steps", "run.json jax.step_calls"),
+    "jitted_functions": ("compiles", "run.json jax.jitted_functions"),
     "hlo_instructions": ("hlo", "hlo.top_level_instructions"),
     "max_dot_repeats": ("hlo", "step program HLO: occurrences of a repeated matmul shape (dtype, m, n, k), weighted by FLOPs (signals.layer_repeats)"),
     "while_loops": ("hlo", "hlo.analysis.while_loops"),
@@ -173,7 +176,7 @@ def build_signals(run: Run, doc: dict[str, Any] | None = None, *, target: str | 
         late_compiles=late[1], late_compile_s=late[2], late_functions=late[3], recompile_excess_s=_recompile_excess(run),
         distinct_compiled=_distinct_compiled(run), compile_cache_events=int(comp.get("cache_hits") or 0) + int(comp.get("cache_misses") or 0),
         compile_cache_env=(run.manifest.get("env") or {}).get("JAX_COMPILATION_CACHE_DIR"),
-        step_program=any(p.get("is_step") for p in doc.get("programs") or []),
+        step_program=any(p.get("is_step") for p in doc.get("programs") or []), jitted_functions=jax_counts.get("jitted_functions"),
         torch_graphs=torch_doc.get("unique_graphs"), graph_breaks=torch_doc.get("graph_breaks") if torch_doc else None,
         graph_break_reasons=list(torch_doc.get("graph_break_reasons") or []), torch_recompile_reasons=list(torch_doc.get("recompile_reasons") or []),
         step_calls=jax_counts.get("step_calls"), fetched_step_calls=jax_counts.get("fetched_step_calls"),
@@ -262,8 +265,12 @@ def _recompile_excess(run: Run) -> float | None:
 
 
 def _distinct_compiled(run: Run) -> int:
+    """Distinct programs compiled with `jit(...)` names (pmap programs left out)."""
     c = run.compiles
-    return int(c.loc[c["event"] == "backend_compile", "function"].nunique()) if not c.empty else 0
+    if c.empty:
+        return 0
+    names = c.loc[c["event"] == "backend_compile", "function"].astype(str)
+    return int(names[names.str.startswith("jit(")].nunique())
 
 
 def _programs_in_trace(run: Run) -> int | None:

@@ -23,6 +23,9 @@ OP_BY_OP_PROGRAMS_PER_STEP = 20.0
 """tpu-perf: a jitted step launches its step program and a few helpers (random keys, data
 transfers: 3-5 per step in the bundled examples); 20+ separately launched programs per step
 means the step itself is not one compiled program."""
+OP_BY_OP_UNJITTED_PROGRAMS = 10
+"""tpu-perf: a script that never called `jax.jit` yet compiled this many primitive programs trained
+eagerly (a forward and backward pass needs more distinct primitives than that)."""
 OP_BY_OP_EAGER_PROGRAMS = 40
 """tpu-perf: distinct programs compiled when no jitted step exists. Parameter init compiles
 10-20 small programs (28 compiles, 14 names in examples/jax_transformer.py); an eager
