@@ -57,8 +57,10 @@ def no_donation(s: Signals) -> Finding:
     alias = s.alias_bytes or 0
     evidence = [src("argument_bytes", s.argument_bytes), src("output_bytes", s.output_bytes), src("alias_bytes", alias)]
     returns_state = s.output_bytes >= T.DONATION_MIN_FRACTION * s.argument_bytes and s.output_bytes >= T.DONATION_MIN_BYTES
-    if not returns_state or alias >= T.DONATION_MIN_FRACTION * s.output_bytes:
-        return passed(NO_DONATION, f"{alias / s.output_bytes:.0%} of the outputs reuse donated inputs" if s.output_bytes else "the step returns no state", evidence)
+    if not returns_state:
+        return passed(NO_DONATION, f"the step returns {s.output_bytes} bytes: no train state to donate", evidence)
+    if alias >= T.DONATION_MIN_FRACTION * s.output_bytes:
+        return passed(NO_DONATION, f"{alias / s.output_bytes:.0%} of the outputs reuse donated inputs", evidence)
     return fired(NO_DONATION, f"the step returns {s.output_bytes / 2**20:.1f} MiB and only {alias / 2**20:.1f} MiB reuse donated inputs", evidence,
                  Gain(factor=None, basis=f"frees about {(s.output_bytes - alias) / 2**20:.1f} MiB of device memory at the peak; step time stays about the same"))
 

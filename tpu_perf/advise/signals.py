@@ -59,6 +59,7 @@ class Signals:
     distinct_compiled: int
     compile_cache_events: int
     compile_cache_env: str | None
+    """The persistent compilation cache directory the run used (jax.config at the end, else the env)."""
     step_program: bool
     jitted_functions: int | None
     """Functions the script wrapped in `jax.jit` (JAX collector); 0 means every op ran eagerly."""
@@ -175,7 +176,7 @@ def build_signals(run: Run, doc: dict[str, Any] | None = None, *, target: str | 
         compiles=int(comp.get("count") or 0), compile_total_s=float(comp.get("total_s") or 0.0),
         late_compiles=late[1], late_compile_s=late[2], late_functions=late[3], recompile_excess_s=_recompile_excess(run),
         distinct_compiled=_distinct_compiled(run), compile_cache_events=int(comp.get("cache_hits") or 0) + int(comp.get("cache_misses") or 0),
-        compile_cache_env=(run.manifest.get("env") or {}).get("JAX_COMPILATION_CACHE_DIR"),
+        compile_cache_env=jax_counts.get("compilation_cache_dir") or (run.manifest.get("env") or {}).get("JAX_COMPILATION_CACHE_DIR"),
         step_program=any(p.get("is_step") for p in doc.get("programs") or []), jitted_functions=jax_counts.get("jitted_functions"),
         torch_graphs=torch_doc.get("unique_graphs"), graph_breaks=torch_doc.get("graph_breaks") if torch_doc else None,
         graph_break_reasons=list(torch_doc.get("graph_break_reasons") or []), torch_recompile_reasons=list(torch_doc.get("recompile_reasons") or []),

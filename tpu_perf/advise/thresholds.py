@@ -73,8 +73,8 @@ breakdown (or a TPU duty cycle below 70 %) when no other finding explains it."""
 DUTY_CYCLE_PCT = 70.0
 """The same bar on libtpu's tensorcore duty cycle."""
 
-DONATION_MIN_BYTES = 1 << 20
-"""tpu-perf: a step whose un-donated outputs are under 1 MiB wastes too little memory to mention."""
+DONATION_MIN_BYTES = 64 << 10
+"""tpu-perf: a step returning under 64 KiB (counters, a scalar loss) has no train state to donate."""
 DONATION_MIN_FRACTION = 0.5
 """tpu-perf: the step returns new state (outputs at least half its arguments' size) with less
 than half of it aliased to donated inputs."""
