@@ -75,7 +75,8 @@ def recompilation(s: Signals) -> Finding:
     gain = None
     if share is not None and share < 1:
         what = "in the steps that compiled, beyond a step that did not" if s.recompile_excess_s is not None else "in compile events"
-        gain = Gain(factor=1 / (1 - share), basis=f"{share:.0%} of the wall time after the first step went {what}; fixed shapes compile once")
+        lower = " (a lower bound for PyTorch: Dynamo's dynamic-shape graphs also run slower, without a compile event)" if s.framework == "torch" else ""
+        gain = Gain(factor=1 / (1 - share), basis=f"{share:.0%} of the wall time after the first step went {what}; fixed shapes compile once{lower}")
     changing = "; ".join(r["reason"].splitlines()[0][:160] for r in s.torch_recompile_reasons[:3])
     top = ", ".join(f"{name} x{n}" for name, n in list(s.late_functions.items())[:3])
     reason = f"{s.late_compiles} compiles in the {later} steps after the first ({per_step:.2f} per step: {top})" + (f"; Dynamo: {changing}" if changing else "")
