@@ -37,6 +37,9 @@ INPUT_BOUND = Rule(
 )
 
 
+def _share_path(s: Signals) -> str:
+    return "breakdown.input" if (s.framework == "torch" and s.platform == "cpu") else "breakdown.host + breakdown.input"
+
 
 def host_share(s: Signals) -> float | None:
     """Share of the step with no device program running (host, input), from the trace breakdown.
@@ -59,7 +62,7 @@ def overlap_gain(s: Signals) -> tuple[Gain | None, list[Evidence]]:
     share = host_share(s)
     if share:
         basis = f"{share:.0%} of the traced step had no device work; overlapped, the step is the longer of the two"
-        return Gain(factor=1 / max(share, 1 - share), basis=basis), [ev("trace_host_fraction", share, "trace", "breakdown.host + breakdown.input")]
+        return Gain(factor=1 / max(share, 1 - share), basis=basis), [ev("trace_host_fraction", share, "trace", _share_path(s))]
     return None, []
 
 
@@ -85,13 +88,13 @@ def input_bound(s: Signals) -> Finding:
         else:
             return not_evaluable(INPUT_BOUND, "no trace window and no host time per step: record without --no-trace")
     else:
-        evidence = [ev("trace_host_fraction", share, "trace", "breakdown.host + breakdown.input"), ev("trace_input_fraction", s.breakdown.get("input", 0.0), "trace", "breakdown.input")]
+        evidence = [ev("trace_host_fraction", share, "trace", _share_path(s)), ev("trace_input_fraction", s.breakdown.get("input", 0.0), "trace", "breakdown.input")]
     pps = s.programs_per_step
     if pps is not None and pps >= T.OP_BY_OP_PROGRAMS_PER_STEP:
         return passed(INPUT_BOUND, f"the host time between device ops is op-by-op dispatch ({pps:.0f} programs per step): see op-by-op", evidence + [src("programs_per_step", pps)])
     if share < T.INPUT_BOUND_SHARE:
-        level = "moderately " if share >= T.INPUT_BOUND_MODERATE_SHARE else ""
-        return passed(INPUT_BOUND, f"{level}low: the host held the device up for {share:.0%} of the step", evidence)
+        level = "moderately input-bound (XProf: 5-20 %)" if share >= T.INPUT_BOUND_MODERATE_SHARE else "not input-bound"
+        return passed(INPUT_BOUND, f"{level}: the host held the device up for {share:.0%} of the step", evidence)
     fetch = s.fetches_per_step
     if fetch is not None and fetch > T.FETCHES_PER_STEP:
         evidence.append(src("fetches_per_step", fetch))
