@@ -59,7 +59,6 @@ NO_COMPILE_CACHE = Rule(
 )
 
 
-
 def recompilation(s: Signals) -> Finding:
     if s.late_compiles is None or s.after_first_wall_s is None:
         return not_evaluable(RECOMPILATION, "fewer than two steps recorded: mark steps with tpu_perf.step() or jax.profiler.StepTraceAnnotation")

@@ -47,7 +47,6 @@ SMALL_BATCH = Rule(
 )
 
 
-
 def target_missing(s: Signals) -> str | None:
     """Why a hardware rule cannot judge this run, or None."""
     if s.target is None:

@@ -48,7 +48,6 @@ HBM_PRESSURE = Rule(
 )
 
 
-
 def no_donation(s: Signals) -> Finding:
     if s.framework == "torch":
         return passed(NO_DONATION, "PyTorch optimizers update parameters in place")
