@@ -209,15 +209,21 @@ def report(
     convention: Annotated[str | None, typer.Option(help="Model-FLOPs convention for MFU, instead of the one the run was recorded with.")] = None,
 ) -> None:
     """Show one run: step time, compiles, FLOPs and utilisation, memory, fusion, trace."""
+    from tpu_perf.advise.document import report_advice
     from tpu_perf.analyzers.report import build_report
     from tpu_perf.store import load_run
+    from tpu_perf.views.advice import render_advice_section
     from tpu_perf.views.report import render_report
 
-    report = build_report(load_run(run, store=store), convention=_convention(convention))
+    loaded = load_run(run, store=store)
+    report = build_report(loaded, convention=_convention(convention))
+    doc = report.to_dict()
+    advice = report_advice(loaded, doc)  # advise composes the analyzers; they never import it
     if as_json:
-        sys.stdout.write(report.to_json() + "\n")
+        sys.stdout.write(dumps({**doc, "advice": advice}) + "\n")
     else:
         out.print(render_report(report))
+        out.print(render_advice_section(advice))
 
 
 @app.command("ls")
@@ -250,7 +256,7 @@ def ls(store: StoreOption = layout.DEFAULT_STORE, as_json: Annotated[bool, typer
     out.print(table)
 
 
-COMMAND_MODULES: tuple[str, ...] = ("importer", "mfu", "chips", "dashboard", "check", "doctor")
+COMMAND_MODULES: tuple[str, ...] = ("importer", "mfu", "chips", "dashboard", "check", "doctor", "advise")
 """Modules under tpu_perf/commands/ that add commands: each has `register(app: typer.Typer)`."""
 
 

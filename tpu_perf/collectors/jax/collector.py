@@ -185,6 +185,10 @@ def install(rec: Recorder, jax: ModuleType) -> Callable[[], None]:
         listener.paused = True
         if not seen_hardware and tracker.functions:
             rec.writer.update_manifest(hardware=_hardware(jax))
+        counts = {"jitted_functions": len(tracker.functions), "compilation_cache_dir": getattr(jax.config, "jax_compilation_cache_dir", None)}  # for the advisor
+        if tracker.step_fn is not None:  # host syncs per step, for the advisor's host-sync rule
+            counts.update(step_calls=tracker.step_fn.calls, fetched_step_calls=tracker.step_fn.fetched_calls)
+        rec.writer.update_manifest(jax=counts)
         rows = analyse_programs(tracker.functions, tracker.step_fn, rec, jax)
         if rows:
             rec.writer.write_table("programs", rows)

@@ -42,6 +42,9 @@ class FunctionState:
     calls_in_steps: int = 0
     carry_calls: int = 0
     carried_leaves: int = 0
+    fetched_calls: int = 0
+    """Calls whose outputs the script fetched to the host (`float(loss)`, ...): host syncs, once per call."""
+    fetched_at: int = -1
     spans: list[Span] = field(default_factory=list)
     pending: Call | None = None
     out_ids: frozenset[int] = frozenset()
@@ -60,6 +63,7 @@ class JitTracker:
         self.functions: list[FunctionState] = []
         self.step_fn: FunctionState | None = None
         self.stamper = SyncStamper(recorder.now)
+        self.stamper.on_fetch = self._fetched
         self._lock = threading.Lock()
         self._compiles = 0
         self._ready: list[Call] = []
@@ -135,6 +139,15 @@ class JitTracker:
             if state.carry_calls >= CARRIES_TO_DECIDE:
                 self._decide()
         return out
+
+    def _fetched(self, x: Any) -> None:
+        """Count a fetch of the latest outputs of a timed function, once per call."""
+        key = id(x)
+        for state in [self.step_fn] if self.step_fn is not None else self.functions:
+            if key in state.out_ids and state.fetched_at != state.calls:
+                state.fetched_at = state.calls
+                state.fetched_calls += 1
+                return
 
     def drain(self) -> None:
         """Turn stamped calls into steps (or buffered spans); called every flush and at the end."""

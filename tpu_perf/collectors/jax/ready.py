@@ -60,6 +60,8 @@ class SyncStamper:
     def __init__(self, now: Callable[[], float]) -> None:
         self._now = now
         self.unstamped: list[Call] = []
+        self.on_fetch: Callable[[Any], None] | None = None
+        """Called with each array the script fetches to the host (`float`, `np.asarray`, `print`)."""
 
     def seen(self, x: Any) -> None:
         if not self.unstamped:
@@ -89,6 +91,8 @@ class SyncStamper:
         def value(self: Any) -> Any:
             result = original_value.fget(self)
             stamper.seen(self)
+            if stamper.on_fetch is not None:
+                stamper.on_fetch(self)
             return result
 
         def tree_block_until_ready(x: Any) -> Any:

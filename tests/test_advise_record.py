@@ -1,0 +1,258 @@
+"""The advisor on real recordings: defective scripts and their fixed twins, the bundled examples,
+and the evidence of every fired finding checked against the run's own tables and report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import ROOT, tpu_perf_cli
+from tpu_perf import load_run
+from tpu_perf.advise.rules import AFTER_RULES, RULES
+
+pytestmark = pytest.mark.slow
+SCRIPTS = Path(__file__).resolve().parent / "scripts"
+TORCH_SCRIPTS = Path(__file__).resolve().parent / "torch_scripts"
+CATALOGUE = {"recompilation", "host-sync", "op-by-op", "unrolled-loop", "small-batch", "input-bound", "no-donation", "fp32-matmul", "mxu-padding",
+             "graph-break", "exposed-collectives", "hbm-headroom", "hbm-pressure", "no-compile-cache", "device-idle"}
+JAX_DEFECTS = {"recompilation", "host-sync", "no-donation", "unrolled-loop", "input-bound"}
+
+
+def _record(store: Path, name: str, *args: str) -> Path:
+    proc = tpu_perf_cli("record", "-q", "--store", str(store), "--name", name, *args, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    return store
+
+
+def _advise(store: Path, name: str, *extra: str) -> dict:
+    return json.loads(tpu_perf_cli("advise", "--store", str(store), name, "--json", *extra, check=True).stdout)
+
+
+def _outcomes(doc: dict) -> dict[str, str]:
+    return {f["id"]: f["outcome"] for f in doc["findings"]}
+
+
+@pytest.fixture(scope="module")
+def jax_runs(tmp_path_factory) -> Path:
+    store = tmp_path_factory.mktemp("advise-jax")
+    for mode in ("defective", "eager", "fixed"):
+        _record(store, mode, str(SCRIPTS / "advise_defects.py"), "--mode", mode)
+    return store
+
+
+@pytest.fixture(scope="module")
+def torch_runs(tmp_path_factory) -> Path:
+    store = tmp_path_factory.mktemp("advise-torch")
+    for mode in ("defective", "fixed"):
+        _record(store, mode, str(TORCH_SCRIPTS / "advise_compiled.py"), "--mode", mode)
+    return store
+
+
+def test_every_rule_is_listed_once_with_an_outcome(jax_runs) -> None:
+    doc = _advise(jax_runs, "fixed", "--target", "v6e")
+    ids = [f["id"] for f in doc["findings"]]
+    assert sorted(ids) == sorted(CATALOGUE) and len(ids) == len(RULES) + len(AFTER_RULES)
+    assert doc["target"] == "tpu-v6e" and doc["target_from"] == "--target"
+    for f in doc["findings"]:
+        assert f["outcome"] in ("fired", "passed", "not_evaluable") and f["reason"]
+
+
+def test_jax_defects_fire_and_their_fixed_twin_is_quiet(jax_runs) -> None:
+    defective, fixed = _outcomes(_advise(jax_runs, "defective", "--target", "v6e")), _outcomes(_advise(jax_runs, "fixed", "--target", "v6e"))
+    assert {i for i in JAX_DEFECTS if defective[i] == "fired"} == JAX_DEFECTS
+    assert {i for i in JAX_DEFECTS | {"op-by-op"} if fixed[i] == "fired"} == set()
+
+
+def test_an_unjitted_step_is_op_by_op(jax_runs) -> None:
+    doc = _advise(jax_runs, "eager")
+    eager = _outcomes(doc)
+    assert eager["op-by-op"] == "fired" and eager["input-bound"] != "fired"  # the host gaps are op dispatch
+    top = next(f for f in doc["findings"] if f["id"] == "op-by-op")
+    assert top["expected_gain"]["factor"] > 1 and "jax.jit" in top["fix"]["jax"]
+
+
+def test_hardware_rules_need_a_target_on_cpu(jax_runs) -> None:
+    outcomes = {f["id"]: f for f in _advise(jax_runs, "fixed")["findings"]}
+    for rule in ("fp32-matmul", "mxu-padding", "small-batch", "hbm-headroom", "hbm-pressure"):
+        assert outcomes[rule]["outcome"] == "not_evaluable" and "--target" in outcomes[rule]["reason"]
+
+
+def test_torch_graph_breaks_and_recompiles(torch_runs) -> None:
+    defective, fixed = _advise(torch_runs, "defective", "--target", "v6e"), _outcomes(_advise(torch_runs, "fixed", "--target", "v6e"))
+    got = {f["id"]: f for f in defective["findings"]}
+    assert got["graph-break"]["outcome"] == "fired" and "`print`" in got["graph-break"]["reason"]
+    assert got["recompilation"]["outcome"] == "fired"
+    assert "torch._dynamo.explain" in got["graph-break"]["fix"]["pytorch"]
+    assert fixed["graph-break"] == "passed" and fixed["recompilation"] == "passed" and fixed["input-bound"] != "fired"
+
+
+def _resolve(doc: dict, path: str) -> object:
+    """A report value by dotted key; `a + b` sums, `sum(x)` sums a dict, `programs[step].k` reads the step program."""
+    path = path.split(" (")[0]
+    if " + " in path:
+        parts = [_resolve(doc, p) for p in path.split(" + ")]
+        return next((p for p in parts if isinstance(p, KeyError)), None) or sum(p or 0 for p in parts)
+    if path.startswith("sum(") and path.endswith(")"):
+        inner = _resolve(doc, path[4:-1])
+        return inner if isinstance(inner, KeyError) else sum(inner.values())
+    if path == "programs[].is_step":
+        return int(any(p.get("is_step") for p in doc.get("programs") or []))
+    node: object = doc
+    if path.startswith("programs[step]."):
+        node, path = next(p for p in doc["programs"] if p["is_step"]), path.removeprefix("programs[step].")
+    for key in path.split("."):
+        if not isinstance(node, dict) or key not in node:
+            return KeyError(path)
+        node = node[key]
+    return node
+
+
+def _steady_times(run, report: dict) -> dict[str, float]:
+    """Iteration and device medians over the steady steps, recomputed from steps.parquet."""
+    steps = run.steps.sort_values("start_time_s").reset_index(drop=True)
+    keep = (np.arange(len(steps)) >= report["steps"]["warmup"]) & ~steps["compiled"].astype(bool).to_numpy()
+    if (keep & ~steps["traced"].astype(bool).to_numpy()).any():
+        keep &= ~steps["traced"].astype(bool).to_numpy()
+    keep = keep[:-1]
+    iteration = float(np.median(np.diff(steps["start_time_s"].to_numpy())[keep]))
+    device = float(np.median(steps["duration_s"].to_numpy()[:-1][keep]))
+    return {"iteration_median_s": iteration, "device_median_s": device, "host_median_s": max(0.0, iteration - device)}
+
+
+def _from_hlo(run, report: dict, name: str, tile: int) -> float | KeyError:
+    """HLO evidence recomputed from the run's saved step-program HLO with the analyzers."""
+    from tpu_perf.analyzers.hlo import parse_hlo
+    from tpu_perf.analyzers.hlo_analysis import analyze_hlo
+
+    step = next(p for p in report["programs"] if p["is_step"])
+    a = analyze_hlo(parse_hlo(run.read_text(step["hlo_file"])), tile=tile)
+    if name == "f32_dot_share":  # the recorded scripts are f32 throughout: no narrower source dtype to see through
+        return report["hlo"]["analysis"]["dot_flops_share_by_dtype"].get("f32", 0.0)
+    if name == "padding_waste_fraction":
+        return a.padding_waste
+    if name == "dot_intensity_bf16":
+        return sum(d.flops for d in a.dots) / sum(d.flops / (d.m * d.n * d.k) * (d.m * d.k + d.k * d.n + d.m * d.n) for d in a.dots)
+    if name == "max_dot_repeats":  # the repeat count shared by the most matmul FLOPs
+        shapes = [(d.dtype, d.m, d.n, d.k) for d in a.dots]
+        by_count: dict[int, float] = {}
+        for d, shape in zip(a.dots, shapes, strict=True):
+            if shapes.count(shape) > 1:
+                by_count[shapes.count(shape)] = by_count.get(shapes.count(shape), 0.0) + d.flops
+        return max(by_count, key=by_count.get)
+    return KeyError(name)
+
+
+def _from_tables(run, name: str) -> float | None:
+    """Evidence the report has no key for, recomputed here from the run's own tables."""
+    steps, compiles = run.steps, run.compiles
+    first_end, last_end = steps["end_time_s"].iloc[0], steps["end_time_s"].iloc[-1]
+    late = compiles[(compiles["time_s"] > first_end) & (compiles["time_s"] <= last_end)]
+    jax_counts = run.manifest.get("jax") or {}
+    table = run.table("timeline")
+    return {
+        "after_first_wall_s": steps["start_time_s"].iloc[-1] - steps["start_time_s"].iloc[1] + steps["duration_s"].iloc[-1],
+        "late_compiles": int((late["event"] == "backend_compile").sum()),
+        "late_compile_s": late.loc[late["event"] != "cache_hit", "duration_s"].sum(),
+        "steps_after_first_count": len(steps) - 1,
+        "recompile_excess_s": _excess(steps),
+        "fetched_step_calls": jax_counts.get("fetched_step_calls"),
+        "step_calls": jax_counts.get("step_calls"),
+        "fetches_per_step": jax_counts.get("fetched_step_calls", 0) / jax_counts["step_calls"] if jax_counts.get("step_calls") else None,
+        "programs_per_step": (table["kind"] == "program").sum() / steps["traced"].sum() if not table.empty else None,
+        "distinct_compiled": compiles.loc[(compiles["event"] == "backend_compile") & compiles["function"].str.startswith("jit("), "function"].nunique(),
+        "jitted_functions": jax_counts.get("jitted_functions"),
+        "step_compile_s": compiles.loc[(compiles["event"] == "backend_compile") & (compiles["function"] == f"jit({_step_fn(run)})"), "duration_s"].max(),
+    }.get(name, KeyError(name))
+
+
+def _excess(steps) -> float:
+    iteration = steps["start_time_s"].shift(-1) - steps["start_time_s"]
+    iteration.iloc[-1] = steps["duration_s"].iloc[-1]
+    later, compiled = iteration.iloc[1:], steps["compiled"].astype(bool).iloc[1:]
+    return float((later[compiled] - later[~compiled].median()).clip(lower=0).sum())
+
+
+def _step_fn(run) -> str | None:
+    programs = run.programs
+    return None if programs.empty else str(programs.loc[programs["is_step"].astype(bool), "function"].iloc[0])
+
+
+def _evidence_checked(store: Path, name: str, *extra: str) -> int:
+    run = load_run(str(next(p for p in store.iterdir() if p.is_dir() and json.loads((p / "run.json").read_text())["name"] == name)))
+    report = json.loads(tpu_perf_cli("report", "--json", "--store", str(store), name, check=True).stdout)
+    checked = 0
+    for f in _advise(store, name, *extra)["findings"]:
+        if f["outcome"] != "fired":
+            continue
+        for e in f["evidence"]:
+            if not isinstance(e["value"], (int, float)) or e["source"] == "chip":
+                continue
+            if e["path"].startswith("step program"):
+                expected = _from_hlo(run, report, e["name"], 256 if "v6e" in extra else 128)
+            elif e["name"] in ("iteration_median_s", "device_median_s", "host_median_s"):
+                expected = _steady_times(run, report)[e["name"]]
+            elif e["path"].startswith(("steps.parquet", "compiles.parquet", "timeline.parquet", "run.json")):
+                expected = _from_tables(run, e["name"])
+            else:
+                expected = _resolve(report, e["path"])
+            if isinstance(expected, KeyError) and e["name"].startswith("compiles_of_"):
+                fn = e["name"].removeprefix("compiles_of_").removesuffix("_count")
+                first_end = run.steps["end_time_s"].iloc[0]
+                c = run.compiles
+                expected = int(((c["event"] == "backend_compile") & (c["function"] == fn) & (c["time_s"] > first_end)).sum())
+            assert not isinstance(expected, KeyError), f"{f['id']}: evidence {e['name']} ({e['path']}) found in neither the report nor the tables"
+            if isinstance(expected, list | dict) or expected is None:
+                continue
+            assert e["value"] == pytest.approx(float(expected), rel=1e-5), f"{f['id']}: {e['name']}={e['value']} but {e['path']} gives {expected}"
+            checked += 1
+    return checked
+
+
+def test_fired_evidence_is_in_the_runs_own_tables_or_report(jax_runs, torch_runs) -> None:
+    checked = _evidence_checked(jax_runs, "defective", "--target", "v6e") + _evidence_checked(jax_runs, "eager") + _evidence_checked(torch_runs, "defective")
+    assert checked >= 12
+
+
+@pytest.mark.parametrize("script,args", [
+    ("examples/jax_transformer.py", ["--steps", "12"]),
+    ("examples/jax_mlp.py", ["--steps", "20"]),
+    ("examples/torch_mlp.py", ["--steps", "20"]),
+    ("examples/torch_transformer.py", ["--steps", "10"]),
+])
+def test_bundled_examples_fire_no_high_finding(tmp_path, script, args) -> None:
+    store = _record(tmp_path / "runs", "example", str(ROOT / script), *args)
+    doc = _advise(store, "example", "--target", "v6e")
+    high = [f["id"] for f in doc["findings"] if f["outcome"] == "fired" and f["severity"] == "high"]
+    assert high == [], f"{script}: {high}"
+    report = json.loads(tpu_perf_cli("report", "--json", "--store", str(store), "example", check=True).stdout)
+    assert report["advice"] == [f for f in _advise(store, "example")["findings"] if f["outcome"] == "fired"][:3]
+
+
+def test_report_shows_the_top_findings(jax_runs) -> None:
+    report = json.loads(tpu_perf_cli("report", "--json", "--store", str(jax_runs), "defective", check=True).stdout)
+    fired = [f for f in _advise(jax_runs, "defective")["findings"] if f["outcome"] == "fired"]
+    assert [f["id"] for f in report["advice"]] == [f["id"] for f in fired[:3]] and len(report["advice"]) == 3
+    gains = [f["expected_gain"]["factor"] for f in report["advice"] if f["expected_gain"] and f["expected_gain"]["factor"]]
+    assert gains == sorted(gains, reverse=True)
+    text = tpu_perf_cli("report", "--store", str(jax_runs), "defective", check=True, env={"COLUMNS": "200"}).stdout
+    assert "Advice" in text and fired[0]["id"] in text
+    terminal = tpu_perf_cli("advise", "--store", str(jax_runs), "defective", "--all", check=True, env={"COLUMNS": "200"}).stdout
+    assert all(rule in terminal for rule in CATALOGUE)
+
+
+def test_bad_target_and_unknown_run_are_one_line_errors(jax_runs) -> None:
+    bad = tpu_perf_cli("advise", "--store", str(jax_runs), "fixed", "--target", "v99x")
+    assert bad.returncode == 2 and "--target" in bad.stderr and "Traceback" not in bad.stderr
+    missing = tpu_perf_cli("advise", "--store", str(jax_runs), "no-such-run")
+    assert missing.returncode != 0 and "Traceback" not in missing.stderr
+
+
+def test_host_sync_counts_match_the_script(jax_runs) -> None:
+    """The defective loop fetches `float(loss)` after every step; the fixed one only at the end."""
+    counts = {m: load_run(str(p)).manifest["jax"] for m in ("defective", "fixed") for p in jax_runs.iterdir() if p.is_dir() and json.loads((p / "run.json").read_text())["name"] == m}
+    assert counts["defective"]["step_calls"] == 16 and counts["defective"]["fetched_step_calls"] == 16
+    assert counts["fixed"]["step_calls"] == 16 and counts["fixed"]["fetched_step_calls"] <= 1
+    assert np.isfinite(counts["defective"]["fetched_step_calls"])

@@ -1,0 +1,243 @@
+"""Each advisor rule on its threshold: just above fires, just below passes, missing data is not evaluable.
+
+Signals are built from a healthy baseline with one field moved; HLO-based signals come from the
+optimized HLO of real jitted functions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from tpu_perf.advise import thresholds as T
+from tpu_perf.advise.collectives import exposed_collectives
+from tpu_perf.advise.compilation import no_compile_cache, op_by_op, recompilation, unrolled_loop
+from tpu_perf.advise.compute import fp32_matmul, mxu_padding, small_batch
+from tpu_perf.advise.dot_dtypes import dot_flops_share_by_source_dtype
+from tpu_perf.advise.idle import device_idle
+from tpu_perf.advise.input import host_sync, input_bound
+from tpu_perf.advise.memory import hbm_headroom, hbm_pressure, no_donation
+from tpu_perf.advise.rules import RULES, advise_signals
+from tpu_perf.advise.signals import Signals, layer_repeats
+from tpu_perf.analyzers.hlo import parse_hlo
+from tpu_perf.analyzers.hlo_analysis import analyze_hlo
+from tpu_perf.hardware import lookup_chip
+
+V6E = lookup_chip("v6e")
+EPS = 1e-6
+
+
+def _module(fn, *args):
+    return parse_hlo(jax.jit(fn).lower(*args).compile().as_text())
+
+
+def _analysis(fn, *args, tile: int = 128):
+    return analyze_hlo(_module(fn, *args), tile=tile)
+
+
+@pytest.fixture(scope="module")
+def mlp_hlo():
+    """Two different f32 matmuls, each once: a healthy small program."""
+    return _analysis(lambda x, w1, w2: jnp.tanh(x @ w1) @ w2, jnp.ones((512, 256)), jnp.ones((256, 512)), jnp.ones((512, 256)))
+
+
+def test_hlo_rules_on_a_healthy_program(mlp_hlo) -> None:
+    s = base(hlo=mlp_hlo, hlo_target=mlp_hlo, max_dot_repeats=layer_repeats(mlp_hlo))
+    assert [f.outcome for f in (unrolled_loop(s), mxu_padding(s))] == ["passed", "passed"]
+
+
+def base(**changes) -> Signals:
+    s = Signals(
+        framework="jax", platform="cpu", run_chip=None, target=V6E, target_from="--target",
+        steps=40, traced_steps=3, iteration_median_s=0.1, device_median_s=0.095, host_median_s=0.005, after_first_wall_s=3.9,
+        compiles=10, compile_total_s=2.0, late_compiles=0, late_compile_s=0.0, late_functions={}, recompile_excess_s=0.0, distinct_compiled=8,
+        compile_cache_events=0, compile_cache_env=None, step_program=True, jitted_functions=3,
+        torch_graphs=None, graph_breaks=None, graph_break_reasons=[], torch_recompile_reasons=[],
+        step_calls=40, fetched_step_calls=2,
+        hlo=None, hlo_target=None, hlo_instructions=100, max_dot_repeats=1, step_compile_s=0.5,
+        argument_bytes=8 << 20, output_bytes=8 << 20, alias_bytes=8 << 20, dot_intensity_bf16=400.0, dot_source_dtype_share={},
+        breakdown={"matmul": 0.6, "compute": 0.2, "data_movement": 0.1, "collective": 0.0, "device_idle": 0.05, "host": 0.05, "input": 0.0, "compile": 0.0},
+        programs_in_trace=12, peak_bytes=20 << 30, peak_source="xla_memory_analysis", capacity_bytes=32 << 30, capacity_from="catalogue:tpu-v6e",
+        fixed_bytes=2 << 30, duty_cycle_pct=None,
+    )
+    return replace(s, **changes)
+
+
+def test_the_healthy_baseline_fires_nothing() -> None:
+    advice = advise_signals(base())
+    assert [f.id for f in advice.fired] == []
+    assert len(advice.findings) == len(RULES) + 1  # every rule, and device-idle after them
+
+
+def test_recompilation_threshold() -> None:
+    steps_after = 39
+    over = int(T.RECOMPILES_PER_STEP * steps_after) + 1
+    fired = recompilation(base(late_compiles=over, late_compile_s=0.3, recompile_excess_s=0.39))
+    assert fired.outcome == "fired" and fired.gain_factor == pytest.approx(3.9 / (3.9 - 0.39))
+    assert recompilation(base(late_compiles=over, late_compile_s=0.39, recompile_excess_s=None)).gain_factor == pytest.approx(3.9 / (3.9 - 0.39))
+    assert recompilation(base(late_compiles=T.RECOMPILE_MIN_COUNT - 1, late_compile_s=3.0)).outcome == "passed"
+    share = T.RECOMPILE_TIME_SHARE * 3.9
+    assert recompilation(base(late_compiles=2, recompile_excess_s=share * (1 + EPS))).outcome == "fired"
+    assert recompilation(base(late_compiles=2, recompile_excess_s=share * (1 - EPS))).outcome == "passed"
+    assert recompilation(base(late_compiles=None, after_first_wall_s=None)).outcome == "not_evaluable"
+
+
+def test_host_sync_threshold() -> None:
+    at = int(T.FETCHES_PER_STEP * 40)
+    assert host_sync(base(fetched_step_calls=at + 1)).outcome == "fired"
+    assert host_sync(base(fetched_step_calls=at)).outcome == "passed"
+    missing = host_sync(base(step_calls=None, fetched_step_calls=None))
+    assert missing.outcome == "not_evaluable" and "record" in missing.reason
+    gain = host_sync(base(fetched_step_calls=40, iteration_median_s=0.1, device_median_s=0.07, host_median_s=0.03)).gain_factor
+    assert gain == pytest.approx(0.1 / 0.07)
+
+
+def test_input_bound_threshold() -> None:
+    def with_host(h):
+        return base(breakdown={**base().breakdown, "host": h})
+
+    fired = input_bound(with_host(T.INPUT_BOUND_SHARE + EPS))
+    assert fired.outcome == "fired" and fired.gain_factor == pytest.approx(1 / (1 - T.INPUT_BOUND_SHARE - EPS))
+    assert input_bound(with_host(T.INPUT_BOUND_SHARE - EPS)).outcome == "passed"
+    assert input_bound(base(breakdown={}, host_median_s=None)).outcome == "not_evaluable"
+    from_steps = input_bound(base(breakdown={}, host_median_s=0.03, iteration_median_s=0.1))
+    assert from_steps.outcome == "fired"
+
+
+def test_op_by_op_threshold() -> None:
+    def per_step(p):
+        return base(programs_in_trace=int(p * 3))
+
+    assert op_by_op(per_step(T.OP_BY_OP_PROGRAMS_PER_STEP)).outcome == "fired"
+    assert op_by_op(per_step(T.OP_BY_OP_PROGRAMS_PER_STEP - 1)).outcome == "passed"
+    eager = base(step_program=False, programs_in_trace=None, distinct_compiled=T.OP_BY_OP_EAGER_PROGRAMS)
+    assert op_by_op(eager).outcome == "fired"
+    assert op_by_op(replace(eager, distinct_compiled=T.OP_BY_OP_EAGER_PROGRAMS - 1)).outcome == "passed"
+    unjitted = base(step_program=False, programs_in_trace=None, jitted_functions=0, distinct_compiled=T.OP_BY_OP_UNJITTED_PROGRAMS)
+    assert op_by_op(unjitted).outcome == "fired"
+    assert op_by_op(replace(unjitted, distinct_compiled=T.OP_BY_OP_UNJITTED_PROGRAMS - 1)).outcome == "passed"
+    assert op_by_op(replace(unjitted, jitted_functions=1)).outcome == "passed"  # a jitted step the tracker did not see (AOT)
+    assert op_by_op(base(step_program=False, programs_in_trace=None, compiles=0, distinct_compiled=0)).outcome == "not_evaluable"
+    judged = op_by_op(base(framework="torch", torch_graphs=0))  # eager PyTorch judged for a TPU: fired, one severity lower
+    assert (judged.outcome, judged.severity) == ("fired", "medium")
+    assert op_by_op(base(framework="torch", torch_graphs=0, platform="tpu", target=V6E)).severity == "high"
+    assert op_by_op(base(framework="torch", torch_graphs=0, target=None)).outcome == "passed"
+
+
+def test_unrolled_loop_counts_layer_copies() -> None:
+    def stack(layers, scan):
+        def f(x, ws):
+            if scan:
+                return jax.lax.scan(lambda h, w: (jnp.tanh(h @ w), None), x, ws)[0]
+            for i in range(layers):
+                x = jnp.tanh(x @ ws[i])
+            return x
+
+        return _analysis(f, jnp.ones((32, 64)), jnp.ones((layers, 64, 64)))
+
+    for layers in (T.UNROLLED_MIN_REPEATS, T.UNROLLED_MIN_REPEATS - 1):
+        a = stack(layers, scan=False)
+        assert layer_repeats(a) == layers
+        outcome = unrolled_loop(base(hlo=a, max_dot_repeats=layer_repeats(a))).outcome
+        assert outcome == ("fired" if layers >= T.UNROLLED_MIN_REPEATS else "passed")
+    scanned = stack(8, scan=True)
+    assert scanned.while_loops >= 1 and unrolled_loop(base(hlo=scanned, max_dot_repeats=layer_repeats(scanned))).outcome == "passed"
+    assert unrolled_loop(base(hlo=None)).outcome == "not_evaluable"
+
+
+def _dtype_signals(fn, *args):
+    module = _module(fn, *args)
+    a = analyze_hlo(module)
+    return base(hlo=a, dot_source_dtype_share=dot_flops_share_by_source_dtype(module, a))
+
+
+def test_fp32_matmul_threshold_and_bf16_seen_through_cpu_converts() -> None:
+    def mixed(f32_rows):  # one f32 dot and one bf16 dot of 64 rows: f32 share = f32_rows / (f32_rows + 64)
+        return _dtype_signals(lambda a, b, c, d: (a @ b, c @ d), jnp.ones((f32_rows, 64)), jnp.ones((64, 64)), jnp.ones((64, 64), jnp.bfloat16), jnp.ones((64, 64), jnp.bfloat16))
+
+    above, below = mixed(72), mixed(56)
+    assert above.dot_source_dtype_share["f32"] == pytest.approx(72 / 136) and fp32_matmul(above).outcome == "fired"
+    assert below.dot_source_dtype_share["f32"] == pytest.approx(56 / 120) and fp32_matmul(below).outcome == "passed"
+    assert below.hlo.dot_flops_share_by_dtype == {"f32": 1.0}  # the CPU backend widened the bf16 dot
+    no_target = fp32_matmul(replace(above, target=None))
+    assert no_target.outcome == "not_evaluable" and "--target" in no_target.reason
+
+
+def test_mxu_padding_threshold() -> None:
+    # one dot whose m is padded: waste = 1 - m / pad(m) with n = k = 256 (tile 256)
+    def waste_for(m):
+        return _analysis(lambda x, w: x @ w, jnp.ones((m, 256)), jnp.ones((256, 256)), tile=256)
+
+    a = waste_for(224)  # 1 - 224/256 = 12.5 %
+    assert a.padding_waste == pytest.approx(1 - 224 / 256)
+    assert mxu_padding(base(hlo_target=a)).outcome == "fired"
+    b = waste_for(240)  # 6.25 %
+    assert mxu_padding(base(hlo_target=b)).outcome == "passed"
+    assert mxu_padding(base(hlo_target=None)).outcome == "not_evaluable"
+    assert mxu_padding(base(hlo_target=a, target=None)).outcome == "not_evaluable"
+
+
+def test_small_batch_threshold() -> None:
+    ridge = V6E.peak_tflops["bf16"] * 1e12 / (V6E.hbm_gbps * 1e9)
+    assert base().ridge_flops_per_byte == pytest.approx(ridge)
+    edge = T.SMALL_BATCH_RIDGE_FRACTION * ridge
+    assert small_batch(base(dot_intensity_bf16=edge * (1 - EPS))).outcome == "fired"
+    assert small_batch(base(dot_intensity_bf16=edge * (1 + EPS))).outcome == "passed"
+    full = base(dot_intensity_bf16=edge / 2, peak_bytes=int((32 << 30) * (1 - T.SMALL_BATCH_MIN_HEADROOM + 0.01)))
+    assert small_batch(full).outcome == "passed"  # no room to grow the batch
+    assert small_batch(base(dot_intensity_bf16=None)).outcome == "not_evaluable"
+
+
+def test_no_donation_threshold() -> None:
+    out = 8 << 20
+    assert no_donation(base(alias_bytes=int(out * T.DONATION_MIN_FRACTION) - 1)).outcome == "fired"
+    assert no_donation(base(alias_bytes=int(out * T.DONATION_MIN_FRACTION))).outcome == "passed"
+    assert no_donation(base(alias_bytes=0, output_bytes=T.DONATION_MIN_BYTES - 1, argument_bytes=T.DONATION_MIN_BYTES - 1)).outcome == "passed"
+    assert no_donation(base(output_bytes=None)).outcome == "not_evaluable"
+
+
+def test_hbm_rules_thresholds() -> None:
+    cap = 32 << 30
+    assert hbm_headroom(base(peak_bytes=int(cap * (1 - T.HBM_HEADROOM_FRACTION)) - 1)).outcome == "fired"
+    assert hbm_headroom(base(peak_bytes=int(cap * (1 - T.HBM_HEADROOM_FRACTION)) + 1)).outcome == "passed"
+    assert hbm_pressure(base(peak_bytes=int(cap * T.HBM_PRESSURE_FRACTION) + 1)).outcome == "fired"
+    assert hbm_pressure(base(peak_bytes=int(cap * T.HBM_PRESSURE_FRACTION) - 1)).outcome == "passed"
+    for rule in (hbm_headroom, hbm_pressure):
+        assert rule(base(peak_bytes=None)).outcome == "not_evaluable"
+        assert "--target" in rule(base(target=None)).reason
+
+
+def test_no_compile_cache_threshold() -> None:
+    assert no_compile_cache(base(compile_total_s=T.STARTUP_COMPILE_S + EPS)).outcome == "fired"
+    assert no_compile_cache(base(compile_total_s=T.STARTUP_COMPILE_S - EPS)).outcome == "passed"
+    assert no_compile_cache(base(compile_total_s=60.0, compile_cache_events=3)).outcome == "passed"
+    assert no_compile_cache(base(compiles=0)).outcome == "not_evaluable"
+
+
+def test_exposed_collectives_threshold() -> None:
+    def with_coll(c):
+        return base(breakdown={**base().breakdown, "collective": c})
+
+    assert exposed_collectives(with_coll(T.EXPOSED_COLLECTIVE_SHARE + EPS)).outcome == "fired"
+    assert exposed_collectives(with_coll(T.EXPOSED_COLLECTIVE_SHARE - EPS)).outcome == "passed"
+    assert exposed_collectives(base(breakdown={}, hlo=None)).outcome == "not_evaluable"
+
+
+def test_device_idle_fires_only_when_unexplained() -> None:
+    idle = base(breakdown={**base().breakdown, "device_idle": T.DEVICE_IDLE_SHARE + EPS})
+    assert device_idle(idle, []).outcome == "fired"
+    assert device_idle(base(breakdown={**base().breakdown, "device_idle": T.DEVICE_IDLE_SHARE - EPS}), []).outcome == "passed"
+    explained = device_idle(idle, [host_sync(base(fetched_step_calls=40))])
+    assert explained.outcome == "passed" and "host-sync" in explained.reason
+    assert device_idle(base(breakdown={}, duty_cycle_pct=None), []).outcome == "not_evaluable"
+    assert device_idle(base(breakdown={}, duty_cycle_pct=T.DUTY_CYCLE_PCT - 1), []).outcome == "fired"
+
+
+def test_ranking_puts_the_biggest_gain_first() -> None:
+    s = base(late_compiles=30, recompile_excess_s=2.0, fetched_step_calls=40, breakdown={**base().breakdown, "host": 0.25})
+    ids = [f.id for f in advise_signals(s).fired]
+    assert ids[0] == "recompilation"  # 3.9 / 1.9 = 2.05x beats 1 / 0.75 = 1.33x
+    assert set(ids) >= {"recompilation", "host-sync", "input-bound"}

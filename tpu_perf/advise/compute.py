@@ -1,0 +1,104 @@
+"""Compute rules judged against a target chip: f32 matmuls on a bf16 MXU, MXU tile padding, and
+matmuls too small (per-device batch) to reach the chip's ridge point."""
+
+from __future__ import annotations
+
+from tpu_perf.advise import thresholds as T
+from tpu_perf.advise.finding import (
+    Evidence,
+    Finding,
+    Fix,
+    Gain,
+    Rule,
+    ev,
+    fired,
+    not_evaluable,
+    passed,
+)
+from tpu_perf.advise.signals import SOURCES, Signals, src
+
+FP32_MATMUL = Rule(
+    id="fp32-matmul", title="Matmuls run in f32 where the target's MXU multiplies bf16", family="compute", severity="medium",
+    fix=Fix(
+        summary="Keep f32 master weights, but run matmuls (and activations) in bfloat16.",
+        jax="logits = jnp.dot(x.astype(jnp.bfloat16), w.astype(jnp.bfloat16), preferred_element_type=jnp.float32)\n# Flax: nn.Dense(..., dtype=jnp.bfloat16, param_dtype=jnp.float32)",
+        pytorch="with torch.autocast(device_type=device.type, dtype=torch.bfloat16):\n    loss = model(x)",
+    ),
+    docs=("https://cloud.google.com/tpu/docs/bfloat16", "https://docs.jax.dev/en/latest/_autosummary/jax.numpy.matmul.html", "https://docs.pytorch.org/docs/stable/amp.html"),
+)
+
+MXU_PADDING = Rule(
+    id="mxu-padding", title="Matmul dimensions are not multiples of the MXU tile", family="compute", severity="low",
+    fix=Fix(
+        summary="Choose model and batch dimensions that are multiples of the tile (128; 256 on v6e): hidden, heads x head_dim, vocab, batch x sequence.",
+        jax="vocab = -(-vocab // 256) * 256  # pad the vocabulary; d_model, d_ff, head_dim as multiples of 128/256",
+    ),
+    docs=("https://cloud.google.com/tpu/docs/performance-guide", "https://jax-ml.github.io/scaling-book/tpus/"),
+)
+
+SMALL_BATCH = Rule(
+    id="small-batch", title="Matmuls are far below the target's ridge point and HBM has room for a bigger batch", family="compute", severity="medium",
+    fix=Fix(
+        summary="Grow the per-device batch (and scale the learning rate), or accumulate fewer, larger micro-batches.",
+        jax="batch_size *= 4  # check `tpu-perf report` memory.max_batch_size first",
+        pytorch="loader = DataLoader(ds, batch_size=4 * batch_size)",
+    ),
+    docs=("https://jax-ml.github.io/scaling-book/roofline/", "https://cloud.google.com/tpu/docs/performance-guide"),
+)
+
+
+def target_missing(s: Signals) -> str | None:
+    """Why a hardware rule cannot judge this run, or None."""
+    if s.target is None:
+        return f"this run is on {s.platform or 'an unknown device'}, not a TPU: pass --target CHIP (e.g. --target v6e) to judge it for one"
+    return None
+
+
+def _target_evidence(s: Signals) -> Evidence:
+    return ev("target_chip", s.target.name if s.target else None, "chip", f"{s.target_from}: hardware/catalogue.toml")
+
+
+def fp32_matmul(s: Signals) -> Finding:
+    if (why := target_missing(s)) is not None:
+        return not_evaluable(FP32_MATMUL, why)
+    if s.hlo is None or not s.hlo.dots:
+        return not_evaluable(FP32_MATMUL, "no matmuls in a saved step-program HLO (JAX runs with a jitted step save it)")
+    share = s.dot_source_dtype_share.get("f32", 0.0)
+    evidence = [src("f32_dot_share", share), ev("dot_flops", sum(s.hlo.dot_flops_by_dtype.values()), "hlo", "sum(hlo.analysis.dot_flops_by_dtype)"), _target_evidence(s)]
+    if share <= T.FP32_MATMUL_SHARE:
+        return passed(FP32_MATMUL, f"{share:.0%} of matmul FLOPs in f32", evidence)
+    return fired(FP32_MATMUL, f"{share:.0%} of matmul FLOPs run in f32 on a bf16 MXU ({s.target.name})", evidence,
+                 Gain(factor=None, basis="at default precision XLA already feeds f32 matmuls to the MXU in bf16; the gain is halved memory traffic and up to 3-6x where HIGH/HIGHEST precision is set"))
+
+
+def mxu_padding(s: Signals) -> Finding:
+    if (why := target_missing(s)) is not None:
+        return not_evaluable(MXU_PADDING, why)
+    a = s.hlo_target
+    if a is None or a.padding_waste is None:
+        return not_evaluable(MXU_PADDING, "no matmuls in a saved step-program HLO (JAX runs with a jitted step save it)")
+    evidence = [ev("padding_waste_fraction", a.padding_waste, *SOURCES["padding_waste"]), ev("mxu_tile", a.tile, "chip", "hlo_analysis.tile_for_chip(target)"), _target_evidence(s)]
+    if a.padding_waste < T.MXU_PADDING_SHARE:
+        return passed(MXU_PADDING, f"{a.padding_waste:.0%} of the MXU work is padding", evidence)
+    worst = sorted(a.dots, key=lambda d: -d.padding_waste * d.flops)[:3]
+    shapes = ", ".join(f"{d.name} {d.m}x{d.k}x{d.n}" for d in worst)
+    matmul = s.breakdown.get("matmul")
+    share = matmul if matmul else 1.0
+    gain = Gain(factor=1 / (1 - a.padding_waste * share), basis=f"{a.padding_waste:.0%} of MXU work is padding" + (f", matmuls are {matmul:.0%} of the traced step" if matmul else ", assuming a matmul-bound step (upper bound)"))
+    return fired(MXU_PADDING, f"{a.padding_waste:.0%} of the MXU work on {s.target.name} ({a.tile}x{a.tile} tiles) is padding; worst: {shapes}", evidence, gain)
+
+
+def small_batch(s: Signals) -> Finding:
+    if (why := target_missing(s)) is not None:
+        return not_evaluable(SMALL_BATCH, why)
+    ridge, intensity = s.ridge_flops_per_byte, s.dot_intensity_bf16
+    if ridge is None or intensity is None:
+        return not_evaluable(SMALL_BATCH, "no matmuls in a saved step-program HLO, or no peak/bandwidth for the target")
+    if s.peak_bytes is None or not s.capacity_bytes:
+        return not_evaluable(SMALL_BATCH, "device memory peak or capacity unknown: no headroom to judge")
+    headroom = 1 - s.peak_bytes / s.capacity_bytes
+    evidence = [src("dot_intensity_bf16", intensity), ev("ridge_flops_per_byte", ridge, *SOURCES["ridge_flops_per_byte"]), src("peak_bytes", s.peak_bytes), ev("capacity_bytes", s.capacity_bytes, "chip" if (s.capacity_from or "").startswith("catalogue") else "memory", s.capacity_from or "memory.capacity_bytes"), _target_evidence(s)]
+    if intensity >= T.SMALL_BATCH_RIDGE_FRACTION * ridge or headroom < T.SMALL_BATCH_MIN_HEADROOM:
+        return passed(SMALL_BATCH, f"matmul intensity {intensity:.0f} FLOPs/byte vs ridge {ridge:.0f}; HBM headroom {headroom:.0%}", evidence)
+    return fired(SMALL_BATCH, f"matmuls reach {intensity:.0f} FLOPs/byte, {intensity / ridge:.0%} of {s.target.name}'s ridge point, with {headroom:.0%} of HBM free", evidence,
+                 Gain(factor=None, basis="a bigger batch raises throughput per sample, not the step time; measure tokens/s after the change"))

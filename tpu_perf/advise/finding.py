@@ -1,0 +1,94 @@
+"""What a rule returns: one finding, with its outcome, evidence, fix and expected gain.
+
+Plain frozen dataclasses; `tpu_perf.jsonio.to_jsonable` turns them into the JSON that
+`tpu-perf advise --json` prints. A finding never carries rendered text with numbers baked in:
+the evidence holds the numbers, the views format them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Severity = Literal["high", "medium", "low"]
+Outcome = Literal["fired", "passed", "not_evaluable"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Evidence:
+    """One number a rule used. `name` carries the unit (`_s`, `_bytes`, `_fraction`, `_count`)."""
+
+    name: str
+    value: float | int | str | None
+    source: str
+    """Where it came from: `steps`, `compiles`, `hlo`, `trace`, `memory`, `runtime`, `manifest`, `chip`."""
+    path: str
+    """The report key (`compile.after_warmup`) or the table expression it was computed from."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fix:
+    summary: str
+    jax: str | None = None
+    """A short JAX snippet naming the real API or flag."""
+    pytorch: str | None = None
+    """The PyTorch / torch-tpu snippet, where the fix differs."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Gain:
+    """Expected step-time factor (old step / new step) if the fix is applied; None: no honest estimate."""
+
+    factor: float | None
+    basis: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rule:
+    """The fixed part of a rule: what it is about and how to fix it."""
+
+    id: str
+    title: str
+    family: str
+    severity: Severity
+    fix: Fix
+    docs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Finding:
+    id: str
+    title: str
+    family: str
+    severity: Severity
+    outcome: Outcome
+    reason: str | None
+    """Why it fired, passed, or could not be evaluated (and how to get the missing data)."""
+    evidence: list[Evidence] = field(default_factory=list)
+    fix: Fix | None = None
+    expected_gain: Gain | None = None
+    docs: tuple[str, ...] = ()
+
+    @property
+    def gain_factor(self) -> float | None:
+        return self.expected_gain.factor if self.expected_gain else None
+
+
+def fired(rule: Rule, reason: str, evidence: list[Evidence], gain: Gain | None, *, severity: Severity | None = None) -> Finding:
+    """`severity` overrides the rule's, for a finding judged for a target rather than seen on it."""
+    return Finding(id=rule.id, title=rule.title, family=rule.family, severity=severity or rule.severity, outcome="fired", reason=reason, evidence=evidence, fix=rule.fix, expected_gain=gain, docs=rule.docs)
+
+
+def passed(rule: Rule, reason: str, evidence: list[Evidence] | None = None) -> Finding:
+    return Finding(id=rule.id, title=rule.title, family=rule.family, severity=rule.severity, outcome="passed", reason=reason, evidence=evidence or [], docs=rule.docs)
+
+
+def not_evaluable(rule: Rule, reason: str) -> Finding:
+    return Finding(id=rule.id, title=rule.title, family=rule.family, severity=rule.severity, outcome="not_evaluable", reason=reason, docs=rule.docs)
+
+
+def ev(name: str, value: Any, source: str, path: str) -> Evidence:
+    """Evidence with floats rounded for display stability (the raw value stays within 1e-9 relative)."""
+    if isinstance(value, float):
+        value = float(f"{value:.6g}")
+    return Evidence(name=name, value=value, source=source, path=path)

@@ -1,0 +1,102 @@
+"""Host-side rules: a device-to-host fetch every step, and an input pipeline the device waits for."""
+
+from __future__ import annotations
+
+from tpu_perf.advise import thresholds as T
+from tpu_perf.advise.finding import (
+    Evidence,
+    Finding,
+    Fix,
+    Gain,
+    Rule,
+    ev,
+    fired,
+    not_evaluable,
+    passed,
+)
+from tpu_perf.advise.signals import Signals, src
+
+HOST_SYNC = Rule(
+    id="host-sync", title="The loop fetches a device value to the host every step", family="input", severity="medium",
+    fix=Fix(
+        summary="Keep values on the device and fetch them every N steps (or accumulate on device), so the host can dispatch ahead.",
+        jax="if step % 100 == 0:\n    print(float(loss))  # not float(loss) / np.asarray / print(loss) every step",
+        pytorch="if step % 100 == 0:\n    print(loss.item())  # .item() / print(tensor) every step waits for the device",
+    ),
+    docs=("https://docs.jax.dev/en/latest/async_dispatch.html", "https://docs.pytorch.org/xla/master/learn/troubleshoot.html"),
+)
+
+INPUT_BOUND = Rule(
+    id="input-bound", title="The device waits for the host's input pipeline", family="input", severity="high",
+    fix=Fix(
+        summary="Prepare batches ahead of the device: prefetch on a background thread, move preprocessing into the jitted step or a data loader with workers.",
+        jax="it = flax.jax_utils.prefetch_to_device(batches, size=2)  # or grain / tf.data .prefetch(); jax.device_put the next batch early",
+        pytorch="loader = DataLoader(ds, batch_size=B, num_workers=4, pin_memory=True, prefetch_factor=2)",
+    ),
+    docs=("https://docs.jax.dev/en/latest/data_loaders.html", "https://docs.pytorch.org/docs/stable/data.html#multi-process-data-loading", "https://openxla.org/xprof/input_pipeline_analyzer"),
+)
+
+
+def _share_path(s: Signals) -> str:
+    return "breakdown.input" if (s.framework == "torch" and s.platform == "cpu") else "breakdown.host + breakdown.input"
+
+
+def host_share(s: Signals) -> float | None:
+    """Share of the step with no device program running (host, input), from the trace breakdown.
+
+    PyTorch on a CPU runs its ops on the Python thread: the gaps between them are the framework's
+    own overhead as much as input work, so only time in named input events (data loaders) counts."""
+    if not s.breakdown:
+        return None
+    if s.framework == "torch" and s.platform == "cpu":
+        return s.breakdown.get("input", 0.0)
+    return s.breakdown.get("host", 0.0) + s.breakdown.get("input", 0.0)
+
+
+def overlap_gain(s: Signals) -> tuple[Gain | None, list[Evidence]]:
+    """Step / max(device, host) when host work could overlap the device: from steps, else the trace."""
+    if s.iteration_median_s and s.device_median_s is not None and s.host_median_s:
+        host, dev = s.host_median_s, s.device_median_s
+        basis = f"host work {host * 1e3:.3g} ms per step would overlap {dev * 1e3:.3g} ms of device work"
+        return Gain(factor=s.iteration_median_s / max(dev, host), basis=basis), [src("iteration_median_s", s.iteration_median_s), src("device_median_s", dev), src("host_median_s", host)]
+    share = host_share(s)
+    if share:
+        basis = f"{share:.0%} of the traced step had no device work; overlapped, the step is the longer of the two"
+        return Gain(factor=1 / max(share, 1 - share), basis=basis), [ev("trace_host_fraction", share, "trace", _share_path(s))]
+    return None, []
+
+
+def host_sync(s: Signals) -> Finding:
+    if s.framework == "torch":
+        return not_evaluable(HOST_SYNC, "device-to-host fetches are counted by the JAX collector only; for PyTorch/XLA see PT_XLA_DEBUG_LEVEL=2 (TransferFromDevice per step)")
+    rate = s.fetches_per_step
+    if rate is None:
+        return not_evaluable(HOST_SYNC, "no fetch counts: record the run with this tpu-perf (the JAX collector counts fetches of step outputs)")
+    evidence = [src("fetched_step_calls", s.fetched_step_calls), src("step_calls", s.step_calls), src("fetches_per_step", rate)]
+    if rate <= T.FETCHES_PER_STEP:
+        return passed(HOST_SYNC, f"{rate:.2f} fetches of step outputs per step", evidence)
+    gain, more = overlap_gain(s)
+    return fired(HOST_SYNC, f"{s.fetched_step_calls} of {s.step_calls} steps fetched an output to the host right after dispatch", evidence + more, gain)
+
+
+def input_bound(s: Signals) -> Finding:
+    share = host_share(s)
+    if share is None:
+        if s.host_median_s is not None and s.iteration_median_s:
+            share = s.host_median_s / s.iteration_median_s
+            evidence = [src("host_median_s", s.host_median_s), src("iteration_median_s", s.iteration_median_s)]
+        else:
+            return not_evaluable(INPUT_BOUND, "no trace window and no host time per step: record without --no-trace")
+    else:
+        evidence = [ev("trace_host_fraction", share, "trace", _share_path(s)), ev("trace_input_fraction", s.breakdown.get("input", 0.0), "trace", "breakdown.input")]
+    pps = s.programs_per_step
+    if pps is not None and pps >= T.OP_BY_OP_PROGRAMS_PER_STEP:
+        return passed(INPUT_BOUND, f"the host time between device ops is op-by-op dispatch ({pps:.0f} programs per step): see op-by-op", evidence + [src("programs_per_step", pps)])
+    if share < T.INPUT_BOUND_SHARE:
+        level = "moderately input-bound (XProf: 5-20 %)" if share >= T.INPUT_BOUND_MODERATE_SHARE else "not input-bound"
+        return passed(INPUT_BOUND, f"{level}: the host held the device up for {share:.0%} of the step", evidence)
+    fetch = s.fetches_per_step
+    if fetch is not None and fetch > T.FETCHES_PER_STEP:
+        evidence.append(src("fetches_per_step", fetch))
+    gain = Gain(factor=1 / (1 - share), basis=f"the device waited {share:.0%} of the step for the host; an input pipeline that keeps up removes the wait") if share < 1 else None
+    return fired(INPUT_BOUND, f"the device waited for the host {share:.0%} of the step", evidence, gain)

@@ -1,0 +1,103 @@
+"""Memory rules: un-donated train state, unused HBM, and a peak near capacity."""
+
+from __future__ import annotations
+
+from tpu_perf.advise import thresholds as T
+from tpu_perf.advise.compute import target_missing
+from tpu_perf.advise.finding import (
+    Evidence,
+    Finding,
+    Fix,
+    Gain,
+    Rule,
+    ev,
+    fired,
+    not_evaluable,
+    passed,
+)
+from tpu_perf.advise.signals import Signals, src
+
+NO_DONATION = Rule(
+    id="no-donation", title="The step returns new state without donating the old", family="memory", severity="medium",
+    fix=Fix(
+        summary="Donate the train state to the step so XLA writes the new state into the old buffers (one copy in memory, not two).",
+        jax="train_step = jax.jit(train_step, donate_argnums=0)  # or donate_argnames=('state',)",
+        pytorch="# PyTorch optimizers update parameters in place; nothing to donate",
+    ),
+    docs=("https://docs.jax.dev/en/latest/faq.html#buffer-donation", "https://docs.jax.dev/en/latest/_autosummary/jax.jit.html"),
+)
+
+HBM_HEADROOM = Rule(
+    id="hbm-headroom", title="Much of HBM is unused: the batch could grow", family="memory", severity="low",
+    fix=Fix(
+        summary="Use the memory: a larger per-device batch, or fewer remat / offload settings.",
+        jax="batch_size = int(batch_size * multiplier)  # `tpu-perf report` memory.max_batch_size estimates it",
+        pytorch="batch_size = int(batch_size * multiplier)",
+    ),
+    docs=("https://docs.jax.dev/en/latest/gpu_memory_allocation.html", "https://cloud.google.com/tpu/docs/performance-guide"),
+)
+
+HBM_PRESSURE = Rule(
+    id="hbm-pressure", title="Peak device memory is near capacity", family="memory", severity="high",
+    fix=Fix(
+        summary="Lower the peak before it becomes an OOM or forced rematerialization: donate state, rematerialize activations, shard, or shrink the batch.",
+        jax="block = jax.checkpoint(block)  # jax.remat; plus jax.jit(..., donate_argnums=0)",
+        pytorch="from torch.utils.checkpoint import checkpoint\nh = checkpoint(block, h, use_reentrant=False)",
+    ),
+    docs=("https://docs.jax.dev/en/latest/gradient-checkpointing.html", "https://docs.pytorch.org/docs/stable/checkpoint.html"),
+)
+
+
+def no_donation(s: Signals) -> Finding:
+    if s.framework == "torch":
+        return passed(NO_DONATION, "PyTorch optimizers update parameters in place")
+    if s.output_bytes is None or s.argument_bytes is None:
+        return not_evaluable(NO_DONATION, "no XLA memory analysis of a step program (JAX runs with a jitted step save it)")
+    alias = s.alias_bytes or 0
+    evidence = [src("argument_bytes", s.argument_bytes), src("output_bytes", s.output_bytes), src("alias_bytes", alias)]
+    returns_state = s.output_bytes >= T.DONATION_MIN_FRACTION * s.argument_bytes and s.output_bytes >= T.DONATION_MIN_BYTES
+    if not returns_state:
+        return passed(NO_DONATION, f"the step returns {s.output_bytes} bytes: no train state to donate", evidence)
+    if alias >= T.DONATION_MIN_FRACTION * s.output_bytes:
+        return passed(NO_DONATION, f"{alias / s.output_bytes:.0%} of the outputs reuse donated inputs", evidence)
+    return fired(NO_DONATION, f"the step returns {s.output_bytes / 2**20:.1f} MiB and only {alias / 2**20:.1f} MiB reuse donated inputs", evidence,
+                 Gain(factor=None, basis=f"frees about {(s.output_bytes - alias) / 2**20:.1f} MiB of device memory at the peak; step time stays about the same"))
+
+
+def _headroom(s: Signals, rule: object) -> tuple[float, list[Evidence]] | Finding:
+    if (why := target_missing(s)) is not None:
+        return not_evaluable(rule, why)
+    if s.peak_bytes is None or not s.capacity_bytes:
+        return not_evaluable(rule, "device memory peak or capacity unknown (no runtime samples or XLA memory analysis)")
+    evidence = [ev("peak_bytes", s.peak_bytes, "memory", f"memory.peak_bytes ({s.peak_source})"), ev("capacity_bytes", s.capacity_bytes, "chip" if (s.capacity_from or "").startswith("catalogue") else "memory", s.capacity_from or "memory.capacity_bytes")]
+    return 1 - s.peak_bytes / s.capacity_bytes, evidence
+
+
+def hbm_headroom(s: Signals) -> Finding:
+    got = _headroom(s, HBM_HEADROOM)
+    if isinstance(got, Finding):
+        return got
+    headroom, evidence = got
+    if headroom < T.HBM_HEADROOM_FRACTION:
+        return passed(HBM_HEADROOM, f"{headroom:.0%} of HBM free at the peak", evidence)
+    fixed = s.fixed_bytes if s.fixed_bytes is not None and s.fixed_bytes < s.peak_bytes else None
+    if fixed is not None:
+        multiplier = (s.capacity_bytes * 0.95 - fixed) / (s.peak_bytes - fixed)
+        evidence.append(src("fixed_bytes", fixed))
+        more = f"; by memory.py's linear model the batch could grow about {multiplier:.1f}x"
+    else:
+        more = ""
+    return fired(HBM_HEADROOM, f"{headroom:.0%} of HBM ({s.capacity_bytes / 2**30:.1f} GiB) unused at the peak{more}", evidence,
+                 Gain(factor=None, basis="a bigger batch raises throughput per sample, not the step time"))
+
+
+def hbm_pressure(s: Signals) -> Finding:
+    got = _headroom(s, HBM_PRESSURE)
+    if isinstance(got, Finding):
+        return got
+    headroom, evidence = got
+    used = 1 - headroom
+    if used < T.HBM_PRESSURE_FRACTION:
+        return passed(HBM_PRESSURE, f"peak at {used:.0%} of capacity", evidence)
+    return fired(HBM_PRESSURE, f"peak at {used:.0%} of capacity: near OOM, and XLA may rematerialize to fit", evidence,
+                 Gain(factor=None, basis="risk, not speed: an OOM stops the run"))
