@@ -111,15 +111,15 @@ def _resolve(doc: dict, path: str) -> object:
 
 
 def _steady_times(run, report: dict) -> dict[str, float]:
-    """Iteration and device medians over the steady steps, recomputed from steps.parquet."""
+    """Iteration, device and host medians over the steady steps, recomputed from steps.parquet:
+    after warm-up, not compiled, not the tail step, not traced (while any untraced one is left)."""
     steps = run.steps.sort_values("start_time_s").reset_index(drop=True)
-    keep = (np.arange(len(steps)) >= report["steps"]["warmup"]) & ~steps["compiled"].astype(bool).to_numpy()
+    keep = (np.arange(len(steps)) >= report["steps"]["warmup"]) & ~steps["compiled"].astype(bool).to_numpy() & ~steps["tail"].astype(bool).to_numpy()
     if (keep & ~steps["traced"].astype(bool).to_numpy()).any():
         keep &= ~steps["traced"].astype(bool).to_numpy()
-    keep = keep[:-1]
-    iteration = float(np.median(np.diff(steps["start_time_s"].to_numpy())[keep]))
-    device = float(np.median(steps["duration_s"].to_numpy()[:-1][keep]))
-    return {"iteration_median_s": iteration, "device_median_s": device, "host_median_s": max(0.0, iteration - device)}
+    iteration, device = steps["duration_s"].to_numpy(float)[keep], steps["device_s"].to_numpy(float)[keep]
+    known = ~np.isnan(device)
+    return {"iteration_median_s": float(np.median(iteration)), "device_median_s": float(np.median(device[known])), "host_median_s": float(np.median(np.maximum(iteration[known] - device[known], 0.0)))}
 
 
 def _from_hlo(run, report: dict, name: str, tile: int) -> float | KeyError:

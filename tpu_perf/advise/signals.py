@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from tpu_perf.advise.dot_dtypes import dot_flops_share_by_source_dtype
 from tpu_perf.advise.finding import Evidence, ev
@@ -21,7 +20,7 @@ from tpu_perf.analyzers.flops import run_chip
 from tpu_perf.analyzers.hlo import HloModule, run_hlo
 from tpu_perf.analyzers.hlo_analysis import HloAnalysis, analyze_hlo, tile_for_chip
 from tpu_perf.analyzers.report import build_report
-from tpu_perf.analyzers.steps import run_steps, steady_mask
+from tpu_perf.analyzers.steps import run_steps
 from tpu_perf.hardware import Chip, lookup_chip
 from tpu_perf.store import Run
 
@@ -115,9 +114,9 @@ class Signals:
 
 
 SOURCES: dict[str, tuple[str, str]] = {
-    "iteration_median_s": ("steps", "steps.parquet: median over steady steps of start_time_s[i+1] - start_time_s[i] (steps.median_s once it is the iteration)"),
-    "device_median_s": ("steps", "steps.parquet: median of duration_s (dispatch to outputs ready) over steady steps (steps.device_median_s once it exists)"),
-    "host_median_s": ("steps", "steps.parquet: iteration_median_s - device_median_s (steps.host_median_s once it exists)"),
+    "iteration_median_s": ("steps", "steps.median_s (median over steady steps of duration_s, the wall-clock iteration)"),
+    "device_median_s": ("steps", "steps.device_median_s (median over steady steps of device_s, dispatch to outputs ready)"),
+    "host_median_s": ("steps", "steps.host_median_s (median over steady steps of duration_s - device_s)"),
     "after_first_wall_s": ("steps", "steps.parquet: start_time_s[last] - start_time_s[1] + duration_s[last] (the iterations after the first)"),
     "late_compiles": ("compiles", "compiles.parquet: backend_compile events with end_time_s[0] < time_s <= end_time_s[last]"),
     "late_compile_s": ("compiles", "compiles.parquet: sum(duration_s) of trace/lower/backend_compile events with end_time_s[0] < time_s <= end_time_s[last]"),
@@ -163,7 +162,7 @@ def build_signals(run: Run, doc: dict[str, Any] | None = None, *, target: str | 
     target_chip, target_from = (tgt, "--target") if tgt else ((own, "run") if own is not None and own.kind == "tpu" else (None, None))
     steps_doc, comp, mem = doc.get("steps") or {}, doc.get("compile") or {}, doc.get("memory") or {}
     torch_doc = comp.get("torch") or {}
-    it, dev, host = _step_times(run, steps_doc)
+    it, dev, host = steps_doc.get("median_s"), steps_doc.get("device_median_s"), steps_doc.get("host_median_s")
     late = _late_compiles(run)
     hlo_fields = _hlo_signals(run, doc, target_chip)
     jax_counts = run.manifest.get("jax") or {}
@@ -206,27 +205,6 @@ def _framework(run: Run) -> str | None:
     return "torch" if {"torch", "pytorch"} & set(frameworks) else ("jax" if "jax" in frameworks else (frameworks[0] if frameworks else None))
 
 
-def _step_times(run: Run, steps_doc: dict[str, Any]) -> tuple[float | None, float | None, float | None]:
-    """(iteration median, device median, host median).
-
-    Until the steps table carries `device_s` (then `steps.device_median_s` / `steps.host_median_s`
-    exist), the JAX collector's automatic steps time dispatch-to-outputs-ready in `duration_s`, and
-    the iteration is the distance between consecutive step starts."""
-    steps = run_steps(run)
-    warmup = int(steps_doc.get("warmup") or 0)
-    if "device_median_s" in steps_doc or steps.empty or len(steps) < 2:
-        return steps_doc.get("median_s"), steps_doc.get("device_median_s"), steps_doc.get("host_median_s")
-    steady = steady_mask(steps, warmup).to_numpy()[:-1]  # the last step has no next start
-    iteration = np.diff(steps["start_time_s"].to_numpy(float))[steady]
-    if not iteration.size:
-        return steps_doc.get("median_s"), None, None
-    it = float(np.median(iteration))
-    if not str(steps["source"].iloc[0]).startswith("auto:jit"):
-        return it, None, None  # marks and annotations time the wall: no device time apart
-    dev = float(np.median(steps["duration_s"].to_numpy(float)[:-1][steady]))
-    return it, dev, max(0.0, it - dev)
-
-
 def _late_compiles(run: Run) -> tuple[float | None, int | None, float | None, dict[str, int]]:
     """(iterations after the first step, backend compiles in them, seconds of compile work, compiles by function).
 
@@ -236,7 +214,7 @@ def _late_compiles(run: Run) -> tuple[float | None, int | None, float | None, di
     if len(steps) < 2:
         return None, None, None, {}
     start, end = float(steps["end_time_s"].iloc[0]), float(steps["end_time_s"].iloc[-1])
-    wall = float(_iterations(steps)[1:].sum())
+    wall = float(steps["duration_s"].to_numpy(float)[1:].sum())  # steps tile the loop: iterations
     if compiles.empty:
         return wall, 0, 0.0, {}
     inside = compiles[(compiles["time_s"] > start) & (compiles["time_s"] <= end)]
@@ -246,17 +224,11 @@ def _late_compiles(run: Run) -> tuple[float | None, int | None, float | None, di
     return wall, len(backend), float(work["duration_s"].sum()), functions
 
 
-def _iterations(steps: pd.DataFrame) -> np.ndarray:
-    """Each step's iteration: to the next step's start (the last one: its own duration)."""
-    start = steps["start_time_s"].to_numpy(float)
-    return np.append(np.diff(start), float(steps["duration_s"].iloc[-1]))
-
-
 def _recompile_excess(run: Run) -> float | None:
     steps = run_steps(run)
     if len(steps) < 2:
         return None
-    later = _iterations(steps)[1:]
+    later = steps["duration_s"].to_numpy(float)[1:]
     compiled = steps["compiled"].astype(bool).to_numpy()[1:]
     if not compiled.any():
         return 0.0
