@@ -276,6 +276,7 @@ class Recorder:
                 for drain in self._drains:
                     drain()
                 self.writer.flush()
+                self.writer.sync_remote()  # a remote store: at most every few seconds
                 now = time.monotonic()
                 if now - last_beat >= layout.HEARTBEAT_INTERVAL_S:
                     self.writer.write_manifest()

@@ -23,6 +23,7 @@ from typing import Any
 import pandas as pd
 
 from tpu_perf import jsonio
+from tpu_perf.errors import UsageError
 from tpu_perf.store import layout
 from tpu_perf.store.fs import filesystem, is_local, join, to_url
 
@@ -42,6 +43,11 @@ def write_atomic(path: Path, data: bytes) -> None:
         raise
 
 
+REMOTE_SYNC_INTERVAL_S = 5.0
+"""A remote run's staged files reach the store at least this often while it runs, so a killed or
+preempted process leaves its steps readable there (the store promises 10 s)."""
+
+
 class RunWriter:
     """The one writer of a run folder. Thread-safe: collectors append from any thread."""
 
@@ -53,6 +59,10 @@ class RunWriter:
         self._pending: dict[str, list[str]] = {}
         self._files: dict[str, Any] = {}
         self._closed = False
+        self._synced: dict[str, tuple[int, int]] = {}
+        """Remote runs: (size, mtime) of each staged file as last uploaded."""
+        self._synced_at = 0.0
+        self._sync_lock = threading.Lock()
 
     # -- creation -----------------------------------------------------------------------------
     @classmethod
@@ -71,6 +81,11 @@ class RunWriter:
         local_dir.mkdir(parents=True, exist_ok=False)
         writer = cls(local_dir, full, upload_to)
         writer.write_manifest()
+        try:
+            writer.sync_remote(force=True)  # the run is on the store before the script starts
+        except Exception as exc:
+            shutil.rmtree(local_dir.parent, ignore_errors=True)
+            raise UsageError(f"store {store}: cannot write there ({type(exc).__name__}: {exc}); check the URL and the credentials your {store.split('://')[0]} client uses") from None
         return writer
 
     @property
@@ -166,7 +181,36 @@ class RunWriter:
             self._closed = True
         self.update_manifest(status=status, exit_code=exit_code, ended_at=time.time(), **fields)
         if self._upload_to:
-            fs, path = filesystem(self._upload_to)
-            fs.put(str(self.dir), path, recursive=True)
+            self.sync_remote(force=True)
             shutil.rmtree(self.dir.parent, ignore_errors=True)
         return self.url
+
+    # -- remote stores ------------------------------------------------------------------------
+    def sync_remote(self, *, force: bool = False) -> None:
+        """Upload the staged files that changed since the last upload (a remote run only), at most
+        every REMOTE_SYNC_INTERVAL_S unless `force`: the manifest last, so a reader never sees a
+        manifest newer than its tables; files gone from the staging folder (JSON lines compacted to
+        Parquet) are deleted remotely after their replacement is up. Object stores cannot append, so
+        a growing table is uploaded whole each time."""
+        if not self._upload_to:
+            return
+        with self._sync_lock:
+            now = time.monotonic()
+            if not force and now - self._synced_at < REMOTE_SYNC_INTERVAL_S:
+                return
+            self._synced_at = now
+            fs, base = filesystem(self._upload_to)
+            files = sorted(p for p in self.dir.rglob("*") if p.is_file() and not p.name.startswith("."))
+            files.sort(key=lambda p: p.name == layout.MANIFEST)
+            present = set()
+            for path in files:
+                rel = path.relative_to(self.dir).as_posix()
+                present.add(rel)
+                stat = path.stat()
+                key = (stat.st_size, stat.st_mtime_ns)
+                if self._synced.get(rel) != key:
+                    fs.put_file(str(path), join(base, rel))
+                    self._synced[rel] = key
+            for rel in [r for r in self._synced if r not in present]:
+                fs.rm_file(join(base, rel))
+                del self._synced[rel]

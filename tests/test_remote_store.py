@@ -1,0 +1,89 @@
+"""Remote stores through fsspec, against a real S3 API server on loopback (moto's server mode):
+a run streams to the store while it runs, so a killed recording leaves its steps there."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, tpu_perf_cli, user_env
+
+BUCKET = "team-runs"
+
+
+@pytest.fixture(scope="module")
+def s3_env() -> Iterator[dict[str, str]]:
+    """A moto S3 server on 127.0.0.1, reached the way users configure fsspec and boto: environment."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    env = {"FSSPEC_S3_ENDPOINT_URL": f"http://{host}:{port}", "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        import s3fs
+
+        s3fs.S3FileSystem(endpoint_url=env["FSSPEC_S3_ENDPOINT_URL"]).mkdir(BUCKET)
+        yield env
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        server.stop()
+
+
+LOOP = "import sys, time\nfor i in range(int(sys.argv[1])):\n    import tpu_perf\n    tpu_perf.step(i)\n    time.sleep(0.1)\n"
+
+
+def test_record_ls_report_on_an_s3_store(s3_env: dict[str, str], tmp_path: Path) -> None:
+    script = tmp_path / "loop.py"
+    script.write_text(LOOP)
+    store = f"s3://{BUCKET}/done"
+    tpu_perf_cli("record", "-q", "--store", store, "--name", "s3-run", "--no-trace", str(script), "12", env=s3_env, check=True)
+    listed = json.loads(tpu_perf_cli("ls", "--json", "--store", store, env=s3_env, check=True).stdout)
+    assert [r["name"] for r in listed] == ["s3-run"] and listed[0]["status"] == "completed" and listed[0]["steps"] == 12
+    doc = json.loads(tpu_perf_cli("report", "--json", "--store", store, "s3-run", env=s3_env, check=True).stdout)
+    assert doc["run"]["url"] == f"{store}/{listed[0]['id']}" and doc["steps"]["count"] == 12
+    assert doc["steps"]["median_s"] == pytest.approx(0.1, rel=0.3)
+    import s3fs
+
+    names = {Path(p).name for p in s3fs.S3FileSystem(endpoint_url=s3_env["FSSPEC_S3_ENDPOINT_URL"]).ls(f"{BUCKET}/done/{listed[0]['id']}")}
+    assert "steps.parquet" in names and "steps.jsonl" not in names  # compacted, and the JSON lines gone
+
+
+def test_a_killed_recording_has_its_steps_on_the_store(s3_env: dict[str, str], tmp_path: Path) -> None:
+    script = tmp_path / "loop.py"
+    script.write_text(LOOP)
+    store = f"s3://{BUCKET}/killed"
+    env = {**user_env(), **s3_env, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "tpu_perf", "record", "-q", "--store", store, "--no-trace", str(script), "1000"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    time.sleep(15)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    listed = json.loads(tpu_perf_cli("ls", "--json", "--store", store, env=s3_env, check=True).stdout)
+    assert len(listed) == 1 and listed[0]["status"] == "crashed"  # its process is gone: not "running"
+    assert listed[0]["steps"] >= 20
+    doc = json.loads(tpu_perf_cli("report", "--json", "--store", store, listed[0]["id"], env=s3_env, check=True).stdout)
+    assert doc["steps"]["count"] == listed[0]["steps"]
+
+
+def test_an_unreachable_store_is_one_line_before_the_script_runs(s3_env: dict[str, str], tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    script = tmp_path / "touch.py"
+    script.write_text(f"open({str(marker)!r}, 'w').close()\n")
+    proc = tpu_perf_cli("record", "-q", "--store", "s3://no-such-bucket/runs", str(script), env=s3_env)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and "s3://no-such-bucket/runs" in lines[0], proc.stderr
+    assert not marker.exists()
