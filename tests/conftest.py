@@ -15,9 +15,13 @@ DATA = Path(__file__).resolve().parent / "data"
 # libtpu is installed with the `tpu` extra; on a CPU machine JAX would probe it for a TPU first.
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
+# libtpu (loaded by jax[tpu] or torch-tpu) asks the GCE metadata server for the TPU's topology, with
+# retries that take minutes off GCP (seen: torch-tpu autoloaded on a CPU machine stalled in
+# backward()). jax sets this itself when imported; the torch-tpu environment has no jax.
+os.environ.setdefault("TPU_SKIP_MDS_QUERY", "1")
 
 
-JAX_SET_ENV = ("TPU_LIBRARY_PATH", "TPU_SKIP_MDS_QUERY", "TF_CPP_MIN_LOG_LEVEL")
+JAX_SET_ENV = ("TPU_LIBRARY_PATH", "TF_CPP_MIN_LOG_LEVEL")
 """Variables jax writes into os.environ when a test imports it in-process (TPU_LIBRARY_PATH: the
 libtpu.so it found). A child that inherits them loads that libtpu, not the one on its own path."""
 
