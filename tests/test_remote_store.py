@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, tpu_perf_cli, user_env
 
 BUCKET = "team-runs"

@@ -50,3 +50,18 @@ def test_doctor_passes_the_torch_tpu_environment(tmp_path) -> None:
     assert torch_pair["detail"].endswith(f"found torch {md.version('torch')}")
     assert libtpu_pair["detail"] == f"torch-tpu {md.version('torch-tpu')} needs libtpu>=0.0.50; found libtpu {md.version('libtpu')}"
     assert "jax -> libtpu" not in checks and checks["profiler"]["verdict"] == "skip"
+
+
+def test_doctor_names_the_metadata_stall_off_gcp(tmp_path) -> None:
+    """torch-tpu with libtpu, no TPU, TPU_SKIP_MDS_QUERY unset: the stall in backward() is named with its fix."""
+    import json
+
+    from tests.conftest import user_env
+
+    env = {k: v for k, v in user_env().items() if k != "TPU_SKIP_MDS_QUERY"}
+    full = {**env, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-m", "tpu_perf", "doctor", "--json", "--no-probe", "--store", str(tmp_path / "runs")], env=full, capture_output=True, text=True, timeout=300)
+    check = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}["libtpu metadata"]
+    assert proc.returncode == 1 and check["verdict"] == "fail" and "TPU_SKIP_MDS_QUERY=1" in check["fix"]
+    proc = subprocess.run([sys.executable, "-m", "tpu_perf", "doctor", "--json", "--no-probe", "--store", str(tmp_path / "runs")], env={**full, "TPU_SKIP_MDS_QUERY": "1"}, capture_output=True, text=True, timeout=300)
+    assert {c["name"]: c for c in json.loads(proc.stdout)["checks"]}["libtpu metadata"]["verdict"] == "ok"

@@ -8,6 +8,7 @@ child process (`probe.py`), because a mismatched libtpu kills the process that t
 
 from __future__ import annotations
 
+import glob
 import os
 import sys
 import tempfile
@@ -147,6 +148,25 @@ def check_metric_service(addr: str | None, probe: ProbeResult | None) -> Check:
     return Check(name="metric service", verdict="skip", detail=f"no TPU attached and nothing answers at {address}")
 
 
+def tpu_attached() -> bool:
+    """A TPU VM exposes its chips as /dev/accel* (v4, v5p) or VFIO groups (v5e, v6e), as tpu-info finds them."""
+    return bool(glob.glob("/dev/accel*") or glob.glob("/dev/vfio/[0-9]*"))
+
+
+def check_tpu_metadata(dists: Dists) -> Check:
+    """libtpu asks the GCE metadata server for the TPU's topology, retrying for minutes when there
+    is none (off GCP): torch-tpu then stalls inside the first backward() on a CPU machine. jax sets
+    TPU_SKIP_MDS_QUERY itself when it loads libtpu; torch-tpu does not."""
+    name = "libtpu metadata"
+    if not version(dists, "libtpu") or not version(dists, "torch-tpu"):
+        return Check(name=name, verdict="skip", detail="torch-tpu with libtpu not installed")
+    if tpu_attached():
+        return Check(name=name, verdict="ok", detail="a TPU is attached: libtpu reads its topology from the metadata server")
+    if os.environ.get("TPU_SKIP_MDS_QUERY"):
+        return Check(name=name, verdict="ok", detail=f"no TPU attached and TPU_SKIP_MDS_QUERY={os.environ['TPU_SKIP_MDS_QUERY']}: libtpu will not wait on the metadata server")
+    return Check(name=name, verdict="fail", detail="no TPU attached and TPU_SKIP_MDS_QUERY unset: with torch-tpu auto-loaded, libtpu retries the GCE metadata server for minutes (a training script stalls in backward())", fix="export TPU_SKIP_MDS_QUERY=1, or TORCH_DEVICE_BACKEND_AUTOLOAD=0 to keep torch-tpu from loading on this machine")
+
+
 def check_store(store: str) -> Check:
     """Write and delete one file in the store (or, for a local store not made yet, where it would go)."""
     from tpu_perf.store.fs import filesystem, is_local, join
@@ -181,6 +201,6 @@ def diagnose(options: DoctorOptions) -> Diagnosis:
     """Every check, in the order a user would fix them."""
     dists = distributions(options.site)
     probe = run_probe(options.site) if (options.probe and version(dists, "jax")) else None
-    checks = [check_python(), check_packages(dists), *check_pairings(dists), check_profiler(probe, dists), check_chip(probe)]
+    checks = [check_python(), check_packages(dists), *check_pairings(dists), check_tpu_metadata(dists), check_profiler(probe, dists), check_chip(probe)]
     checks += [check_metric_service(options.tpu_metrics_addr, probe), check_store(options.store), check_xprof(dists)]
     return Diagnosis(checks=tuple(checks))
