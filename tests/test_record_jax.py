@@ -121,7 +121,10 @@ def test_host_running_ahead_still_reports_device_time(tmp_path: Path) -> None:
     # Device-bound: the step function's device time is most of the iteration (the batch function's
     # device work is the rest), and never more than it.
     steady = run.steps.iloc[2:-1]
-    assert 0.5 * steady["duration_s"].median() < steady["device_s"].median() <= steady["duration_s"].median()
+    known = steady[steady["device_s"].notna()]  # null where the outputs were ready before the wait
+    assert len(known) >= len(steady) // 2
+    assert (known["device_s"] <= known["duration_s"] + 1e-9).all()
+    assert known["device_s"].median() > 0.5 * known["duration_s"].median()
 
 
 @pytest.mark.parametrize("mode, source", [("annotation", "annotation"), ("explicit", "explicit")])
