@@ -102,6 +102,7 @@ def record(
     from tpu_perf.collectors.record import record as do_record
     from tpu_perf.collectors.runner import resolve_target
     from tpu_perf.collectors.session import RecordOptions
+    from tpu_perf.store.writable import check_writable_store
 
     args = list(ctx.args)
     if module and script:
@@ -115,6 +116,7 @@ def record(
     architecture, calibration = _model_and_calibration(model, hf_config, store)
     addr = _parse_addr(tpu_metrics_addr)
     target = resolve_target(script, module, args)
+    check_writable_store(store)
     options = RecordOptions(
         trace_steps=None if no_trace else _parse_window(trace_steps),
         tokens_per_step=tokens_per_step,
@@ -140,7 +142,8 @@ def record(
         log=lambda line: err.print(line, highlight=False, markup=False, soft_wrap=True),
         on_created=lambda w: err.print(f"tpu-perf: recording run {w.run_id} into {w.url}", highlight=False),
     )
-    _print_summary(result.url, store)
+    if not result.forked:
+        _print_summary(result.url, store)
     raise typer.Exit(result.outcome.exit_code)
 
 
@@ -215,7 +218,9 @@ def ls(store: StoreOption = layout.DEFAULT_STORE, as_json: Annotated[bool, typer
     from tpu_perf.store import list_runs
     from tpu_perf.views import format as fmt
     from tpu_perf.views.report import STATUS_STYLE
+    from tpu_perf.store.writable import check_readable_store
 
+    check_readable_store(store)
     rows = []
     for run in list_runs(store):
         try:

@@ -12,7 +12,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from tpu_perf.collectors import environment, imports
+from tpu_perf.collectors import environment, forks, imports
 from tpu_perf.collectors.runner import Outcome, Target, run_target
 from tpu_perf.collectors.session import Recorder, RecordOptions
 from tpu_perf.store import RunWriter, layout
@@ -30,6 +30,8 @@ class RecordResult:
     url: str
     outcome: Outcome
     warnings: list[str]
+    forked: bool = False
+    """The script forked and this is the child ending: the parent owns the run."""
 
 
 def _installer(spec: str) -> Callable[[Recorder, ModuleType], Callable[[], None]]:
@@ -111,18 +113,29 @@ def record(
     try:
         outcome = run_target(target)
     finally:
-        imports.clear()
-        try:
-            rec.finish()
-            _trace_tables(writer, rec)
-        finally:
-            for undo in reversed(uninstalls):
-                undo()
-            fields = {"warnings": rec.warnings, "step_source": rec.steps.source}
-            if outcome.traceback:
-                writer.write_text(layout.TRACEBACK, outcome.traceback)
-                fields["error"] = {"message": outcome.error, "traceback_file": layout.TRACEBACK}
-            elif outcome.error:
-                fields["error"] = {"message": outcome.error}
-            url = writer.finish(outcome.status, outcome.exit_code, **fields)
+        if not rec.forked:  # a forked child ends here too: nothing of the run is its to write
+            url = _close(writer, rec, outcome, uninstalls)
+    if rec.forked:
+        if rec.forked_in_trace:
+            forks.end_child(outcome.exit_code)
+        return RecordResult(writer.run_id, writer.url, outcome, [], forked=True)
     return RecordResult(writer.run_id, url, outcome, rec.warnings)
+
+
+def _close(writer: RunWriter, rec: Recorder, outcome: Outcome, uninstalls: list[Callable[[], None]]) -> str:
+    """End of the script in the recording process: finalise, undo the hooks, write the manifest."""
+    imports.clear()
+    try:
+        rec.finish()
+        _trace_tables(writer, rec)
+    finally:
+        for undo in reversed(uninstalls):
+            undo()
+        fields = {"warnings": rec.warnings, "step_source": rec.steps.source}
+        if outcome.traceback:
+            writer.write_text(layout.TRACEBACK, outcome.traceback)
+            fields["error"] = {"message": outcome.error, "traceback_file": layout.TRACEBACK}
+        elif outcome.error:
+            fields["error"] = {"message": outcome.error}
+        url = writer.finish(outcome.status, outcome.exit_code, **fields)
+    return url

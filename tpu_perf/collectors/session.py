@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tpu_perf import marks
+from tpu_perf.collectors import forks
 from tpu_perf.collectors.sampler import Rows, Sampler, SampleSource
 from tpu_perf.collectors.steps import StepTracker
 from tpu_perf.store import RunWriter, layout
@@ -120,6 +121,10 @@ class Recorder:
         self._thread: threading.Thread | None = None
         self.warnings: list[str] = []
         self._switch_interval = sys.getswitchinterval()
+        self.forked = False
+        """True in a child forked from the recording process: it records and finalises nothing."""
+        self.forked_in_trace = False
+        """The fork happened inside the trace window: the child holds a profiler it cannot stop."""
         self.sampler = Sampler(options.sample_interval_s, self.now, self.append, self.warn)
         self._add_runtime_sources()
 
@@ -257,7 +262,19 @@ class Recorder:
             self.warn(f"no trace window: {exc}")
 
     # -- lifecycle ------------------------------------------------------------------------------
+    def detach_after_fork(self) -> None:
+        """In a forked child: stop recording and leave the run to the parent (see forks.py)."""
+        self.forked = True
+        marks.set_sink(None)
+        self.writer.detach()
+        if self.trace is not None:
+            self.forked_in_trace = self.trace.active
+            self.trace.active, self.trace.done = False, True
+        self._syncs.clear()
+        self._boundary_hooks.clear()
+
     def start(self) -> None:
+        forks.watch(self)
         marks.set_sink(self)
         self._switch_interval = sys.getswitchinterval()
         sys.setswitchinterval(min(self._switch_interval, SWITCH_INTERVAL_S))
@@ -307,6 +324,7 @@ class Recorder:
             self._guarded(drain)
         self.writer.flush()
         sys.setswitchinterval(self._switch_interval)
+        forks.unwatch(self)
 
 
     def _guarded(self, hook: Callable[[], None]) -> None:

@@ -67,6 +67,8 @@ class RunWriter:
         self._pending: dict[str, list[str]] = {}
         self._files: dict[str, Any] = {}
         self._closed = False
+        self.detached = False
+        """Set in a forked child: it must not touch the parent's run folder."""
 
     # -- creation -----------------------------------------------------------------------------
     @classmethod
@@ -109,10 +111,20 @@ class RunWriter:
         self.write_manifest()
 
     def write_manifest(self) -> None:
+        if self.detached:
+            return
         with self._lock:
             self.manifest["heartbeat_at"] = time.time()
             data = json.dumps(self.manifest, default=_json_default, indent=2, sort_keys=True)
         write_atomic(self.dir / layout.MANIFEST, data.encode())
+
+    def detach(self) -> None:
+        """In a forked child: drop what is queued (the parent writes it) and write nothing more."""
+        self.detached = True
+        self._lock = threading.Lock()  # the parent's lock may have been held by a thread at the fork
+        self._closed = True
+        self._pending = {}
+        self._files = {}
 
     # -- append-only tables -------------------------------------------------------------------
     def append(self, table: str, record: Mapping[str, Any]) -> None:
@@ -138,6 +150,8 @@ class RunWriter:
     # -- whole files --------------------------------------------------------------------------
     def write_table(self, table: str, frame: pd.DataFrame | Iterable[Mapping[str, Any]]) -> None:
         """Write a whole table as Parquet, atomically."""
+        if self.detached:
+            return
         df = frame if isinstance(frame, pd.DataFrame) else pd.DataFrame(list(frame))
         path = self.dir / layout.parquet_name(table)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -152,6 +166,8 @@ class RunWriter:
 
     def write_text(self, relpath: str, text: str) -> Path:
         path = self.dir / relpath
+        if self.detached:
+            return path
         write_atomic(path, text.encode())
         return path
 
