@@ -252,6 +252,20 @@ class Recorder:
         for hook in self._boundary_hooks:
             hook(index)
 
+    def yield_trace(self, reason: str) -> bool:
+        """The script starts its own profiler: stop tpu-perf's window (or never open it), warn once.
+
+        True when a window was open and got cut short (its trace is partial)."""
+        trace = self.trace
+        if trace is None or trace.done:
+            return False
+        cut = trace.active
+        if cut:
+            self._trace_call(trace, trace.stop, active=False)
+        trace.done = True
+        self.warn(reason)
+        return cut
+
     def _trace_call(self, trace: TraceControl, call: Callable[[], None], *, active: bool) -> None:
         try:
             call()

@@ -12,6 +12,7 @@ from types import ModuleType
 from typing import Any
 
 from tpu_perf.collectors.jax.jit import JitTracker
+from tpu_perf.collectors.jax.profiler import JaxProfilers
 from tpu_perf.collectors.jax.programs import analyse_programs
 from tpu_perf.collectors.session import Recorder, TraceControl
 from tpu_perf.store import layout
@@ -63,8 +64,8 @@ class ProfilerUnsafe(RuntimeError):
     """Starting jax.profiler here would crash the process."""
 
 
-def _start_trace(jax: Any, logdir: str) -> None:
-    """Start jax.profiler unless a PJRT plugin that failed to initialise would crash it.
+def _check_profiler_safe(jax: Any) -> None:
+    """Raise unless jax.profiler can start: a PJRT plugin that failed to initialise would crash it.
 
     With libtpu installed on a machine without a TPU (torch-tpu pulls it in), the TPU plugin fails
     to start yet stays loaded, and jaxlib's profiler segfaults calling into it when its profiler
@@ -75,7 +76,6 @@ def _start_trace(jax: Any, logdir: str) -> None:
     failed = dict(getattr(xla_bridge, "_backend_errors", {}) or {})
     if "tpu" in failed and jax.default_backend() != "tpu":
         raise ProfilerUnsafe("libtpu is installed but no TPU is attached, and jax.profiler can crash in that state; set JAX_PLATFORMS=cpu to trace on the CPU")
-    jax.profiler.start_trace(logdir)
 
 
 def _patch_step_annotation(rec: Recorder, jax: Any) -> Callable[[], None]:
@@ -162,7 +162,9 @@ def install(rec: Recorder, jax: ModuleType) -> Callable[[], None]:
     rec.add_before_close(tracker.close)
 
     trace_dir = Path(rec.writer.dir) / layout.TRACE_DIR
-    rec.offer_trace(TraceControl(start=lambda: _start_trace(jax, str(trace_dir)), stop=jax.profiler.stop_trace, name="jax.profiler"))
+    profilers = JaxProfilers(rec, jax, trace_dir)
+    undos.append(profilers.install(jax))
+    rec.offer_trace(TraceControl(start=lambda: profilers.own_start(str(trace_dir), lambda: _check_profiler_safe(jax)), stop=profilers.own_stop, name="jax.profiler"))
 
     seen_hardware = False
 

@@ -19,6 +19,7 @@ from tpu_perf.collectors.session import Recorder
 from tpu_perf.collectors.torch import device
 from tpu_perf.collectors.torch.compiles import DynamoCompiles, tpu_cache_stats
 from tpu_perf.collectors.torch.flops import FlopWindow
+from tpu_perf.collectors.torch.script_profiler import ScriptProfilers
 from tpu_perf.collectors.torch.steps import OptimizerSteps, patch_profiler
 from tpu_perf.collectors.torch.trace import TorchTrace
 from tpu_perf.store import layout
@@ -100,11 +101,12 @@ def install(rec: Recorder, torch: ModuleType) -> Callable[[], None]:
     """Hook `torch` (already imported by the script) into `rec`; returns the undo function."""
     collector = TorchCollector(rec, torch)
     collector.steps.install()
-    undo_profiler = patch_profiler(rec, torch)
+    trace_dir = Path(rec.writer.dir) / layout.TRACE_DIR
+    script = ScriptProfilers(rec, trace_dir)
+    undo_profiler = patch_profiler(rec, torch, script)
     rec.add_sync(collector.sync)
     rec.on_boundary(collector.on_boundary)
-    trace_dir = Path(rec.writer.dir) / layout.TRACE_DIR
-    rec.offer_trace(TorchTrace(torch, trace_dir, lambda: collector.device_type).control())
+    rec.offer_trace(TorchTrace(torch, trace_dir, lambda: collector.device_type, script.check).control())
     rec.add_before_close(collector.before_close)
     rec.add_finalizer(collector.finalize)
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from tpu_perf.collectors.session import Recorder
 from tpu_perf.collectors.torch import device
+from tpu_perf.collectors.torch.script_profiler import ScriptProfilers
 
 SOURCE = "auto:optimizer"
 ANNOTATION = "annotation"
@@ -96,30 +97,42 @@ class OptimizerSteps:
             self.rec.steps.discard_open()
 
 
-def patch_profiler(rec: Recorder, torch: Any) -> Callable[[], None]:
+def patch_profiler(rec: Recorder, torch: Any, script: ScriptProfilers) -> Callable[[], None]:
     """`prof.start()` opens step 0 and each `prof.step()` (called at the end of an iteration, as
     torch documents) ends one and opens the next; the step the last `prof.step()` opened is empty
     and is dropped at `prof.stop()`, so N iterations make N steps.
 
-    Profilers tpu-perf starts itself (its trace window) carry `_tpu_perf_own` and are not steps.
+    Profilers tpu-perf starts itself (its trace window) carry `_tpu_perf_own` and are not steps, nor
+    are the script's profilers opened after optimizer steps were seen (they cover part of the loop).
+    The script's own profilers take over from tpu-perf's window (`script_profiler.py`).
     """
     cls = torch.profiler.profile
     original = {name: getattr(cls, name) for name in ("start", "step", "stop")}
 
+    def marks(prof: Any) -> bool:
+        return getattr(prof, "_tpu_perf_marks", False)
+
     def start(self: Any) -> None:
+        own = getattr(self, "_tpu_perf_own", False)
+        if not own:
+            script.started("torch.profiler.profile")
+            # A profiler opened after optimizer steps were seen covers part of the loop: not the steps.
+            self._tpu_perf_marks = rec.steps.source in (None, ANNOTATION)
         original["start"](self)
-        if not getattr(self, "_tpu_perf_own", False):
+        if marks(self):
             rec.boundary(ANNOTATION, getattr(self, "step_num", None))
 
     def step(self: Any) -> None:
-        if not getattr(self, "_tpu_perf_own", False):
+        if marks(self):
             rec.boundary(ANNOTATION, getattr(self, "step_num", 0) + 1)
         original["step"](self)
 
     def stop(self: Any) -> None:
-        if not getattr(self, "_tpu_perf_own", False) and rec.steps.source == ANNOTATION:
+        if marks(self) and rec.steps.source == ANNOTATION:
             rec.steps.discard_open()  # opened by the last prof.step(): no iteration ran in it
         original["stop"](self)
+        if not getattr(self, "_tpu_perf_own", False):
+            script.stopped(self)
 
     for name, fn in (("start", start), ("step", step), ("stop", stop)):
         fn.__wrapped__ = original[name]  # type: ignore[attr-defined]
