@@ -17,6 +17,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from tpu_perf.collectors.jax import choice
 from tpu_perf.collectors.jax.ready import Call, SyncStamper, wait_ready
 from tpu_perf.collectors.session import Recorder
 
@@ -44,6 +45,9 @@ class FunctionState:
     pending: Call | None = None
     out_ids: frozenset[int] = frozenset()
     abstract_args: tuple[tuple[Any, ...], dict[str, Any]] | None = None
+    breaks: int = 0
+    accumulator: bool = False
+    prev_in_ids: frozenset[int] = frozenset()
 
 
 class JitTracker:
@@ -101,6 +105,8 @@ class JitTracker:
         if self._clean is None and any(isinstance(x, self._tracer) for x in arg_leaves):
             return state.jitted(*args, **kwargs)
         carried = sum(1 for x in arg_leaves if id(x) in state.out_ids) if (state.out_ids and step_fn is None) else 0
+        if step_fn is None:
+            choice.observe(state, arg_leaves, state.out_ids)
         if timed:
             self._wait(state)
         if step_fn is not None and state is not step_fn and step_fn.pending is not None and step_fn.out_ids:
@@ -127,8 +133,9 @@ class JitTracker:
         if carried and step_fn is None:
             state.carry_calls += 1
             state.carried_leaves = max(state.carried_leaves, carried)
-            if state.carry_calls >= CARRIES_TO_DECIDE:
-                self._decide()
+            chosen = choice.ready(self.functions, CARRIES_TO_DECIDE)
+            if chosen is not None:
+                self._decide(chosen)
         return out
 
     def drain(self) -> None:
@@ -150,9 +157,7 @@ class JitTracker:
             wait_ready(pending, self.rec.now)
             self._ready.append(pending)
 
-    def _decide(self) -> None:
-        candidates = [f for f in self.functions if f.carry_calls > 0]
-        chosen = max(candidates, key=lambda f: (f.carried_leaves, f.calls))
+    def _decide(self, chosen: FunctionState) -> None:
         self._wait(chosen)  # its last call's span lands in the buffer, not twice
         self.drain()
         self._adopt(chosen)
@@ -172,6 +177,10 @@ class JitTracker:
         self.sync_all()
         self.drain()
         if self.step_fn is not None or self.rec.steps.source is not None:
+            return
+        carrier = choice.best(self.functions)
+        if carrier is not None:
+            self._decide(carrier)
             return
         called = [f for f in self.functions if len(f.spans) >= 2]
         if not called:
