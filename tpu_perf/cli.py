@@ -216,9 +216,9 @@ def ls(store: StoreOption = layout.DEFAULT_STORE, as_json: Annotated[bool, typer
     """List the runs in a store: id, name, status, start, steps, median step time."""
     from tpu_perf.analyzers.steps import analyze_steps
     from tpu_perf.store import list_runs
+    from tpu_perf.store.writable import check_readable_store
     from tpu_perf.views import format as fmt
     from tpu_perf.views.report import STATUS_STYLE
-    from tpu_perf.store.writable import check_readable_store
 
     check_readable_store(store)
     rows = []

@@ -14,6 +14,7 @@ from typing import Any
 from tpu_perf.collectors.jax.jit import JitTracker
 from tpu_perf.collectors.jax.profiler import JaxProfilers
 from tpu_perf.collectors.jax.programs import analyse_programs
+from tpu_perf.collectors.jax.wrappers import patch_pjit
 from tpu_perf.collectors.session import Recorder, TraceControl
 from tpu_perf.store import layout
 
@@ -153,7 +154,7 @@ def install(rec: Recorder, jax: ModuleType) -> Callable[[], None]:
     tracker = JitTracker(rec, jax)
     original_jit = jax.jit
     jax.jit = tracker.wrap_jit(original_jit)
-    undos = [tracker.stamper.install(jax), _patch_step_annotation(rec, jax)]
+    undos = [tracker.stamper.install(jax), _patch_step_annotation(rec, jax), patch_pjit(jax.jit), tracker.outer.install()]
     listener = CompileListener(rec, tracker)
     undos.append(listener.install())
     rec.add_sync(tracker.sync_all)

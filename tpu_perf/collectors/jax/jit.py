@@ -19,6 +19,7 @@ from typing import Any
 
 from tpu_perf.collectors.jax import choice
 from tpu_perf.collectors.jax.ready import Call, SyncStamper, wait_ready
+from tpu_perf.collectors.jax.wrappers import OuterCalls
 from tpu_perf.collectors.session import Recorder
 
 MAX_BUFFERED_CALLS = 100_000
@@ -48,6 +49,7 @@ class FunctionState:
     breaks: int = 0
     accumulator: bool = False
     prev_in_ids: frozenset[int] = frozenset()
+    last_end: float | None = None
 
 
 class JitTracker:
@@ -66,6 +68,7 @@ class JitTracker:
         self._drain_lock = threading.Lock()
         from jax._src import core
 
+        self.outer = OuterCalls(recorder.now)
         self._clean = getattr(core, "trace_state_clean", None)
         self._tracer = jax.core.Tracer
         self._array = jax.Array
@@ -117,7 +120,7 @@ class JitTracker:
             self._step_index += 1
         traced = rec.trace_active
         compiles_before = self._compiles
-        start = rec.now()
+        start = self._start(state, rec.now())
         out = state.jitted(*args, **kwargs)
         out_leaves = [x for x in self.jax.tree_util.tree_leaves(out) if isinstance(x, self._array)]
         state.calls += 1
@@ -138,6 +141,14 @@ class JitTracker:
                 self._decide(chosen)
         return out
 
+    def _start(self, state: FunctionState, now: float) -> float:
+        """When the step began: the script's outer call (nnx/equinox host work), not before the
+        previous call's outputs were ready."""
+        outer = self.outer.take()
+        if outer is None:
+            return now
+        return min(now, max(outer, state.last_end or outer))
+
     def drain(self) -> None:
         """Turn stamped calls into steps (or buffered spans); called every flush and at the end."""
         with self._drain_lock:
@@ -155,6 +166,7 @@ class JitTracker:
         pending, state.pending = state.pending, None
         if pending is not None:
             wait_ready(pending, self.rec.now)
+            state.last_end = pending.end
             self._ready.append(pending)
 
     def _decide(self, chosen: FunctionState) -> None:
