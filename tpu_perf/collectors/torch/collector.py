@@ -42,8 +42,8 @@ class TorchCollector:
         self._device_known = False
         self._hardware_written = False
         self._device_sync: Callable[[], None] | None = None
-        self.steps = OptimizerSteps(rec, torch, self.set_device)
         self.flops = FlopWindow(rec, torch)
+        self.steps = OptimizerSteps(rec, torch, self.set_device, self.flops.retry)
         self.dynamo = DynamoCompiles(rec)
 
     # -- device ---------------------------------------------------------------------------------
@@ -77,7 +77,7 @@ class TorchCollector:
             self.rec.warn(NO_STEPS_HINT)
 
     def finalize(self) -> None:
-        facts: dict[str, Any] = {"version": str(self.torch.__version__), "device_type": self.device_type, "optimizer_steps": self.steps.steps_seen}
+        facts: dict[str, Any] = {"version": str(self.torch.__version__), "device_type": self.device_type, "optimizer_steps": self.steps.steps_seen, "optimizers_per_step": self.steps.cycle.describe()}
         dynamo = self.dynamo.summary()
         if dynamo is not None:
             facts["dynamo"] = dynamo

@@ -70,6 +70,7 @@ class FlopWindow:
         if window is not None and window[0] <= step < window[1]:
             step = window[1]
         self.step = step
+        self._window = window
         self._mode: Any = None
         self._analytic: dict[str, int] = {}
         self.row: dict[str, Any] | None = None
@@ -80,6 +81,18 @@ class FlopWindow:
             self._leave()
         elif index == self.step and self.row is None:
             self._enter(index)
+
+    def retry(self) -> None:
+        """The counted step turned out to span more than one iteration (several optimizers per
+        iteration were found while it ran): drop the count and count the next step instead."""
+        if self._mode is None or self.counted_index is None:
+            return
+        mode, self._mode = self._mode, None
+        mode.__exit__(None, None, None)
+        step = self.counted_index + 1
+        if self._window is not None and self._window[0] <= step < self._window[1]:
+            step = self._window[1]
+        self.step, self.counted_index = step, None
 
     def _enter(self, index: int) -> None:
         from torch.utils.flop_counter import FlopCounterMode

@@ -2,7 +2,8 @@
 
 `torch.optim.optimizer.register_optimizer_step_post_hook` fires after every `torch.optim` optimizer
 step, so step *k* is the time between the end of optimizer step k-1 and the end of optimizer step k
-(forward, backward, optimizer, and whatever data loading the loop does). Step 0 starts when the last
+(forward, backward, optimizer, and whatever data loading the loop does). Several optimizers that
+step in one iteration (a GAN) make one step per cycle (`cycle.py`). Step 0 starts when the last
 optimizer was created before it (`Optimizer.__init__` is wrapped for the recording), else when torch
 was imported; it is warm-up either way. A global module hook would place it better but adding or
 removing one makes every `torch.compile`d module recompile (Dynamo guards on the hook dict). What
@@ -22,6 +23,7 @@ from typing import Any
 
 from tpu_perf.collectors.session import Recorder
 from tpu_perf.collectors.torch import device
+from tpu_perf.collectors.torch.cycle import OptimizerCycle
 from tpu_perf.collectors.torch.script_profiler import ScriptProfilers
 
 SOURCE = "auto:optimizer"
@@ -31,8 +33,10 @@ ANNOTATION = "annotation"
 class OptimizerSteps:
     """Turns optimizer steps into step boundaries; learns the training device on the way."""
 
-    def __init__(self, rec: Recorder, torch: Any, on_device: Callable[[str | None], None]) -> None:
+    def __init__(self, rec: Recorder, torch: Any, on_device: Callable[[str | None], None], on_grouped: Callable[[], None] = lambda: None) -> None:
         self.rec = rec
+        self._on_grouped = on_grouped
+        self.cycle = OptimizerCycle(self._grouped)
         self.torch = torch
         self._on_device = on_device
         self._step0_start = rec.now()
@@ -75,12 +79,17 @@ class OptimizerSteps:
             self._device_known = True
             self._on_device(device.param_device_type(optimizer))
         rec = self.rec
-        if not rec.steps.accepts(SOURCE):
+        if not rec.steps.accepts(SOURCE) or not self.cycle.ends_step(optimizer):
             return
         if rec.steps.source is None:
             self._first_step()
         else:
             rec.boundary(SOURCE)
+
+    def _grouped(self, optimizers: list[Any]) -> None:
+        names = ", ".join(type(o).__name__ for o in optimizers)
+        self.rec.warn(f"{len(optimizers)} optimizers step in each loop iteration ({names}, in that order): one training step is one such cycle, ending at the last optimizer's step")
+        self._on_grouped()
 
     def _first_step(self) -> None:
         """Step 0 ran from the optimizer's creation to now: written after the fact, then step 1 opens."""
