@@ -142,8 +142,7 @@ def record(
         log=lambda line: err.print(line, highlight=False, markup=False, soft_wrap=True),
         on_created=lambda w: err.print(f"tpu-perf: recording run {w.run_id} into {w.url}", highlight=False),
     )
-    if not result.forked:
-        _print_summary(result.url, store)
+    _print_summary(result.url, store)
     raise typer.Exit(result.outcome.exit_code)
 
 

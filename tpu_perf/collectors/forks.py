@@ -14,7 +14,7 @@ import os
 import sys
 import threading
 import weakref
-from typing import Protocol
+from typing import NoReturn, Protocol
 
 
 class Forkable(Protocol):
@@ -25,8 +25,24 @@ _live: weakref.WeakSet[Forkable] = weakref.WeakSet()
 _lock = threading.Lock()
 _registered = False
 
+quiet = threading.Lock()
+"""Held by tpu-perf's background threads while they work, and taken before a fork: the child then
+never inherits a library lock (file, runtime client, XLA) that one of them held mid-call."""
+
+
+def _before() -> None:
+    if _live:
+        quiet.acquire()
+
+
+def _in_parent() -> None:
+    if quiet.locked():
+        quiet.release()
+
 
 def _in_child() -> None:
+    global quiet
+    quiet = threading.Lock()
     for obj in list(_live):
         try:
             obj.detach_after_fork()
@@ -39,7 +55,7 @@ def watch(obj: Forkable) -> None:
     global _registered
     with _lock:
         if not _registered and hasattr(os, "register_at_fork"):
-            os.register_at_fork(after_in_child=_in_child)
+            os.register_at_fork(before=_before, after_in_parent=_in_parent, after_in_child=_in_child)
             _registered = True
         _live.add(obj)
 
@@ -48,12 +64,13 @@ def unwatch(obj: Forkable) -> None:
     _live.discard(obj)
 
 
-def end_child(exit_code: int) -> None:
-    """End a forked child whose parent had a profiler session open at the fork.
+def end_child(exit_code: int) -> NoReturn:
+    """End a forked child whose script ended (`sys.exit` in the child, or its end).
 
-    The child inherits the profiler's C++ state but not its threads; its static destructors then
-    abort or hang at exit. Run the script's atexit handlers and flush its output as Python would,
-    then leave without the C++ teardown, as multiprocessing's forked workers do.
+    The child inherits the C++ state of the frameworks (a profiler session, thread pools) but not
+    their threads; their static destructors can abort or hang there. Run the script's atexit
+    handlers and flush its output as Python would, then leave without the interpreter and C++
+    teardown, as multiprocessing's forked workers do.
     """
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):

@@ -30,8 +30,6 @@ class RecordResult:
     url: str
     outcome: Outcome
     warnings: list[str]
-    forked: bool = False
-    """The script forked and this is the child ending: the parent owns the run."""
 
 
 def _installer(spec: str) -> Callable[[Recorder, ModuleType], Callable[[], None]]:
@@ -116,9 +114,7 @@ def record(
         if not rec.forked:  # a forked child ends here too: nothing of the run is its to write
             url = _close(writer, rec, outcome, uninstalls)
     if rec.forked:
-        if rec.forked_in_trace:
-            forks.end_child(outcome.exit_code)
-        return RecordResult(writer.run_id, writer.url, outcome, [], forked=True)
+        forks.end_child(outcome.exit_code)
     return RecordResult(writer.run_id, url, outcome, rec.warnings)
 
 

@@ -123,8 +123,6 @@ class Recorder:
         self._switch_interval = sys.getswitchinterval()
         self.forked = False
         """True in a child forked from the recording process: it records and finalises nothing."""
-        self.forked_in_trace = False
-        """The fork happened inside the trace window: the child holds a profiler it cannot stop."""
         self.sampler = Sampler(options.sample_interval_s, self.now, self.append, self.warn)
         self._add_runtime_sources()
 
@@ -282,7 +280,6 @@ class Recorder:
         marks.set_sink(None)
         self.writer.detach()
         if self.trace is not None:
-            self.forked_in_trace = self.trace.active
             self.trace.active, self.trace.done = False, True
         self._syncs.clear()
         self._boundary_hooks.clear()
@@ -300,19 +297,25 @@ class Recorder:
     def _background(self) -> None:
         last_beat = last_progress = time.monotonic()
         while not self._stop.wait(FLUSH_INTERVAL_S):
-            try:
-                for drain in self._drains:
-                    drain()
-                self.writer.flush()
-                now = time.monotonic()
-                if now - last_beat >= layout.HEARTBEAT_INTERVAL_S:
-                    self.writer.write_manifest()
-                    last_beat = now
-                if self.options.progress and now - last_progress >= PROGRESS_INTERVAL_S and self.steps.closed:
-                    self.log(self.progress_line())
-                    last_progress = now
-            except Exception as exc:  # never let the flusher die silently
-                self.warn(f"background flush failed: {type(exc).__name__}: {exc}")
+            with forks.quiet:
+                last_beat, last_progress = self._flush_once(last_beat, last_progress)
+
+    def _flush_once(self, last_beat: float, last_progress: float) -> tuple[float, float]:
+        """One round of the flush thread; returns when the heartbeat and progress line last ran."""
+        try:
+            for drain in self._drains:
+                drain()
+            self.writer.flush()
+            now = time.monotonic()
+            if now - last_beat >= layout.HEARTBEAT_INTERVAL_S:
+                self.writer.write_manifest()
+                last_beat = now
+            if self.options.progress and now - last_progress >= PROGRESS_INTERVAL_S and self.steps.closed:
+                self.log(self.progress_line())
+                last_progress = now
+        except Exception as exc:  # never let the flusher die silently
+            self.warn(f"background flush failed: {type(exc).__name__}: {exc}")
+        return last_beat, last_progress
 
     def progress_line(self) -> str:
         recent = sorted(self._recent)
