@@ -108,6 +108,19 @@ def test_wrapped_steps_are_found_and_timed_from_the_script_call(tmp: Path, kind:
         assert ours == pytest.approx(theirs, rel=0.1)
 
 
+# -- interleaved eval --------------------------------------------------------------------------
+def test_steps_with_an_eval_are_flagged_and_left_out_of_steady_state(tmp: Path) -> None:
+    out = tmp / "eval.json"
+    proc, run = record(tmp / "eval", str(SCRIPTS / "jax_eval.py"), "20", "5", str(out), record_args=("--no-trace",))
+    assert proc.returncode == 0, proc.stderr
+    truth = json.loads(out.read_text())
+    expected = [i + 1 for i in truth["eval_after"] if i + 1 < truth["iterations"]]
+    assert run.steps.loc[run.steps["interleaved"], "step"].tolist() == expected == [5, 10, 15]
+    doc = report(run)
+    assert doc["steps"]["interleaved"] == 3
+    assert doc["steps"]["steady"] == len(run.steps) - doc["steps"]["warmup"] - 3 - int(run.steps["instrumented"].sum())
+
+
 # -- -m packages and folders --------------------------------------------------------------------
 def test_module_from_the_package_parent_folder(tmp: Path) -> None:
     out = tmp / "m.json"

@@ -31,6 +31,8 @@ class StepStats:
     steps_per_s: float | None
     tokens_per_step: int | None
     tokens_per_s: float | None
+    interleaved: int = 0
+    """Steps that also ran an eval or a checkpoint (flagged while recording): left out of steady state."""
 
 
 def run_steps(run: Run) -> pd.DataFrame:
@@ -68,7 +70,7 @@ def warmup_count(steps: pd.DataFrame, override: int | None = None) -> int:
 def steady_mask(steps: pd.DataFrame, warmup: int) -> pd.Series:
     mask = (np.arange(len(steps)) >= warmup) & ~_flags(steps["compiled"])
     extra = np.zeros(len(steps), dtype=bool)
-    for column in ("traced", "instrumented"):  # steps where tpu-perf itself did extra work
+    for column in ("traced", "instrumented", "interleaved"):  # tpu-perf's extra work, or the script's eval/checkpoint
         if column in steps:
             flags = steps[column]
             extra |= _flags(flags if flags.dtype == bool else flags.fillna(False))
@@ -114,4 +116,5 @@ def analyze_steps(run: Run, *, warmup_steps: int | None = None) -> StepStats:
         steps_per_s=1.0 / median if median else None,
         tokens_per_step=tokens,
         tokens_per_s=tokens / median if (tokens and median) else None,
+        interleaved=int(_flags(steps["interleaved"].fillna(False)).sum()) if "interleaved" in steps else 0,
     )

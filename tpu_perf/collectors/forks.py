@@ -30,19 +30,25 @@ quiet = threading.Lock()
 never inherits a library lock (file, runtime client, XLA) that one of them held mid-call."""
 
 
+_held = False
+
+
 def _before() -> None:
-    if _live:
-        quiet.acquire()
+    """Wait (2 s at most: a stuck metric source must not stall the script) for our threads' lull."""
+    global _held
+    _held = bool(_live) and quiet.acquire(timeout=2.0)
 
 
 def _in_parent() -> None:
-    if quiet.locked():
+    global _held
+    if _held:
+        _held = False
         quiet.release()
 
 
 def _in_child() -> None:
-    global quiet
-    quiet = threading.Lock()
+    global quiet, _held
+    quiet, _held = threading.Lock(), False
     for obj in list(_live):
         try:
             obj.detach_after_fork()

@@ -132,7 +132,8 @@ def run_target(target: Target) -> Outcome:
             if target.module:
                 runpy.run_module(target.module, run_name="__main__", alter_sys=True)
             else:
-                runpy.run_path(str(target.path), run_name="__main__")
+                # a folder: run_path sets sys.argv[0] to the path it is given, so give it as typed
+                runpy.run_path(target.typed if (target.typed and target.path.is_dir()) else str(target.path), run_name="__main__")
         return Outcome("completed", 0)
     except SystemExit as exc:
         code = exc.code

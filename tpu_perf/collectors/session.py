@@ -230,9 +230,9 @@ class Recorder:
         self.sync()
         self.steps.end(source, self.now())
 
-    def span(self, source: str, start: float, end: float, *, traced: bool = False, step_num: int | None = None) -> None:
+    def span(self, source: str, start: float, end: float, *, traced: bool = False, step_num: int | None = None, interleaved: bool = False) -> None:
         """A complete step whose device completion time is known (any thread may call this)."""
-        self.steps.span(source, start, end, traced=traced, step_num=step_num)
+        self.steps.span(source, start, end, traced=traced, step_num=step_num, interleaved=interleaved)
 
     @property
     def trace_active(self) -> bool:

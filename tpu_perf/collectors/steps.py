@@ -28,6 +28,7 @@ class _OpenStep:
     step_num: int | None
     traced: bool = False
     instrumented: bool = False
+    interleaved: bool = False
 
 
 class StepTracker:
@@ -100,18 +101,24 @@ class StepTracker:
             else:
                 self._instrument_next = True
 
+    def mark_interleaved(self) -> None:
+        """The open step also ran an eval or a checkpoint: a long iteration for a known reason."""
+        with self._lock:
+            if self._open is not None:
+                self._open.interleaved = True
+
     def discard_open(self) -> None:
         """Drop the open step unwritten: the time after the last detected step is no step."""
         with self._lock:
             self._open = None
 
     # -- span marks -------------------------------------------------------------------------------
-    def span(self, source: str, start: float, end: float, *, traced: bool = False, step_num: int | None = None) -> None:
+    def span(self, source: str, start: float, end: float, *, traced: bool = False, step_num: int | None = None, interleaved: bool = False) -> None:
         """Write a complete step [start, end]."""
         with self._lock:
             if not self._switch(source):
                 return
-            self._open = _OpenStep(self._next_index, start, source, step_num, traced)
+            self._open = _OpenStep(self._next_index, start, source, step_num, traced, interleaved=interleaved)
             self._next_index += 1
             self._close(end)
 
@@ -132,6 +139,7 @@ class StepTracker:
             "compile_s": compile_s,
             "traced": step.traced,
             "instrumented": step.instrumented,
+            "interleaved": step.interleaved,
             "source": step.source,
         }
         self.closed += 1

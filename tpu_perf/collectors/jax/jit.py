@@ -28,6 +28,10 @@ MAX_BUFFERED_CALLS = 100_000
 CARRIES_TO_DECIDE = 2
 """Calls that consumed the previous call's outputs before a function is taken as the step."""
 
+OCCASIONAL = 0.5
+"""A jitted function called less than this often per step, between steps, is an eval (or another
+occasional program): the step after it is flagged `interleaved`."""
+
 Span = tuple[float, float, bool]
 """(dispatch time, outputs-ready time, traced)."""
 
@@ -66,6 +70,7 @@ class JitTracker:
         self._ready: list[Call] = []
         self._step_index = 0  # index of the next step-function call (spans are written later)
         self._drain_lock = threading.Lock()
+        self._interleaved = False
         from jax._src import core
 
         self.outer = OuterCalls(recorder.now)
@@ -118,6 +123,8 @@ class JitTracker:
         if state is step_fn:
             rec.before_step(self._step_index)
             self._step_index += 1
+        elif step_fn is not None and state.calls_in_steps < OCCASIONAL * step_fn.calls_in_steps:
+            self._interleaved = True  # an eval between steps: the next step's iteration holds it
         traced = rec.trace_active
         compiles_before = self._compiles
         start = self._start(state, rec.now())
@@ -131,6 +138,8 @@ class JitTracker:
         if timed:
             state.out_ids = frozenset(map(id, out_leaves))
             call = Call(state, start, traced, state.out_ids, out_leaves)
+            if state is step_fn:
+                call.interleaved, self._interleaved = self._interleaved, False
             state.pending = call
             self.stamper.unstamped = [c for c in self.stamper.unstamped if c.end is None] + [call]
         if carried and step_fn is None:
@@ -157,7 +166,7 @@ class JitTracker:
             for call in ready:
                 end = call.end if call.end is not None else call.start
                 if call.state is self.step_fn:
-                    self.rec.span(self.source, call.start, end, traced=call.traced)
+                    self.rec.span(self.source, call.start, end, traced=call.traced, interleaved=call.interleaved)
                 elif self.step_fn is None and len(call.state.spans) < MAX_BUFFERED_CALLS:
                     call.state.spans.append((call.start, end, call.traced))
 

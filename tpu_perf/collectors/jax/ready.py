@@ -26,6 +26,8 @@ class Call:
     leaves: list[Any]
     """The outputs, kept only until the call is stamped: holding them longer keeps device buffers alive."""
     end: float | None = None
+    interleaved: bool = False
+    """An eval (a jitted function not run every iteration) ran since the previous step."""
 
     def stamp(self, t: float) -> None:
         if self.end is None:

@@ -19,6 +19,7 @@ from tpu_perf.collectors.session import Recorder
 from tpu_perf.collectors.torch import device
 from tpu_perf.collectors.torch.compiles import DynamoCompiles, tpu_cache_stats
 from tpu_perf.collectors.torch.flops import FlopWindow
+from tpu_perf.collectors.torch.interleaved import patch_interleaved
 from tpu_perf.collectors.torch.script_profiler import ScriptProfilers
 from tpu_perf.collectors.torch.steps import OptimizerSteps, patch_profiler
 from tpu_perf.collectors.torch.trace import TorchTrace
@@ -104,6 +105,7 @@ def install(rec: Recorder, torch: ModuleType) -> Callable[[], None]:
     trace_dir = Path(rec.writer.dir) / layout.TRACE_DIR
     script = ScriptProfilers(rec, trace_dir)
     undo_profiler = patch_profiler(rec, torch, script)
+    undo_interleaved = patch_interleaved(rec, torch)
     rec.add_sync(collector.sync)
     rec.on_boundary(collector.on_boundary)
     rec.offer_trace(TorchTrace(torch, trace_dir, lambda: collector.device_type, script.check).control())
@@ -113,5 +115,6 @@ def install(rec: Recorder, torch: ModuleType) -> Callable[[], None]:
     def uninstall() -> None:
         collector.steps.uninstall()
         undo_profiler()
+        undo_interleaved()
 
     return uninstall
