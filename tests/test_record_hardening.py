@@ -161,3 +161,15 @@ def test_unwritable_store_is_one_line_and_exit_2(tmp: Path) -> None:
         assert "done" not in proc.stdout  # the script never started
     listing = tpu_perf_cli("ls", "--store", str(a_file))
     assert listing.returncode == 2 and "is a file" in listing.stderr and "no runs" not in listing.stderr
+
+
+# -- smaller things users hit -------------------------------------------------------------------
+def test_empty_script_and_late_trace_window_warn(tmp: Path) -> None:
+    empty = tmp / "empty.py"
+    empty.write_text("print('nothing to train')\n")
+    proc, run = record(tmp / "empty", str(empty))
+    assert proc.returncode == 0 and len(run.steps) == 0
+    assert [w for w in run.manifest["warnings"] if "no training steps" in w] and not [w for w in run.manifest["warnings"] if "trace window" in w]
+    proc, run = record(tmp / "late", str(SCRIPTS / "jax_eval.py"), "8", "5", str(tmp / "late.json"), record_args=("--trace-steps", "50:60"))
+    assert proc.returncode == 0 and len(run.steps) == 8
+    assert any("--trace-steps 50:60 starts after the last step (8 steps ran)" in w for w in run.manifest["warnings"])

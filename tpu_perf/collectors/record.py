@@ -118,11 +118,22 @@ def record(
     return RecordResult(writer.run_id, url, outcome, rec.warnings)
 
 
+def _end_warnings(rec: Recorder) -> None:
+    """Say what the run lacks when the script did less than the options assumed."""
+    steps = rec.steps.closed
+    if steps == 0 and not any("step" in w for w in rec.warnings):
+        rec.warn("no training steps were recorded: the script ran no jitted function twice and no optimizer step; mark steps with tpu_perf.step() if it trains")
+    window = rec.options.trace_steps
+    if window is not None and 0 < steps <= window[0] and not (rec.trace is not None and rec.trace.done):
+        rec.warn(f"no trace window: --trace-steps {window[0]}:{window[1]} starts after the last step ({steps} steps ran); pass a window inside the run")
+
+
 def _close(writer: RunWriter, rec: Recorder, outcome: Outcome, uninstalls: list[Callable[[], None]]) -> str:
     """End of the script in the recording process: finalise, undo the hooks, write the manifest."""
     imports.clear()
     try:
         rec.finish()
+        _end_warnings(rec)
         _trace_tables(writer, rec)
     finally:
         for undo in reversed(uninstalls):

@@ -280,6 +280,9 @@ class Recorder:
         marks.set_sink(None)
         self.writer.detach()
         if self.trace is not None:
+            if self.trace.active:  # the profiler's Python tracer would call into its C++ session, orphaned here
+                sys.setprofile(None)
+                threading.setprofile(None)  # type: ignore[arg-type]
             self.trace.active, self.trace.done = False, True
         self._syncs.clear()
         self._boundary_hooks.clear()
