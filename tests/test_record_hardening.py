@@ -109,11 +109,16 @@ def test_wrapped_steps_are_found_and_timed_from_the_script_call(tmp: Path, kind:
 
 
 # -- interleaved eval --------------------------------------------------------------------------
-def test_steps_with_an_eval_are_flagged_and_left_out_of_steady_state(tmp: Path) -> None:
+@pytest.fixture(scope="module")
+def eval_run(tmp: Path) -> tuple[object, dict]:
     out = tmp / "eval.json"
     proc, run = record(tmp / "eval", str(SCRIPTS / "jax_eval.py"), "20", "5", str(out), record_args=("--no-trace",))
     assert proc.returncode == 0, proc.stderr
-    truth = json.loads(out.read_text())
+    return run, json.loads(out.read_text())
+
+
+def test_steps_with_an_eval_are_flagged_and_left_out_of_steady_state(eval_run) -> None:
+    run, truth = eval_run
     expected = [i + 1 for i in truth["eval_after"] if i + 1 < truth["iterations"]]
     assert run.steps.loc[run.steps["interleaved"], "step"].tolist() == expected == [5, 10, 15]
     doc = report(run)
@@ -173,3 +178,16 @@ def test_empty_script_and_late_trace_window_warn(tmp: Path) -> None:
     proc, run = record(tmp / "late", str(SCRIPTS / "jax_eval.py"), "8", "5", str(tmp / "late.json"), record_args=("--trace-steps", "50:60"))
     assert proc.returncode == 0 and len(run.steps) == 8
     assert any("--trace-steps 50:60 starts after the last step (8 steps ran)" in w for w in run.manifest["warnings"])
+
+
+def test_eval_compiles_are_not_step_recompiles(eval_run) -> None:
+    doc = report(eval_run[0])
+    assert doc["compile"]["other_after_warmup"] == {"jit(evaluate)": 1}
+    assert doc["compile"]["after_warmup"] == 0 and "jit(evaluate)" not in doc["compile"]["after_warmup_functions"]
+
+
+def test_ls_keeps_run_ids_whole_at_80_columns(eval_run) -> None:
+    run = eval_run[0]
+    proc = tpu_perf_cli("ls", "--store", str(Path(run.url).parent), env={"COLUMNS": "80"}, check=True)
+    assert run.id in proc.stdout
+    assert max(len(line) for line in proc.stdout.splitlines()) <= 80

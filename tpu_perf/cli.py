@@ -236,7 +236,7 @@ def ls(store: StoreOption = layout.DEFAULT_STORE, as_json: Annotated[bool, typer
         return
     table = Table(title=f"runs in {store}", title_justify="left")
     for col in ("id", "name", "status", "started", "steps", "median step"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=col == "id", min_width=len(rows[0]["id"]) if col == "id" else None)  # ids are copied whole
     for r in rows:
         table.add_row(r["id"], r["name"], f"[{STATUS_STYLE.get(r['status'], '')}]{r['status']}[/]", fmt.timestamp(r["started_at"]), str(r["steps"] if r["steps"] is not None else "n/a"), fmt.seconds(r["median_s"]))
     out.print(table)
