@@ -191,3 +191,11 @@ def test_ls_keeps_run_ids_whole_at_80_columns(eval_run) -> None:
     proc = tpu_perf_cli("ls", "--store", str(Path(run.url).parent), env={"COLUMNS": "80"}, check=True)
     assert run.id in proc.stdout
     assert max(len(line) for line in proc.stdout.splitlines()) <= 80
+
+
+def test_imported_cpu_trace_counts_one_cpu_in_both_places(tmp: Path) -> None:
+    store = tmp / "imported"
+    tpu_perf_cli("import", "--store", str(store), str(ROOT / "tests" / "data" / "cpu_only_rank34.pt.trace.json.gz"), check=True)
+    run_id = next(store.iterdir()).name
+    text = tpu_perf_cli("report", "--store", str(store), run_id, env={"COLUMNS": "200"}, check=True).stdout
+    assert "· 1 x cpu (cpu)" in text and "trace devices: 1 x cpu" in text
