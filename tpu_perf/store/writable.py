@@ -41,13 +41,15 @@ def check_readable_store(store: str) -> None:
 
 
 def check_writable_store(store: str) -> None:
-    """UsageError unless a run folder can be created in the local `store` (creating the store)."""
+    """UsageError unless run folders can be created in the local `store`. Nothing is left behind:
+    the probe goes into the store, or the nearest folder above it that exists."""
     check_readable_store(store)
     if not is_local(store):
         return
-    path = Path(store).expanduser()
+    path = Path(store).expanduser().absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
     try:
-        path.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=".tpu-perf-probe-", dir=path)
         os.close(fd)
         os.unlink(probe)
