@@ -198,4 +198,4 @@ def test_imported_cpu_trace_counts_one_cpu_in_both_places(tmp: Path) -> None:
     tpu_perf_cli("import", "--store", str(store), str(ROOT / "tests" / "data" / "cpu_only_rank34.pt.trace.json.gz"), check=True)
     run_id = next(store.iterdir()).name
     text = tpu_perf_cli("report", "--store", str(store), run_id, env={"COLUMNS": "200"}, check=True).stdout
-    assert "· 1 x cpu (cpu)" in text and "trace devices: 1 x cpu" in text
+    assert " 1 x cpu (cpu) " in text and "trace devices: 1 x cpu " in text and " 0 x cpu" not in text

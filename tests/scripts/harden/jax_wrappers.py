@@ -45,9 +45,9 @@ def run_nnx(steps):
 
     @nnx.jit
     def train_step(model, opt, x):
-        l, g = nnx.value_and_grad(lambda m: jnp.mean(m(x) ** 2))(model)
+        loss_value, g = nnx.value_and_grad(lambda m: jnp.mean(m(x) ** 2))(model)
         opt.update(model, g)
-        return l
+        return loss_value
 
     return loop(steps, lambda _: train_step(model, opt, x), None)
 
@@ -63,9 +63,9 @@ def run_eqx(steps):
 
     @eqx.filter_jit
     def train_step(model, state, x):
-        l, g = eqx.filter_value_and_grad(lambda m: jnp.mean(jax.vmap(m)(x) ** 2))(model)
+        loss_value, g = eqx.filter_value_and_grad(lambda m: jnp.mean(jax.vmap(m)(x) ** 2))(model)
         updates, state = tx.update(g, state, model)
-        return eqx.apply_updates(model, updates), state, l
+        return eqx.apply_updates(model, updates), state, loss_value
 
     carry = (model, state)
 

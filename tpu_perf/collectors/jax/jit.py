@@ -54,6 +54,8 @@ class FunctionState:
     accumulator: bool = False
     prev_in_ids: frozenset[int] = frozenset()
     last_end: float | None = None
+    reads_state: bool = False
+    """It consumed the step function's outputs (the train state): a micro-batch program, or an eval."""
 
 
 class JitTracker:
@@ -123,8 +125,11 @@ class JitTracker:
         if state is step_fn:
             rec.before_step(self._step_index)
             self._step_index += 1
-        elif step_fn is not None and state.calls_in_steps < OCCASIONAL * step_fn.calls_in_steps:
-            self._interleaved = True  # an eval between steps: the next step's iteration holds it
+        elif step_fn is not None:
+            if state.calls_in_steps < OCCASIONAL * step_fn.calls_in_steps:
+                self._interleaved = True  # an eval between steps: the next step's iteration holds it
+            if not state.reads_state and step_fn.out_ids:
+                state.reads_state = any(id(x) in step_fn.out_ids for x in arg_leaves)
         traced = rec.trace_active
         compiles_before = self._compiles
         start = self._start(state, rec.now())

@@ -78,8 +78,9 @@ def analyse_program(state: FunctionState, *, is_step: bool, rec: Recorder, jax: 
 
 
 IN_STEP_RATIO = 0.9
-"""A program called at least this many times per step runs in every iteration (a micro-batch or
-helper program): its FLOPs count into the step's. Rarer ones (eval, checkpoints) do not."""
+"""A program that reads the train state and runs at least this many times per step runs in every
+iteration (gradient accumulation's micro-batch program): its FLOPs count into the step's. Rarer
+ones (eval) do not, nor do programs that never read the state (data preparation)."""
 
 
 def calls_per_step(state: FunctionState, step_fn: FunctionState | None) -> int:
@@ -88,6 +89,8 @@ def calls_per_step(state: FunctionState, step_fn: FunctionState | None) -> int:
         return 0
     if state is step_fn:
         return 1
+    if not state.reads_state:
+        return 0
     ratio = state.calls_in_steps / step_fn.calls_in_steps if step_fn.calls_in_steps else 0.0
     return round(ratio) if ratio >= IN_STEP_RATIO else 0
 
