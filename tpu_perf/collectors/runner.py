@@ -64,19 +64,17 @@ def find_module(module: str) -> None:
     tpu-perf hooks them, and every step jitted at its import would be missed."""
     search = [str(Path.cwd()), *sys.path]
     parts = module.split(".")
-    spec = None
-    for depth, name in enumerate(parts):
+    for depth in range(len(parts)):
+        name = ".".join(parts[: depth + 1])
         try:
-            spec = importlib.machinery.PathFinder.find_spec(".".join(parts[: depth + 1]) if depth else name, search)
+            spec = importlib.machinery.PathFinder.find_spec(name, search) or _installed_spec(name)
         except (ImportError, ValueError) as exc:
             raise UsageError(f"-m {module}: cannot be imported ({exc})") from None
-        if spec is None:
-            spec = _installed_spec(".".join(parts[: depth + 1]))
         if spec is None:
             raise UsageError(f"-m {module}: no such module in {Path.cwd()} or on sys.path; check the name or install it")
         if depth < len(parts) - 1:
             if spec.submodule_search_locations is None:
-                raise UsageError(f"-m {module}: {'.'.join(parts[: depth + 1])} is not a package")
+                raise UsageError(f"-m {module}: {name} is not a package")
             search = list(spec.submodule_search_locations)
 
 
