@@ -8,6 +8,7 @@ import sys
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+
 def square(x: int) -> int:
     return x * x
 
