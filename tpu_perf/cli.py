@@ -104,6 +104,7 @@ def record(
     from tpu_perf.collectors.record import record as do_record
     from tpu_perf.collectors.runner import resolve_target
     from tpu_perf.collectors.session import RecordOptions
+    from tpu_perf.store.writable import check_writable_store
 
     args = list(ctx.args)
     if module and script:
@@ -117,6 +118,7 @@ def record(
     architecture, calibration = _model_and_calibration(model, hf_config, store)
     addr = _parse_addr(tpu_metrics_addr)
     target = resolve_target(script, module, args)
+    check_writable_store(store)
     if repeat > 1:
         from tpu_perf.commands.repeat import record_repeated
 
@@ -231,9 +233,11 @@ def ls(store: StoreOption = layout.DEFAULT_STORE, as_json: Annotated[bool, typer
     """List the runs in a store: id, name, status, start, steps, median step time."""
     from tpu_perf.analyzers.steps import analyze_steps
     from tpu_perf.store import list_runs
+    from tpu_perf.store.writable import check_readable_store
     from tpu_perf.views import format as fmt
     from tpu_perf.views.report import STATUS_STYLE
 
+    check_readable_store(store)
     rows = []
     for run in list_runs(store):
         try:
@@ -250,7 +254,7 @@ def ls(store: StoreOption = layout.DEFAULT_STORE, as_json: Annotated[bool, typer
         return
     table = Table(title=f"runs in {store}", title_justify="left")
     for col in ("id", "name", "status", "started", "steps", "median step"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=col == "id", min_width=len(rows[0]["id"]) if col == "id" else None)  # ids are copied whole
     for r in rows:
         table.add_row(r["id"], r["name"], f"[{STATUS_STYLE.get(r['status'], '')}]{r['status']}[/]", fmt.timestamp(r["started_at"]), str(r["steps"] if r["steps"] is not None else "n/a"), fmt.seconds(r["median_s"]))
     out.print(table)

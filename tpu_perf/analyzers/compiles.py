@@ -8,7 +8,10 @@ them. Those runs get None (and a `reason`), never "0 compiles, 0 s".
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+
+import pandas as pd
 
 from tpu_perf.analyzers.steps import run_steps, warmup_count
 from tpu_perf.store import Run
@@ -32,6 +35,9 @@ class CompileStats:
     slowest: list[SlowCompile] = field(default_factory=list)
     reason: str | None = None
     """Why the figures are unknown (None when they are known)."""
+    other_after_warmup: dict[str, int] = field(default_factory=dict)
+    """Compiles after warm-up of other functions than the detected step function (eval, helpers):
+    first compiles of programs the loop calls now and then, not recompiles of the step."""
 
 
 def unseen_reason(run: Run) -> str | None:
@@ -64,6 +70,11 @@ def analyze_compiles(run: Run) -> CompileStats:
         warm_end = float(steps["end_time_s"].iloc[warmup - 1])
         last_end = float(steps["end_time_s"].iloc[-1])
         late = backend[(backend["time_s"] > warm_end) & (backend["time_s"] <= last_end)]
+    step_fn = _step_function(steps)
+    others = late.iloc[0:0]
+    if step_fn is not None and not late.empty:
+        is_step = late["function"].isin({step_fn, f"jit({step_fn})"})
+        others, late = late[~is_step], late[is_step]
     slowest = backend.sort_values("duration_s", ascending=False).head(5)
     return CompileStats(
         count=len(backend),
@@ -74,4 +85,13 @@ def analyze_compiles(run: Run) -> CompileStats:
         cache_hits=int((compiles["event"] == "cache_hit").sum()),
         cache_misses=int((compiles["event"] == "cache_miss").sum()),
         slowest=[SlowCompile(function=str(f), duration_s=float(d)) for f, d in zip(slowest["function"], slowest["duration_s"], strict=True)],
+        other_after_warmup={str(k): int(v) for k, v in others["function"].value_counts().items()},
     )
+
+
+def _step_function(steps: pd.DataFrame) -> str | None:
+    """The jitted function detected as the step (`auto:jit(NAME)`), whose compiles are the recompiles."""
+    if steps.empty or "source" not in steps:
+        return None
+    m = re.fullmatch(r"auto:jit\((.+)\)", str(steps["source"].iloc[0]))
+    return m.group(1) if m else None

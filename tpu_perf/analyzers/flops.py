@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tpu_perf.analyzers.iteration import run_iteration_flops
 from tpu_perf.analyzers.steps import StepStats
 from tpu_perf.hardware import Chip, lookup_chip
 from tpu_perf.store import Run
@@ -51,6 +52,12 @@ class FlopsStats:
     precision: str
     utilization: float | None
     """achieved / peak, both per device (the same per chip): a fraction of hardware FLOPs."""
+    loop_extra_flops: float | None = None
+    """Per device step: loop-body matmuls beyond the once XLA's cost analysis counts (scanned layers)."""
+    unknown_trip_loops: int = 0
+    """Loops whose trip count XLA did not prove: counted once, so `per_step` may be low."""
+    programs_per_step: int | None = None
+    """Programs summed into one step (2 with gradient accumulation: micro-batch x N + update)."""
 
 
 def run_chip(run: Run) -> Chip | None:
@@ -78,7 +85,7 @@ def step_flops(run: Run) -> tuple[float | None, str | None, int]:
     if not step_rows.empty and step_rows["flops"].notna().any():
         row = step_rows[step_rows["flops"].notna()].iloc[0]
         source = row.get("flops_source") if "flops_source" in step_rows else None
-        return float(row["flops"]) * devices, str(source) if isinstance(source, str) else "xla_cost_analysis", devices
+        return run_iteration_flops(run).flops * devices, str(source) if isinstance(source, str) else "xla_cost_analysis", devices
     return None, None, devices
 
 
@@ -108,6 +115,7 @@ def run_peak(run: Run, precision: str = "bf16") -> Peak:
 
 def analyze_flops(run: Run, steps: StepStats, *, precision: str = "bf16") -> FlopsStats:
     per_step, source, devices = step_flops(run)
+    iteration = run_iteration_flops(run) if source not in (None, "user") else None
     peak = run_peak(run, precision)
     median = steps.median_s
     achieved = per_step / median / 1e12 if (per_step and median) else None
@@ -128,4 +136,7 @@ def analyze_flops(run: Run, steps: StepStats, *, precision: str = "bf16") -> Flo
         peak_source=peak.source,
         precision=precision,
         utilization=per_device / peak.per_device_tflops if (per_device is not None and peak.per_device_tflops) else None,
+        loop_extra_flops=iteration.loop_extra_flops if (iteration and source != "user") else None,
+        unknown_trip_loops=iteration.unknown_trip_loops if iteration else 0,
+        programs_per_step=iteration.programs if (iteration and source != "user") else None,
     )

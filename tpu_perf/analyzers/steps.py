@@ -47,6 +47,8 @@ class StepStats:
     """Said when the statistics are less than they look (e.g. only traced steps were left)."""
     device_reason: str | None = None
     """Why `device_median_s` is None, when it is."""
+    interleaved: int = 0
+    """Steps that also ran an eval or a checkpoint (flagged while recording): left out of steady state."""
 
 
 def run_steps(run: Run) -> pd.DataFrame:
@@ -97,9 +99,10 @@ def steady_mask(steps: pd.DataFrame, warmup: int) -> pd.Series:
 
 
 def _extra_work(steps: pd.DataFrame) -> np.ndarray:
-    """Steps where tpu-perf itself did extra work (its trace window, a FLOP-counting step)."""
+    """Steps with extra work in them: tpu-perf's (its trace window, a FLOP-counting step) or the
+    script's (an interleaved eval or checkpoint)."""
     extra = np.zeros(len(steps), dtype=bool)
-    for column in ("traced", "instrumented"):
+    for column in ("traced", "instrumented", "interleaved"):
         if column in steps:
             flags = steps[column]
             extra |= _flags(flags if flags.dtype == bool else flags.fillna(False))
@@ -148,7 +151,7 @@ def analyze_steps(run: Run, *, warmup_steps: int | None = None) -> StepStats:
     device_median, host_median = _device_view(steps, mask)
     after = steps.iloc[warmup:]
     own_work = 0 if run.manifest.get("imported") else int((mask & _extra_work(steps)).sum())
-    note = f"every steady step ran inside tpu-perf's trace window or FLOP count: the statistics include those {own_work} slower steps (record more steps, or move --trace-steps)" if own_work else None
+    note = f"every steady step ran inside tpu-perf's trace window or FLOP count, or an eval: the statistics include those {own_work} slower steps (record more steps, or move --trace-steps)" if own_work else None
 
     def stat(fn: object) -> float | None:
         return float(fn(durations)) if durations.size else None  # type: ignore[operator]
@@ -175,4 +178,5 @@ def analyze_steps(run: Run, *, warmup_steps: int | None = None) -> StepStats:
         tokens_per_s=tokens / median if (tokens and median) else None,
         note=note,
         device_reason=None if device_median is not None else _device_unknown(run),
+        interleaved=int(_flags(steps["interleaved"].fillna(False)).sum()) if "interleaved" in steps else 0,
     )

@@ -12,7 +12,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from tpu_perf.collectors import environment, imports
+from tpu_perf.collectors import environment, forks, imports
 from tpu_perf.collectors.runner import Outcome, Target, run_target
 from tpu_perf.collectors.session import Recorder, RecordOptions
 from tpu_perf.store import RunWriter, layout
@@ -113,21 +113,42 @@ def record(
     try:
         outcome = run_target(target)
     finally:
-        imports.clear()
-        try:
-            rec.finish()
-            _trace_tables(writer, rec)
-        finally:
-            for undo in reversed(uninstalls):
-                undo()
-            failed = [t for t in options.topologies if not (writer.dir / layout.aot_json(t)).exists()]
-            if failed and "jax" not in writer.manifest.get("frameworks", []):
-                rec.warn(f"--topology {' '.join(failed)}: the script imported no jax; TPU compile numbers are for JAX steps (docs/aot.md)")
-            fields = {"warnings": rec.warnings, "step_source": rec.steps.source}
-            if outcome.traceback:
-                writer.write_text(layout.TRACEBACK, outcome.traceback)
-                fields["error"] = {"message": outcome.error, "traceback_file": layout.TRACEBACK}
-            elif outcome.error:
-                fields["error"] = {"message": outcome.error}
-            url = writer.finish(outcome.status, outcome.exit_code, **fields)
+        if not rec.forked:  # a forked child ends here too: nothing of the run is its to write
+            url = _close(writer, rec, outcome, uninstalls)
+    if rec.forked:
+        forks.end_child(outcome.exit_code)
+    failed = [t for t in options.topologies if not (writer.dir / layout.aot_json(t)).exists()]
     return RecordResult(writer.run_id, url, outcome, rec.warnings, failed)
+
+
+def _end_warnings(rec: Recorder) -> None:
+    """Say what the run lacks when the script did less than the options assumed."""
+    steps = rec.steps.closed
+    if steps == 0 and not any("step" in w for w in rec.warnings):
+        rec.warn("no training steps were recorded: the script ran no jitted function twice and no optimizer step; mark steps with tpu_perf.step() if it trains")
+    window = rec.options.trace_steps
+    if window is not None and 0 < steps <= window[0] and not (rec.trace is not None and rec.trace.done):
+        rec.warn(f"no trace window: --trace-steps {window[0]}:{window[1]} starts after the last step ({steps} steps ran); pass a window inside the run")
+
+
+def _close(writer: RunWriter, rec: Recorder, outcome: Outcome, uninstalls: list[Callable[[], None]]) -> str:
+    """End of the script in the recording process: finalise, undo the hooks, write the manifest."""
+    imports.clear()
+    try:
+        rec.finish()
+        _end_warnings(rec)
+        _trace_tables(writer, rec)
+    finally:
+        for undo in reversed(uninstalls):
+            undo()
+        failed = [t for t in rec.options.topologies if not (writer.dir / layout.aot_json(t)).exists()]
+        if failed and "jax" not in writer.manifest.get("frameworks", []):
+            rec.warn(f"--topology {' '.join(failed)}: the script imported no jax; TPU compile numbers are for JAX steps (docs/aot.md)")
+        fields = {"warnings": rec.warnings, "step_source": rec.steps.source}
+        if outcome.traceback:
+            writer.write_text(layout.TRACEBACK, outcome.traceback)
+            fields["error"] = {"message": outcome.error, "traceback_file": layout.TRACEBACK}
+        elif outcome.error:
+            fields["error"] = {"message": outcome.error}
+        url = writer.finish(outcome.status, outcome.exit_code, **fields)
+    return url

@@ -20,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tpu_perf.collectors import forks
+
 Rows = list[dict[str, Any]]
 
 DEVICE_SOURCE_PRIORITY = {"libtpu": 0, "nvml": 1, "jax": 2, "torch": 3}
@@ -111,7 +113,8 @@ class Sampler:
                 delay = start + ticks * self.interval_s - time.monotonic()
             if self._stop.wait(max(delay, 0.0)):
                 break
-            self.sample_once()
+            with forks.quiet:  # a fork waits for the sample: no runtime-client lock held in the child
+                self.sample_once()
         self.sample_once()  # the last one, taken here so a stuck source never blocks the caller
         self._finish_sources()
 

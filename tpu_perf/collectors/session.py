@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tpu_perf import marks
+from tpu_perf.collectors import forks
 from tpu_perf.collectors.sampler import Rows, Sampler, SampleSource
 from tpu_perf.collectors.steps import StepTracker
 from tpu_perf.store import RunWriter, layout
@@ -122,6 +123,8 @@ class Recorder:
         self._thread: threading.Thread | None = None
         self.warnings: list[str] = []
         self._switch_interval = sys.getswitchinterval()
+        self.forked = False
+        """True in a child forked from the recording process: it records and finalises nothing."""
         self.sampler = Sampler(options.sample_interval_s, self.now, self.append, self.warn)
         self._add_runtime_sources()
 
@@ -229,10 +232,10 @@ class Recorder:
         self.sync()
         self.steps.end(source, self.now())
 
-    def span(self, source: str, start: float, end: float, *, traced: bool = False, step_num: int | None = None, device_known: bool = True) -> None:
+    def span(self, source: str, start: float, end: float, *, traced: bool = False, step_num: int | None = None, device_known: bool = True, interleaved: bool = False) -> None:
         """A complete step from dispatch to device completion (any thread may call this);
         `device_known` False: `end` is when tpu-perf looked, an upper bound of the device time."""
-        self.steps.span(source, start, end, traced=traced, step_num=step_num, device_known=device_known)
+        self.steps.span(source, start, end, traced=traced, step_num=step_num, device_known=device_known, interleaved=interleaved)
 
     @property
     def trace_active(self) -> bool:
@@ -250,6 +253,20 @@ class Recorder:
         for hook in self._boundary_hooks:
             hook(index)
 
+    def yield_trace(self, reason: str) -> bool:
+        """The script starts its own profiler: stop tpu-perf's window (or never open it), warn once.
+
+        True when a window was open and got cut short (its trace is partial)."""
+        trace = self.trace
+        if trace is None or trace.done:
+            return False
+        cut = trace.active
+        if cut:
+            self._trace_call(trace, trace.stop, active=False)
+        trace.done = True
+        self.warn(reason)
+        return cut
+
     def _trace_call(self, trace: TraceControl, call: Callable[[], None], *, active: bool) -> None:
         try:
             call()
@@ -260,7 +277,21 @@ class Recorder:
             self.warn(f"no trace window: {exc}")
 
     # -- lifecycle ------------------------------------------------------------------------------
+    def detach_after_fork(self) -> None:
+        """In a forked child: stop recording and leave the run to the parent (see forks.py)."""
+        self.forked = True
+        marks.set_sink(None)
+        self.writer.detach()
+        if self.trace is not None:
+            if self.trace.active:  # the profiler's Python tracer would call into its C++ session, orphaned here
+                sys.setprofile(None)
+                threading.setprofile(None)  # type: ignore[arg-type]
+            self.trace.active, self.trace.done = False, True
+        self._syncs.clear()
+        self._boundary_hooks.clear()
+
     def start(self) -> None:
+        forks.watch(self)
         marks.set_sink(self)
         self._switch_interval = sys.getswitchinterval()
         sys.setswitchinterval(min(self._switch_interval, SWITCH_INTERVAL_S))
@@ -272,20 +303,26 @@ class Recorder:
     def _background(self) -> None:
         last_beat = last_progress = time.monotonic()
         while not self._stop.wait(FLUSH_INTERVAL_S):
-            try:
-                for drain in self._drains:
-                    drain()
-                self.writer.flush()
-                self.writer.sync_remote()  # a remote store: at most every few seconds
-                now = time.monotonic()
-                if now - last_beat >= layout.HEARTBEAT_INTERVAL_S:
-                    self.writer.write_manifest()
-                    last_beat = now
-                if self.options.progress and now - last_progress >= PROGRESS_INTERVAL_S and self.steps.closed:
-                    self.log(self.progress_line())
-                    last_progress = now
-            except Exception as exc:  # never let the flusher die silently
-                self.warn(f"background flush failed: {type(exc).__name__}: {exc}")
+            with forks.quiet:
+                last_beat, last_progress = self._flush_once(last_beat, last_progress)
+
+    def _flush_once(self, last_beat: float, last_progress: float) -> tuple[float, float]:
+        """One round of the flush thread; returns when the heartbeat and progress line last ran."""
+        try:
+            for drain in self._drains:
+                drain()
+            self.writer.flush()
+            self.writer.sync_remote()  # a remote store: at most every few seconds
+            now = time.monotonic()
+            if now - last_beat >= layout.HEARTBEAT_INTERVAL_S:
+                self.writer.write_manifest()
+                last_beat = now
+            if self.options.progress and now - last_progress >= PROGRESS_INTERVAL_S and self.steps.closed:
+                self.log(self.progress_line())
+                last_progress = now
+        except Exception as exc:  # never let the flusher die silently
+            self.warn(f"background flush failed: {type(exc).__name__}: {exc}")
+        return last_beat, last_progress
 
     def progress_line(self) -> str:
         recent = sorted(self._recent)
@@ -311,6 +348,7 @@ class Recorder:
             self._guarded(drain)
         self.writer.flush()
         sys.setswitchinterval(self._switch_interval)
+        forks.unwatch(self)
 
 
     def _guarded(self, hook: Callable[[], None]) -> None:

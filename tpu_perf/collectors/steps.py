@@ -35,6 +35,7 @@ class _OpenStep:
     step_num: int | None
     traced: bool = False
     instrumented: bool = False
+    interleaved: bool = False
 
 
 @dataclass
@@ -128,19 +129,27 @@ class StepTracker:
             else:
                 self._instrument_next = True
 
+    def mark_interleaved(self) -> None:
+        """The open step also ran an eval or a checkpoint: a long iteration for a known reason."""
+        with self._lock:
+            if self._open is not None:
+                self._open.interleaved = True
+            elif self._closed is not None:  # between a span's end and the next start: its iteration
+                self._closed.step.interleaved = True
+
     def discard_open(self) -> None:
         """Drop the open step unwritten: the time after the last detected step is no step."""
         with self._lock:
             self._open = None
 
     # -- span marks -------------------------------------------------------------------------------
-    def span(self, source: str, start: float, end: float, *, traced: bool = False, step_num: int | None = None, device_known: bool = True) -> None:
+    def span(self, source: str, start: float, end: float, *, traced: bool = False, step_num: int | None = None, device_known: bool = True, interleaved: bool = False) -> None:
         """A complete step [start, end]: dispatch to device completion (its `device_s`, when
         `device_known`; else unknown). The step's iteration ends where the next one starts."""
         with self._lock:
             if not self._switch(source):
                 return
-            self._begin(_OpenStep(self._next_index, start, source, step_num, traced))
+            self._begin(_OpenStep(self._next_index, start, source, step_num, traced, interleaved=interleaved))
             self._close(end, device_s=max(0.0, end - start) if device_known else None, from_reports=False)
 
     def _begin(self, step: _OpenStep) -> None:
@@ -202,6 +211,7 @@ class StepTracker:
             "traced": step.traced,
             "instrumented": step.instrumented,
             "tail": tail,
+            "interleaved": step.interleaved,
             "source": step.source,
         }
         self.closed += 1

@@ -63,6 +63,8 @@ class RunWriter:
         """Remote runs: (size, mtime) of each staged file as last uploaded."""
         self._synced_at = 0.0
         self._sync_lock = threading.Lock()
+        self.detached = False
+        """Set in a forked child: it must not touch the parent's run folder."""
 
     # -- creation -----------------------------------------------------------------------------
     @classmethod
@@ -110,10 +112,20 @@ class RunWriter:
         self.write_manifest()
 
     def write_manifest(self) -> None:
+        if self.detached:
+            return
         with self._lock:
             self.manifest["heartbeat_at"] = time.time()
             data = jsonio.dumps(self.manifest, sort_keys=True, lossy=True)
         write_atomic(self.dir / layout.MANIFEST, data.encode())
+
+    def detach(self) -> None:
+        """In a forked child: drop what is queued (the parent writes it) and write nothing more."""
+        self.detached = True
+        self._lock = threading.Lock()  # the parent's lock may have been held by a thread at the fork
+        self._closed = True
+        self._pending = {}
+        self._files = {}
 
     # -- append-only tables -------------------------------------------------------------------
     def append(self, table: str, record: Mapping[str, Any]) -> None:
@@ -139,6 +151,8 @@ class RunWriter:
     # -- whole files --------------------------------------------------------------------------
     def write_table(self, table: str, frame: pd.DataFrame | Iterable[Mapping[str, Any]]) -> None:
         """Write a whole table as Parquet, atomically."""
+        if self.detached:
+            return
         df = frame if isinstance(frame, pd.DataFrame) else pd.DataFrame(list(frame))
         path = self.dir / layout.parquet_name(table)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -153,6 +167,8 @@ class RunWriter:
 
     def write_text(self, relpath: str, text: str) -> Path:
         path = self.dir / relpath
+        if self.detached:
+            return path
         write_atomic(path, text.encode())
         return path
 
@@ -192,7 +208,7 @@ class RunWriter:
         manifest newer than its tables; files gone from the staging folder (JSON lines compacted to
         Parquet) are deleted remotely after their replacement is up. Object stores cannot append, so
         a growing table is uploaded whole each time."""
-        if not self._upload_to:
+        if not self._upload_to or self.detached:
             return
         with self._sync_lock:
             now = time.monotonic()

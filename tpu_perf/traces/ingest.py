@@ -98,7 +98,7 @@ def hardware(tables: TraceTables) -> dict[str, object]:
     devs = tables.devices
     accel = devs[~devs["kind"].astype(str).str.lower().eq("cpu")] if not devs.empty else devs
     if accel.empty:
-        return {"platform": "cpu", "device_count": 0, "device_kind": "cpu", "source": "trace"}
+        return {"platform": "cpu", "device_count": max(1, int(len(devs))), "device_kind": "cpu", "source": "trace"}  # the host: as many as the trace names
     first = accel.iloc[0]
     return {
         "platform": tables.platform, "device_count": int(len(accel)), "device_kind": str(first["kind"]), "chip": first["chip"],

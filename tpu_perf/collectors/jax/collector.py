@@ -13,7 +13,9 @@ from typing import Any
 
 from tpu_perf.collectors.jax.aot import record_topologies
 from tpu_perf.collectors.jax.jit import JitTracker
+from tpu_perf.collectors.jax.profiler import JaxProfilers
 from tpu_perf.collectors.jax.programs import analyse_programs
+from tpu_perf.collectors.jax.wrappers import patch_pjit
 from tpu_perf.collectors.session import Recorder, TraceControl
 from tpu_perf.store import layout
 
@@ -64,8 +66,8 @@ class ProfilerUnsafe(RuntimeError):
     """Starting jax.profiler here would crash the process."""
 
 
-def _start_trace(jax: Any, logdir: str) -> None:
-    """Start jax.profiler unless jax loaded a libtpu it was not built for.
+def _check_profiler_safe(jax: Any) -> None:
+    """Raise unless jax.profiler can start: jax must not have loaded a libtpu it was not built for.
 
     jaxlib's profiler calls into the libtpu plugin it loaded (on a TPU, or on a CPU machine where
     the plugin failed to find one); when that libtpu is not the one jax pins in its `tpu` extra, the
@@ -81,7 +83,6 @@ def _start_trace(jax: Any, logdir: str) -> None:
         bad = jax_libtpu_mismatch()
         if bad is not None:
             raise ProfilerUnsafe(f"jax {bad.version} needs {bad.requirement} (its tpu extra) but libtpu {bad.found} is installed, and jax.profiler crashes with that pair; install the pair jax chose: pip install 'jax[tpu]=={bad.version}' (see `tpu-perf doctor`)")
-    jax.profiler.start_trace(logdir)
 
 
 def _patch_step_annotation(rec: Recorder, jax: Any) -> Callable[[], None]:
@@ -159,7 +160,7 @@ def install(rec: Recorder, jax: ModuleType) -> Callable[[], None]:
     tracker = JitTracker(rec, jax)
     original_jit = jax.jit
     jax.jit = tracker.wrap_jit(original_jit)
-    undos = [tracker.stamper.install(jax), _patch_step_annotation(rec, jax)]
+    undos = [tracker.stamper.install(jax), _patch_step_annotation(rec, jax), patch_pjit(jax.jit), tracker.outer.install()]
     listener = CompileListener(rec, tracker)
     undos.append(listener.install())
     rec.add_sync(tracker.sync_all)
@@ -168,7 +169,9 @@ def install(rec: Recorder, jax: ModuleType) -> Callable[[], None]:
     rec.add_before_close(tracker.close)
 
     trace_dir = Path(rec.writer.dir) / layout.TRACE_DIR
-    rec.offer_trace(TraceControl(start=lambda: _start_trace(jax, str(trace_dir)), stop=jax.profiler.stop_trace, name="jax.profiler"))
+    profilers = JaxProfilers(rec, jax, trace_dir)
+    undos.append(profilers.install(jax))
+    rec.offer_trace(TraceControl(start=lambda: profilers.own_start(str(trace_dir), lambda: _check_profiler_safe(jax)), stop=profilers.own_stop, name="jax.profiler"))
 
     seen_hardware = False
 

@@ -19,7 +19,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from tpu_perf.collectors.jax import choice
 from tpu_perf.collectors.jax.ready import Call, SyncStamper, wait_ready
+from tpu_perf.collectors.jax.wrappers import OuterCalls
 from tpu_perf.collectors.session import Recorder
 
 MAX_BUFFERED_CALLS = 100_000
@@ -27,6 +29,10 @@ MAX_BUFFERED_CALLS = 100_000
 
 CARRIES_TO_DECIDE = 2
 """Calls that consumed the previous call's outputs before a function is taken as the step."""
+
+OCCASIONAL = 0.5
+"""A jitted function called less than this often per step, between steps, is an eval (or another
+occasional program): the step after it is flagged `interleaved`."""
 
 Span = tuple[float, float, bool, bool]
 """(dispatch time, outputs-ready time, traced, ready time seen exactly)."""
@@ -52,6 +58,12 @@ class FunctionState:
     fun: Any = None
     """The Python function given to `jax.jit`, and the keywords it was given (`record --topology` re-jits it)."""
     jit_kwargs: dict[str, Any] = field(default_factory=dict)
+    breaks: int = 0
+    accumulator: bool = False
+    prev_in_ids: frozenset[int] = frozenset()
+    last_end: float | None = None
+    reads_state: bool = False
+    """It consumed the step function's outputs (the train state): a micro-batch program, or an eval."""
 
 
 class JitTracker:
@@ -69,8 +81,10 @@ class JitTracker:
         self._ready: list[Call] = []
         self._step_index = 0  # index of the next step-function call (spans are written later)
         self._drain_lock = threading.Lock()
+        self._interleaved = False
         from jax._src import core
 
+        self.outer = OuterCalls(recorder.now)
         self._clean = getattr(core, "trace_state_clean", None)
         self._tracer = jax.core.Tracer
         self._array = jax.Array
@@ -110,6 +124,8 @@ class JitTracker:
         if self._clean is None and any(isinstance(x, self._tracer) for x in arg_leaves):
             return state.jitted(*args, **kwargs)
         carried = sum(1 for x in arg_leaves if id(x) in state.out_ids) if (state.out_ids and step_fn is None) else 0
+        if step_fn is None:
+            choice.observe(state, arg_leaves, state.out_ids)
         if timed:
             self._wait(state)
         if step_fn is not None and state is not step_fn and step_fn.pending is not None and step_fn.out_ids:
@@ -118,9 +134,14 @@ class JitTracker:
         if state is step_fn:
             rec.before_step(self._step_index)
             self._step_index += 1
+        elif step_fn is not None:
+            if state.calls_in_steps < OCCASIONAL * step_fn.calls_in_steps:
+                self._interleaved = True  # an eval between steps: the next step's iteration holds it
+            if not state.reads_state and step_fn.out_ids:
+                state.reads_state = any(id(x) in step_fn.out_ids for x in arg_leaves)
         traced = rec.trace_active
         compiles_before = self._compiles
-        start = rec.now()
+        start = self._start(state, rec.now())
         out = state.jitted(*args, **kwargs)
         out_leaves = [x for x in self.jax.tree_util.tree_leaves(out) if isinstance(x, self._array)]
         state.calls += 1
@@ -131,13 +152,16 @@ class JitTracker:
         if timed:
             state.out_ids = frozenset(map(id, out_leaves))
             call = Call(state, start, traced, state.out_ids, out_leaves)
+            if state is step_fn:
+                call.interleaved, self._interleaved = self._interleaved, False
             state.pending = call
             self.stamper.unstamped = [c for c in self.stamper.unstamped if c.end is None] + [call]
         if carried and step_fn is None:
             state.carry_calls += 1
             state.carried_leaves = max(state.carried_leaves, carried)
-            if state.carry_calls >= CARRIES_TO_DECIDE:
-                self._decide()
+            chosen = choice.ready(self.functions, CARRIES_TO_DECIDE)
+            if chosen is not None:
+                self._decide(chosen)
         return out
 
     def _fetched(self, x: Any) -> None:
@@ -149,6 +173,14 @@ class JitTracker:
                 state.fetched_calls += 1
                 return
 
+    def _start(self, state: FunctionState, now: float) -> float:
+        """When the step began: the script's outer call (nnx/equinox host work), not before the
+        previous call's outputs were ready."""
+        outer = self.outer.take()
+        if outer is None:
+            return now
+        return min(now, max(outer, state.last_end or outer))
+
     def drain(self) -> None:
         """Turn stamped calls into steps (or buffered spans); called every flush and at the end."""
         with self._drain_lock:
@@ -157,7 +189,7 @@ class JitTracker:
             for call in ready:
                 end = call.end if call.end is not None else call.start
                 if call.state is self.step_fn:
-                    self.rec.span(self.source, call.start, end, traced=call.traced, device_known=call.exact)
+                    self.rec.span(self.source, call.start, end, traced=call.traced, device_known=call.exact, interleaved=call.interleaved)
                 elif self.step_fn is None and len(call.state.spans) < MAX_BUFFERED_CALLS:
                     call.state.spans.append((call.start, end, call.traced, call.exact))
 
@@ -166,13 +198,12 @@ class JitTracker:
         pending, state.pending = state.pending, None
         if pending is not None:
             wait_ready(pending, self.rec.now)
+            state.last_end = pending.end
             self._ready.append(pending)
             if pending.exact and pending.end is not None:
                 self.rec.steps.device_busy(pending.start, pending.end)
 
-    def _decide(self) -> None:
-        candidates = [f for f in self.functions if f.carry_calls > 0]
-        chosen = max(candidates, key=lambda f: (f.carried_leaves, f.calls))
+    def _decide(self, chosen: FunctionState) -> None:
         self._wait(chosen)  # its last call's span lands in the buffer, not twice
         self.drain()
         self._adopt(chosen)
@@ -192,6 +223,10 @@ class JitTracker:
         self.sync_all()
         self.drain()
         if self.step_fn is not None or self.rec.steps.source is not None:
+            return
+        carrier = choice.best(self.functions)
+        if carrier is not None:
+            self._decide(carrier)
             return
         called = [f for f in self.functions if len(f.spans) >= 2]
         if not called:

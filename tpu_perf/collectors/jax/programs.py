@@ -68,9 +68,31 @@ def analyse_program(state: FunctionState, *, is_step: bool, rec: Recorder, jax: 
         value = getattr(memory, attr, None) if memory is not None else None
         row[column] = int(value) if value is not None else None
     hlo_file = f"{layout.HLO_DIR}/{_safe_name(state.name)}.{len(state.name) % 97:02d}.hlo.txt"
-    rec.writer.write_text(hlo_file, compiled.as_text())
+    text = compiled.as_text()
+    rec.writer.write_text(hlo_file, text)
+    unknown = sum(1 for line in text.splitlines() if " while(" in line and "known_trip_count" not in line)
+    if unknown:
+        rec.warn(f"{state.name}: {unknown} loop(s) with a trip count XLA could not prove; their bodies are counted once in FLOPs per step, which may be low (pass --flops-per-step to be exact)")
     row["hlo_file"] = hlo_file
     return row
+
+
+IN_STEP_RATIO = 0.9
+"""A program that reads the train state and runs at least this many times per step runs in every
+iteration (gradient accumulation's micro-batch program): its FLOPs count into the step's. Rarer
+ones (eval) do not, nor do programs that never read the state (data preparation)."""
+
+
+def calls_per_step(state: FunctionState, step_fn: FunctionState | None) -> int:
+    """How many times `state` runs in one training iteration (0: not in every iteration)."""
+    if step_fn is None:
+        return 0
+    if state is step_fn:
+        return 1
+    if not state.reads_state:
+        return 0
+    ratio = state.calls_in_steps / step_fn.calls_in_steps if step_fn.calls_in_steps else 0.0
+    return round(ratio) if ratio >= IN_STEP_RATIO else 0
 
 
 def analyse_programs(functions: list[FunctionState], step_fn: FunctionState | None, rec: Recorder, jax: Any) -> list[dict[str, Any]]:
@@ -82,7 +104,9 @@ def analyse_programs(functions: list[FunctionState], step_fn: FunctionState | No
         if state.abstract_args is None:
             continue
         try:
-            rows.append(analyse_program(state, is_step=state is step_fn, rec=rec, jax=jax))
+            row = analyse_program(state, is_step=state is step_fn, rec=rec, jax=jax)
+            row["calls_per_step"] = calls_per_step(state, step_fn)
+            rows.append(row)
         except Exception as exc:  # a program that no longer lowers must not lose the run
             rec.warn(f"XLA analysis of {state.name} failed ({type(exc).__name__}: {str(exc)[:200]})")
     return rows

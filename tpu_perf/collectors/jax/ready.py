@@ -28,6 +28,8 @@ class Call:
     end: float | None = None
     exact: bool = True
     """False when `end` is only when tpu-perf looked, not when the outputs became ready."""
+    interleaved: bool = False
+    """An eval (a jitted function not run every iteration) ran since the previous step."""
 
     def stamp(self, t: float, *, exact: bool = True) -> None:
         if self.end is None:

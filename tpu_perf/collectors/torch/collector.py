@@ -19,6 +19,8 @@ from tpu_perf.collectors.session import Recorder
 from tpu_perf.collectors.torch import device
 from tpu_perf.collectors.torch.compiles import DynamoCompiles, tpu_cache_stats
 from tpu_perf.collectors.torch.flops import FlopWindow
+from tpu_perf.collectors.torch.interleaved import patch_interleaved
+from tpu_perf.collectors.torch.script_profiler import ScriptProfilers
 from tpu_perf.collectors.torch.steps import OptimizerSteps, patch_profiler
 from tpu_perf.collectors.torch.trace import TorchTrace
 from tpu_perf.store import layout
@@ -41,8 +43,8 @@ class TorchCollector:
         self._device_known = False
         self._hardware_written = False
         self._device_sync: Callable[[], None] | None = None
-        self.steps = OptimizerSteps(rec, torch, self.set_device)
         self.flops = FlopWindow(rec, torch)
+        self.steps = OptimizerSteps(rec, torch, self.set_device, self.flops.retry)
         self.dynamo = DynamoCompiles(rec)
 
     # -- device ---------------------------------------------------------------------------------
@@ -76,7 +78,7 @@ class TorchCollector:
             self.rec.warn(NO_STEPS_HINT)
 
     def finalize(self) -> None:
-        facts: dict[str, Any] = {"version": str(self.torch.__version__), "device_type": self.device_type, "optimizer_steps": self.steps.steps_seen}
+        facts: dict[str, Any] = {"version": str(self.torch.__version__), "device_type": self.device_type, "optimizer_steps": self.steps.steps_seen, "optimizers_per_step": self.steps.cycle.describe()}
         dynamo = self.dynamo.summary()
         if dynamo is not None:
             facts["dynamo"] = dynamo
@@ -100,16 +102,19 @@ def install(rec: Recorder, torch: ModuleType) -> Callable[[], None]:
     """Hook `torch` (already imported by the script) into `rec`; returns the undo function."""
     collector = TorchCollector(rec, torch)
     collector.steps.install()
-    undo_profiler = patch_profiler(rec, torch)
+    trace_dir = Path(rec.writer.dir) / layout.TRACE_DIR
+    script = ScriptProfilers(rec, trace_dir)
+    undo_profiler = patch_profiler(rec, torch, script)
+    undo_interleaved = patch_interleaved(rec, torch)
     rec.add_sync(collector.sync)
     rec.on_boundary(collector.on_boundary)
-    trace_dir = Path(rec.writer.dir) / layout.TRACE_DIR
-    rec.offer_trace(TorchTrace(torch, trace_dir, lambda: collector.device_type).control())
+    rec.offer_trace(TorchTrace(torch, trace_dir, lambda: collector.device_type, script.check).control())
     rec.add_before_close(collector.before_close)
     rec.add_finalizer(collector.finalize)
 
     def uninstall() -> None:
         collector.steps.uninstall()
         undo_profiler()
+        undo_interleaved()
 
     return uninstall

@@ -3,6 +3,8 @@
 The counter is entered at the boundary that opens the chosen step and left at the next one, so it
 sees forward, backward and optimizer of exactly one steady-state step. That step is marked
 instrumented (the counter's Python dispatch slows it) and stays out of the step statistics.
+`torch.compile`d code runs eagerly for that one step (`set_stance("force_eager")`): Dynamo would
+otherwise skip or recompile frames under the counter, and the eager ops are the graph's ops.
 
 Where the counter has no formula (CPU's flash attention kernel in torch 2.13 counts 0), torch's
 attention formula (4*B*H*Sq*Sk*D forward) is mapped onto the CPU ops, with backward = 2x forward:
@@ -47,8 +49,8 @@ def attention_mapping(torch: Any, analytic: dict[str, int]) -> dict[Any, Any]:
 
 
 COMPILED_HINT = (
-    "FLOPs per step not counted: the script runs torch.compile'd code, which Dynamo would run "
-    "eagerly (and stop recompiling) under the FLOP counter; pass --flops-per-step for utilisation"
+    "FLOPs per step not counted: the script runs torch.compile'd code and this torch cannot run it "
+    "eagerly for one step (torch.compiler.set_stance); pass --flops-per-step for utilisation"
 )
 
 
@@ -57,6 +59,20 @@ def _dynamo_compiled() -> bool:
     utils = sys.modules.get("torch._dynamo.utils")
     counters = getattr(utils, "counters", None) if utils is not None else None
     return bool(counters and counters.get("frames", {}).get("total", 0))
+
+
+def _eager_stance(torch: Any) -> Any:
+    """Enter `torch.compiler.set_stance("force_eager")`: compiled code runs eagerly (no compile,
+    no recompile) for the counted step, so the counter sees the same ops the graph computes."""
+    set_stance = getattr(torch.compiler, "set_stance", None)
+    if set_stance is None:
+        return None
+    try:
+        stance = set_stance("force_eager")
+        stance.__enter__()
+    except Exception:  # an older or changed API: no count rather than a broken step
+        return None
+    return stance
 
 
 class FlopWindow:
@@ -70,7 +86,10 @@ class FlopWindow:
         if window is not None and window[0] <= step < window[1]:
             step = window[1]
         self.step = step
+        self._window = window
         self._mode: Any = None
+        self._stance: Any = None
+        self._compiled_step = False
         self._analytic: dict[str, int] = {}
         self.row: dict[str, Any] | None = None
         self.counted_index: int | None = None
@@ -81,23 +100,43 @@ class FlopWindow:
         elif index == self.step and self.row is None:
             self._enter(index)
 
+    def retry(self) -> None:
+        """The counted step turned out to span more than one iteration (several optimizers per
+        iteration were found while it ran): drop the count and count the next step instead."""
+        if self._mode is None or self.counted_index is None:
+            return
+        mode, self._mode = self._mode, None
+        mode.__exit__(None, None, None)
+        self._restore_stance()
+        step = self.counted_index + 1
+        if self._window is not None and self._window[0] <= step < self._window[1]:
+            step = self._window[1]
+        self.step, self.counted_index = step, None
+
     def _enter(self, index: int) -> None:
         from torch.utils.flop_counter import FlopCounterMode
 
+        stance = None
         if _dynamo_compiled():
-            self.row = {}  # counted nothing, and never will in this run
-            self.rec.warn(COMPILED_HINT)
-            return
+            stance = _eager_stance(self.torch)
+            if stance is None:
+                self.row = {}  # counted nothing, and never will in this run
+                self.rec.warn(COMPILED_HINT)
+                return
         self._analytic = {}
         mode = FlopCounterMode(display=False, custom_mapping=attention_mapping(self.torch, self._analytic))
         mode.__enter__()
         self._mode = mode
+        self._stance = stance
+        self._compiled_step = stance is not None
         self.counted_index = index
         self.rec.mark_instrumented()
 
     def _leave(self) -> None:
         mode, self._mode = self._mode, None
         mode.__exit__(None, None, None)
+        self._restore_stance()
+        compiled = self._compiled_step
         total = int(mode.get_total_flops())
         analytic = int(self._analytic.get("flops", 0))
         by_op = {str(op): int(n) for op, n in mode.get_flop_counts().get("Global", {}).items()}
@@ -108,6 +147,7 @@ class FlopWindow:
             "calls_in_steps": 1,
             "flops": float(total) if total else None,
             "flops_source": "flop_counter+analytic" if analytic else "flop_counter",
+            "counted_eager": compiled,
             "analytic_flops": float(analytic),
             "flops_by_op": str(by_op),
             "counted_step": self.counted_index,
@@ -115,6 +155,11 @@ class FlopWindow:
             "bytes_accessed": None,
             "hlo_file": None,
         }
+
+    def _restore_stance(self) -> None:
+        stance, self._stance = self._stance, None
+        if stance is not None:
+            stance.__exit__(None, None, None)
 
     def close(self) -> None:
         """End of the script inside the counted step: leave it so no mode outlives the run."""

@@ -2,7 +2,8 @@
 
 `torch.optim.optimizer.register_optimizer_step_post_hook` fires after every `torch.optim` optimizer
 step, so step *k* is the time between the end of optimizer step k-1 and the end of optimizer step k
-(forward, backward, optimizer, and whatever data loading the loop does). Step 0 starts when the last
+(forward, backward, optimizer, and whatever data loading the loop does). Several optimizers that
+step in one iteration (a GAN) make one step per cycle (`cycle.py`). Step 0 starts when the last
 optimizer was created before it (`Optimizer.__init__` is wrapped for the recording), else when torch
 was imported; it is warm-up either way. A global module hook would place it better but adding or
 removing one makes every `torch.compile`d module recompile (Dynamo guards on the hook dict). What
@@ -22,6 +23,8 @@ from typing import Any
 
 from tpu_perf.collectors.session import Recorder
 from tpu_perf.collectors.torch import device
+from tpu_perf.collectors.torch.cycle import OptimizerCycle
+from tpu_perf.collectors.torch.script_profiler import ScriptProfilers
 
 SOURCE = "auto:optimizer"
 ANNOTATION = "annotation"
@@ -30,8 +33,10 @@ ANNOTATION = "annotation"
 class OptimizerSteps:
     """Turns optimizer steps into step boundaries; learns the training device on the way."""
 
-    def __init__(self, rec: Recorder, torch: Any, on_device: Callable[[str | None], None]) -> None:
+    def __init__(self, rec: Recorder, torch: Any, on_device: Callable[[str | None], None], on_grouped: Callable[[], None] = lambda: None) -> None:
         self.rec = rec
+        self._on_grouped = on_grouped
+        self.cycle = OptimizerCycle(self._grouped)
         self.torch = torch
         self._on_device = on_device
         self._step0_start = rec.now()
@@ -74,12 +79,17 @@ class OptimizerSteps:
             self._device_known = True
             self._on_device(device.param_device_type(optimizer))
         rec = self.rec
-        if not rec.steps.accepts(SOURCE):
+        if not rec.steps.accepts(SOURCE) or not self.cycle.ends_step(optimizer):
             return
         if rec.steps.source is None:
             self._first_step()
         else:
             rec.boundary(SOURCE)
+
+    def _grouped(self, optimizers: list[Any]) -> None:
+        names = ", ".join(type(o).__name__ for o in optimizers)
+        self.rec.warn(f"{len(optimizers)} optimizers step in each loop iteration ({names}, in that order): one training step is one such cycle, ending at the last optimizer's step")
+        self._on_grouped()
 
     def _first_step(self) -> None:
         """Step 0 ran from the optimizer's creation to now: written after the fact, then step 1 opens."""
@@ -96,30 +106,42 @@ class OptimizerSteps:
             self.rec.steps.discard_open()
 
 
-def patch_profiler(rec: Recorder, torch: Any) -> Callable[[], None]:
+def patch_profiler(rec: Recorder, torch: Any, script: ScriptProfilers) -> Callable[[], None]:
     """`prof.start()` opens step 0 and each `prof.step()` (called at the end of an iteration, as
     torch documents) ends one and opens the next; the step the last `prof.step()` opened is empty
     and is dropped at `prof.stop()`, so N iterations make N steps.
 
-    Profilers tpu-perf starts itself (its trace window) carry `_tpu_perf_own` and are not steps.
+    Profilers tpu-perf starts itself (its trace window) carry `_tpu_perf_own` and are not steps, nor
+    are the script's profilers opened after optimizer steps were seen (they cover part of the loop).
+    The script's own profilers take over from tpu-perf's window (`script_profiler.py`).
     """
     cls = torch.profiler.profile
     original = {name: getattr(cls, name) for name in ("start", "step", "stop")}
 
+    def marks(prof: Any) -> bool:
+        return getattr(prof, "_tpu_perf_marks", False)
+
     def start(self: Any) -> None:
+        own = getattr(self, "_tpu_perf_own", False)
+        if not own:
+            script.started("torch.profiler.profile")
+            # A profiler opened after optimizer steps were seen covers part of the loop: not the steps.
+            self._tpu_perf_marks = rec.steps.source in (None, ANNOTATION)
         original["start"](self)
-        if not getattr(self, "_tpu_perf_own", False):
+        if marks(self):
             rec.boundary(ANNOTATION, getattr(self, "step_num", None))
 
     def step(self: Any) -> None:
-        if not getattr(self, "_tpu_perf_own", False):
+        if marks(self):
             rec.boundary(ANNOTATION, getattr(self, "step_num", 0) + 1)
         original["step"](self)
 
     def stop(self: Any) -> None:
-        if not getattr(self, "_tpu_perf_own", False) and rec.steps.source == ANNOTATION:
+        if marks(self) and rec.steps.source == ANNOTATION:
             rec.steps.discard_open()  # opened by the last prof.step(): no iteration ran in it
         original["stop"](self)
+        if not getattr(self, "_tpu_perf_own", False):
+            script.stopped(self)
 
     for name, fn in (("start", start), ("step", step), ("stop", stop)):
         fn.__wrapped__ = original[name]  # type: ignore[attr-defined]

@@ -10,6 +10,7 @@ profiler writes `trace/plugins/profile/<ts>/<host>.xplane.pb`, the XProf log-dir
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -66,13 +67,16 @@ class TpuWindow:
 class TorchTrace:
     """Chooses the profiler when the window opens: by then the training device is known."""
 
-    def __init__(self, torch: Any, trace_dir: Path, device_type: Any) -> None:
+    def __init__(self, torch: Any, trace_dir: Path, device_type: Any, check: Callable[[], None] = lambda: None) -> None:
         self.torch = torch
         self.trace_dir = trace_dir
         self._device_type = device_type
+        self._check = check
+        """Raises when the window must not open (the script runs its own profiler)."""
         self._window: KinetoWindow | TpuWindow | None = None
 
     def start(self) -> None:
+        self._check()
         kind = self._device_type()
         self._window = TpuWindow(self.trace_dir) if kind == "tpu" else KinetoWindow(self.torch, self.trace_dir)
         self._window.start()

@@ -1,0 +1,3 @@
+from pkgtrain.train import main
+
+main()

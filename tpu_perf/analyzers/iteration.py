@@ -1,0 +1,63 @@
+"""FLOPs of one training iteration from the programs table: every program that runs in each
+iteration times how often (`calls_per_step`: gradient accumulation's micro-batch program N times,
+the update once), each with its loops counted by trip count (`loops.py`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from tpu_perf.analyzers.hlo import run_hlo
+from tpu_perf.analyzers.loops import loop_flops
+from tpu_perf.store import Run
+
+
+@dataclass(frozen=True, kw_only=True)
+class IterationFlops:
+    flops: float
+    """Per device: the programs of one iteration, loops by trip count."""
+    loop_extra_flops: float
+    """Of which: loop-body matmuls beyond the once that XLA's cost analysis counts."""
+    unknown_trip_loops: int
+    """Loops whose trip count XLA did not prove (counted once: FLOPs may be low)."""
+    programs: int
+
+
+def _loops(run: Run, row: pd.Series) -> tuple[float, int]:
+    relpath = row.get("hlo_file")
+    if not isinstance(relpath, str) or not relpath:
+        return 0.0, 0
+    try:
+        loops = loop_flops(run_hlo(run, relpath))
+    except (OSError, ValueError):
+        return 0.0, 0
+    return loops.extra_flops, loops.unknown_trip_loops
+
+
+def iteration_flops(run: Run, programs: pd.DataFrame, step_row: pd.Series) -> IterationFlops:
+    rows = [(step_row, 1)]
+    if "calls_per_step" in programs:
+        others = programs[~programs["is_step"].astype(bool) & (programs["calls_per_step"].fillna(0) > 0) & programs["flops"].notna()]
+        rows += [(row, int(row["calls_per_step"])) for _, row in others.iterrows()]
+    total = extra = 0.0
+    unknown = 0
+    for row, calls in rows:
+        more, unknown_loops = _loops(run, row)
+        total += calls * (float(row["flops"]) + more)
+        extra += calls * more
+        unknown += unknown_loops
+    return IterationFlops(flops=total, loop_extra_flops=extra, unknown_trip_loops=unknown, programs=len(rows))
+
+
+def run_iteration_flops(run: Run) -> IterationFlops | None:
+    """For the run's step program (None without one that has FLOPs); derived once per loaded Run."""
+
+    def derive(r: Run) -> IterationFlops | None:
+        programs = r.programs
+        if programs.empty or "flops" not in programs or "is_step" not in programs:
+            return None
+        step_rows = programs[programs["is_step"].astype(bool) & programs["flops"].notna()]
+        return iteration_flops(r, programs, step_rows.iloc[0]) if not step_rows.empty else None
+
+    return run.derived("iteration_flops", derive)

@@ -1,0 +1,57 @@
+"""The script's own `torch.profiler` wins over tpu-perf's trace window.
+
+Two Kineto sessions at once break the script's: with an `on_trace_ready` handler the process
+segfaults, without one `prof.events()` comes back empty. When the script starts a profiler,
+tpu-perf stops its window first (or never opens it), warns once, and afterwards exports the
+script's trace into the run so the op tables come from the same steps.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+from pathlib import Path
+from typing import Any
+
+from tpu_perf.collectors.session import Recorder
+
+
+class ScriptProfiling(RuntimeError):
+    """The script runs its own profiler: tpu-perf does not start one."""
+
+
+class ScriptProfilers:
+    """Counts the script's open profilers; the trace window asks `check()` before it starts."""
+
+    def __init__(self, rec: Recorder, trace_dir: Path) -> None:
+        self.rec = rec
+        self.trace_dir = trace_dir
+        self.open = 0
+        self._own_partial = False
+        self._adopted = False
+
+    def check(self) -> None:
+        if self.open:
+            raise ScriptProfiling("the script runs its own torch.profiler; tpu-perf leaves profiling to it")
+
+    def started(self, what: str) -> None:
+        """Call before the script's profiler starts."""
+        self._own_partial |= self.rec.yield_trace(f"the script profiles itself ({what}): tpu-perf left the trace window to it and reads the script's trace instead")
+        self.open += 1
+
+    def stopped(self, prof: Any) -> None:
+        """Call after the script's profiler stopped: keep its trace (the first one) in the run."""
+        self.open = max(0, self.open - 1)
+        if self._adopted:
+            return
+        has_own = any(self.trace_dir.glob("*.json*")) if self.trace_dir.exists() else False
+        if has_own and not self._own_partial:
+            return
+        try:
+            if self._own_partial:
+                shutil.rmtree(self.trace_dir, ignore_errors=True)
+            self.trace_dir.mkdir(parents=True, exist_ok=True)
+            prof.export_chrome_trace(str(self.trace_dir / f"{socket.gethostname()}.script.pt.trace.json"))
+            self._adopted = True
+        except Exception as exc:  # no events kept (a schedule that never went active...): no table
+            self.rec.warn(f"the script's own torch.profiler trace could not be kept ({type(exc).__name__}: {exc})")
