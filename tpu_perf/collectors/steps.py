@@ -145,11 +145,14 @@ class StepTracker:
     # -- span marks -------------------------------------------------------------------------------
     def span(self, source: str, start: float, end: float, *, traced: bool = False, step_num: int | None = None, device_known: bool = True, interleaved: bool = False) -> None:
         """A complete step [start, end]: dispatch to device completion (its `device_s`, when
-        `device_known`; else unknown). The step's iteration ends where the next one starts."""
+        `device_known`; else unknown). The step's iteration ends where the next one starts.
+        `interleaved`: an eval ran since the previous dispatch, so in the previous step's iteration."""
         with self._lock:
             if not self._switch(source):
                 return
-            self._begin(_OpenStep(self._next_index, start, source, step_num, traced, interleaved=interleaved))
+            if interleaved and self._closed is not None:  # it ran before this dispatch: in the held step's iteration
+                self._closed.step.interleaved = True
+            self._begin(_OpenStep(self._next_index, start, source, step_num, traced))
             self._close(end, device_s=max(0.0, end - start) if device_known else None, from_reports=False)
 
     def _begin(self, step: _OpenStep) -> None:
