@@ -4,8 +4,10 @@ are those of `tpu-perf report --json`; a damaged run shows an error card, never 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -208,12 +210,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def server(dash_store: dict, tmp_path: Path) -> Iterator[str]:
+@contextlib.contextmanager
+def _serve(store: Path, cache: Path) -> Iterator[str]:
     """`tpu-perf dashboard STORE --port P` as a user starts it; yields its URL."""
     port = _free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TPU_PERF_CACHE_DIR": str(tmp_path / "cache")}
-    proc = subprocess.Popen([sys.executable, "-m", "tpu_perf", "dashboard", str(dash_store["store"]), "--port", str(port)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TPU_PERF_CACHE_DIR": str(cache)}
+    proc = subprocess.Popen([sys.executable, "-m", "tpu_perf", "dashboard", str(store), "--port", str(port)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -231,6 +233,12 @@ def server(dash_store: dict, tmp_path: Path) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+@pytest.fixture
+def server(dash_store: dict, tmp_path: Path) -> Iterator[str]:
+    with _serve(dash_store["store"], tmp_path / "cache") as url:
+        yield url
 
 
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (.ci/run installs it)")
@@ -294,3 +302,124 @@ def test_runs_page_summary_sections_give_the_reports_numbers(env: dict) -> None:
         assert set(part) == {"report_version", "options", "run", "steps", "flops", "mfu", "mfu_basis", "mfu_detail", "memory"}
         assert part == {k: doc[k] for k in part}
         assert summarize(part) == summarize(doc) and summarize(part)["median_step_s"] == doc["steps"]["median_s"]
+
+
+# -- verdict, banners and URLs --------------------------------------------------------------------
+SELFTIMED = str(ROOT / "tests" / "scripts" / "jax_selftimed.py")
+XLA_FLAGS = "--xla_dump_hlo_as_text"
+
+
+@pytest.fixture(scope="session")
+def mixed_store(dash_store: dict, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """In a copy of the store: two runs of a loop that sleeps 10 ms or 30 ms a step (a known speed
+    difference, timed by the script itself too) and a real failed run recorded with other XLA flags
+    (neither finished nor like-for-like)."""
+    store = tmp_path_factory.mktemp("mixed") / "runs"
+    shutil.copytree(dash_store["store"], store)
+    timed = {}
+    for name, sleep in (("fast", "0.01"), ("slow", "0.03")):
+        out = store.parent / f"{name}.json"
+        tpu_perf_cli("record", "--store", str(store), "--name", name, "-q", "--no-trace", SELFTIMED, str(out), "--steps", "16", "--sleep", sleep, check=True)
+        timed[name] = json.loads(out.read_text())
+    proc = tpu_perf_cli("record", "--store", str(store), "--name", "failing", "-q", SELFTIMED, str(store.parent / "failing.json"), "--steps", "10", "--fail-at", "6", env={"XLA_FLAGS": XLA_FLAGS})
+    assert proc.returncode == 1, proc.stderr
+    reports = {**dash_store["reports"]}
+    for name in ("fast", "slow", "failing"):
+        reports[name] = json.loads(tpu_perf_cli("report", "--store", str(store), name, "--json", check=True).stdout)
+    assert reports["failing"]["run"]["status"] == "failed"
+    return {"store": store, "reports": reports, "timed": timed}
+
+
+@pytest.fixture
+def mixed(mixed_store: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
+    monkeypatch.setenv("TPU_PERF_STORE", str(mixed_store["store"]))
+    monkeypatch.setenv("TPU_PERF_CACHE_DIR", str(tmp_path / "cache"))
+    return mixed_store
+
+
+def test_compare_page_opens_with_the_verdict(mixed: dict) -> None:
+    fast, slow = mixed["reports"]["fast"], mixed["reports"]["slow"]
+    at = page("compare")
+    at.query_params["runs"] = f"{slow['run']['id']},{fast['run']['id']}"
+    at.run()
+    assert not at.exception
+    first = at.markdown[0].value  # the verdict comes before any KPI, chart or table
+    found = re.search(r"fast is ([0-9.]+)x faster per step than slow \(95 % interval ([0-9.]+)x–([0-9.]+)x over (\d+) and (\d+) steady steps\)", first)
+    assert found, first
+    ratio, low, high = (float(found.group(i)) for i in (1, 2, 3))
+    own = {name: np.median(t["iteration_s"][2:]) for name, t in mixed["timed"].items()}  # the script's own clock
+    assert ratio == pytest.approx(own["slow"] / own["fast"], rel=0.1)
+    assert 1 < low <= ratio <= high
+    assert (int(found.group(4)), int(found.group(5))) == (slow["steps"]["steady"], fast["steps"]["steady"])
+    assert not at.warning  # same chip, flags and versions: no banner
+
+
+def test_compare_never_rates_a_failed_run_and_names_what_differs(mixed: dict) -> None:
+    narrow, failing = mixed["reports"]["narrow"], mixed["reports"]["failing"]
+    for order in ((narrow, failing), (failing, narrow)):  # the failed run as candidate, then as baseline
+        at = page("compare")
+        at.query_params["runs"] = ",".join(d["run"]["id"] for d in order)
+        at.run()
+        assert not at.exception
+        assert [e.value for e in at.error] == [f"{order[1]['run']['name']} is not compared with {order[0]['run']['name']}: failing failed (its steps stop where the script raised)."]
+        assert [m.delta for m in at.metric if m.delta] == []  # no "93.9 % better" against a run that broke
+        banner = " ".join(w.value for w in at.warning)
+        shown = [f"{d['run']['name']}: {XLA_FLAGS if d is failing else 'n/a'}" for d in order]
+        assert banner == f"Not a like-for-like comparison: the runs differ in xla_flags ({', '.join(shown)})."
+
+
+def test_urls_name_one_run_or_say_which_cannot_be_shown(env: dict) -> None:
+    narrow, wide = env["reports"]["narrow"], env["reports"]["wide"]
+    for asked, expected in ((wide["run"]["id"], wide), ("narrow", narrow), (wide["run"]["id"][:-3], wide)):
+        at = page("run")
+        at.query_params["run"] = asked
+        at.run()
+        assert not at.exception and not at.error
+        assert at.selectbox(key="run_pick").value == expected["run"]["id"]
+        assert ("Median step time", fmt.seconds(expected["steps"]["median_s"])) in metrics(at)
+    common = os.path.commonprefix([narrow["run"]["id"], wide["run"]["id"]])
+    for asked, why in (("no-such-run", "no run 'no-such-run'"), (common, f"run '{common}' is ambiguous")):
+        at = page("run")
+        at.query_params["run"] = asked
+        at.run()
+        assert not at.exception
+        assert [e.value for e in at.error] and why in at.error[0].value and f"Run '{asked}' from the URL" in at.error[0].value
+        assert not at.metric and at.selectbox(key="run_pick").value is None  # never another run in its place
+    at = page("compare")
+    at.query_params["runs"] = f"{narrow['run']['id']},bogus,{wide['run']['name']}"
+    at.run()
+    assert "Run 'bogus' from the URL cannot be compared" in at.error[0].value
+    assert at.multiselect(key="compare_runs").value == [narrow["run"]["id"], wide["run"]["id"]]
+    assert at.query_params["runs"] == f"{narrow['run']['id']},{wide['run']['id']},bogus"  # kept, still shown as an error
+
+
+def _announced(args: list[str], tmp_path: Path) -> tuple[int | None, str]:
+    """Start `tpu-perf dashboard ARGS`, read what it says before serving, stop it."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TPU_PERF_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.Popen([sys.executable, "-m", "tpu_perf", "dashboard", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = []
+    try:
+        for line in proc.stderr:
+            lines.append(line)
+            if "dashboard for" in line:
+                break
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+        proc.wait(timeout=20)
+    return proc.returncode, "".join(lines)
+
+
+def test_dashboard_command_busy_port_and_urls(dash_store: dict, tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        proc = tpu_perf_cli("dashboard", str(dash_store["store"]), "--port", str(port), env={"COLUMNS": "400"})
+        assert proc.returncode == 2 and proc.stdout == ""
+        assert proc.stderr == f"tpu-perf: error: --port {port}: 127.0.0.1:{port} is already in use (another dashboard?); pick a free one with --port N\n"
+    _, said = _announced([str(dash_store["store"]), "--host", "0.0.0.0", "--port", str(_free_port())], tmp_path)
+    assert "warning: serving on 0.0.0.0: anyone who can reach this machine" in said
+    assert re.search(rf"at http://{re.escape(socket.gethostname())}:\d+ \(Ctrl-C", said)
+    _, said = _announced([str(dash_store["store"]), "--host", "::1", "--port", str(_free_port())], tmp_path)
+    assert re.search(r"at http://\[::1\]:\d+ \(Ctrl-C", said) and "warning" not in said

@@ -27,7 +27,10 @@ NO_DELTA_STATUSES: Mapping[str, str] = {
 CONFIDENCE = 0.95
 """Two-sided level of the per-step interval."""
 
-Kind = Literal["faster", "slower", "same", "unknown", "not_compared"]
+Kind = Literal["faster", "slower", "same", "unclear", "unknown", "not_compared"]
+
+SAME_WIDTH = 1.10
+"""An interval around 1 narrower than this (high / low) says "the same"; a wider one says "unclear"."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,8 +105,11 @@ def compare_steps(baseline: Side, candidate: Side) -> Sentence:
         return steps if lo is None or hi is None else f"{CONFIDENCE * 100:.0f} % interval {_ratio(lo)}–{_ratio(hi)} {steps}"
 
     kind: Kind
-    if low is not None and high is not None and low <= 1 <= high:
+    if low is not None and high is not None and low <= 1 <= high and high / low <= SAME_WIDTH:
         kind, text = "same", f"{b} and {a} take the same time per step within noise ({b} is {_ratio(speedup)} as fast; {note(low, high)})"
+    elif low is not None and high is not None and low <= 1 <= high:
+        looks, shown = (f"{_ratio(speedup)} faster", (low, high)) if speedup >= 1 else (f"{_ratio(1 / speedup)} slower", (1 / high, 1 / low))
+        kind, text = "unclear", f"No clear winner: {b} looks {looks} per step than {a}, but the {note(*shown)} includes no change; more steps would decide it"
     elif speedup >= 1:
         kind, text = "faster", f"{b} is {_ratio(speedup)} faster per step than {a} ({note(low, high)})"
     else:

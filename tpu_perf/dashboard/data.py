@@ -87,6 +87,26 @@ def list_refs(store: str) -> tuple[list[RunRef], list[str]]:
     return refs, errors
 
 
+def resolve(refs: list[RunRef], wanted: str, store: str) -> tuple[RunRef | None, str | None]:
+    """The run a URL names, as `tpu_perf.load_run` resolves it within the store: an id, a unique id
+    prefix, or a unique name; else (None, one line naming `wanted` and why). Never another run."""
+    exact = [r for r in refs if r.id == wanted]
+    if exact:
+        return exact[0], None
+    prefixed = [r for r in refs if r.id.startswith(wanted)]
+    if len(prefixed) == 1:
+        return prefixed[0], None
+    if len(prefixed) > 1:
+        return None, f"run '{wanted}' is ambiguous in {store}: {', '.join(sorted(r.id for r in prefixed)[:5])}; give more of the id"
+    named = [r for r in refs if r.name == wanted]
+    if len(named) == 1:
+        return named[0], None
+    if len(named) > 1:
+        runs = "; ".join(f"{r.id} ({r.status})" for r in sorted(named, key=lambda r: r.id, reverse=True))
+        return None, f"{len(named)} runs in {store} are named '{wanted}': {runs}; give a run id instead"
+    return None, f"no run '{wanted}' in {store}; the Runs page lists {len(refs)} run(s)"
+
+
 class _Memo:
     """A small thread-safe LRU of computed values, shared by every session of the server.
 

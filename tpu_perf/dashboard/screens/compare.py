@@ -6,17 +6,27 @@ from typing import Any
 
 import streamlit as st
 
-from tpu_perf.analyzers import compare
+from tpu_perf.analyzers import compare, verdict
+from tpu_perf.analyzers.run_values import fingerprint
 from tpu_perf.dashboard import data, figures, nav, shape, widgets
 
 PRICE = "price_per_chip_hour"
 
 
 def _pick(refs: list[data.RunRef]) -> list[data.RunRef]:
+    """The URL's runs (ids, unique prefixes or names) and the runs page's selection; each entry that
+    names no single run stays in the URL and on the page as an error naming it."""
     by_id = {r.id: r for r in refs}
-    wanted = [i for i in nav.selected_ids("runs") if i in by_id]
+    wanted, unknown = [], []
+    for asked in nav.selected_ids("runs"):
+        ref, problem = data.resolve(refs, asked, data.store_location())
+        if ref is None:
+            unknown.append(asked)
+            widgets.error_card(f"Run '{asked}' from the URL cannot be compared", problem or "unknown run")
+        elif ref.id not in wanted:
+            wanted.append(ref.id)
     chosen = st.multiselect("Runs to compare", list(by_id), default=wanted, format_func=lambda i: f"{by_id[i].name} · {i}", key="compare_runs", placeholder="pick two or more runs")
-    st.query_params["runs"] = ",".join(chosen)
+    st.query_params["runs"] = ",".join(chosen + unknown)
     return [by_id[i] for i in chosen]
 
 
@@ -40,9 +50,37 @@ def _header(doc: dict[str, Any]) -> str:
     return f"{doc['run']['status']} · {chip} × {compare.chips(doc) or '?'} · {frameworks} · {doc['run']['id']}"
 
 
+def _side(label: str, doc: dict[str, Any], ref: data.RunRef) -> verdict.Side:
+    frame = data.step_frame(ref.url, ref.stamp, int(data.dig(doc, "steps.warmup") or 0))
+    steady = frame.loc[frame["phase"] == "steady", "duration_s"].dropna()
+    return verdict.Side(label=label, status=doc["run"]["status"], steady_s=tuple(steady.astype(float)), median_s=data.dig(doc, "steps.median_s"), mfu=doc.get("mfu"))
+
+
+def _verdict(docs: dict[str, dict[str, Any]], refs: dict[str, data.RunRef], baseline: str) -> None:
+    """First thing on the page: is it fair, and which run is faster per step, by how much."""
+    fingerprints = {label: fingerprint(data.open_run(ref.url, ref.stamp)) for label, ref in refs.items()}
+    mismatch = verdict.mismatch_text(verdict.differing_fields(fingerprints))
+    if mismatch:
+        st.warning(mismatch, icon=":material/warning:")
+    sides = {label: _side(label, doc, refs[label]) for label, doc in docs.items()}
+    with st.container(border=True, key="verdict"):
+        for label in docs:
+            if label == baseline:
+                continue
+            sentence = verdict.compare_steps(sides[baseline], sides[label])
+            if sentence.kind == "not_compared":
+                st.error(sentence.text, icon=":material/block:")
+            else:
+                st.markdown(f"**{sentence.text}**")
+        st.caption("Per-step interval: Welch's t on the logs of each run's steady step times, within these runs; run-to-run noise is not in it (`tpu-perf record --repeat N` and `tpu-perf check` measure that).")
+
+
 def _kpis(docs: dict[str, dict[str, Any]], baseline: str) -> None:
     price = float(st.session_state.get(PRICE) or 0.0) or None
     rows = shape.kpi_rows(docs, baseline, price)
+    unusable = {label for label, doc in docs.items() if doc["run"]["status"] in verdict.NO_DELTA_STATUSES}
+    if unusable and not rows.empty:  # no "93.9 % better" on a run that broke: no delta at all
+        rows.loc[rows["run"].isin(unusable) | (baseline in unusable), "delta"] = None
     widgets.kpi_cards(rows, list(docs), {label: _header(doc) for label, doc in docs.items()})
     if price and all(compare.cost_per_million_tokens(d, price) is None for d in docs.values()):
         st.caption("Cost per million tokens needs tokens per step: record with `--tokens-per-step N`.")
@@ -142,6 +180,7 @@ def render() -> None:
         st.warning("Fewer than two of the chosen runs could be loaded; nothing to compare.")
         return
     baseline = st.selectbox("Baseline (deltas are relative to it)", list(docs), key="compare_baseline")
+    _verdict(docs, loaded, baseline)
     _kpis(docs, baseline)
     _steps(docs, loaded)
     _memory(loaded)

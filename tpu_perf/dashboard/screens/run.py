@@ -19,11 +19,21 @@ from tpu_perf.views import format as fmt
 XPROF_PORT = 8791
 
 
-def _pick(refs: list[data.RunRef]) -> data.RunRef:
+def _pick(refs: list[data.RunRef]) -> data.RunRef | None:
+    """The URL's run (id, unique prefix or unique name), else the newest; a URL naming no single run
+    shows an error naming it and no run until one is picked: never another run in its place."""
     by_id = {r.id: r for r in refs}
-    wanted = next((i for i in nav.selected_ids("run") if i in by_id), refs[0].id)
     ids = list(by_id)
-    chosen = st.selectbox("Run", ids, index=ids.index(wanted), format_func=lambda i: f"{by_id[i].name} · {i}", key="run_pick")
+    wanted, problem = refs[0], None
+    asked = nav.selected_ids("run")
+    if asked:
+        wanted, problem = data.resolve(refs, asked[0], data.store_location())
+    if problem and st.session_state.get("run_pick") is None:
+        widgets.error_card(f"Run '{asked[0]}' from the URL cannot be shown", problem)
+    index = ids.index(wanted.id) if wanted else None
+    chosen = st.selectbox("Run", ids, index=index, format_func=lambda i: f"{by_id[i].name} · {i}", key="run_pick", placeholder="pick a run")
+    if chosen is None:
+        return None
     st.query_params["run"] = chosen
     return by_id[chosen]
 
@@ -171,6 +181,8 @@ def render() -> None:
         st.info("No runs in this store yet.")
         return
     ref = _pick(refs)
+    if ref is None:
+        return
     doc, error = data.report(ref)
     if doc is None:
         widgets.error_card(f"Run {ref.name} ({ref.id}) cannot be loaded", error or "unknown error")
