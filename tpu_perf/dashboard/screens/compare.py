@@ -8,7 +8,7 @@ import streamlit as st
 
 from tpu_perf.analyzers import compare, verdict
 from tpu_perf.analyzers.run_values import fingerprint
-from tpu_perf.dashboard import data, figures, nav, shape, widgets
+from tpu_perf.dashboard import data, figures, kpi_table, nav, shape, widgets
 
 PRICE = "price_per_chip_hour"
 
@@ -81,7 +81,7 @@ def _kpis(docs: dict[str, dict[str, Any]], baseline: str) -> None:
     unusable = {label for label, doc in docs.items() if doc["run"]["status"] in verdict.NO_DELTA_STATUSES}
     if unusable and not rows.empty:  # no "93.9 % better" on a run that broke: no delta at all
         rows.loc[rows["run"].isin(unusable) | (baseline in unusable), "delta"] = None
-    widgets.kpi_cards(rows, list(docs), {label: _header(doc) for label, doc in docs.items()})
+    st.html(kpi_table.kpi_table_html(rows, list(docs), {label: _header(doc) for label, doc in docs.items()}, baseline))
     if price and all(compare.cost_per_million_tokens(d, price) is None for d in docs.values()):
         st.caption("Cost per million tokens needs tokens per step: record with `--tokens-per-step N`.")
     elif not price:
