@@ -15,7 +15,9 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psutil
@@ -68,6 +70,58 @@ def metrics(at: AppTest) -> list[tuple[str, str]]:
     return [(m.label, m.value) for m in at.metric]
 
 
+class _KpiTable(HTMLParser):
+    """The compare page's KPI table, read back from its HTML: {(kpi, run): (value, change, hover)}."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.runs: list[str] = []
+        self.cells: dict[tuple[str, str], tuple[str, str, str | None]] = {}
+        self._row: list[tuple[str, str, str | None]] = []
+        self._text: list[str] = []
+        self._span: str | None = None
+        self._title: str | None = None
+        self._head = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "thead":
+            self._head = True
+        elif tag == "tr":
+            self._row = []
+        elif tag in ("th", "td"):
+            self._text, self._title = [], None
+        elif tag == "span":
+            self._span = a.get("class") or ""
+            self._title = a.get("title", self._title)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "thead":
+            self._head = False
+        elif tag == "span":
+            self._span = None
+        elif tag in ("th", "td"):
+            value = "".join(t for kind, t in self._text if "tp-d" not in kind and "tp-sub" not in kind).strip()
+            change = "".join(t for kind, t in self._text if "tp-d" in kind).strip()
+            self._row.append((value, change, self._title))
+        elif tag == "tr":
+            if self._head:
+                self.runs = [value for value, _, _ in self._row[1:]]
+            else:
+                kpi = self._row[0][0]
+                for run, cell in zip(self.runs, self._row[1:], strict=True):
+                    self.cells[(kpi, run)] = cell
+
+    def handle_data(self, data: str) -> None:
+        self._text.append((self._span or "", data))
+
+
+def kpi_table(at: AppTest) -> dict[tuple[str, str], tuple[str, str, str | None]]:
+    parser = _KpiTable()
+    parser.feed(next(h.proto.body for h in at.get("html") if "tp-kpis" in h.proto.body))
+    return parser.cells
+
+
 def test_runs_page_lists_runs_with_report_numbers(env: dict) -> None:
     at = page("runs").run()
     assert not at.exception
@@ -100,15 +154,20 @@ def test_compare_page_shows_report_numbers_and_deltas(env: dict) -> None:
     at.query_params["runs"] = f"{narrow['run']['id']},{wide['run']['id']}"
     at.run()
     assert not at.exception
-    shown = metrics(at)
-    assert ("Median step time", fmt.seconds(narrow["steps"]["median_s"])) in shown
-    assert ("Median step time", fmt.seconds(wide["steps"]["median_s"])) in shown
-    assert ("Compile time", fmt.seconds(wide["compile"]["total_s"])) in shown
-    assert ("Peak HBM", fmt.bytes_(wide["memory"]["peak_bytes"])) in shown
-    assert ("Tokens/s", shape.rate(wide["steps"]["tokens_per_s"])) in shown
-    step_metric = [m for m in at.metric if m.label == "Median step time" and m.value == fmt.seconds(wide["steps"]["median_s"])][0]
+    cells = kpi_table(at)
+    for doc in (narrow, wide):
+        name = doc["run"]["name"]
+        assert cells[("Median step time", name)][0] == fmt.seconds(doc["steps"]["median_s"])
+        assert cells[("p90 step time", name)][0] == fmt.seconds(doc["steps"]["p90_s"])
+        assert cells[("Compile time", name)][0] == fmt.seconds(doc["compile"]["total_s"])
+        assert cells[("Peak HBM", name)][0] == fmt.bytes_(doc["memory"]["peak_bytes"])
+        assert cells[("FLOPs / step", name)][0] == fmt.flops(doc["flops"]["per_step"])
+    assert cells[("Tokens/s", "wide")][0] == shape.rate(wide["steps"]["tokens_per_s"])
+    assert cells[("Tokens/s", "narrow")] == ("n/a", "", "tokens per step unknown: record with `--tokens-per-step N`")
     expected = (wide["steps"]["median_s"] - narrow["steps"]["median_s"]) / narrow["steps"]["median_s"]
-    assert step_metric.delta == f"{expected:+.1%}"
+    assert cells[("Median step time", "wide")][1].endswith(f"{expected * 100:+.1f} %")
+    assert cells[("Median step time", "narrow")][1] == ""  # the baseline
+    assert cells[("Tokens/s", "wide")][1] == ""  # no change against an unknown value
     charts = at.get("plotly_chart")
     assert len(charts) >= 4  # steps over time, distribution, memory, fusion
     steps_fig = json.loads(charts[0].proto.spec)
@@ -133,9 +192,9 @@ def test_compare_cost_per_million_tokens(env: dict) -> None:
     at.session_state["price_per_chip_hour"] = 3.0
     at.run()
     cost = 3.0 * wide["flops"]["devices"] * (1e6 / wide["steps"]["tokens_per_s"]) / 3600
-    shown = metrics(at)
-    assert ("Cost / 1M tokens", shape.money(cost)) in shown
-    assert ("Cost / 1M tokens", "n/a") in shown  # the run without tokens per step
+    cells = kpi_table(at)
+    assert cells[("Cost / 1M tokens", "wide")][0] == shape.money(cost)
+    assert cells[("Cost / 1M tokens", "narrow")][0] == "n/a"  # the run without tokens per step
 
 
 def test_run_page_has_everything(env: dict) -> None:
@@ -241,13 +300,23 @@ def server(dash_store: dict, tmp_path: Path) -> Iterator[str]:
         yield url
 
 
+CUT_JS = """() => [...document.querySelectorAll('.tp-kpis th, .tp-kpis td, .tp-kpis span')]
+    .filter(e => e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).display !== 'inline').map(e => e.innerText)
+    .concat([...document.querySelectorAll('.tp-kpis')].filter(t => t.scrollWidth > t.parentElement.clientWidth + 1).map(() => 'table wider than the page'))"""
+"""Cells (and the table) whose content is wider than their box: cut or hidden, at this viewport."""
+
+
+def _cut(page: Any) -> list[str]:
+    return page.evaluate(CUT_JS)
+
+
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (.ci/run installs it)")
 def test_browser_select_two_runs_and_compare(server: str, dash_store: dict, tmp_path: Path) -> None:
     sync_api = pytest.importorskip("playwright.sync_api", reason="needs pip playwright (the dev extra)")
     reports = dash_store["reports"]
     shot = Path(os.environ.get("DASHBOARD_SCREENSHOT") or tmp_path / "compare.png")
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=CHROMIUM, args=CHROMIUM_ARGS, viewport={"width": 1500, "height": 1000})
+        browser = p.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=CHROMIUM, args=CHROMIUM_ARGS, viewport={"width": 1280, "height": 1000})
         try:
             page = browser.new_page()
             page.goto(server)
@@ -260,22 +329,24 @@ def test_browser_select_two_runs_and_compare(server: str, dash_store: dict, tmp_
                 page.wait_for_timeout(800)
             page.get_by_role("button", name="Compare 2 selected runs").click()
             page.get_by_role("heading", name="Compare runs").wait_for(timeout=30_000)
-            page.locator("[data-testid='stMetricValue']").first.wait_for(timeout=30_000)
             page.locator(".js-plotly-plot").nth(3).wait_for(timeout=30_000)
             for doc in reports.values():  # Streamlit draws a page in pieces: wait for each number
-                metric = page.locator("[data-testid='stMetricValue']").filter(has_text=fmt.seconds(doc["compile"]["total_s"]))
-                metric.first.wait_for(timeout=30_000)
-            values = page.locator("[data-testid='stMetricValue']").all_inner_texts()
+                page.locator(".tp-kpis td").filter(has_text=fmt.seconds(doc["compile"]["total_s"])).first.wait_for(timeout=30_000)
+            values = [v.strip() for v in page.locator(".tp-kpis td .tp-v").all_inner_texts()]
             for doc in reports.values():
                 assert fmt.seconds(doc["steps"]["median_s"]) in values
                 assert fmt.seconds(doc["compile"]["total_s"]) in values
             assert shape.rate(reports["wide"]["steps"]["tokens_per_s"]) in values
+            assert not _cut(page), "KPI table cells are cut at 1280 px"
+            verdict = page.locator(".st-key-verdict")
+            assert verdict.bounding_box()["y"] + verdict.bounding_box()["height"] <= 1000  # seen without scrolling
+            assert "per step than" in verdict.inner_text() or "No clear winner" in verdict.inner_text()
             assert "runs=" in page.url and all(doc["run"]["id"] in page.url for doc in reports.values())
             assert page.locator(".js-plotly-plot").count() >= 4
             body = page.inner_text("body")
             assert "Step time over steps" in body and "Fusions by kind" in body and "Configuration and environment" in body
             assert page.locator("[data-testid='stDataFrame']").count() >= 2  # fusion table, configuration diff (canvas grids)
-            page.set_viewport_size({"width": 1500, "height": 2300})
+            page.set_viewport_size({"width": 1280, "height": 2600})
             page.wait_for_timeout(1500)
             shot.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(shot))
@@ -362,7 +433,7 @@ def test_compare_never_rates_a_failed_run_and_names_what_differs(mixed: dict) ->
         at.run()
         assert not at.exception
         assert [e.value for e in at.error] == [f"{order[1]['run']['name']} is not compared with {order[0]['run']['name']}: failing failed (its steps stop where the script raised)."]
-        assert [m.delta for m in at.metric if m.delta] == []  # no "93.9 % better" against a run that broke
+        assert [cell for cell in kpi_table(at).values() if cell[1]] == []  # no "93.9 % better" against a run that broke
         banner = " ".join(w.value for w in at.warning)
         shown = [f"{d['run']['name']}: {XLA_FLAGS if d is failing else 'n/a'}" for d in order]
         assert banner == f"Not a like-for-like comparison: the runs differ in xla_flags ({', '.join(shown)})."
@@ -423,3 +494,39 @@ def test_dashboard_command_busy_port_and_urls(dash_store: dict, tmp_path: Path) 
     assert re.search(rf"at http://{re.escape(socket.gethostname())}:\d+ \(Ctrl-C", said)
     _, said = _announced([str(dash_store["store"]), "--host", "::1", "--port", str(_free_port())], tmp_path)
     assert re.search(r"at http://\[::1\]:\d+ \(Ctrl-C", said) and "warning" not in said
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (.ci/run installs it)")
+def test_browser_four_runs_failed_run_and_urls(mixed_store: dict, tmp_path: Path) -> None:
+    """In Chromium at 1280 px: four runs' KPIs uncut with a failed one among them, n/a with its reason
+    on hover, `/runs` and a URL naming no run, as a person would open them."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="needs pip playwright (the dev extra)")
+    reports = mixed_store["reports"]
+    names = ["slow", "fast", "narrow", "failing"]
+    with _serve(mixed_store["store"], tmp_path / "cache") as server, sync_api.sync_playwright() as p:
+        browser = p.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=CHROMIUM, args=CHROMIUM_ARGS, viewport={"width": 1280, "height": 1000})
+        try:
+            page = browser.new_page()
+            page.goto(f"{server}/compare?runs={','.join(names)}")
+            page.locator(".js-plotly-plot").nth(2).wait_for(timeout=60_000)
+            page.locator(".tp-kpis td").filter(has_text=fmt.seconds(reports["failing"]["steps"]["median_s"])).first.wait_for(timeout=30_000)
+            header = [t.split("\n")[0].strip() for t in page.locator(".tp-kpis thead th").all_inner_texts()[1:]]
+            assert header == names
+            assert not _cut(page), "KPI table cells are cut at 1280 px with four runs"
+            verdict = page.locator(".st-key-verdict").inner_text()
+            assert "fast is" in verdict and "faster per step than slow" in verdict
+            assert "failing is not compared with slow: failing failed" in verdict
+            na = page.locator(".tp-kpis .tp-na").first
+            assert na.inner_text() == "n/a" and len(na.get_attribute("title") or "") > 10  # the reason, on hover
+            body = page.inner_text("body")
+            assert "Not a like-for-like comparison" in body and "xla_flags" in body
+            page.goto(f"{server}/runs")
+            page.get_by_text(f"{len(reports)} run(s)").wait_for(timeout=60_000)
+            assert "Page not found" not in page.inner_text("body")
+            page.goto(f"{server}/run?run=no-such-run")
+            page.get_by_text("Run 'no-such-run' from the URL cannot be shown").wait_for(timeout=30_000)
+            assert page.locator("[data-testid='stMetricValue']").count() == 0  # no other run in its place
+            page.goto(f"{server}/run?run=fast")
+            page.locator("[data-testid='stMetricValue']").filter(has_text=fmt.seconds(reports["fast"]["steps"]["median_s"])).first.wait_for(timeout=30_000)
+        finally:
+            browser.close()
