@@ -300,9 +300,14 @@ def server(dash_store: dict, tmp_path: Path) -> Iterator[str]:
         yield url
 
 
-CUT_JS = """() => [...document.querySelectorAll('.tp-kpis th, .tp-kpis td, .tp-kpis span')]
-    .filter(e => e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).display !== 'inline').map(e => e.innerText)
-    .concat([...document.querySelectorAll('.tp-kpis')].filter(t => t.scrollWidth > t.parentElement.clientWidth + 1).map(() => 'table wider than the page'))"""
+CUT_JS = """() => {
+    const tables = [...document.querySelectorAll('.tp-kpis')];
+    if (!tables.length) return ['no KPI table on the page'];
+    const cut = tables.flatMap(t => [...t.querySelectorAll('th, td, span')])
+        .filter(e => e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).display !== 'inline').map(e => e.innerText);
+    const wide = tables.filter(t => t.scrollWidth > t.parentElement.clientWidth + 1);
+    return cut.concat(wide.map(() => 'table wider than the page'));
+}"""
 """Cells (and the table) whose content is wider than their box: cut or hidden, at this viewport."""
 
 
