@@ -180,9 +180,15 @@ def test_compare_page_shows_report_numbers_and_deltas(env: dict) -> None:
     assert config.loc["config.tokens_per_step", "wide"] == str(TOKENS_PER_STEP)
     assert "command" in config.index
     ops = next(df.value for df in at.dataframe if df.value.index.name == "op")
-    top = {o["name"]: o["total_time_s"] for o in wide["ops"]["top"]}
-    shown_ops = ops["wide"].dropna()
-    assert len(shown_ops) > 0 and all(top[name] == pytest.approx(t) for name, t in shown_ops.items() if name in top)
+    for doc in (narrow, wide):  # each row: the report's top ops it names, per traced step, in ms
+        name, top = doc["run"]["name"], {o["name"]: o["total_time_s"] for o in doc["ops"]["top"]}
+        for _, row in ops.dropna(subset=[name]).iterrows():
+            held = sum(top.get(n, 0.0) for n in row["ops"].split(", "))
+            assert row[name] == pytest.approx(held / doc["steps"]["traced"] * 1e3)
+            assert row[f"{name} % of step"] == pytest.approx(row[name] / 1e3 / doc["steps"]["median_s"])
+        assert ops[name].sum() <= doc["ops"]["total_time_s"] / doc["steps"]["traced"] * 1e3 * (1 + 1e-9)
+    assert not any(n[-1].isdigit() for n in ops.index)  # matched by meaning: two programs' HLO names are not the same ops
+    assert any("Matched by what they are" in c.value for c in at.caption)
 
 
 def test_compare_cost_per_million_tokens(env: dict) -> None:

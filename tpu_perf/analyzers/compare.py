@@ -1,5 +1,5 @@
-"""Run-to-run comparison: KPIs and their deltas, which way is better, ops, fusion and configuration
-side by side. Analysis over report documents (`Report.to_dict()`), shared by the dashboard and the
+"""Run-to-run comparison: KPIs and their deltas, which way is better, fusion and configuration
+side by side (top ops: `ops_compare`). Analysis over report documents (`Report.to_dict()`), shared by the dashboard and the
 CI gate; no Streamlit, no formatting (the views format by each KPI's `unit`).
 """
 
@@ -114,43 +114,6 @@ def kpi_rows(docs: Mapping[str, Mapping[str, Any]], baseline: str, price_per_chi
             value = kpi.value(doc)
             rows.append({"kpi": kpi.label, "run": label, "value": value, "unit": kpi.unit, "delta": None if label == baseline else delta(value, base), "lower_is_better": kpi.lower_is_better, "help": kpi.help, "why": None if value is not None else kpi.why_missing(doc)})
     return pd.DataFrame(rows)
-
-
-def ops_frame(doc: Mapping[str, Any]) -> pd.DataFrame:
-    """`ops.top` as a table, one row per op name (summed over devices when listed per device)."""
-    top = dig(doc, "ops.top")
-    if not isinstance(top, list) or not top:
-        return pd.DataFrame()
-    ops = pd.DataFrame([o for o in top if isinstance(o, dict)])
-    if "name" not in ops or "total_time_s" not in ops:
-        return pd.DataFrame()
-    sums = [c for c in ("total_time_s", "self_time_s", "occurrences", "flops", "bytes_accessed") if c in ops]
-    grouped = ops.groupby("name", sort=False)
-    out = grouped[sums].sum(min_count=1)  # all unknown (Kineto has no FLOPs) stays unknown, not 0
-    for c in ("category", "fusion_kind"):
-        if c in ops:
-            out[c] = grouped[c].first()
-    return out
-
-
-def ops_side_by_side(docs: Mapping[str, Mapping[str, Any]], baseline: str, limit: int = 15) -> pd.DataFrame:
-    """Each run's total time per op (seconds) and its change against the baseline, busiest first."""
-    frames = {label: ops_frame(doc) for label, doc in docs.items()}
-    frames = {label: f for label, f in frames.items() if not f.empty}
-    if not frames:
-        return pd.DataFrame()
-    times = pd.DataFrame({label: f["total_time_s"] for label, f in frames.items()})
-    category = pd.concat([f["category"] for f in frames.values() if "category" in f]).groupby(level=0).first() if any("category" in f for f in frames.values()) else None
-    times = times.loc[times.max(axis=1).sort_values(ascending=False).index[:limit]]
-    out = times.copy()
-    if category is not None:
-        out.insert(0, "category", category.reindex(out.index))
-    if baseline in times:
-        for label in times.columns:
-            if label != baseline:
-                out[f"Δ {label}"] = (times[label] - times[baseline]) / times[baseline]
-    out.index.name = "op"
-    return out
 
 
 def fusion_side_by_side(docs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:

@@ -13,6 +13,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
+from tpu_perf.analyzers.ops_compare import short_name
+
 PALETTE = qualitative.Plotly
 MIB = 2**20
 WEBGL_ABOVE_POINTS = 2000
@@ -82,14 +84,23 @@ def breakdown_bars(breakdowns: Mapping[str, Mapping[str, float]]) -> go.Figure:
     return _layout(fig, "Step-time breakdown", xaxis_title="% of step time")
 
 
-def top_ops(table: pd.DataFrame, labels: Sequence[str], *, value: str = "total_time_s") -> go.Figure:
-    """Grouped horizontal bars of each op's time in each run; `table` has one column per label."""
+def top_ops(table: pd.DataFrame, labels: Sequence[str]) -> go.Figure:
+    """Grouped horizontal bars of each op's time per step per device in each run (ms); names
+    shortened on the axis, the full names on hover. `table` is `ops_compare.ops_side_by_side`."""
     fig = go.Figure()
+    full = [str(i) for i in table.index]
+    short = [short_name(i, 40) for i in full]
+    names = table["ops"].astype(str).tolist() if "ops" in table else full
     for i, label in enumerate(labels):
         if label in table:
-            fig.add_trace(go.Bar(y=table.index.astype(str), x=table[label].astype(float) * 1e3, name=label, orientation="h", marker_color=colour(i)))
+            share = table.get(f"{label} % of step", pd.Series([float("nan")] * len(table), index=table.index)).astype(float) * 100
+            fig.add_trace(go.Bar(
+                y=short, x=table[label].astype(float) * 1e3, name=label, orientation="h", marker_color=colour(i),
+                customdata=list(zip(full, names, share.round(1), strict=True)),
+                hovertemplate="%{customdata[0]}<br>%{x:.3f} ms per step per device (%{customdata[2]} % of step)<br>%{customdata[1]}<extra>" + label + "</extra>",
+            ))  # fmt: skip
     fig.update_layout(barmode="group", yaxis={"autorange": "reversed"})
-    fig = _layout(fig, f"Top ops by {value.replace('_s', '')}", xaxis_title="time (ms)")
+    fig = _layout(fig, "Top ops: time per step per device", xaxis_title="ms per step per device")
     fig.update_layout(height=max(360, 28 * len(table) * max(1, len(labels))))
     return fig
 

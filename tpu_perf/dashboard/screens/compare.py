@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
+import pandas as pd
 import streamlit as st
 
-from tpu_perf.analyzers import compare, verdict
+from tpu_perf.analyzers import compare, ops_compare, verdict
 from tpu_perf.analyzers.run_values import fingerprint
 from tpu_perf.dashboard import data, figures, kpi_table, nav, shape, widgets
+from tpu_perf.store.fs import filesystem, join
 
 PRICE = "price_per_chip_hour"
 
@@ -135,14 +138,48 @@ def _breakdown(docs: dict[str, dict[str, Any]]) -> None:
         st.caption(f"{label}: no breakdown recorded.")
 
 
-def _ops_and_fusion(docs: dict[str, dict[str, Any]], baseline: str) -> None:
+def _step_program_digest(ref: data.RunRef, doc: dict[str, Any]) -> str | None:
+    """sha1 of the run's step program HLO text; None when the run saved none."""
+    hlo = next((p.get("hlo_file") for p in doc.get("programs") or [] if isinstance(p, dict) and p.get("is_step") and p.get("hlo_file")), None)
+    if not hlo:
+        return None
+    try:
+        fs, base = filesystem(ref.url)
+        with fs.open(join(base, hlo), "rb") as f:
+            return hashlib.sha1(f.read()).hexdigest()
+    except OSError:
+        return None
+
+
+def ops_table_view(ops: pd.DataFrame, labels: list[str]) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """`ops_compare.ops_side_by_side` as shown: ms per step per device, % of step, names shortened
+    (the full names in the last column), with a column format for each."""
+    shown = ops.copy()
+    config: dict[str, Any] = {"ops": st.column_config.TextColumn("full name(s)", help="the ops each row holds, full names")}
+    for label in labels:
+        if label in shown:
+            shown[label] = shown[label] * 1e3
+            config[label] = st.column_config.NumberColumn(f"{label} (ms/step/device)", format="%.3f ms", help="time per step on one device (the trace window's total / steps / devices)")
+            config[f"{label} % of step"] = st.column_config.NumberColumn(format="percent", help="of the run's median step time")
+    for column in shown.columns:
+        if str(column).startswith("Δ"):
+            config[column] = st.column_config.NumberColumn(format="percent", help="change of the time per step against the baseline")
+    shown.index = [ops_compare.short_name(str(i)) for i in shown.index]
+    shown.index.name = "op"
+    return shown, config
+
+
+def _ops_and_fusion(docs: dict[str, dict[str, Any]], refs: dict[str, data.RunRef], baseline: str) -> None:
     st.subheader("Top ops")
-    ops = compare.ops_side_by_side(docs, baseline)
+    digests = {_step_program_digest(refs[label], doc) for label, doc in docs.items()}
+    same = len(digests) == 1 and None not in digests
+    ops = ops_compare.ops_side_by_side(docs, baseline, same_program=same)
     if ops.empty:
         widgets.missing("Per-op times", "They come from the trace window (ops.top in the report).")
     else:
-        delta_cols = {c: st.column_config.NumberColumn(format="percent") for c in ops.columns if str(c).startswith("Δ")}
-        st.dataframe(ops, column_config=delta_cols, width="stretch", key="cmp_ops_table")
+        st.caption("Matched by HLO name: every run ran the same step program." if same else "Matched by what they are (op class · fusion kind or trace category): the runs ran different step programs, whose HLO names are numbered apart.")
+        table, config = ops_table_view(ops, list(docs))
+        st.dataframe(table, column_config=config, width="stretch", key="cmp_ops_table")
         st.plotly_chart(figures.top_ops(ops, list(docs)), width="stretch", key="cmp_ops")
     st.subheader("Fusion")
     fusion = compare.fusion_side_by_side(docs)
@@ -185,5 +222,5 @@ def render() -> None:
     _steps(docs, loaded)
     _memory(loaded)
     _breakdown(docs)
-    _ops_and_fusion(docs, baseline)
+    _ops_and_fusion(docs, loaded, baseline)
     _config(loaded)

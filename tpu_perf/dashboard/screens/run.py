@@ -9,9 +9,9 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from tpu_perf.analyzers import compare
+from tpu_perf.analyzers import compare, ops_compare
 from tpu_perf.dashboard import aot, data, figures, nav, shape, widgets
-from tpu_perf.dashboard.screens.compare import breakdown_fractions
+from tpu_perf.dashboard.screens.compare import breakdown_fractions, ops_table_view
 from tpu_perf.jsonio import dumps
 from tpu_perf.store.fs import filesystem, join
 from tpu_perf.views import format as fmt
@@ -86,11 +86,12 @@ def _memory(doc: dict[str, Any], ref: data.RunRef) -> None:
 
 
 def _ops(doc: dict[str, Any]) -> None:
-    ops = compare.ops_frame(doc)
+    ops = ops_compare.ops_side_by_side({"time": doc}, "time", same_program=True)
     if ops.empty:
         widgets.missing("Per-op times", "They come from the trace window (ops.top in the report).")
     else:
-        st.dataframe(ops, width="stretch", key="run_ops")
+        table, config = ops_table_view(ops, ["time"])
+        st.dataframe(table.drop(columns=["ops"]) if all(len(str(n)) <= ops_compare.NAME_WIDTH for n in ops.index) else table, column_config=config, width="stretch", key="run_ops")
     fusion = compare.fusion_side_by_side({"step program": doc})
     if fusion.empty:
         widgets.missing("Fusion summary", "It comes from the step program's optimized HLO.")
