@@ -541,3 +541,89 @@ def test_browser_four_runs_failed_run_and_urls(mixed_store: dict, tmp_path: Path
             page.locator("[data-testid='stMetricValue']").filter(has_text=fmt.seconds(reports["fast"]["steps"]["median_s"])).first.wait_for(timeout=30_000)
         finally:
             browser.close()
+
+
+# -- imported runs ------------------------------------------------------------------------------------
+KINETO = ROOT / "tests" / "data" / "a100_alexnet.json.gz"
+XPLANE = ROOT / "tests" / "data" / "tpu_v6e_x4_inference.xplane.pb"
+
+
+@pytest.fixture(scope="session")
+def import_store(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """A Kineto GPU trace and a 4-chip TPU xplane, imported as a user would, and their reports."""
+    store = tmp_path_factory.mktemp("imports") / "runs"
+    reports = {}
+    for name, path in (("kineto", KINETO), ("tpu4", XPLANE)):
+        tpu_perf_cli("import", str(path), "--store", str(store), "--name", name, check=True)
+        reports[name] = json.loads(tpu_perf_cli("report", "--store", str(store), name, "--json", check=True).stdout)
+    return {"store": store, "reports": reports}
+
+
+@pytest.fixture
+def imports(import_store: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
+    monkeypatch.setenv("TPU_PERF_STORE", str(import_store["store"]))
+    monkeypatch.setenv("TPU_PERF_CACHE_DIR", str(tmp_path / "cache"))
+    return import_store
+
+
+def test_imported_runs_are_worded_as_imports_with_perfetto_for_kineto(imports: dict) -> None:
+    kineto = imports["reports"]["kineto"]
+    at = page("run")
+    at.query_params["run"] = "kineto"
+    at.run()
+    assert not at.exception and kineto["run"]["imported"] is True
+    text = " ".join(e.value for e in (*at.markdown, *at.info, *at.caption))
+    assert "The script ran no step" not in text and "This run is an import (`tpu-perf import`)" in text
+    assert "imported" in at.markdown[0].value and "Imported with:" in text
+    codes = " ".join(c.value for c in at.code)
+    assert "xprof server" not in codes and "tensorboard" not in codes  # nothing for them to read in a Kineto trace
+    assert "ui.perfetto.dev" in text
+    downloads = [b.proto.label for b in at.get("download_button")]
+    assert f"Download {kineto['trace']['files'][0]} (Chrome-trace JSON, for Perfetto)" in downloads
+
+
+def test_imported_tpu_ops_are_per_device_over_the_trace(imports: dict) -> None:
+    tpu4 = imports["reports"]["tpu4"]
+    at = page("run")
+    at.query_params["run"] = "tpu4"
+    at.run()
+    assert not at.exception
+    codes = " ".join(c.value for c in at.code)
+    assert f"xprof server --logdir {tpu4['trace']['logdir']}" in codes
+    ops = next(df.value for df in at.dataframe if df.value.index.name == "op")
+    devices = {o["device"] for o in tpu4["ops"]["top"]}
+    assert len(devices) == 4
+    per_name: dict[str, float] = {}
+    for o in tpu4["ops"]["top"]:
+        per_name[o["name"]] = per_name.get(o["name"], 0.0) + o["total_time_s"]
+    for name, row in ops.iterrows():  # summed over the 4 devices, then one device's share: not 4x
+        assert row["time"] == pytest.approx(per_name[name] / 4 * 1e3)
+    assert any("per device over the whole trace" in c.value for c in at.caption)
+    at = page("compare")
+    at.query_params["runs"] = "tpu4,kineto"
+    at.run()
+    assert not at.exception
+    captions = " ".join(c.value for c in at.caption)
+    assert "tpu4: no steps in its trace, so no time per step" in captions and "kineto: no steps in its trace" in captions
+    assert "No clear winner" not in at.markdown[0].value and "no steady step time for tpu4 and kineto" in at.markdown[0].value
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (.ci/run installs it)")
+def test_browser_downloads_a_kineto_trace(import_store: dict, tmp_path: Path) -> None:
+    sync_api = pytest.importorskip("playwright.sync_api", reason="needs pip playwright (the dev extra)")
+    with _serve(import_store["store"], tmp_path / "cache") as server, sync_api.sync_playwright() as p:
+        browser = p.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=CHROMIUM, args=CHROMIUM_ARGS, viewport={"width": 1280, "height": 1000}, accept_downloads=True)
+        try:
+            page = browser.new_page()
+            page.goto(f"{server}/run?run=kineto")
+            page.get_by_role("tab", name="Trace").click()
+            button = page.get_by_role("button", name="Chrome-trace JSON, for Perfetto")
+            button.wait_for(timeout=60_000)
+            with page.expect_download(timeout=30_000) as got:
+                button.click()
+            saved = tmp_path / "got.json.gz"
+            got.value.save_as(saved)
+            assert got.value.suggested_filename == KINETO.name
+            assert saved.read_bytes() == KINETO.read_bytes()  # the trace as captured, byte for byte
+        finally:
+            browser.close()

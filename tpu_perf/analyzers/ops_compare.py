@@ -45,9 +45,9 @@ def _window_steps(doc: Mapping[str, Any]) -> int | None:
     return None
 
 
-def per_step(doc: Mapping[str, Any], *, by_name: bool) -> pd.DataFrame:
+def per_step(doc: Mapping[str, Any], *, by_name: bool, whole_trace: bool = False) -> pd.DataFrame:
     """One row per matched op: seconds per step per device (None when the window's steps are
-    unknown) and the op names it holds, busiest first."""
+    unknown; with `whole_trace`, per device over the whole trace instead) and its op names."""
     top = dig(doc, "ops.top")
     rows = [o for o in top if isinstance(o, dict) and o.get("name") is not None and o.get("total_time_s") is not None] if isinstance(top, list) else []
     if not rows:
@@ -58,16 +58,24 @@ def per_step(doc: Mapping[str, Any], *, by_name: bool) -> pd.DataFrame:
     ops["key"] = ops["name"].astype(str) if by_name else [_meaning(r) for r in rows]
     grouped = ops.groupby("key", sort=False)
     out = pd.DataFrame({"total_s": grouped["total_time_s"].sum(), "ops": grouped["name"].agg(lambda n: ", ".join(dict.fromkeys(map(str, n))))})
-    out["time_s"] = out["total_s"] / (steps * devices) if steps else None
+    if whole_trace:
+        out["time_s"] = out["total_s"] / devices
+    else:
+        out["time_s"] = out["total_s"] / (steps * devices) if steps else None
     return out.sort_values("total_s", ascending=False)
 
 
-def ops_side_by_side(docs: Mapping[str, Mapping[str, Any]], baseline: str, *, same_program: bool = False, limit: int = 15) -> pd.DataFrame:
+def has_steps(doc: Mapping[str, Any]) -> bool:
+    """Whether the trace window's steps are known (an import of a trace without step markers has none)."""
+    return _window_steps(doc) is not None
+
+
+def ops_side_by_side(docs: Mapping[str, Mapping[str, Any]], baseline: str, *, same_program: bool = False, whole_trace: bool = False, limit: int = 15) -> pd.DataFrame:
     """Per run: time per step per device (`LABEL`, seconds), its share of the median step
     (`LABEL % of step`), and the change against the baseline (`Δ LABEL`); `ops` lists the names.
 
     Matched by meaning unless `same_program` (then by HLO name). Unknown stays unknown (NaN)."""
-    frames = {label: per_step(doc, by_name=same_program) for label, doc in docs.items()}
+    frames = {label: per_step(doc, by_name=same_program, whole_trace=whole_trace) for label, doc in docs.items()}
     frames = {label: f for label, f in frames.items() if not f.empty}
     if not frames:
         return pd.DataFrame()
@@ -79,7 +87,7 @@ def ops_side_by_side(docs: Mapping[str, Mapping[str, Any]], baseline: str, *, sa
     for label in times.columns:
         out[label] = times.loc[order, label]
         median = dig(docs[label], "steps.median_s")
-        out[f"{label} % of step"] = out[label] / median if median else float("nan")
+        out[f"{label} % of step"] = out[label] / median if median and not whole_trace else float("nan")
     if baseline in times:
         for label in times.columns:
             if label != baseline:

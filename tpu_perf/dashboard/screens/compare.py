@@ -151,7 +151,7 @@ def _step_program_digest(ref: data.RunRef, doc: dict[str, Any]) -> str | None:
         return None
 
 
-def ops_table_view(ops: pd.DataFrame, labels: list[str]) -> tuple[pd.DataFrame, dict[str, Any]]:
+def ops_table_view(ops: pd.DataFrame, labels: list[str], per: str = "step") -> tuple[pd.DataFrame, dict[str, Any]]:
     """`ops_compare.ops_side_by_side` as shown: ms per step per device, % of step, names shortened
     (the full names in the last column), with a column format for each."""
     shown = ops.copy()
@@ -159,7 +159,10 @@ def ops_table_view(ops: pd.DataFrame, labels: list[str]) -> tuple[pd.DataFrame, 
     for label in labels:
         if label in shown:
             shown[label] = shown[label] * 1e3
-            config[label] = st.column_config.NumberColumn(f"{label} (ms/step/device)", format="%.3f ms", help="time per step on one device (the trace window's total / steps / devices)")
+            if per == "step":
+                config[label] = st.column_config.NumberColumn(f"{label} (ms/step/device)", format="%.3f ms", help="time per step on one device (the trace window's total / steps / devices)")
+            else:
+                config[label] = st.column_config.NumberColumn(f"{label} (ms/device, whole trace)", format="%.3f ms", help="time on one device over the whole trace (total / devices)")
             config[f"{label} % of step"] = st.column_config.NumberColumn(format="percent", help="of the run's median step time")
     for column in shown.columns:
         if str(column).startswith("Δ"):
@@ -178,6 +181,8 @@ def _ops_and_fusion(docs: dict[str, dict[str, Any]], refs: dict[str, data.RunRef
         widgets.missing("Per-op times", "They come from the trace window (ops.top in the report).")
     else:
         st.caption("Matched by HLO name: every run ran the same step program." if same else "Matched by what they are (op class · fusion kind or trace category): the runs ran different step programs, whose HLO names are numbered apart.")
+        for label in (label for label, doc in docs.items() if not ops_compare.has_steps(doc)):
+            st.caption(f"{label}: no steps in its trace, so no time per step (its run page lists its ops over the whole trace).")
         table, config = ops_table_view(ops, list(docs))
         st.dataframe(table, column_config=config, width="stretch", key="cmp_ops_table")
         st.plotly_chart(figures.top_ops(ops, list(docs)), width="stretch", key="cmp_ops")
