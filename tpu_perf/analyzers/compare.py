@@ -62,6 +62,8 @@ class Kpi:
     help: str
     why_missing: Callable[[Mapping[str, Any]], str] = lambda d: "not in this run's report"
     """Why the value is unknown, in words (shown on hover beside "n/a")."""
+    neutral: bool = False
+    """A property of the workload, neither better nor worse when it changes (FLOPs per step)."""
 
 
 def _steps_missing(doc: Mapping[str, Any]) -> str:
@@ -86,7 +88,7 @@ KPIS: tuple[Kpi, ...] = (
     Kpi(label="Device time / step", value=lambda d: dig(d, "steps.device_median_s"), unit="seconds", lower_is_better=True, help="steps.device_median_s: dispatch to outputs ready, median", why_missing=lambda d: "the framework's device time per step is not measured (PyTorch steps, imports)"),
     Kpi(label="MFU", value=lambda d: d.get("mfu"), unit="fraction", lower_is_better=False, help="mfu (basis: mfu_basis): model FLOPs per second / chip peak", why_missing=_mfu_missing),
     Kpi(label="Hardware FLOPs utilisation", value=lambda d: dig(d, "flops.utilization"), unit="fraction", lower_is_better=False, help="flops.utilization: XLA-counted FLOPs per device / chip peak", why_missing=_peak_missing),
-    Kpi(label="FLOPs / step", value=lambda d: dig(d, "flops.per_step"), unit="flops", lower_is_better=False, help="flops.per_step: FLOPs XLA counts in the step program, all devices", why_missing=lambda d: "no FLOP count for the step program (XLA cost analysis gave none; PyTorch eager has none)"),
+    Kpi(label="FLOPs / step", value=lambda d: dig(d, "flops.per_step"), unit="flops", lower_is_better=False, neutral=True, help="flops.per_step: FLOPs XLA counts in the step program, all devices (the workload: a change is neither better nor worse)", why_missing=lambda d: "no FLOP count for the step program (XLA cost analysis gave none; PyTorch eager has none)"),
     Kpi(label="Achieved TFLOP/s", value=lambda d: dig(d, "flops.achieved_tflops"), unit="tflops", lower_is_better=False, help="flops.achieved_tflops: FLOPs per step / median step time", why_missing=lambda d: "needs FLOPs per step and a step time"),
     Kpi(label="Tokens/s", value=lambda d: dig(d, "steps.tokens_per_s"), unit="rate", lower_is_better=False, help="steps.tokens_per_s: tokens per step / median step time", why_missing=lambda d: "tokens per step unknown: record with `--tokens-per-step N`"),
     Kpi(label="Peak HBM", value=peak_device_bytes, unit="bytes", lower_is_better=True, help="memory.per_device peak (else memory.peak_bytes)", why_missing=lambda d: "no device memory source (runtime sampler or XLA memory analysis)"),
@@ -112,7 +114,7 @@ def kpi_rows(docs: Mapping[str, Mapping[str, Any]], baseline: str, price_per_chi
         base = kpi.value(docs[baseline]) if baseline in docs else None
         for label, doc in docs.items():
             value = kpi.value(doc)
-            rows.append({"kpi": kpi.label, "run": label, "value": value, "unit": kpi.unit, "delta": None if label == baseline else delta(value, base), "lower_is_better": kpi.lower_is_better, "help": kpi.help, "why": None if value is not None else kpi.why_missing(doc)})
+            rows.append({"kpi": kpi.label, "run": label, "value": value, "unit": kpi.unit, "delta": None if label == baseline else delta(value, base), "lower_is_better": kpi.lower_is_better, "neutral": kpi.neutral, "help": kpi.help, "why": None if value is not None else kpi.why_missing(doc)})
     return pd.DataFrame(rows)
 
 

@@ -54,6 +54,12 @@ def check_port_free(host: str, port: int) -> None:
             if exc.errno == errno.EADDRINUSE:
                 raise UsageError(f"--port {port}: {authority(host, port)} is already in use (another dashboard?); pick a free one with --port N") from None
             raise UsageError(f"--host {host}: cannot serve on {authority(host, port)} ({exc.strerror}); give an address of this machine") from None
+    target = ("::1" if family == socket.AF_INET6 else LOOPBACK) if host in WILDCARDS else address[0]
+    try:  # a server that answers there (one bound with SO_REUSEPORT lets the bind above pass)
+        socket.create_connection((target, port), timeout=0.5).close()
+    except OSError:
+        return
+    raise UsageError(f"--port {port}: {authority(host, port)} is already in use (a server answers there); pick a free one with --port N")
 
 
 def streamlit_argv(host: str, port: int) -> list[str]:

@@ -28,25 +28,25 @@ CSS = """
 """
 
 
-def _delta(change: float | None, lower_is_better: bool) -> str:
+def _delta(change: float | None, lower_is_better: bool, neutral: bool = False) -> str:
     """"−64.2 % faster"-style change, coloured by whether it is better; empty when unknown."""
     if change is None or (isinstance(change, float) and math.isnan(change)):
         return ""
     if abs(change) < 0.0005:
         return '<span class="tp-d tp-same">±0.0 %</span>'
-    better = (change < 0) == lower_is_better
     arrow = "▲" if change > 0 else "▼"
-    return f'<span class="tp-d {"tp-better" if better else "tp-worse"}">{arrow} {change * 100:+.1f} %</span>'
+    tone = "tp-same" if neutral else "tp-better" if (change < 0) == lower_is_better else "tp-worse"
+    return f'<span class="tp-d {tone}">{arrow} {change * 100:+.1f} %</span>'
 
 
 def _cell(row: pd.Series) -> str:
     if isinstance(row["why"], str):
         return f'<td><span class="tp-v tp-na" title="{html.escape(str(row["why"]))}">n/a</span></td>'
-    return f'<td><span class="tp-v">{html.escape(str(row["shown"]))}</span>{_delta(row["delta"], bool(row["lower_is_better"]))}</td>'
+    return f'<td><span class="tp-v">{html.escape(str(row["shown"]))}</span>{_delta(row["delta"], bool(row["lower_is_better"]), bool(row.get("neutral", False)))}</td>'
 
 
 def kpi_table_html(rows: pd.DataFrame, labels: list[str], headers: Mapping[str, str], baseline: str) -> str:
-    """The table for `shape.kpi_rows` output (columns kpi, run, shown, delta, lower_is_better, help, why)."""
+    """The table for `shape.kpi_rows` output (columns kpi, run, shown, delta, lower_is_better, neutral, help, why)."""
     head = "".join(
         f'<th title="{html.escape(headers.get(label, ""))}">{html.escape(label)}<span class="tp-sub">{"baseline · " if label == baseline else ""}{html.escape(headers.get(label, ""))}</span></th>'
         for label in labels
