@@ -450,6 +450,37 @@ def test_compare_never_rates_a_failed_run_and_names_what_differs(mixed: dict) ->
         assert banner == f"Not a like-for-like comparison: the runs differ in xla_flags ({', '.join(shown)})."
 
 
+@pytest.fixture(scope="session")
+def repeat_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`tpu-perf record --repeat 2` of the 10 ms and the 30 ms loop: two groups of two runs."""
+    store = tmp_path_factory.mktemp("repeat") / "runs"
+    for sleep in ("0.01", "0.03"):
+        tpu_perf_cli("record", "--store", str(store), "--repeat", "2", "--tag", f"sleep={sleep}", "-q", "--no-trace", SELFTIMED, str(store.parent / "o.json"), "--steps", "16", "--sleep", sleep, check=True)
+    return store
+
+
+def test_compare_groups_of_repeats_get_the_checks_verdict(repeat_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TPU_PERF_STORE", str(repeat_store))
+    monkeypatch.setenv("TPU_PERF_CACHE_DIR", str(tmp_path / "cache"))
+    from tpu_perf import list_runs
+
+    runs = list_runs(str(repeat_store))
+    groups = {r.tags["sleep"]: r.tags["repeat"] for r in runs}
+    slow_first = sorted(runs, key=lambda r: r.tags["sleep"], reverse=True)
+    at = page("compare")
+    at.query_params["runs"] = ",".join(r.id for r in slow_first)
+    at.run()
+    assert not at.exception
+    cli = tpu_perf_cli("check", "--store", str(repeat_store), "--baseline", f"tag:repeat={groups['0.03']}", "--candidate", f"tag:repeat={groups['0.01']}", "--json")
+    expected = json.loads(cli.stdout)
+    assert cli.returncode == expected["exit_code"]
+    shown = " ".join(e.value for e in (*at.success, *at.error))
+    assert f"repeat={groups['0.01']} (2 runs) against repeat={groups['0.03']} (2 runs): {expected['verdict']}, exit {expected['exit_code']} (" in shown
+    step = next(c for c in expected["checks"] if c["metric"] == "step_time")
+    assert step["message"] in shown
+    assert any(e.label == "Run by run" for e in at.expander)
+
+
 def test_urls_name_one_run_or_say_which_cannot_be_shown(env: dict) -> None:
     narrow, wide = env["reports"]["narrow"], env["reports"]["wide"]
     for asked, expected in ((wide["run"]["id"], wide), ("narrow", narrow), (wide["run"]["id"][:-3], wide)):

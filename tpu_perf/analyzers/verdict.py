@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from tpu_perf.analyzers.regression import CheckResult
 from tpu_perf.analyzers.run_values import FINGERPRINT_FIELDS
 from tpu_perf.analyzers.welch import compare_samples
 
@@ -139,3 +140,36 @@ def mismatch_text(diffs: Mapping[str, Mapping[str, str]], limit: int = 40) -> st
 
     parts = [f"{key} ({', '.join(f'{label}: {short(v)}' for label, v in values.items())})" for key, values in diffs.items()]
     return f"Not a like-for-like comparison: the runs differ in {'; '.join(parts)}."
+
+
+REPEAT_TAG = "repeat"
+"""`tpu-perf record --repeat N` tags its runs `repeat=<group>`: one group is one side of a check."""
+
+MEANINGS: Mapping[str, str] = {
+    "PASS": "no worse than the margin, with confidence",
+    "IMPROVEMENT": "better beyond the margin, with confidence",
+    "CHANGED": "a compile metric changed that is not a failure",
+    "REGRESSION": "worse with confidence, beyond the margin: a CI gate fails",
+    "INCONCLUSIVE": "the interval straddles the margin: record more runs",
+    "BAD_DATA": "the runs cannot be judged (too few, too noisy, failed, or too few steps)",
+    "NOT_COMPARABLE": "the two sides ran on or with different things",
+}
+"""What each `tpu-perf check` verdict means (docs/ci.md, "Verdicts and exit codes")."""
+
+
+def repeat_groups(tags: Mapping[str, Mapping[str, str]]) -> dict[str, list[str]]:
+    """{group: run labels} of the runs tagged `repeat=<group>`, in the runs' order."""
+    groups: dict[str, list[str]] = {}
+    for label, run_tags in tags.items():
+        group = run_tags.get(REPEAT_TAG)
+        if group:
+            groups.setdefault(str(group), []).append(label)
+    return groups
+
+
+def group_sentence(baseline: str, candidate: str, result: CheckResult) -> str:
+    """`tpu-perf check`'s answer for two repeat groups as one line: verdict, exit code and its
+    meaning, the step-time change and every check that did not pass."""
+    shown = [c.message for c in result.checks if c.name == "step_time" or c.verdict.value not in ("PASS", "IMPROVEMENT")]
+    sides = f"repeat={candidate} ({len(result.candidate_runs)} runs) against repeat={baseline} ({len(result.baseline_runs)} runs)"
+    return f"{sides}: {result.verdict.value}, exit {result.exit_code} ({MEANINGS.get(result.verdict.value, '')}). " + "; ".join(dict.fromkeys(shown)) + "."

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from typing import Any
 
@@ -9,7 +10,8 @@ import pandas as pd
 import streamlit as st
 
 from tpu_perf.analyzers import compare, ops_compare, verdict
-from tpu_perf.analyzers.run_values import fingerprint
+from tpu_perf.analyzers.regression import check_sets
+from tpu_perf.analyzers.run_values import fingerprint, run_values
 from tpu_perf.dashboard import data, figures, kpi_table, nav, shape, widgets
 from tpu_perf.store.fs import filesystem, join
 
@@ -67,15 +69,36 @@ def _verdict(docs: dict[str, dict[str, Any]], refs: dict[str, data.RunRef], base
         st.warning(mismatch, icon=":material/warning:")
     sides = {label: _side(label, doc, refs[label]) for label, doc in docs.items()}
     with st.container(border=True, key="verdict"):
-        for label in docs:
-            if label == baseline:
-                continue
-            sentence = verdict.compare_steps(sides[baseline], sides[label])
-            if sentence.kind == "not_compared":
-                st.error(sentence.text, icon=":material/block:")
-            else:
-                st.markdown(f"**{sentence.text}**")
+        grouped = _group_verdicts(docs, refs, baseline)
+        with st.expander("Run by run", expanded=False) if grouped else contextlib.nullcontext():
+            _run_sentences(docs, sides, baseline)
         st.caption("Per-step interval: Welch's t on the logs of each run's steady step times, within these runs; run-to-run noise is not in it (`tpu-perf record --repeat N` and `tpu-perf check` measure that).")
+
+
+def _group_verdicts(docs: dict[str, dict[str, Any]], refs: dict[str, data.RunRef], baseline: str) -> bool:
+    """`tpu-perf check` between repeat groups (runs tagged `repeat=G`, 2+ a side); True when shown."""
+    groups = {g: labels for g, labels in verdict.repeat_groups({label: data.dig(doc, "run.tags") or {} for label, doc in docs.items()}).items() if len(labels) >= 2}
+    if len(groups) < 2:
+        return False
+    base = next((g for g, labels in groups.items() if baseline in labels), next(iter(groups)))
+    values = {label: run_values(data.open_run(refs[label].url, refs[label].stamp)) for labels in groups.values() for label in labels}
+    for group, labels in groups.items():
+        if group != base:
+            result = check_sets([values[x] for x in groups[base]], [values[x] for x in labels])
+            text = verdict.group_sentence(base, group, result)
+            (st.error if result.exit_code else st.success)(text, icon=":material/rule:")
+    return True
+
+
+def _run_sentences(docs: dict[str, dict[str, Any]], sides: dict[str, verdict.Side], baseline: str) -> None:
+    for label in docs:
+        if label == baseline:
+            continue
+        sentence = verdict.compare_steps(sides[baseline], sides[label])
+        if sentence.kind == "not_compared":
+            st.error(sentence.text, icon=":material/block:")
+        else:
+            st.markdown(f"**{sentence.text}**")
 
 
 def _kpis(docs: dict[str, dict[str, Any]], baseline: str) -> None:
