@@ -611,6 +611,10 @@ def test_imported_runs_are_worded_as_imports_with_perfetto_for_kineto(imports: d
     assert "ui.perfetto.dev" in text
     downloads = [b.proto.label for b in at.get("download_button")]
     assert f"Download {kineto['trace']['files'][0]} (Chrome-trace JSON, for Perfetto)" in downloads
+    ops = next(df.value for df in at.dataframe if df.value.index.name == "op")
+    long = [o["name"] for o in kineto["ops"]["top"] if len(o["name"]) > 48]
+    assert long and any(n in set(ops["ops"]) for n in long)
+    assert all(len(i) <= 48 for i in ops.index) and any("…" in i for i in ops.index)  # shortened, the full name beside it
 
 
 def test_imported_tpu_ops_are_per_device_over_the_trace(imports: dict) -> None:
@@ -627,8 +631,11 @@ def test_imported_tpu_ops_are_per_device_over_the_trace(imports: dict) -> None:
     per_name: dict[str, float] = {}
     for o in tpu4["ops"]["top"]:
         per_name[o["name"]] = per_name.get(o["name"], 0.0) + o["total_time_s"]
+    kinds = {o["name"]: f"{o['op_class']} · {o['fusion_kind'] or o['category']}" for o in tpu4["ops"]["top"]}
     for name, row in ops.iterrows():  # summed over the 4 devices, then one device's share: not 4x
         assert row["time"] == pytest.approx(per_name[name] / 4 * 1e3)
+        assert row["what"] == kinds[name]
+    assert "time % of step" not in ops  # no steps: no share of one
     assert any("per device over the whole trace" in c.value for c in at.caption)
     at = page("compare")
     at.query_params["runs"] = "tpu4,kineto"

@@ -58,6 +58,9 @@ def per_step(doc: Mapping[str, Any], *, by_name: bool, whole_trace: bool = False
     ops["key"] = ops["name"].astype(str) if by_name else [_meaning(r) for r in rows]
     grouped = ops.groupby("key", sort=False)
     out = pd.DataFrame({"total_s": grouped["total_time_s"].sum(), "ops": grouped["name"].agg(lambda n: ", ".join(dict.fromkeys(map(str, n))))})
+    if by_name:  # what each named op is, and whether it is compute- or memory-bound where known
+        out["what"] = pd.Series([_meaning(r) for r in rows], index=ops.index).groupby(ops["key"], sort=False).first()
+        out["bound"] = grouped["bound"].first() if "bound" in ops else None
     if whole_trace:
         out["time_s"] = out["total_s"] / devices
     else:
@@ -72,7 +75,8 @@ def has_steps(doc: Mapping[str, Any]) -> bool:
 
 def ops_side_by_side(docs: Mapping[str, Mapping[str, Any]], baseline: str, *, same_program: bool = False, whole_trace: bool = False, limit: int = 15) -> pd.DataFrame:
     """Per run: time per step per device (`LABEL`, seconds), its share of the median step
-    (`LABEL % of step`), and the change against the baseline (`Δ LABEL`); `ops` lists the names.
+    (`LABEL % of step`), and the change against the baseline (`Δ LABEL`); `ops` lists the names
+    (and by name, `what` each op is and its `bound`).
 
     Matched by meaning unless `same_program` (then by HLO name). Unknown stays unknown (NaN)."""
     frames = {label: per_step(doc, by_name=same_program, whole_trace=whole_trace) for label, doc in docs.items()}
@@ -92,6 +96,9 @@ def ops_side_by_side(docs: Mapping[str, Mapping[str, Any]], baseline: str, *, sa
         for label in times.columns:
             if label != baseline:
                 out[f"Δ {label}"] = (out[label] - out[baseline]) / out[baseline]
+    if same_program:
+        for column in ("what", "bound"):
+            out.insert(0, column, pd.concat([f[column] for f in frames.values()]).groupby(level=0).first().reindex(order))
     out["ops"] = names.reindex(order)
     out.index.name = "op"
     return out

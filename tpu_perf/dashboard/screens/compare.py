@@ -177,8 +177,12 @@ def _step_program_digest(ref: data.RunRef, doc: dict[str, Any]) -> str | None:
 def ops_table_view(ops: pd.DataFrame, labels: list[str], per: str = "step") -> tuple[pd.DataFrame, dict[str, Any]]:
     """`ops_compare.ops_side_by_side` as shown: ms per step per device, % of step, names shortened
     (the full names in the last column), with a column format for each."""
-    shown = ops.copy()
-    config: dict[str, Any] = {"ops": st.column_config.TextColumn("full name(s)", help="the ops each row holds, full names")}
+    shown = ops.drop(columns=[c for c in ops.columns if str(c).endswith("% of step") and ops[c].isna().all()])
+    config: dict[str, Any] = {
+        "ops": st.column_config.TextColumn("full name(s)", help="the ops each row holds, full names"),
+        "what": st.column_config.TextColumn("kind", help="op class · fusion kind (or trace category)"),
+        "bound": st.column_config.TextColumn("bound", help="compute- or memory-bound against the chip's roofline ridge point, where FLOPs and bytes are known"),
+    }
     for label in labels:
         if label in shown:
             shown[label] = shown[label] * 1e3
