@@ -88,3 +88,15 @@ def test_fingerprint_differences_are_named() -> None:
     assert mismatch_text(differing_fields({"A": fps["A"], "B": dict(fps["A"])})) is None
     long = mismatch_text(differing_fields({"A": {"xla_flags": "--x" * 40}, "B": {"xla_flags": None}}))
     assert "…" in long and len(long) < 120
+
+
+def test_unclear_when_the_interval_is_wide_and_includes_no_change() -> None:
+    rng = np.random.default_rng(11)
+    a = _side("A", 0.002 * np.exp(rng.normal(0, 0.8, 5)))
+    b = _side("B", 0.002 * 1.5 * np.exp(rng.normal(0, 0.8, 5)))
+    got = compare_steps(a, b)
+    la, lb = np.log(a.steady_s), np.log(b.steady_s)
+    ci = stats.ttest_ind(la, lb, equal_var=False).confidence_interval(confidence_level=0.95)
+    assert math.exp(ci.low) <= 1 <= math.exp(ci.high) and math.exp(ci.high - ci.low) > 1.1  # SciPy agrees: wide, includes 1
+    assert got.kind == "unclear" and got.text.startswith("No clear winner: B looks ")
+    assert "includes no change; more steps would decide it" in got.text
