@@ -66,10 +66,6 @@ def plotted(values: list | dict) -> np.ndarray:
     return np.asarray(values)
 
 
-def metrics(at: AppTest) -> list[tuple[str, str]]:
-    return [(m.label, m.value) for m in at.metric]
-
-
 class _KpiTable(HTMLParser):
     """The compare page's KPI table, read back from its HTML: {(kpi, run): (value, change, hover)}."""
 
@@ -209,7 +205,7 @@ def test_run_page_has_everything(env: dict) -> None:
     at.query_params["run"] = wide["run"]["id"]
     at.run()
     assert not at.exception
-    assert ("Median step time", fmt.seconds(wide["steps"]["median_s"])) in metrics(at)
+    assert kpi_table(at)[("Median step time", "wide")][0] == fmt.seconds(wide["steps"]["median_s"])
     codes = " ".join(c.value for c in at.code)
     assert f"xprof server --logdir {wide['trace']['logdir']}" in codes
     assert f"tensorboard --logdir {wide['trace']['logdir']}" in codes
@@ -365,9 +361,10 @@ def test_browser_select_two_runs_and_compare(server: str, dash_store: dict, tmp_
             page.goto(f"{server}/run?run={wide['run']['id']}")
             page.get_by_role("tab", name="Downloads").wait_for(timeout=30_000)
             median = fmt.seconds(wide["steps"]["median_s"])
-            shown = page.locator("[data-testid='stMetricValue']").filter(has_text=median)
+            shown = page.locator(".tp-kpis td").filter(has_text=median)
             shown.first.wait_for(timeout=30_000)  # Streamlit draws a page in pieces: wait for this one
-            assert median in page.locator("[data-testid='stMetricValue']").all_inner_texts()
+            assert median in [v.strip() for v in page.locator(".tp-kpis td .tp-v").all_inner_texts()]
+            assert not _cut(page), "run page KPI cells are cut at 1280 px"
         finally:
             browser.close()
     assert shot.stat().st_size > 50_000
@@ -489,7 +486,7 @@ def test_urls_name_one_run_or_say_which_cannot_be_shown(env: dict) -> None:
         at.run()
         assert not at.exception and not at.error
         assert at.selectbox(key="run_pick").value == expected["run"]["id"]
-        assert ("Median step time", fmt.seconds(expected["steps"]["median_s"])) in metrics(at)
+        assert kpi_table(at)[("Median step time", expected["run"]["name"])][0] == fmt.seconds(expected["steps"]["median_s"])
     common = os.path.commonprefix([narrow["run"]["id"], wide["run"]["id"]])
     for asked, why in (("no-such-run", "no run 'no-such-run'"), (common, f"run '{common}' is ambiguous")):
         at = page("run")
@@ -497,7 +494,7 @@ def test_urls_name_one_run_or_say_which_cannot_be_shown(env: dict) -> None:
         at.run()
         assert not at.exception
         assert [e.value for e in at.error] and why in at.error[0].value and f"Run '{asked}' from the URL" in at.error[0].value
-        assert not at.metric and at.selectbox(key="run_pick").value is None  # never another run in its place
+        assert not [h for h in at.get("html") if "tp-kpis" in h.proto.body] and at.selectbox(key="run_pick").value is None  # never another run in its place
     at = page("compare")
     at.query_params["runs"] = f"{narrow['run']['id']},bogus,{wide['run']['name']}"
     at.run()
@@ -567,9 +564,9 @@ def test_browser_four_runs_failed_run_and_urls(mixed_store: dict, tmp_path: Path
             assert "Page not found" not in page.inner_text("body")
             page.goto(f"{server}/run?run=no-such-run")
             page.get_by_text("Run 'no-such-run' from the URL cannot be shown").wait_for(timeout=30_000)
-            assert page.locator("[data-testid='stMetricValue']").count() == 0  # no other run in its place
+            assert page.locator(".tp-kpis").count() == 0  # no other run in its place
             page.goto(f"{server}/run?run=fast")
-            page.locator("[data-testid='stMetricValue']").filter(has_text=fmt.seconds(reports["fast"]["steps"]["median_s"])).first.wait_for(timeout=30_000)
+            page.locator(".tp-kpis td").filter(has_text=fmt.seconds(reports["fast"]["steps"]["median_s"])).first.wait_for(timeout=30_000)
         finally:
             browser.close()
 

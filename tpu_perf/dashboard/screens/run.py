@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from tpu_perf.analyzers import compare, ops_compare
-from tpu_perf.dashboard import aot, data, figures, nav, shape, widgets
+from tpu_perf.dashboard import aot, data, figures, kpi_table, nav, shape, widgets
 from tpu_perf.dashboard.screens.compare import breakdown_fractions, ops_table_view
 from tpu_perf.jsonio import dumps
 from tpu_perf.store.fs import filesystem, join
@@ -39,10 +39,8 @@ def _pick(refs: list[data.RunRef]) -> data.RunRef | None:
 
 
 def _overview(doc: dict[str, Any], ref: data.RunRef) -> None:
-    rows = shape.kpi_rows({"run": doc}, "run")
-    cols = st.columns(len(rows))
-    for col, row in zip(cols, rows.itertuples(), strict=True):
-        col.metric(row.kpi, row.shown, help=row.help)
+    rows = shape.kpi_rows({ref.name: doc}, ref.name)
+    st.html(kpi_table.kpi_table_html(rows, [ref.name], {}, baseline=""))
     s = doc.get("steps") or {}
     st.caption(
         f"{s.get('count')} steps ({s.get('warmup')} warm-up, {s.get('steady')} steady, {s.get('traced')} traced) from `{s.get('source')}` · "
