@@ -1,6 +1,7 @@
 """Run-to-run comparison: KPIs and their deltas, which way is better, fusion and configuration
-side by side (top ops: `ops_compare`). Analysis over report documents (`Report.to_dict()`), shared by the dashboard and the
-CI gate; no Streamlit, no formatting (the views format by each KPI's `unit`).
+side by side (top ops: `ops_compare`). Analysis over report documents (`Report.to_dict()`),
+shared by the dashboard and the CI gate; no Streamlit, no formatting (the views format by each
+KPI's `unit`).
 """
 
 from __future__ import annotations
