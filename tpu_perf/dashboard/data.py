@@ -31,6 +31,7 @@ from tpu_perf.analyzers.compare import dig, peak_device_bytes
 from tpu_perf.analyzers.steps import run_steps, steady_mask
 from tpu_perf.jsonio import dumps
 from tpu_perf.store import Run, layout
+from tpu_perf.store.fs import filesystem, join
 from tpu_perf.store.writer import write_atomic
 
 CACHE_ENV = "TPU_PERF_CACHE_DIR"
@@ -207,6 +208,17 @@ def step_frame(url: str, stamp: float, warmup: int) -> pd.DataFrame:
     phase[steady] = "steady"
     phase.iloc[:warmup] = "warm-up"
     return pd.DataFrame({"step": range(len(steps)), "duration_s": steps["duration_s"].astype(float), "phase": phase})
+
+
+@st.cache_data(max_entries=1024, show_spinner=False)
+def file_digest(url: str, stamp: float, rel: str) -> str | None:
+    """sha1 of a file of the run (its step program's HLO text); None when it cannot be read."""
+    try:
+        fs, base = filesystem(url)
+        with fs.open(join(base, rel), "rb") as f:
+            return hashlib.sha1(f.read()).hexdigest()
+    except OSError:
+        return None
 
 
 @st.cache_data(max_entries=256, show_spinner=False)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
 from typing import Any
 
 import pandas as pd
@@ -13,7 +12,6 @@ from tpu_perf.analyzers import compare, ops_compare, verdict
 from tpu_perf.analyzers.regression import check_sets
 from tpu_perf.analyzers.run_values import fingerprint, run_values
 from tpu_perf.dashboard import data, figures, kpi_table, nav, shape, widgets
-from tpu_perf.store.fs import filesystem, join
 
 PRICE = "price_per_chip_hour"
 
@@ -164,14 +162,7 @@ def _breakdown(docs: dict[str, dict[str, Any]]) -> None:
 def _step_program_digest(ref: data.RunRef, doc: dict[str, Any]) -> str | None:
     """sha1 of the run's step program HLO text; None when the run saved none."""
     hlo = next((p.get("hlo_file") for p in doc.get("programs") or [] if isinstance(p, dict) and p.get("is_step") and p.get("hlo_file")), None)
-    if not hlo:
-        return None
-    try:
-        fs, base = filesystem(ref.url)
-        with fs.open(join(base, hlo), "rb") as f:
-            return hashlib.sha1(f.read()).hexdigest()
-    except OSError:
-        return None
+    return data.file_digest(ref.url, ref.stamp, str(hlo)) if hlo else None
 
 
 def ops_table_view(ops: pd.DataFrame, labels: list[str], per: str = "step") -> tuple[pd.DataFrame, dict[str, Any]]:
