@@ -4,8 +4,10 @@ are those of `tpu-perf report --json`; a damaged run shows an error card, never 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -13,7 +15,9 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psutil
@@ -62,8 +66,56 @@ def plotted(values: list | dict) -> np.ndarray:
     return np.asarray(values)
 
 
-def metrics(at: AppTest) -> list[tuple[str, str]]:
-    return [(m.label, m.value) for m in at.metric]
+class _KpiTable(HTMLParser):
+    """The compare page's KPI table, read back from its HTML: {(kpi, run): (value, change, hover)}."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.runs: list[str] = []
+        self.cells: dict[tuple[str, str], tuple[str, str, str | None]] = {}
+        self._row: list[tuple[str, str, str | None]] = []
+        self._text: list[str] = []
+        self._span: str | None = None
+        self._title: str | None = None
+        self._head = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "thead":
+            self._head = True
+        elif tag == "tr":
+            self._row = []
+        elif tag in ("th", "td"):
+            self._text, self._title = [], None
+        elif tag == "span":
+            self._span = a.get("class") or ""
+            self._title = a.get("title", self._title)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "thead":
+            self._head = False
+        elif tag == "span":
+            self._span = None
+        elif tag in ("th", "td"):
+            value = "".join(t for kind, t in self._text if "tp-d" not in kind and "tp-sub" not in kind).strip()
+            change = "".join(t for kind, t in self._text if "tp-d" in kind).strip()
+            self._row.append((value, change, self._title))
+        elif tag == "tr":
+            if self._head:
+                self.runs = [value for value, _, _ in self._row[1:]]
+            else:
+                kpi = self._row[0][0]
+                for run, cell in zip(self.runs, self._row[1:], strict=True):
+                    self.cells[(kpi, run)] = cell
+
+    def handle_data(self, data: str) -> None:
+        self._text.append((self._span or "", data))
+
+
+def kpi_table(at: AppTest) -> dict[tuple[str, str], tuple[str, str, str | None]]:
+    parser = _KpiTable()
+    parser.feed(next(h.proto.body for h in at.get("html") if "tp-kpis" in h.proto.body))
+    return parser.cells
 
 
 def test_runs_page_lists_runs_with_report_numbers(env: dict) -> None:
@@ -98,15 +150,20 @@ def test_compare_page_shows_report_numbers_and_deltas(env: dict) -> None:
     at.query_params["runs"] = f"{narrow['run']['id']},{wide['run']['id']}"
     at.run()
     assert not at.exception
-    shown = metrics(at)
-    assert ("Median step time", fmt.seconds(narrow["steps"]["median_s"])) in shown
-    assert ("Median step time", fmt.seconds(wide["steps"]["median_s"])) in shown
-    assert ("Compile time", fmt.seconds(wide["compile"]["total_s"])) in shown
-    assert ("Peak HBM", fmt.bytes_(wide["memory"]["peak_bytes"])) in shown
-    assert ("Tokens/s", shape.rate(wide["steps"]["tokens_per_s"])) in shown
-    step_metric = [m for m in at.metric if m.label == "Median step time" and m.value == fmt.seconds(wide["steps"]["median_s"])][0]
+    cells = kpi_table(at)
+    for doc in (narrow, wide):
+        name = doc["run"]["name"]
+        assert cells[("Median step time", name)][0] == fmt.seconds(doc["steps"]["median_s"])
+        assert cells[("p90 step time", name)][0] == fmt.seconds(doc["steps"]["p90_s"])
+        assert cells[("Compile time", name)][0] == fmt.seconds(doc["compile"]["total_s"])
+        assert cells[("Peak HBM", name)][0] == fmt.bytes_(doc["memory"]["peak_bytes"])
+        assert cells[("FLOPs / step", name)][0] == fmt.flops(doc["flops"]["per_step"])
+    assert cells[("Tokens/s", "wide")][0] == shape.rate(wide["steps"]["tokens_per_s"])
+    assert cells[("Tokens/s", "narrow")] == ("n/a", "", "tokens per step unknown: record with `--tokens-per-step N`")
     expected = (wide["steps"]["median_s"] - narrow["steps"]["median_s"]) / narrow["steps"]["median_s"]
-    assert step_metric.delta == f"{expected:+.1%}"
+    assert cells[("Median step time", "wide")][1].endswith(f"{expected * 100:+.1f} %")
+    assert cells[("Median step time", "narrow")][1] == ""  # the baseline
+    assert cells[("Tokens/s", "wide")][1] == ""  # no change against an unknown value
     charts = at.get("plotly_chart")
     assert len(charts) >= 4  # steps over time, distribution, memory, fusion
     steps_fig = json.loads(charts[0].proto.spec)
@@ -119,9 +176,15 @@ def test_compare_page_shows_report_numbers_and_deltas(env: dict) -> None:
     assert config.loc["config.tokens_per_step", "wide"] == str(TOKENS_PER_STEP)
     assert "command" in config.index
     ops = next(df.value for df in at.dataframe if df.value.index.name == "op")
-    top = {o["name"]: o["total_time_s"] for o in wide["ops"]["top"]}
-    shown_ops = ops["wide"].dropna()
-    assert len(shown_ops) > 0 and all(top[name] == pytest.approx(t) for name, t in shown_ops.items() if name in top)
+    for doc in (narrow, wide):  # each row: the report's top ops it names, per traced step, in ms
+        name, top = doc["run"]["name"], {o["name"]: o["total_time_s"] for o in doc["ops"]["top"]}
+        for _, row in ops.dropna(subset=[name]).iterrows():
+            held = sum(top.get(n, 0.0) for n in row["ops"].split(", "))
+            assert row[name] == pytest.approx(held / doc["steps"]["traced"] * 1e3)
+            assert row[f"{name} % of step"] == pytest.approx(row[name] / 1e3 / doc["steps"]["median_s"])
+        assert ops[name].sum() <= doc["ops"]["total_time_s"] / doc["steps"]["traced"] * 1e3 * (1 + 1e-9)
+    assert not any(n[-1].isdigit() for n in ops.index)  # matched by meaning: two programs' HLO names are not the same ops
+    assert any("Matched by what they are" in c.value for c in at.caption)
 
 
 def test_compare_cost_per_million_tokens(env: dict) -> None:
@@ -131,9 +194,9 @@ def test_compare_cost_per_million_tokens(env: dict) -> None:
     at.session_state["price_per_chip_hour"] = 3.0
     at.run()
     cost = 3.0 * wide["flops"]["devices"] * (1e6 / wide["steps"]["tokens_per_s"]) / 3600
-    shown = metrics(at)
-    assert ("Cost / 1M tokens", shape.money(cost)) in shown
-    assert ("Cost / 1M tokens", "n/a") in shown  # the run without tokens per step
+    cells = kpi_table(at)
+    assert cells[("Cost / 1M tokens", "wide")][0] == shape.money(cost)
+    assert cells[("Cost / 1M tokens", "narrow")][0] == "n/a"  # the run without tokens per step
 
 
 def test_run_page_has_everything(env: dict) -> None:
@@ -142,7 +205,7 @@ def test_run_page_has_everything(env: dict) -> None:
     at.query_params["run"] = wide["run"]["id"]
     at.run()
     assert not at.exception
-    assert ("Median step time", fmt.seconds(wide["steps"]["median_s"])) in metrics(at)
+    assert kpi_table(at)[("Median step time", "wide")][0] == fmt.seconds(wide["steps"]["median_s"])
     codes = " ".join(c.value for c in at.code)
     assert f"xprof server --logdir {wide['trace']['logdir']}" in codes
     assert f"tensorboard --logdir {wide['trace']['logdir']}" in codes
@@ -208,12 +271,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def server(dash_store: dict, tmp_path: Path) -> Iterator[str]:
+@contextlib.contextmanager
+def _serve(store: Path, cache: Path) -> Iterator[str]:
     """`tpu-perf dashboard STORE --port P` as a user starts it; yields its URL."""
     port = _free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TPU_PERF_CACHE_DIR": str(tmp_path / "cache")}
-    proc = subprocess.Popen([sys.executable, "-m", "tpu_perf", "dashboard", str(dash_store["store"]), "--port", str(port)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TPU_PERF_CACHE_DIR": str(cache)}
+    proc = subprocess.Popen([sys.executable, "-m", "tpu_perf", "dashboard", str(store), "--port", str(port)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -233,13 +296,34 @@ def server(dash_store: dict, tmp_path: Path) -> Iterator[str]:
         proc.wait(timeout=20)
 
 
+@pytest.fixture
+def server(dash_store: dict, tmp_path: Path) -> Iterator[str]:
+    with _serve(dash_store["store"], tmp_path / "cache") as url:
+        yield url
+
+
+CUT_JS = """() => {
+    const tables = [...document.querySelectorAll('.tp-kpis')];
+    if (!tables.length) return ['no KPI table on the page'];
+    const cut = tables.flatMap(t => [...t.querySelectorAll('th, td, span')])
+        .filter(e => e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).display !== 'inline').map(e => e.innerText);
+    const wide = tables.filter(t => t.scrollWidth > t.parentElement.clientWidth + 1);
+    return cut.concat(wide.map(() => 'table wider than the page'));
+}"""
+"""Cells (and the table) whose content is wider than their box: cut or hidden, at this viewport."""
+
+
+def _cut(page: Any) -> list[str]:
+    return page.evaluate(CUT_JS)
+
+
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (.ci/run installs it)")
 def test_browser_select_two_runs_and_compare(server: str, dash_store: dict, tmp_path: Path) -> None:
     sync_api = pytest.importorskip("playwright.sync_api", reason="needs pip playwright (the dev extra)")
     reports = dash_store["reports"]
     shot = Path(os.environ.get("DASHBOARD_SCREENSHOT") or tmp_path / "compare.png")
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=CHROMIUM, args=CHROMIUM_ARGS, viewport={"width": 1500, "height": 1000})
+        browser = p.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=CHROMIUM, args=CHROMIUM_ARGS, viewport={"width": 1280, "height": 1000})
         try:
             page = browser.new_page()
             page.goto(server)
@@ -252,22 +336,24 @@ def test_browser_select_two_runs_and_compare(server: str, dash_store: dict, tmp_
                 page.wait_for_timeout(800)
             page.get_by_role("button", name="Compare 2 selected runs").click()
             page.get_by_role("heading", name="Compare runs").wait_for(timeout=30_000)
-            page.locator("[data-testid='stMetricValue']").first.wait_for(timeout=30_000)
             page.locator(".js-plotly-plot").nth(3).wait_for(timeout=30_000)
             for doc in reports.values():  # Streamlit draws a page in pieces: wait for each number
-                metric = page.locator("[data-testid='stMetricValue']").filter(has_text=fmt.seconds(doc["compile"]["total_s"]))
-                metric.first.wait_for(timeout=30_000)
-            values = page.locator("[data-testid='stMetricValue']").all_inner_texts()
+                page.locator(".tp-kpis td").filter(has_text=fmt.seconds(doc["compile"]["total_s"])).first.wait_for(timeout=30_000)
+            values = [v.strip() for v in page.locator(".tp-kpis td .tp-v").all_inner_texts()]
             for doc in reports.values():
                 assert fmt.seconds(doc["steps"]["median_s"]) in values
                 assert fmt.seconds(doc["compile"]["total_s"]) in values
             assert shape.rate(reports["wide"]["steps"]["tokens_per_s"]) in values
+            assert not _cut(page), "KPI table cells are cut at 1280 px"
+            verdict = page.locator(".st-key-verdict")
+            assert verdict.bounding_box()["y"] + verdict.bounding_box()["height"] <= 1000  # seen without scrolling
+            assert "per step than" in verdict.inner_text() or "No clear winner" in verdict.inner_text()
             assert "runs=" in page.url and all(doc["run"]["id"] in page.url for doc in reports.values())
             assert page.locator(".js-plotly-plot").count() >= 4
             body = page.inner_text("body")
             assert "Step time over steps" in body and "Fusions by kind" in body and "Configuration and environment" in body
             assert page.locator("[data-testid='stDataFrame']").count() >= 2  # fusion table, configuration diff (canvas grids)
-            page.set_viewport_size({"width": 1500, "height": 2300})
+            page.set_viewport_size({"width": 1280, "height": 2600})
             page.wait_for_timeout(1500)
             shot.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(shot))
@@ -275,9 +361,10 @@ def test_browser_select_two_runs_and_compare(server: str, dash_store: dict, tmp_
             page.goto(f"{server}/run?run={wide['run']['id']}")
             page.get_by_role("tab", name="Downloads").wait_for(timeout=30_000)
             median = fmt.seconds(wide["steps"]["median_s"])
-            shown = page.locator("[data-testid='stMetricValue']").filter(has_text=median)
+            shown = page.locator(".tp-kpis td").filter(has_text=median)
             shown.first.wait_for(timeout=30_000)  # Streamlit draws a page in pieces: wait for this one
-            assert median in page.locator("[data-testid='stMetricValue']").all_inner_texts()
+            assert median in [v.strip() for v in page.locator(".tp-kpis td .tp-v").all_inner_texts()]
+            assert not _cut(page), "run page KPI cells are cut at 1280 px"
         finally:
             browser.close()
     assert shot.stat().st_size > 50_000
@@ -294,3 +381,284 @@ def test_runs_page_summary_sections_give_the_reports_numbers(env: dict) -> None:
         assert set(part) == {"report_version", "options", "run", "steps", "flops", "mfu", "mfu_basis", "mfu_detail", "memory"}
         assert part == {k: doc[k] for k in part}
         assert summarize(part) == summarize(doc) and summarize(part)["median_step_s"] == doc["steps"]["median_s"]
+
+
+# -- verdict, banners and URLs --------------------------------------------------------------------
+SELFTIMED = str(ROOT / "tests" / "scripts" / "jax_selftimed.py")
+XLA_FLAGS = "--xla_dump_hlo_as_text"
+
+
+@pytest.fixture(scope="session")
+def mixed_store(dash_store: dict, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """In a copy of the store: two runs of a loop that sleeps 10 ms or 30 ms a step (a known speed
+    difference, timed by the script itself too) and a real failed run recorded with other XLA flags
+    (neither finished nor like-for-like)."""
+    store = tmp_path_factory.mktemp("mixed") / "runs"
+    shutil.copytree(dash_store["store"], store)
+    timed = {}
+    for name, sleep in (("fast", "0.01"), ("slow", "0.03")):
+        out = store.parent / f"{name}.json"
+        tpu_perf_cli("record", "--store", str(store), "--name", name, "-q", "--no-trace", SELFTIMED, str(out), "--steps", "16", "--sleep", sleep, check=True)
+        timed[name] = json.loads(out.read_text())
+    proc = tpu_perf_cli("record", "--store", str(store), "--name", "failing", "-q", SELFTIMED, str(store.parent / "failing.json"), "--steps", "10", "--fail-at", "6", env={"XLA_FLAGS": XLA_FLAGS})
+    assert proc.returncode == 1, proc.stderr
+    reports = {**dash_store["reports"]}
+    for name in ("fast", "slow", "failing"):
+        reports[name] = json.loads(tpu_perf_cli("report", "--store", str(store), name, "--json", check=True).stdout)
+    assert reports["failing"]["run"]["status"] == "failed"
+    return {"store": store, "reports": reports, "timed": timed}
+
+
+@pytest.fixture
+def mixed(mixed_store: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
+    monkeypatch.setenv("TPU_PERF_STORE", str(mixed_store["store"]))
+    monkeypatch.setenv("TPU_PERF_CACHE_DIR", str(tmp_path / "cache"))
+    return mixed_store
+
+
+def test_compare_page_opens_with_the_verdict(mixed: dict) -> None:
+    fast, slow = mixed["reports"]["fast"], mixed["reports"]["slow"]
+    at = page("compare")
+    at.query_params["runs"] = f"{slow['run']['id']},{fast['run']['id']}"
+    at.run()
+    assert not at.exception
+    first = at.markdown[0].value  # the verdict comes before any KPI, chart or table
+    found = re.search(r"fast is ([0-9.]+)x faster per step than slow \(95 % interval ([0-9.]+)x–([0-9.]+)x over (\d+) and (\d+) steady steps\)", first)
+    assert found, first
+    ratio, low, high = (float(found.group(i)) for i in (1, 2, 3))
+    own = {name: np.median(t["iteration_s"][2:]) for name, t in mixed["timed"].items()}  # the script's own clock
+    assert ratio == pytest.approx(own["slow"] / own["fast"], rel=0.1)
+    assert 1 < low <= ratio <= high
+    assert (int(found.group(4)), int(found.group(5))) == (slow["steps"]["steady"], fast["steps"]["steady"])
+    assert not at.warning  # same chip, flags and versions: no banner
+
+
+def test_compare_never_rates_a_failed_run_and_names_what_differs(mixed: dict) -> None:
+    narrow, failing = mixed["reports"]["narrow"], mixed["reports"]["failing"]
+    for order in ((narrow, failing), (failing, narrow)):  # the failed run as candidate, then as baseline
+        at = page("compare")
+        at.query_params["runs"] = ",".join(d["run"]["id"] for d in order)
+        at.run()
+        assert not at.exception
+        assert [e.value for e in at.error] == [f"{order[1]['run']['name']} is not compared with {order[0]['run']['name']}: failing failed (its steps stop where the script raised)."]
+        assert [cell for cell in kpi_table(at).values() if cell[1]] == []  # no "93.9 % better" against a run that broke
+        banner = " ".join(w.value for w in at.warning)
+        shown = [f"{d['run']['name']}: {XLA_FLAGS if d is failing else 'n/a'}" for d in order]
+        assert banner == f"Not a like-for-like comparison: the runs differ in xla_flags ({', '.join(shown)})."
+
+
+@pytest.fixture(scope="session")
+def repeat_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`tpu-perf record --repeat 2` of the 10 ms and the 30 ms loop: two groups of two runs."""
+    store = tmp_path_factory.mktemp("repeat") / "runs"
+    for sleep in ("0.01", "0.03"):
+        tpu_perf_cli("record", "--store", str(store), "--repeat", "2", "--tag", f"sleep={sleep}", "-q", "--no-trace", SELFTIMED, str(store.parent / "o.json"), "--steps", "16", "--sleep", sleep, check=True)
+    return store
+
+
+def test_compare_groups_of_repeats_get_the_checks_verdict(repeat_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TPU_PERF_STORE", str(repeat_store))
+    monkeypatch.setenv("TPU_PERF_CACHE_DIR", str(tmp_path / "cache"))
+    from tpu_perf import list_runs
+
+    runs = list_runs(str(repeat_store))
+    groups = {r.tags["sleep"]: r.tags["repeat"] for r in runs}
+    slow_first = sorted(runs, key=lambda r: r.tags["sleep"], reverse=True)
+    at = page("compare")
+    at.query_params["runs"] = ",".join(r.id for r in slow_first)
+    at.run()
+    assert not at.exception
+    cli = tpu_perf_cli("check", "--store", str(repeat_store), "--baseline", f"tag:repeat={groups['0.03']}", "--candidate", f"tag:repeat={groups['0.01']}", "--json")
+    expected = json.loads(cli.stdout)
+    assert cli.returncode == expected["exit_code"]
+    shown = " ".join(e.value for e in (*at.success, *at.error))
+    assert f"repeat={groups['0.01']} (2 runs) against repeat={groups['0.03']} (2 runs): {expected['verdict']}, exit {expected['exit_code']} (" in shown
+    step = next(c for c in expected["checks"] if c["metric"] == "step_time")
+    assert step["message"] in shown
+    assert any(e.label == "Run by run" for e in at.expander)
+
+
+def test_urls_name_one_run_or_say_which_cannot_be_shown(env: dict) -> None:
+    narrow, wide = env["reports"]["narrow"], env["reports"]["wide"]
+    for asked, expected in ((wide["run"]["id"], wide), ("narrow", narrow), (wide["run"]["id"][:-3], wide)):
+        at = page("run")
+        at.query_params["run"] = asked
+        at.run()
+        assert not at.exception and not at.error
+        assert at.selectbox(key="run_pick").value == expected["run"]["id"]
+        assert kpi_table(at)[("Median step time", expected["run"]["name"])][0] == fmt.seconds(expected["steps"]["median_s"])
+    common = os.path.commonprefix([narrow["run"]["id"], wide["run"]["id"]])
+    for asked, why in (("no-such-run", "no run 'no-such-run'"), (common, f"run '{common}' is ambiguous")):
+        at = page("run")
+        at.query_params["run"] = asked
+        at.run()
+        assert not at.exception
+        assert [e.value for e in at.error] and why in at.error[0].value and f"Run '{asked}' from the URL" in at.error[0].value
+        assert not [h for h in at.get("html") if "tp-kpis" in h.proto.body] and at.selectbox(key="run_pick").value is None  # never another run in its place
+    at = page("compare")
+    at.query_params["runs"] = f"{narrow['run']['id']},bogus,{wide['run']['name']}"
+    at.run()
+    assert "Run 'bogus' from the URL cannot be compared" in at.error[0].value
+    assert at.multiselect(key="compare_runs").value == [narrow["run"]["id"], wide["run"]["id"]]
+    assert at.query_params["runs"] == f"{narrow['run']['id']},{wide['run']['id']},bogus"  # kept, still shown as an error
+
+
+def _announced(args: list[str], tmp_path: Path) -> tuple[int | None, str]:
+    """Start `tpu-perf dashboard ARGS`, read what it says before serving, stop it."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TPU_PERF_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.Popen([sys.executable, "-m", "tpu_perf", "dashboard", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = []
+    try:
+        for line in proc.stderr:
+            lines.append(line)
+            if "dashboard for" in line:
+                break
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+        proc.wait(timeout=20)
+    return proc.returncode, "".join(lines)
+
+
+def test_dashboard_command_busy_port_and_urls(dash_store: dict, tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        proc = tpu_perf_cli("dashboard", str(dash_store["store"]), "--port", str(port), env={"COLUMNS": "400"})
+        assert proc.returncode == 2 and proc.stdout == ""
+        assert proc.stderr == f"tpu-perf: error: --port {port}: 127.0.0.1:{port} is already in use (another dashboard?); pick a free one with --port N\n"
+    _, said = _announced([str(dash_store["store"]), "--host", "0.0.0.0", "--port", str(_free_port())], tmp_path)
+    assert "warning: serving on 0.0.0.0: anyone who can reach this machine" in said
+    assert re.search(rf"at http://{re.escape(socket.gethostname())}:\d+ \(Ctrl-C", said)
+    _, said = _announced([str(dash_store["store"]), "--host", "::1", "--port", str(_free_port())], tmp_path)
+    assert re.search(r"at http://\[::1\]:\d+ \(Ctrl-C", said) and "warning" not in said
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (.ci/run installs it)")
+def test_browser_four_runs_failed_run_and_urls(mixed_store: dict, tmp_path: Path) -> None:
+    """In Chromium at 1280 px: four runs' KPIs uncut with a failed one among them, n/a with its reason
+    on hover, `/runs` and a URL naming no run, as a person would open them."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="needs pip playwright (the dev extra)")
+    reports = mixed_store["reports"]
+    names = ["slow", "fast", "narrow", "failing"]
+    with _serve(mixed_store["store"], tmp_path / "cache") as server, sync_api.sync_playwright() as p:
+        browser = p.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=CHROMIUM, args=CHROMIUM_ARGS, viewport={"width": 1280, "height": 1000})
+        try:
+            page = browser.new_page()
+            page.goto(f"{server}/compare?runs={','.join(names)}")
+            page.locator(".js-plotly-plot").nth(2).wait_for(timeout=60_000)
+            page.locator(".tp-kpis td").filter(has_text=fmt.seconds(reports["failing"]["steps"]["median_s"])).first.wait_for(timeout=30_000)
+            header = [t.split("\n")[0].strip() for t in page.locator(".tp-kpis thead th").all_inner_texts()[1:]]
+            assert header == names
+            assert not _cut(page), "KPI table cells are cut at 1280 px with four runs"
+            verdict = page.locator(".st-key-verdict").inner_text()
+            assert "fast is" in verdict and "faster per step than slow" in verdict
+            assert "failing is not compared with slow: failing failed" in verdict
+            na = page.locator(".tp-kpis .tp-na").first
+            assert na.inner_text() == "n/a" and len(na.get_attribute("title") or "") > 10  # the reason, on hover
+            body = page.inner_text("body")
+            assert "Not a like-for-like comparison" in body and "xla_flags" in body
+            page.goto(f"{server}/runs")
+            page.get_by_text(f"{len(reports)} run(s)").wait_for(timeout=60_000)
+            assert "Page not found" not in page.inner_text("body")
+            page.goto(f"{server}/run?run=no-such-run")
+            page.get_by_text("Run 'no-such-run' from the URL cannot be shown").wait_for(timeout=30_000)
+            assert page.locator(".tp-kpis").count() == 0  # no other run in its place
+            page.goto(f"{server}/run?run=fast")
+            page.locator(".tp-kpis td").filter(has_text=fmt.seconds(reports["fast"]["steps"]["median_s"])).first.wait_for(timeout=30_000)
+        finally:
+            browser.close()
+
+
+# -- imported runs ------------------------------------------------------------------------------------
+KINETO = ROOT / "tests" / "data" / "a100_alexnet.json.gz"
+XPLANE = ROOT / "tests" / "data" / "tpu_v6e_x4_inference.xplane.pb"
+
+
+@pytest.fixture(scope="session")
+def import_store(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """A Kineto GPU trace and a 4-chip TPU xplane, imported as a user would, and their reports."""
+    store = tmp_path_factory.mktemp("imports") / "runs"
+    reports = {}
+    for name, path in (("kineto", KINETO), ("tpu4", XPLANE)):
+        tpu_perf_cli("import", str(path), "--store", str(store), "--name", name, check=True)
+        reports[name] = json.loads(tpu_perf_cli("report", "--store", str(store), name, "--json", check=True).stdout)
+    return {"store": store, "reports": reports}
+
+
+@pytest.fixture
+def imports(import_store: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
+    monkeypatch.setenv("TPU_PERF_STORE", str(import_store["store"]))
+    monkeypatch.setenv("TPU_PERF_CACHE_DIR", str(tmp_path / "cache"))
+    return import_store
+
+
+def test_imported_runs_are_worded_as_imports_with_perfetto_for_kineto(imports: dict) -> None:
+    kineto = imports["reports"]["kineto"]
+    at = page("run")
+    at.query_params["run"] = "kineto"
+    at.run()
+    assert not at.exception and kineto["run"]["imported"] is True
+    text = " ".join(e.value for e in (*at.markdown, *at.info, *at.caption))
+    assert "The script ran no step" not in text and "This run is an import (`tpu-perf import`)" in text
+    assert "imported" in at.markdown[0].value and "Imported with:" in text
+    codes = " ".join(c.value for c in at.code)
+    assert "xprof server" not in codes and "tensorboard" not in codes  # nothing for them to read in a Kineto trace
+    assert "ui.perfetto.dev" in text
+    downloads = [b.proto.label for b in at.get("download_button")]
+    assert f"Download {kineto['trace']['files'][0]} (Chrome-trace JSON, for Perfetto)" in downloads
+    ops = next(df.value for df in at.dataframe if df.value.index.name == "op")
+    long = [o["name"] for o in kineto["ops"]["top"] if len(o["name"]) > 48]
+    assert long and any(n in set(ops["ops"]) for n in long)
+    assert all(len(i) <= 48 for i in ops.index) and any("…" in i for i in ops.index)  # shortened, the full name beside it
+
+
+def test_imported_tpu_ops_are_per_device_over_the_trace(imports: dict) -> None:
+    tpu4 = imports["reports"]["tpu4"]
+    at = page("run")
+    at.query_params["run"] = "tpu4"
+    at.run()
+    assert not at.exception
+    codes = " ".join(c.value for c in at.code)
+    assert f"xprof server --logdir {tpu4['trace']['logdir']}" in codes
+    ops = next(df.value for df in at.dataframe if df.value.index.name == "op")
+    devices = {o["device"] for o in tpu4["ops"]["top"]}
+    assert len(devices) == 4
+    per_name: dict[str, float] = {}
+    for o in tpu4["ops"]["top"]:
+        per_name[o["name"]] = per_name.get(o["name"], 0.0) + o["total_time_s"]
+    kinds = {o["name"]: f"{o['op_class']} · {o['fusion_kind'] or o['category']}" for o in tpu4["ops"]["top"]}
+    for name, row in ops.iterrows():  # summed over the 4 devices, then one device's share: not 4x
+        assert row["time"] == pytest.approx(per_name[name] / 4 * 1e3)
+        assert row["what"] == kinds[name]
+    assert "time % of step" not in ops  # no steps: no share of one
+    assert any("per device over the whole trace" in c.value for c in at.caption)
+    at = page("compare")
+    at.query_params["runs"] = "tpu4,kineto"
+    at.run()
+    assert not at.exception
+    captions = " ".join(c.value for c in at.caption)
+    assert "tpu4: no steps in its trace, so no time per step" in captions and "kineto: no steps in its trace" in captions
+    assert "No clear winner" not in at.markdown[0].value and "no steady step time for tpu4 and kineto" in at.markdown[0].value
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (.ci/run installs it)")
+def test_browser_downloads_a_kineto_trace(import_store: dict, tmp_path: Path) -> None:
+    sync_api = pytest.importorskip("playwright.sync_api", reason="needs pip playwright (the dev extra)")
+    with _serve(import_store["store"], tmp_path / "cache") as server, sync_api.sync_playwright() as p:
+        browser = p.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=CHROMIUM, args=CHROMIUM_ARGS, viewport={"width": 1280, "height": 1000}, accept_downloads=True)
+        try:
+            page = browser.new_page()
+            page.goto(f"{server}/run?run=kineto")
+            page.get_by_role("tab", name="Trace").click()
+            button = page.get_by_role("button", name="Chrome-trace JSON, for Perfetto")
+            button.wait_for(timeout=60_000)
+            with page.expect_download(timeout=30_000) as got:
+                button.click()
+            saved = tmp_path / "got.json.gz"
+            got.value.save_as(saved)
+            assert got.value.suggested_filename == KINETO.name
+            assert saved.read_bytes() == KINETO.read_bytes()  # the trace as captured, byte for byte
+        finally:
+            browser.close()

@@ -1,6 +1,7 @@
-"""Run-to-run comparison: KPIs and their deltas, which way is better, ops, fusion and configuration
-side by side. Analysis over report documents (`Report.to_dict()`), shared by the dashboard and the
-CI gate; no Streamlit, no formatting (the views format by each KPI's `unit`).
+"""Run-to-run comparison: KPIs and their deltas, which way is better, fusion and configuration
+side by side (top ops: `ops_compare`). Analysis over report documents (`Report.to_dict()`),
+shared by the dashboard and the CI gate; no Streamlit, no formatting (the views format by each
+KPI's `unit`).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def cost_per_million_tokens(doc: Mapping[str, Any], price_per_chip_hour: float |
     return price_per_chip_hour * n * (1e6 / tokens_per_s) / SECONDS_PER_HOUR
 
 
-UNITS = ("seconds", "fraction", "rate", "bytes", "money")
+UNITS = ("seconds", "fraction", "rate", "bytes", "money", "flops", "tflops")
 """How a KPI's value is measured; the views pick the formatting for each."""
 
 
@@ -60,16 +61,39 @@ class Kpi:
     unit: str
     lower_is_better: bool
     help: str
+    why_missing: Callable[[Mapping[str, Any]], str] = lambda d: "not in this run's report"
+    """Why the value is unknown, in words (shown on hover beside "n/a")."""
+    neutral: bool = False
+    """A property of the workload, neither better nor worse when it changes (FLOPs per step)."""
+
+
+def _steps_missing(doc: Mapping[str, Any]) -> str:
+    return str(dig(doc, "steps.note") or "no steady step was recorded (mark steps with `tpu_perf.step()`)")
+
+
+def _peak_missing(doc: Mapping[str, Any]) -> str:
+    chip = dig(doc, "flops.chip") or dig(doc, "run.hardware.device_kind") or "this chip"
+    if dig(doc, "flops.per_step") is None:
+        return "no FLOP count for the step program (XLA cost analysis gave none)"
+    return f"no peak FLOP/s known for {chip}"
+
+
+def _mfu_missing(doc: Mapping[str, Any]) -> str:
+    return str(dig(doc, "mfu_detail.reason") or "needs the model's FLOPs and the chip's peak")
 
 
 KPIS: tuple[Kpi, ...] = (
-    Kpi(label="Median step time", value=lambda d: dig(d, "steps.median_s"), unit="seconds", lower_is_better=True, help="steps.median_s: steady-state median of the wall-clock iteration (warm-up, compiled and traced steps excluded)"),
-    Kpi(label="Device time / step", value=lambda d: dig(d, "steps.device_median_s"), unit="seconds", lower_is_better=True, help="steps.device_median_s: dispatch to outputs ready, median (n/a where the framework's device time is not measured)"),
-    Kpi(label="MFU", value=lambda d: d.get("mfu"), unit="fraction", lower_is_better=False, help="mfu (basis: mfu_basis)"),
-    Kpi(label="Hardware FLOPs utilisation", value=lambda d: dig(d, "flops.utilization"), unit="fraction", lower_is_better=False, help="flops.utilization: XLA-counted FLOPs per device / chip peak"),
-    Kpi(label="Tokens/s", value=lambda d: dig(d, "steps.tokens_per_s"), unit="rate", lower_is_better=False, help="steps.tokens_per_s: tokens per step / median step time"),
-    Kpi(label="Peak HBM", value=peak_device_bytes, unit="bytes", lower_is_better=True, help="memory.per_device peak (else memory.peak_bytes)"),
-    Kpi(label="Compile time", value=lambda d: dig(d, "compile.total_s"), unit="seconds", lower_is_better=True, help="compile.total_s: all backend compiles (n/a where compiles cannot be seen: imported traces, torch-tpu)"),
+    Kpi(label="Median step time", value=lambda d: dig(d, "steps.median_s"), unit="seconds", lower_is_better=True, help="steps.median_s: steady-state median of the wall-clock iteration (warm-up, compiled and traced steps excluded)", why_missing=_steps_missing),
+    Kpi(label="p10 step time", value=lambda d: dig(d, "steps.p10_s"), unit="seconds", lower_is_better=True, help="steps.p10_s: 10th percentile of the steady iterations", why_missing=_steps_missing),
+    Kpi(label="p90 step time", value=lambda d: dig(d, "steps.p90_s"), unit="seconds", lower_is_better=True, help="steps.p90_s: 90th percentile of the steady iterations (stragglers, host stalls)", why_missing=_steps_missing),
+    Kpi(label="Device time / step", value=lambda d: dig(d, "steps.device_median_s"), unit="seconds", lower_is_better=True, help="steps.device_median_s: dispatch to outputs ready, median", why_missing=lambda d: "the framework's device time per step is not measured (PyTorch steps, imports)"),
+    Kpi(label="MFU", value=lambda d: d.get("mfu"), unit="fraction", lower_is_better=False, help="mfu (basis: mfu_basis): model FLOPs per second / chip peak", why_missing=_mfu_missing),
+    Kpi(label="Hardware FLOPs utilisation", value=lambda d: dig(d, "flops.utilization"), unit="fraction", lower_is_better=False, help="flops.utilization: XLA-counted FLOPs per device / chip peak", why_missing=_peak_missing),
+    Kpi(label="FLOPs / step", value=lambda d: dig(d, "flops.per_step"), unit="flops", lower_is_better=False, neutral=True, help="flops.per_step: FLOPs XLA counts in the step program, all devices (the workload: a change is neither better nor worse)", why_missing=lambda d: "no FLOP count for the step program (XLA cost analysis gave none; PyTorch eager has none)"),
+    Kpi(label="Achieved TFLOP/s", value=lambda d: dig(d, "flops.achieved_tflops"), unit="tflops", lower_is_better=False, help="flops.achieved_tflops: FLOPs per step / median step time", why_missing=lambda d: "needs FLOPs per step and a step time"),
+    Kpi(label="Tokens/s", value=lambda d: dig(d, "steps.tokens_per_s"), unit="rate", lower_is_better=False, help="steps.tokens_per_s: tokens per step / median step time", why_missing=lambda d: "tokens per step unknown: record with `--tokens-per-step N`"),
+    Kpi(label="Peak HBM", value=peak_device_bytes, unit="bytes", lower_is_better=True, help="memory.per_device peak (else memory.peak_bytes)", why_missing=lambda d: "no device memory source (runtime sampler or XLA memory analysis)"),
+    Kpi(label="Compile time", value=lambda d: dig(d, "compile.total_s"), unit="seconds", lower_is_better=True, help="compile.total_s: all backend compiles", why_missing=lambda d: str(dig(d, "compile.reason") or "compiles cannot be seen (imported traces, torch-tpu)")),
 )
 
 
@@ -85,51 +109,14 @@ def kpi_rows(docs: Mapping[str, Mapping[str, Any]], baseline: str, price_per_chi
     unknown value on either side)."""
     kpis = list(KPIS)
     if price_per_chip_hour:
-        kpis.append(Kpi(label="Cost / 1M tokens", value=lambda d: cost_per_million_tokens(d, price_per_chip_hour), unit="money", lower_is_better=True, help="price x chips x hours per 1M tokens"))
+        kpis.append(Kpi(label="Cost / 1M tokens", value=lambda d: cost_per_million_tokens(d, price_per_chip_hour), unit="money", lower_is_better=True, help="price x chips x hours per 1M tokens", why_missing=lambda d: "needs tokens/s: record with `--tokens-per-step N`"))
     rows = []
     for kpi in kpis:
         base = kpi.value(docs[baseline]) if baseline in docs else None
         for label, doc in docs.items():
             value = kpi.value(doc)
-            rows.append({"kpi": kpi.label, "run": label, "value": value, "unit": kpi.unit, "delta": None if label == baseline else delta(value, base), "lower_is_better": kpi.lower_is_better, "help": kpi.help})
+            rows.append({"kpi": kpi.label, "run": label, "value": value, "unit": kpi.unit, "delta": None if label == baseline else delta(value, base), "lower_is_better": kpi.lower_is_better, "neutral": kpi.neutral, "help": kpi.help, "why": None if value is not None else kpi.why_missing(doc)})
     return pd.DataFrame(rows)
-
-
-def ops_frame(doc: Mapping[str, Any]) -> pd.DataFrame:
-    """`ops.top` as a table, one row per op name (summed over devices when listed per device)."""
-    top = dig(doc, "ops.top")
-    if not isinstance(top, list) or not top:
-        return pd.DataFrame()
-    ops = pd.DataFrame([o for o in top if isinstance(o, dict)])
-    if "name" not in ops or "total_time_s" not in ops:
-        return pd.DataFrame()
-    sums = [c for c in ("total_time_s", "self_time_s", "occurrences", "flops", "bytes_accessed") if c in ops]
-    grouped = ops.groupby("name", sort=False)
-    out = grouped[sums].sum(min_count=1)  # all unknown (Kineto has no FLOPs) stays unknown, not 0
-    for c in ("category", "fusion_kind"):
-        if c in ops:
-            out[c] = grouped[c].first()
-    return out
-
-
-def ops_side_by_side(docs: Mapping[str, Mapping[str, Any]], baseline: str, limit: int = 15) -> pd.DataFrame:
-    """Each run's total time per op (seconds) and its change against the baseline, busiest first."""
-    frames = {label: ops_frame(doc) for label, doc in docs.items()}
-    frames = {label: f for label, f in frames.items() if not f.empty}
-    if not frames:
-        return pd.DataFrame()
-    times = pd.DataFrame({label: f["total_time_s"] for label, f in frames.items()})
-    category = pd.concat([f["category"] for f in frames.values() if "category" in f]).groupby(level=0).first() if any("category" in f for f in frames.values()) else None
-    times = times.loc[times.max(axis=1).sort_values(ascending=False).index[:limit]]
-    out = times.copy()
-    if category is not None:
-        out.insert(0, "category", category.reindex(out.index))
-    if baseline in times:
-        for label in times.columns:
-            if label != baseline:
-                out[f"Δ {label}"] = (times[label] - times[baseline]) / times[baseline]
-    out.index.name = "op"
-    return out
 
 
 def fusion_side_by_side(docs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:

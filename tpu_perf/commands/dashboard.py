@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import os
+import socket
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -17,6 +19,49 @@ from tpu_perf.store.fs import filesystem, is_local
 LOOPBACK = "127.0.0.1"
 
 
+WILDCARDS = ("0.0.0.0", "::", "")
+"""Addresses that mean "every interface": no one can open them in a browser."""
+
+
+def public_name(host: str) -> str:
+    """The name to open `host` by: this machine's name for a wildcard bind, else `host` itself."""
+    return socket.gethostname() if host in WILDCARDS else host
+
+
+def authority(name: str, port: int) -> str:
+    """`name:port`, with an IPv6 address in brackets as URLs need."""
+    return f"[{name}]:{port}" if ":" in name else f"{name}:{port}"
+
+
+def open_url(host: str, port: int) -> str:
+    """A URL a person can open, for a server bound to `host:port`."""
+    return f"http://{authority(public_name(host), port)}"
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Bind `host:port` once as the server will (SO_REUSEADDR, as Tornado does), so a busy port or
+    an address not on this machine is one clear line before anything is announced."""
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise UsageError(f"--host {host}: cannot be resolved ({exc.strerror}); give an IP address or a host name of this machine") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise UsageError(f"--port {port}: {authority(host, port)} is already in use (another dashboard?); pick a free one with --port N") from None
+            raise UsageError(f"--host {host}: cannot serve on {authority(host, port)} ({exc.strerror}); give an address of this machine") from None
+    target = ("::1" if family == socket.AF_INET6 else LOOPBACK) if host in WILDCARDS else address[0]
+    try:  # a server that answers there (one bound with SO_REUSEPORT lets the bind above pass)
+        socket.create_connection((target, port), timeout=0.5).close()
+    except OSError:
+        return
+    raise UsageError(f"--port {port}: {authority(host, port)} is already in use (a server answers there); pick a free one with --port N")
+
+
 def streamlit_argv(host: str, port: int) -> list[str]:
     """The `streamlit run` command line for the app, headless, bound to `host:port`."""
     app = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
@@ -24,7 +69,7 @@ def streamlit_argv(host: str, port: int) -> list[str]:
         sys.executable, "-m", "streamlit", "run", str(app),
         f"--server.address={host}", f"--server.port={port}", "--server.headless=true",
         "--server.fileWatcherType=none", "--server.runOnSave=false",
-        "--browser.gatherUsageStats=false", f"--browser.serverAddress={host}", f"--browser.serverPort={port}",
+        "--browser.gatherUsageStats=false", f"--browser.serverAddress={public_name(host)}", f"--browser.serverPort={port}",
         "--client.toolbarMode=viewer", "--theme.base=light",
     ]  # fmt: skip
 
@@ -62,9 +107,10 @@ def register(app: typer.Typer) -> None:
         except ImportError:
             raise UsageError("the dashboard needs streamlit and plotly: pip install 'tpu-perf[dashboard]'") from None
         resolved = _check_store(store or layout.default_store())
+        check_port_free(host, port)
         if not _is_loopback(host):
             typer.echo(f"tpu-perf: warning: serving on {host}: anyone who can reach this machine can read the runs in {resolved}", err=True)
-        typer.echo(f"tpu-perf: dashboard for {resolved} at http://{host}:{port} (Ctrl-C stops it)", err=True)
+        typer.echo(f"tpu-perf: dashboard for {resolved} at {open_url(host, port)} (Ctrl-C stops it)", err=True)
         env = {**os.environ, layout.STORE_ENV: resolved}
         argv = streamlit_argv(host, port)
         sys.stdout.flush()

@@ -31,6 +31,7 @@ from tpu_perf.analyzers.compare import dig, peak_device_bytes
 from tpu_perf.analyzers.steps import run_steps, steady_mask
 from tpu_perf.jsonio import dumps
 from tpu_perf.store import Run, layout
+from tpu_perf.store.fs import filesystem, join
 from tpu_perf.store.writer import write_atomic
 
 CACHE_ENV = "TPU_PERF_CACHE_DIR"
@@ -85,6 +86,26 @@ def list_refs(store: str) -> tuple[list[RunRef], list[str]]:
         refs.append(RunRef(id=run.id, url=run.url, name=run.name, status=run.status, stamp=stamp, started_at=run.started_at, basics=tuple(basics.items())))
     refs.sort(key=lambda r: (r.started_at or 0, r.id), reverse=True)
     return refs, errors
+
+
+def resolve(refs: list[RunRef], wanted: str, store: str) -> tuple[RunRef | None, str | None]:
+    """The run a URL names, as `tpu_perf.load_run` resolves it within the store: an id, a unique id
+    prefix, or a unique name; else (None, one line naming `wanted` and why). Never another run."""
+    exact = [r for r in refs if r.id == wanted]
+    if exact:
+        return exact[0], None
+    prefixed = [r for r in refs if r.id.startswith(wanted)]
+    if len(prefixed) == 1:
+        return prefixed[0], None
+    if len(prefixed) > 1:
+        return None, f"run '{wanted}' is ambiguous in {store}: {', '.join(sorted(r.id for r in prefixed)[:5])}; give more of the id"
+    named = [r for r in refs if r.name == wanted]
+    if len(named) == 1:
+        return named[0], None
+    if len(named) > 1:
+        runs = "; ".join(f"{r.id} ({r.status})" for r in sorted(named, key=lambda r: r.id, reverse=True))
+        return None, f"{len(named)} runs in {store} are named '{wanted}': {runs}; give a run id instead"
+    return None, f"no run '{wanted}' in {store}; the Runs page lists {len(refs)} run(s)"
 
 
 class _Memo:
@@ -187,6 +208,17 @@ def step_frame(url: str, stamp: float, warmup: int) -> pd.DataFrame:
     phase[steady] = "steady"
     phase.iloc[:warmup] = "warm-up"
     return pd.DataFrame({"step": range(len(steps)), "duration_s": steps["duration_s"].astype(float), "phase": phase})
+
+
+@st.cache_data(max_entries=1024, show_spinner=False)
+def file_digest(url: str, stamp: float, rel: str) -> str | None:
+    """sha1 of a file of the run (its step program's HLO text); None when it cannot be read."""
+    try:
+        fs, base = filesystem(url)
+        with fs.open(join(base, rel), "rb") as f:
+            return hashlib.sha1(f.read()).hexdigest()
+    except OSError:
+        return None
 
 
 @st.cache_data(max_entries=256, show_spinner=False)

@@ -6,12 +6,15 @@ Runs keep one colour across every figure of a page: the n-th label gets the n-th
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.colors import qualitative
+
+from tpu_perf.analyzers.ops_compare import short_name
 
 PALETTE = qualitative.Plotly
 MIB = 2**20
@@ -46,8 +49,29 @@ def step_times(series: Sequence[tuple[str, pd.DataFrame]]) -> go.Figure:
             fig.add_trace(go.Scatter(x=warm["step"], y=warm["duration_s"] * 1e3, mode="markers", name=f"{label} · warm-up", marker={"color": colour(i), "symbol": "x", "size": 10}, legendgroup=label))
     if max_warmup:
         fig.add_vrect(x0=-0.5, x1=max_warmup - 0.5, fillcolor="grey", opacity=0.15, line_width=0, annotation_text="warm-up", annotation_position="top left")
-    fig.update_yaxes(type="log", dtick=1)  # decades only: minor labels crowd a short axis
-    return _layout(fig, "Step time over steps", xaxis_title="step", yaxis_title="step time (ms, log)")
+    values = [float(v) for _, steps in series if not steps.empty for v in steps["duration_s"].dropna() * 1e3 if v > 0]
+    ticks = log_ticks(min(values), max(values)) if values else []
+    fig.update_yaxes(type="log", tickvals=ticks or None, ticktext=[_ms(t) for t in ticks] or None)
+    return _layout(fig, "Step time over steps", xaxis_title="step", yaxis_title="step time (log)")
+
+
+def log_ticks(low: float, high: float) -> list[float]:
+    """1-2-5 ticks per decade covering [low, high] (only 1s and 10s past 3 decades, where 2 and 5
+    would crowd the axis): readable values, not only powers of ten."""
+    first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
+    steps = (1.0,) if last - first > 3 else (1.0, 2.0, 5.0)
+    ticks = [m * 10.0**k for k in range(first, last + 1) for m in steps]
+    inside = [t for t in ticks if low / 1.5 <= t <= high * 1.5]
+    return inside if len(inside) >= 2 else ticks
+
+
+def _ms(value_ms: float) -> str:
+    """A tick in ms as a person reads it: 500 µs, 2 ms, 1 s."""
+    if value_ms >= 1000:
+        return f"{value_ms / 1000:g} s"
+    if value_ms >= 1:
+        return f"{value_ms:g} ms"
+    return f"{value_ms * 1000:g} µs"
 
 
 def step_distribution(series: Sequence[tuple[str, np.ndarray]]) -> go.Figure:
@@ -77,19 +101,29 @@ def breakdown_bars(breakdowns: Mapping[str, Mapping[str, float]]) -> go.Figure:
     fig = go.Figure()
     for part in parts:
         values = [100 * float(breakdowns[label].get(part) or 0.0) for label in labels]
-        fig.add_trace(go.Bar(y=labels, x=values, name=part, orientation="h", hovertemplate="%{y}: %{x:.1f} %<extra>" + part + "</extra>"))
-    fig.update_layout(barmode="stack")
+        name = part.replace("_", " ")
+        fig.add_trace(go.Bar(y=labels, x=values, name=name, orientation="h", hovertemplate="%{y}: %{x:.1f} %<extra>" + name + "</extra>"))
+    fig.update_layout(barmode="stack", legend_traceorder="normal")  # the legend in the bars' order, left to right
     return _layout(fig, "Step-time breakdown", xaxis_title="% of step time")
 
 
-def top_ops(table: pd.DataFrame, labels: Sequence[str], *, value: str = "total_time_s") -> go.Figure:
-    """Grouped horizontal bars of each op's time in each run; `table` has one column per label."""
+def top_ops(table: pd.DataFrame, labels: Sequence[str]) -> go.Figure:
+    """Grouped horizontal bars of each op's time per step per device in each run (ms); names
+    shortened on the axis, the full names on hover. `table` is `ops_compare.ops_side_by_side`."""
     fig = go.Figure()
+    full = [str(i) for i in table.index]
+    short = [short_name(i, 40) for i in full]
+    names = table["ops"].astype(str).tolist() if "ops" in table else full
     for i, label in enumerate(labels):
         if label in table:
-            fig.add_trace(go.Bar(y=table.index.astype(str), x=table[label].astype(float) * 1e3, name=label, orientation="h", marker_color=colour(i)))
+            share = table.get(f"{label} % of step", pd.Series([float("nan")] * len(table), index=table.index)).astype(float) * 100
+            fig.add_trace(go.Bar(
+                y=short, x=table[label].astype(float) * 1e3, name=label, orientation="h", marker_color=colour(i),
+                customdata=list(zip(full, names, share.round(1), strict=True)),
+                hovertemplate="%{customdata[0]}<br>%{x:.3f} ms per step per device (%{customdata[2]} % of step)<br>%{customdata[1]}<extra>" + label + "</extra>",
+            ))  # fmt: skip
     fig.update_layout(barmode="group", yaxis={"autorange": "reversed"})
-    fig = _layout(fig, f"Top ops by {value.replace('_s', '')}", xaxis_title="time (ms)")
+    fig = _layout(fig, "Top ops: time per step per device", xaxis_title="ms per step per device")
     fig.update_layout(height=max(360, 28 * len(table) * max(1, len(labels))))
     return fig
 

@@ -12,14 +12,18 @@ from tpu_perf.views import format as fmt
 
 
 def rate(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:,.0f}"
+    return "n/a" if value is None else f"{value:,.0f} tokens/s"
 
 
 def money(value: float | None) -> str:
     return "n/a" if value is None else f"${value:,.4g}"
 
 
-FORMATS = {"seconds": fmt.seconds, "fraction": fmt.percent, "rate": rate, "bytes": fmt.bytes_, "money": money}
+def tflops(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3g} TFLOP/s"
+
+
+FORMATS = {"seconds": fmt.seconds, "fraction": fmt.percent, "rate": rate, "bytes": fmt.bytes_, "money": money, "flops": fmt.flops, "tflops": tflops}
 """One formatter per `compare.UNITS` entry."""
 
 

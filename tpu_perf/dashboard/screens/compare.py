@@ -2,21 +2,34 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
+import pandas as pd
 import streamlit as st
 
-from tpu_perf.analyzers import compare
-from tpu_perf.dashboard import data, figures, nav, shape, widgets
+from tpu_perf.analyzers import compare, ops_compare, verdict
+from tpu_perf.analyzers.regression import check_sets
+from tpu_perf.analyzers.run_values import fingerprint, run_values
+from tpu_perf.dashboard import data, figures, kpi_table, nav, shape, widgets
 
 PRICE = "price_per_chip_hour"
 
 
 def _pick(refs: list[data.RunRef]) -> list[data.RunRef]:
+    """The URL's runs (ids, unique prefixes or names) and the runs page's selection; each entry that
+    names no single run stays in the URL and on the page as an error naming it."""
     by_id = {r.id: r for r in refs}
-    wanted = [i for i in nav.selected_ids("runs") if i in by_id]
+    wanted, unknown = [], []
+    for asked in nav.selected_ids("runs"):
+        ref, problem = data.resolve(refs, asked, data.store_location())
+        if ref is None:
+            unknown.append(asked)
+            widgets.error_card(f"Run '{asked}' from the URL cannot be compared", problem or "unknown run")
+        elif ref.id not in wanted:
+            wanted.append(ref.id)
     chosen = st.multiselect("Runs to compare", list(by_id), default=wanted, format_func=lambda i: f"{by_id[i].name} · {i}", key="compare_runs", placeholder="pick two or more runs")
-    st.query_params["runs"] = ",".join(chosen)
+    st.query_params["runs"] = ",".join(chosen + unknown)
     return [by_id[i] for i in chosen]
 
 
@@ -40,10 +53,59 @@ def _header(doc: dict[str, Any]) -> str:
     return f"{doc['run']['status']} · {chip} × {compare.chips(doc) or '?'} · {frameworks} · {doc['run']['id']}"
 
 
+def _side(label: str, doc: dict[str, Any], ref: data.RunRef) -> verdict.Side:
+    frame = data.step_frame(ref.url, ref.stamp, int(data.dig(doc, "steps.warmup") or 0))
+    steady = frame.loc[frame["phase"] == "steady", "duration_s"].dropna()
+    return verdict.Side(label=label, status=doc["run"]["status"], steady_s=tuple(steady.astype(float)), median_s=data.dig(doc, "steps.median_s"), mfu=doc.get("mfu"))
+
+
+def _verdict(docs: dict[str, dict[str, Any]], refs: dict[str, data.RunRef], baseline: str) -> None:
+    """First thing on the page: is it fair, and which run is faster per step, by how much."""
+    fingerprints = {label: fingerprint(data.open_run(ref.url, ref.stamp)) for label, ref in refs.items()}
+    mismatch = verdict.mismatch_text(verdict.differing_fields(fingerprints))
+    if mismatch:
+        st.warning(mismatch, icon=":material/warning:")
+    sides = {label: _side(label, doc, refs[label]) for label, doc in docs.items()}
+    with st.container(border=True, key="verdict"):
+        grouped = _group_verdicts(docs, refs, baseline)
+        with st.expander("Run by run", expanded=False) if grouped else contextlib.nullcontext():
+            _run_sentences(docs, sides, baseline)
+        st.caption("Per-step interval: Welch's t on the logs of each run's steady step times, within these runs; run-to-run noise is not in it (`tpu-perf record --repeat N` and `tpu-perf check` measure that).")
+
+
+def _group_verdicts(docs: dict[str, dict[str, Any]], refs: dict[str, data.RunRef], baseline: str) -> bool:
+    """`tpu-perf check` between repeat groups (runs tagged `repeat=G`, 2+ a side); True when shown."""
+    groups = {g: labels for g, labels in verdict.repeat_groups({label: data.dig(doc, "run.tags") or {} for label, doc in docs.items()}).items() if len(labels) >= 2}
+    if len(groups) < 2:
+        return False
+    base = next((g for g, labels in groups.items() if baseline in labels), next(iter(groups)))
+    values = {label: run_values(data.open_run(refs[label].url, refs[label].stamp)) for labels in groups.values() for label in labels}
+    for group, labels in groups.items():
+        if group != base:
+            result = check_sets([values[x] for x in groups[base]], [values[x] for x in labels])
+            text = verdict.group_sentence(base, group, result)
+            (st.error if result.exit_code else st.success)(text, icon=":material/rule:")
+    return True
+
+
+def _run_sentences(docs: dict[str, dict[str, Any]], sides: dict[str, verdict.Side], baseline: str) -> None:
+    for label in docs:
+        if label == baseline:
+            continue
+        sentence = verdict.compare_steps(sides[baseline], sides[label])
+        if sentence.kind == "not_compared":
+            st.error(sentence.text, icon=":material/block:")
+        else:
+            st.markdown(f"**{sentence.text}**")
+
+
 def _kpis(docs: dict[str, dict[str, Any]], baseline: str) -> None:
     price = float(st.session_state.get(PRICE) or 0.0) or None
     rows = shape.kpi_rows(docs, baseline, price)
-    widgets.kpi_cards(rows, list(docs), {label: _header(doc) for label, doc in docs.items()})
+    unusable = {label for label, doc in docs.items() if doc["run"]["status"] in verdict.NO_DELTA_STATUSES}
+    if unusable and not rows.empty:  # no "93.9 % better" on a run that broke: no delta at all
+        rows.loc[rows["run"].isin(unusable) | (baseline in unusable), "delta"] = None
+    st.html(kpi_table.kpi_table_html(rows, list(docs), {label: _header(doc) for label, doc in docs.items()}, baseline))
     if price and all(compare.cost_per_million_tokens(d, price) is None for d in docs.values()):
         st.caption("Cost per million tokens needs tokens per step: record with `--tokens-per-step N`.")
     elif not price:
@@ -97,14 +159,50 @@ def _breakdown(docs: dict[str, dict[str, Any]]) -> None:
         st.caption(f"{label}: no breakdown recorded.")
 
 
-def _ops_and_fusion(docs: dict[str, dict[str, Any]], baseline: str) -> None:
+def _step_program_digest(ref: data.RunRef, doc: dict[str, Any]) -> str | None:
+    """sha1 of the run's step program HLO text; None when the run saved none."""
+    hlo = next((p.get("hlo_file") for p in doc.get("programs") or [] if isinstance(p, dict) and p.get("is_step") and p.get("hlo_file")), None)
+    return data.file_digest(ref.url, ref.stamp, str(hlo)) if hlo else None
+
+
+def ops_table_view(ops: pd.DataFrame, labels: list[str], per: str = "step") -> tuple[pd.DataFrame, dict[str, Any]]:
+    """`ops_compare.ops_side_by_side` as shown: ms per step per device, % of step, names shortened
+    (the full names in the last column), with a column format for each."""
+    shown = ops.drop(columns=[c for c in ops.columns if str(c).endswith("% of step") and ops[c].isna().all()])
+    config: dict[str, Any] = {
+        "ops": st.column_config.TextColumn("full name(s)", help="the ops each row holds, full names"),
+        "what": st.column_config.TextColumn("kind", help="op class · fusion kind (or trace category)"),
+        "bound": st.column_config.TextColumn("bound", help="compute- or memory-bound against the chip's roofline ridge point, where FLOPs and bytes are known"),
+    }
+    for label in labels:
+        if label in shown:
+            shown[label] = shown[label] * 1e3
+            if per == "step":
+                config[label] = st.column_config.NumberColumn(f"{label} (ms/step/device)", format="%.3f ms", help="time per step on one device (the trace window's total / steps / devices)")
+            else:
+                config[label] = st.column_config.NumberColumn(f"{label} (ms/device, whole trace)", format="%.3f ms", help="time on one device over the whole trace (total / devices)")
+            config[f"{label} % of step"] = st.column_config.NumberColumn(format="percent", help="of the run's median step time")
+    for column in shown.columns:
+        if str(column).startswith("Δ"):
+            config[column] = st.column_config.NumberColumn(format="percent", help="change of the time per step against the baseline")
+    shown.index = [ops_compare.short_name(str(i)) for i in shown.index]
+    shown.index.name = "op"
+    return shown, config
+
+
+def _ops_and_fusion(docs: dict[str, dict[str, Any]], refs: dict[str, data.RunRef], baseline: str) -> None:
     st.subheader("Top ops")
-    ops = compare.ops_side_by_side(docs, baseline)
+    digests = {_step_program_digest(refs[label], doc) for label, doc in docs.items()}
+    same = len(digests) == 1 and None not in digests
+    ops = ops_compare.ops_side_by_side(docs, baseline, same_program=same)
     if ops.empty:
         widgets.missing("Per-op times", "They come from the trace window (ops.top in the report).")
     else:
-        delta_cols = {c: st.column_config.NumberColumn(format="percent") for c in ops.columns if str(c).startswith("Δ")}
-        st.dataframe(ops, column_config=delta_cols, width="stretch", key="cmp_ops_table")
+        st.caption("Matched by HLO name: every run ran the same step program." if same else "Matched by what they are (op class · fusion kind or trace category): the runs ran different step programs, whose HLO names are numbered apart.")
+        for label in (label for label, doc in docs.items() if not ops_compare.has_steps(doc)):
+            st.caption(f"{label}: no steps in its trace, so no time per step (its run page lists its ops over the whole trace).")
+        table, config = ops_table_view(ops, list(docs))
+        st.dataframe(table, column_config=config, width="stretch", key="cmp_ops_table")
         st.plotly_chart(figures.top_ops(ops, list(docs)), width="stretch", key="cmp_ops")
     st.subheader("Fusion")
     fusion = compare.fusion_side_by_side(docs)
@@ -142,9 +240,10 @@ def render() -> None:
         st.warning("Fewer than two of the chosen runs could be loaded; nothing to compare.")
         return
     baseline = st.selectbox("Baseline (deltas are relative to it)", list(docs), key="compare_baseline")
+    _verdict(docs, loaded, baseline)
     _kpis(docs, baseline)
     _steps(docs, loaded)
     _memory(loaded)
     _breakdown(docs)
-    _ops_and_fusion(docs, baseline)
+    _ops_and_fusion(docs, loaded, baseline)
     _config(loaded)

@@ -9,9 +9,9 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from tpu_perf.analyzers import compare
-from tpu_perf.dashboard import aot, data, figures, nav, shape, widgets
-from tpu_perf.dashboard.screens.compare import breakdown_fractions
+from tpu_perf.analyzers import compare, ops_compare
+from tpu_perf.dashboard import aot, data, figures, kpi_table, nav, shape, widgets
+from tpu_perf.dashboard.screens.compare import breakdown_fractions, ops_table_view
 from tpu_perf.jsonio import dumps
 from tpu_perf.store.fs import filesystem, join
 from tpu_perf.views import format as fmt
@@ -19,20 +19,28 @@ from tpu_perf.views import format as fmt
 XPROF_PORT = 8791
 
 
-def _pick(refs: list[data.RunRef]) -> data.RunRef:
+def _pick(refs: list[data.RunRef]) -> data.RunRef | None:
+    """The URL's run (id, unique prefix or unique name), else the newest; a URL naming no single run
+    shows an error naming it and no run until one is picked: never another run in its place."""
     by_id = {r.id: r for r in refs}
-    wanted = next((i for i in nav.selected_ids("run") if i in by_id), refs[0].id)
     ids = list(by_id)
-    chosen = st.selectbox("Run", ids, index=ids.index(wanted), format_func=lambda i: f"{by_id[i].name} · {i}", key="run_pick")
+    wanted, problem = refs[0], None
+    asked = nav.selected_ids("run")
+    if asked:
+        wanted, problem = data.resolve(refs, asked[0], data.store_location())
+    if problem and st.session_state.get("run_pick") is None:
+        widgets.error_card(f"Run '{asked[0]}' from the URL cannot be shown", problem)
+    index = ids.index(wanted.id) if wanted else None
+    chosen = st.selectbox("Run", ids, index=index, format_func=lambda i: f"{by_id[i].name} · {i}", key="run_pick", placeholder="pick a run")
+    if chosen is None:
+        return None
     st.query_params["run"] = chosen
     return by_id[chosen]
 
 
 def _overview(doc: dict[str, Any], ref: data.RunRef) -> None:
-    rows = shape.kpi_rows({"run": doc}, "run")
-    cols = st.columns(len(rows))
-    for col, row in zip(cols, rows.itertuples(), strict=True):
-        col.metric(row.kpi, row.shown, help=row.help)
+    rows = shape.kpi_rows({ref.name: doc}, ref.name)
+    st.html(kpi_table.kpi_table_html(rows, [ref.name], {}, baseline=""))
     s = doc.get("steps") or {}
     st.caption(
         f"{s.get('count')} steps ({s.get('warmup')} warm-up, {s.get('steady')} steady, {s.get('traced')} traced) from `{s.get('source')}` · "
@@ -41,7 +49,10 @@ def _overview(doc: dict[str, Any], ref: data.RunRef) -> None:
     )
     frame = data.step_frame(ref.url, ref.stamp, int(s.get("warmup") or 0))
     if frame.empty:
-        widgets.missing("Steps", "The script ran no step tpu-perf could see; mark steps with `tpu_perf.step()`.")
+        if data.dig(doc, "run.imported"):
+            widgets.missing("Steps", "This run is an import (`tpu-perf import`) of a trace with no step markers tpu-perf could see; its ops and devices come from the trace.")
+        else:
+            widgets.missing("Steps", "The script ran no step tpu-perf could see; mark steps with `tpu_perf.step()`.")
     else:
         left, right = st.columns(2)
         left.plotly_chart(figures.step_times([(ref.name, frame)]), width="stretch", key="run_steps")
@@ -76,11 +87,15 @@ def _memory(doc: dict[str, Any], ref: data.RunRef) -> None:
 
 
 def _ops(doc: dict[str, Any]) -> None:
-    ops = compare.ops_frame(doc)
+    whole = not ops_compare.has_steps(doc)
+    ops = ops_compare.ops_side_by_side({"time": doc}, "time", same_program=True, whole_trace=whole)
     if ops.empty:
         widgets.missing("Per-op times", "They come from the trace window (ops.top in the report).")
     else:
-        st.dataframe(ops, width="stretch", key="run_ops")
+        if whole:
+            st.caption("No steps in this trace: times are per device over the whole trace, not per step.")
+        table, config = ops_table_view(ops, ["time"], per="trace" if whole else "step")
+        st.dataframe(table.drop(columns=["ops"]) if all(len(str(n)) <= ops_compare.NAME_WIDTH for n in ops.index) else table, column_config=config, width="stretch", key="run_ops")
     fusion = compare.fusion_side_by_side({"step program": doc})
     if fusion.empty:
         widgets.missing("Fusion summary", "It comes from the step program's optimized HLO.")
@@ -103,22 +118,27 @@ def _compiles(doc: dict[str, Any]) -> None:
 
 def _trace(doc: dict[str, Any], ref: data.RunRef) -> None:
     trace = doc.get("trace") or {}
-    logdir = trace.get("logdir")
-    if not logdir:
+    files = [str(f) for f in trace.get("files") or []]
+    if not files:
         widgets.missing("Trace", "Record with a trace window (`--trace-steps START:STOP`, on by default).")
         return
-    st.markdown("**XProf** (trace viewer, op profile, memory viewer, roofline):")
-    st.code(f"xprof server --logdir {logdir} --port {XPROF_PORT}\n# then open http://localhost:{XPROF_PORT}", language="bash")
-    st.markdown("**TensorBoard** (with the profile plugin):")
-    st.code(f"tensorboard --logdir {logdir}", language="bash")
-    json_traces = [f for f in trace.get("files", []) if f.endswith((".trace.json.gz", ".trace.json", ".pt.trace.json"))]
-    st.markdown("**Perfetto**: open [ui.perfetto.dev](https://ui.perfetto.dev) and drop in the Chrome-trace JSON below.")
+    xplanes = [f for f in files if f.endswith(".xplane.pb")]
+    chrome = [f for f in files if f.endswith((".json", ".json.gz"))]
+    if xplanes:
+        st.markdown("**XProf** (trace viewer, op profile, memory viewer, roofline):")
+        st.code(f"xprof server --logdir {trace.get('logdir')} --port {XPROF_PORT}\n# then open http://localhost:{XPROF_PORT}", language="bash")
+        st.markdown("**TensorBoard** (with the profile plugin):")
+        st.code(f"tensorboard --logdir {trace.get('logdir')}", language="bash")
+    if chrome:
+        kind = "This Kineto (PyTorch profiler) trace" if not xplanes else "The Chrome-trace JSON"
+        st.markdown(f"**Perfetto**: {kind} opens in [ui.perfetto.dev](https://ui.perfetto.dev): download it below, then *Open trace file* and pick it (a `.json.gz` is read as is, no need to unzip).")
+        if not xplanes:
+            st.caption("XProf and TensorBoard read XPlane captures (`.xplane.pb`); a Kineto trace has none, so they would find nothing here.")
     run = data.open_run(ref.url, ref.stamp)
-    for i, rel in enumerate(json_traces):
-        st.download_button(f"Download {rel}", data=_reader(run, rel), file_name=rel.rsplit("/", 1)[-1], key=f"trace_{i}")
+    for i, rel in enumerate(files):
+        label = "XPlane, for XProf/TensorBoard" if rel in xplanes else "Chrome-trace JSON, for Perfetto" if rel in chrome else "trace file"
+        st.download_button(f"Download {rel} ({label})", data=_reader(run, rel), file_name=rel.rsplit("/", 1)[-1], key=f"trace_{i}")
         st.code(run.file_path(rel), language=None)
-    with st.expander(f"{len(trace.get('files', []))} trace file(s)"):
-        st.write(trace.get("files", []))
 
 
 def _reader(run: Any, rel: str) -> Callable[[], bytes]:
@@ -171,12 +191,16 @@ def render() -> None:
         st.info("No runs in this store yet.")
         return
     ref = _pick(refs)
+    if ref is None:
+        return
     doc, error = data.report(ref)
     if doc is None:
         widgets.error_card(f"Run {ref.name} ({ref.id}) cannot be loaded", error or "unknown error")
         return
     r = doc["run"]
-    st.markdown(f"### {widgets.STATUS_ICON.get(r['status'], '')} {r['name']}  \n`{r['id']}` · {r['status']} · started {fmt.timestamp(r.get('started_at'))} · `{r.get('url')}`")
+    started = f"imported {fmt.timestamp(r.get('started_at'))}" if r.get("imported") else f"{r['status']} · started {fmt.timestamp(r.get('started_at'))}"
+    st.markdown(f"### {widgets.STATUS_ICON.get(r['status'], '')} {r['name']}  \n`{r['id']}` · {started} · `{r.get('url')}`")
+    st.caption("Imported with:" if r.get("imported") else "Recorded with:")
     st.code(" ".join(map(str, r.get("command") or [])), language="bash")
     if r.get("error"):
         st.error(f"The script failed: {r['error']}")
