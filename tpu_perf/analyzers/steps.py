@@ -109,20 +109,24 @@ def _extra_work(steps: pd.DataFrame) -> np.ndarray:
     return extra
 
 
-def _device_view(steps: pd.DataFrame, mask: np.ndarray) -> tuple[float | None, float | None]:
+def _device_view(steps: pd.DataFrame, mask: np.ndarray) -> tuple[float | None, float | None, int]:
     """Medians of device time and of host time (iteration minus device) over the steady steps that
-    have a device time; (None, None) when none has one."""
+    have a device time, and how many have one; no medians when under half of them do (a median
+    of a few steps seen by chance would stand for a run that was not seen)."""
     if "device_s" not in steps:
-        return None, None
+        return None, None, 0
     device = pd.to_numeric(steps["device_s"], errors="coerce").to_numpy(dtype=float)
     known = mask & ~np.isnan(device)
-    if not known.any():
-        return None, None
+    seen = int(known.sum())
+    if not seen or 2 * seen < int(mask.sum()):
+        return None, None, seen
     host = steps["duration_s"].to_numpy(dtype=float)[known] - device[known]
-    return float(np.median(device[known])), float(np.median(np.maximum(host, 0.0)))
+    return float(np.median(device[known])), float(np.median(np.maximum(host, 0.0))), seen
 
 
-def _device_unknown(run: Run) -> str:
+def _device_unknown(run: Run, seen: int = 0, steady: int = 0) -> str:
+    if seen:
+        return f"the device time was seen for only {seen} of {steady} steady steps; " + _device_unknown(run)
     frameworks = set(run.manifest.get("frameworks") or [])
     if run.manifest.get("imported"):
         return "the trace's step markers are the host's, not the device's"
@@ -148,7 +152,7 @@ def analyze_steps(run: Run, *, warmup_steps: int | None = None) -> StepStats:
     mask = steady_mask(steps, warmup).to_numpy()
     all_durations = steps["duration_s"].to_numpy(dtype=float)
     durations = all_durations[mask & ~np.isnan(all_durations)]
-    device_median, host_median = _device_view(steps, mask)
+    device_median, host_median, device_seen = _device_view(steps, mask)
     after = steps.iloc[warmup:]
     own_work = 0 if run.manifest.get("imported") else int((mask & _extra_work(steps)).sum())
     note = f"every steady step ran inside tpu-perf's trace window or FLOP count, or an eval: the statistics include those {own_work} slower steps (record more steps, or move --trace-steps)" if own_work else None
@@ -177,6 +181,6 @@ def analyze_steps(run: Run, *, warmup_steps: int | None = None) -> StepStats:
         tokens_per_step=tokens,
         tokens_per_s=tokens / median if (tokens and median) else None,
         note=note,
-        device_reason=None if device_median is not None else _device_unknown(run),
+        device_reason=None if device_median is not None else _device_unknown(run, device_seen, int(mask.sum())),
         interleaved=int(_flags(steps["interleaved"].fillna(False)).sum()) if "interleaved" in steps else 0,
     )
