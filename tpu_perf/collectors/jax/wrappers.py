@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -83,7 +84,9 @@ def patch_pjit(jit: Any) -> Callable[[], None]:
         module = importlib.import_module("jax.experimental.pjit")
     except ImportError:
         return lambda: None
-    original = getattr(module, "pjit", None)
+    with warnings.catch_warnings():  # reading it warns that pjit is deprecated: the script's business, not ours
+        warnings.simplefilter("ignore", DeprecationWarning)
+        original = getattr(module, "pjit", None)
     if original is None:
         return lambda: None
     module.pjit = jit
