@@ -16,7 +16,7 @@ from tpu_perf.analyzers.hlo import HloModule, Instruction, parse_hlo
 
 _SHAPE = re.compile(r"\b(pred|s4|s8|s16|s32|s64|u4|u8|u16|u32|u64|f8e4m3fn|f8e5m2|f8\w*|bf16|f16|f32|f64|c64|c128)\[([\d,]*)\]")
 _BYTES = {"pred": 1, "s4": 0.5, "u4": 0.5, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "bf16": 2, "f16": 2, "s32": 4, "u32": 4, "f32": 4, "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16}
-_CONTRACT = re.compile(r"lhs_contracting_dims=\{([\d,]*)\}")
+LHS_CONTRACTING = re.compile(r"lhs_contracting_dims=\{([\d,]*)\}")
 ELEMENTWISE = frozenset("add subtract multiply divide maximum minimum exponential exp log tanh logistic negate abs sqrt rsqrt power convert select compare and or xor not clamp sign floor ceil round-nearest-even cosine sine erf".split())
 COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute", "send", "recv", "collective-broadcast", "ragged-all-to-all")
 _BOOKKEEPING = {"parameter", "constant", "get-tuple-element", "tuple", "bitcast"}
@@ -71,7 +71,7 @@ def _dot(instr: Instruction, tile: int, shape_of: dict[str, str]) -> DotInfo | N
     if not out_s or len(ops) < 2 or not ops[0] or not ops[1]:
         return None
     out, lhs, rhs = out_s[0][1], ops[0][0], ops[1][0]
-    contract = _CONTRACT.search(instr.text)
+    contract = LHS_CONTRACTING.search(instr.text)
     if contract and contract.group(1):
         k = math.prod(lhs[1][int(d)] for d in contract.group(1).split(",") if int(d) < len(lhs[1]))
     else:  # convolution: kernel volume x input features, from the rhs (kernel) shape

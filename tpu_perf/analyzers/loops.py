@@ -16,10 +16,10 @@ import re
 from dataclasses import dataclass
 
 from tpu_perf.analyzers.hlo import HloModule, Instruction
+from tpu_perf.analyzers.hlo_analysis import LHS_CONTRACTING
+from tpu_perf.analyzers.hlo_analysis import shapes as hlo_shapes
 
 _TRIPS = re.compile(r'"known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"?(\d+)"?')
-_DIMS = re.compile(r"^\s*\w+\[([\d,\s]*)\]")
-_CONTRACT = re.compile(r"lhs_contracting_dims=\{([\d,\s]*)\}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,17 +31,16 @@ class LoopFlops:
     """While loops whose trip count XLA did not prove: their bodies are counted once."""
 
 
-def _dims(shape: str) -> list[int] | None:
-    m = _DIMS.match(shape)
-    if not m:
-        return None
-    return [int(d) for d in m.group(1).split(",") if d.strip()]
+def _dims(shape: str) -> tuple[int, ...] | None:
+    """Dimensions of a (non-tuple) HLO shape, e.g. `f32[8,64]{1,0}`."""
+    found = hlo_shapes(shape)
+    return found[0][1] if found else None
 
 
 def _dot_flops(inst: Instruction, shapes: dict[str, str]) -> float:
     out = _dims(inst.shape)
     lhs = _dims(shapes.get(inst.operands[0], "")) if inst.operands else None
-    contract = _CONTRACT.search(inst.text)
+    contract = LHS_CONTRACTING.search(inst.text)
     if out is None or lhs is None or contract is None:
         return 0.0
     k = math.prod(lhs[int(d)] for d in contract.group(1).split(",") if d.strip() and int(d) < len(lhs))

@@ -13,12 +13,6 @@ from tpu_perf.store import Run
 TOP_OPS = 20
 
 
-def _value(v: Any) -> Any:
-    if v is None or (isinstance(v, float) and v != v):
-        return None
-    return v.item() if hasattr(v, "item") else v
-
-
 def hlo_fusion_kinds(run: Run) -> dict[str, str]:
     """Fusion kind by instruction name, from the optimized HLO the run saved (recorded runs).
 
@@ -49,7 +43,7 @@ def top_ops(run: Run, n: int = TOP_OPS) -> list[dict[str, Any]]:
         kinds = hlo_fusion_kinds(run)
         known = top["fusion_kind"].astype(object)
         top["fusion_kind"] = known.where(known.notna(), top["name"].map(kinds).astype(object))
-    return [{k: _value(v) for k, v in row.items()} for row in top.to_dict("records")]
+    return top.to_dict("records")  # NaN (unknown) stays NaN here; Report.to_dict() makes it null
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -103,9 +97,9 @@ def analyze_trace_tables(run: Run) -> TraceSection:
         top=top_ops(run),
         breakdown=dict(bd.fractions),
         breakdown_window=bd.window,
-        breakdown_steps=[{k: _value(v) for k, v in r.items()} for r in bd.per_step.to_dict("records")][:200],
-        devices=[{k: _value(r.get(k)) for k in device_keys} for r in (devices.to_dict("records") if not devices.empty else [])],
+        breakdown_steps=bd.per_step.to_dict("records")[:200],
+        devices=[{k: r.get(k) for k in device_keys} for r in (devices.to_dict("records") if not devices.empty else [])],
         device_step_count=int(len(steps)),
         device_step_median_s=float(pd.to_numeric(steps["duration_s"]).median()) if not steps.empty else None,
-        device_step_source=_value(steps["source"].iloc[0]) if not steps.empty else None,
+        device_step_source=str(steps["source"].iloc[0]) if not steps.empty else None,
     )
