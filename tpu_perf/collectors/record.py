@@ -12,7 +12,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from tpu_perf.collectors import environment, forks, imports
+from tpu_perf.collectors import environment, forks, imports, job
 from tpu_perf.collectors.runner import Outcome, Target, run_target
 from tpu_perf.collectors.session import Recorder, RecordOptions
 from tpu_perf.store import RunWriter, layout
@@ -90,10 +90,18 @@ def record(
     """Run `target` in this process while collectors write a run into `store`."""
     options = options or RecordOptions()
     manifest = _manifest(target, options, name=name, tags=tags)
-    writer = RunWriter.create(store, manifest)
+    job_id, shard = job.start_shard()
+    member = job.from_environment()
+    if job_id is not None:
+        manifest["id"] = job_id
+        if member is not None:
+            manifest.update(process_index=member.process_index, process_count=member.process_count, joined_by=member.framework)
+    writer = RunWriter.create(store, manifest, shard=shard)
     if on_created is not None:
         on_created(writer)
     rec = Recorder(writer, options, log=log)
+    if job_id is not None and member is not None:
+        rec.process_index = member.process_index
     uninstalls: list[Callable[[], None]] = []
 
     def hook(framework: str, spec: str) -> Callable[[ModuleType], None]:

@@ -237,6 +237,11 @@ class Recorder:
         `device_known` False: `end` is when tpu-perf looked, an upper bound of the device time."""
         self.steps.span(source, start, end, traced=traced, step_num=step_num, device_known=device_known, interleaved=interleaved)
 
+    def waited(self, start: float, end: float) -> None:
+        """The loop was blocked in a framework call from `start` to `end` (a device sync, a
+        collective, backward()): a step's `wait_s`; the rest of its iteration is this host's own work."""
+        self.steps.waited(start, end)
+
     @property
     def trace_active(self) -> bool:
         return bool(self.trace and self.trace.active)

@@ -102,13 +102,12 @@ def install(rec: Recorder, torch: ModuleType) -> Callable[[], None]:
     """Hook `torch` (already imported by the script) into `rec`; returns the undo function."""
     collector = TorchCollector(rec, torch)
     collector.steps.install()
-    trace_dir = Path(rec.writer.dir) / layout.TRACE_DIR
-    script = ScriptProfilers(rec, trace_dir)
+    script = ScriptProfilers(rec)
     undo_profiler = patch_profiler(rec, torch, script)
     undo_interleaved = patch_interleaved(rec, torch)
     rec.add_sync(collector.sync)
     rec.on_boundary(collector.on_boundary)
-    rec.offer_trace(TorchTrace(torch, trace_dir, lambda: collector.device_type, script.check).control())
+    rec.offer_trace(TorchTrace(torch, lambda: Path(rec.writer.dir) / layout.TRACE_DIR, lambda: collector.device_type, script.check).control())
     rec.add_before_close(collector.before_close)
     rec.add_finalizer(collector.finalize)
 
