@@ -102,11 +102,13 @@ def test_a_killed_process_leaves_the_job_readable_with_its_steps(tmp_path: Path)
         time.sleep(0.2)
     assert shard is not None, [p.poll() for p in procs]
     procs[1].send_signal(signal.SIGKILL)
-    out = procs[0].communicate(timeout=120)[0]
     procs[1].wait(timeout=30)
+    out = procs[0].communicate(timeout=120)[0]
     assert procs[0].returncode == 0, out
     [run] = list_runs(str(store))
     assert run.status == "crashed"  # one process died: the job did not complete
+    job = json.loads((store / run.id / "run.json").read_text())  # the last process to end described the job
+    assert [(p["process_index"], p["status"]) for p in job["processes"]] == [(0, "completed"), (1, "crashed")] and job["status"] == "crashed"
     doc = report(store, run.id)
     by_index = {h["process_index"]: h for h in doc["hosts"]}
     assert by_index[0]["status"] == "completed" and by_index[0]["steps"] == 30

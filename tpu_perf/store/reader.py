@@ -252,6 +252,20 @@ def job_status(statuses: list[str]) -> str:
     return statuses[0] if statuses else "crashed"
 
 
+def shard_manifests(fs: Any, path: str) -> list[tuple[dict[str, Any], str]]:
+    """(manifest, effective status) of each process's shard of the job at `path`, by index."""
+    hosts_dir = join(path, layout.HOSTS_DIR)
+    found = []
+    if fs.exists(hosts_dir):
+        for shard in sorted(fs.ls(hosts_dir, detail=False)):
+            try:
+                manifest = _read_manifest(fs, shard)
+            except (RunNotFoundError, DataError):
+                continue
+            found.append((manifest, effective_status(manifest)))
+    return sorted(found, key=lambda m: (m[0].get("process_index") is None, m[0].get("process_index") or 0))
+
+
 def _open_job(fs: Any, path: str, manifest: dict[str, Any]) -> Run:
     """A job's run: its processes' shards under hosts/, the first one's tables and manifest, the
     job's id, and a status made of every process's effective status."""

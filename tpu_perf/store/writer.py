@@ -215,6 +215,9 @@ class RunWriter:
         self.update_manifest(status=status, exit_code=exit_code, ended_at=time.time(), **fields)
         if self._upload_to:
             self.sync_remote(force=True)
+        if self.manifest.get("process_count"):
+            self.write_job_manifest(self.run_id, primary=True, final=True)
+        if self._upload_to:
             shutil.rmtree(self.dir.parent, ignore_errors=True)
         return self.url
 
@@ -249,20 +252,32 @@ class RunWriter:
                 fs, path = filesystem(old_remote)
                 fs.rm(path, recursive=True)
 
-    def write_job_manifest(self, job_id: str, *, primary: bool) -> None:
+    def write_job_manifest(self, job_id: str, *, primary: bool, final: bool = False) -> None:
         """`<job>/run.json`: written by the job's first process (shard 0), and by any other whose
-        process 0 left none (it is not recorded, or not yet), so the job is listed either way."""
+        process 0 left none (it is not recorded, or not yet), so the job is listed either way.
+        `final` (each process as it ends): it also lists every process's status as the shards
+        say it then; the last process to end writes the complete list. Readers take the statuses
+        from the shards themselves, so a process that dies unseen is never reported as running."""
         job = {key: self.manifest.get(key) for key in layout.JOB_MANIFEST_FIELDS if key in self.manifest}
         job.update(schema_version=layout.SCHEMA_VERSION, id=job_id, job=True, status="running", started_at=self.manifest.get("started_at"))
+        if self._upload_to is None:
+            fs, base = filesystem(str(Path(self.store).expanduser().resolve()))
+        else:
+            fs, base = filesystem(self.store)
+        path = join(base, job_id, layout.MANIFEST)
+        if final:
+            from tpu_perf.store.reader import job_status, shard_manifests
+
+            shards = shard_manifests(fs, join(base, job_id))
+            job["processes"] = [{key: m.get(key) for key in ("process_index", "host", "pid", "exit_code", "started_at", "ended_at")} | {"status": status, "devices": (m.get("hardware") or {}).get("local_device_count")} for m, status in shards]
+            job["status"] = job_status([status for _, status in shards])
+            job["ended_at"] = time.time()
+        elif not primary and fs.exists(path):
+            return
         data = jsonio.dumps(job, sort_keys=True, lossy=True).encode()
         if self._upload_to is None:
-            path = Path(self.store).expanduser().resolve() / job_id / layout.MANIFEST
-            if primary or not path.exists():
-                write_atomic(path, data)
-            return
-        fs, base = filesystem(self.store)
-        path = join(base, job_id, layout.MANIFEST)
-        if primary or not fs.exists(path):
+            write_atomic(Path(path), data)
+        else:
             fs.pipe_file(path, data)
 
     # -- remote stores ------------------------------------------------------------------------
