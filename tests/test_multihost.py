@@ -62,6 +62,10 @@ def test_a_jax_distributed_job_is_one_run_and_its_slow_process_is_named(tmp_path
     assert straggler["extra_s"] == pytest.approx(0.05, abs=0.02)
     text = tpu_perf_cli("report", "--store", str(store), run["id"], env={"COLUMNS": "200"}, check=True).stdout
     assert "Hosts (2 processes)" in text and "straggler: process 1" in text
+    advice = json.loads(tpu_perf_cli("advise", "--json", "--store", str(store), run["id"], check=True).stdout)
+    first = advice["findings"][0]
+    assert (first["id"], first["outcome"]) == ("straggler", "fired")
+    assert first["expected_gain"]["factor"] == pytest.approx(fast["median_s"] / (fast["median_s"] - straggler["extra_s"]), rel=0.01)
 
 
 def test_a_torch_ddp_job_under_a_launcher_run_id_names_rank_0_as_the_straggler(tmp_path: Path) -> None:
