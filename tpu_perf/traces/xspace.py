@@ -28,7 +28,8 @@ from tpu_perf.traces.xspace_pool import read_hosts
 
 def _stack(parts: list[pd.DataFrame], columns: tuple[str, ...]) -> pd.DataFrame:
     """Rows of every host; categorical columns are joined as categoricals, then given back as plain
-    objects that share one string per distinct value (a few bytes per row, not one string each)."""
+    objects that share one string per distinct value (a few bytes per row, not one string each).
+    Unknown text is None, never NaN."""
     parts = [p for p in parts if not p.empty]
     if not parts:
         return empty(columns)
@@ -43,8 +44,8 @@ def _stack(parts: list[pd.DataFrame], columns: tuple[str, ...]) -> pd.DataFrame:
             else:
                 cols[c] = pd.concat(series, ignore_index=True)
         out = pd.DataFrame(cols)
-    for c in out.columns:
-        if isinstance(out[c].dtype, pd.CategoricalDtype):
+    for c in out.columns:  # text columns as objects, unknown as None (whichever way the host was read)
+        if isinstance(out[c].dtype, pd.CategoricalDtype) or not pd.api.types.is_numeric_dtype(out[c].dtype):
             out[c] = out[c].astype(object).where(out[c].notna(), None)
     return out.reindex(columns=list(columns))
 

@@ -21,21 +21,23 @@ from tpu_perf.traces.xspace_host import HostTables, read_host
 
 TABLES = ("ops", "timeline", "device_steps", "devices")
 _CATEGORICAL = {"timeline": ("lane", "kind", "name"), "ops": ("device", "program", "category", "fusion_kind", "bound", "op_class")}
-WORKER_MEMORY_PER_FILE_BYTE = 2.5
-"""A worker's peak memory per byte of its host's file (measured on the replicated v6e capture:
-about 2x, with margin); with the 2x-total memory budget this caps the workers."""
+WORKER_MEMORY_PER_FILE_BYTE = 3.5
+"""A worker's peak memory per byte of its host's file: 3.3x measured on a 60 MB replicated v6e
+host file (bench/bench_xplane_import.py on it: 198 MB), with margin. With the budget of twice
+the capture's size this caps the workers."""
 
 
-def worker_count(paths: Sequence[Path], workers: int | None = None) -> int:
-    """Processes to use: one per host, at most one per core, and few enough that the workers'
-    peak (WORKER_MEMORY_PER_FILE_BYTE x the largest files) stays within twice the capture's size."""
+def worker_count(sizes: Sequence[int], cpus: int | None, workers: int | None = None) -> int:
+    """Processes for host files of `sizes` bytes: one per host, at most one per core, and few enough
+    that the workers' peak (WORKER_MEMORY_PER_FILE_BYTE x the largest files at once) stays within
+    twice the capture's size. `workers` overrides the core cap (still at most one per host)."""
     if workers is not None:
-        return max(1, min(workers, len(paths)))
-    sizes = sorted((Path(p).stat().st_size for p in paths), reverse=True)
-    by_memory = len(sizes)
-    while by_memory > 1 and WORKER_MEMORY_PER_FILE_BYTE * sum(sizes[:by_memory]) > 2 * sum(sizes):
+        return max(1, min(workers, len(sizes)))
+    largest = sorted(sizes, reverse=True)
+    by_memory = len(largest)
+    while by_memory > 1 and WORKER_MEMORY_PER_FILE_BYTE * sum(largest[:by_memory]) > 2 * sum(largest):
         by_memory -= 1
-    return max(1, min(len(paths), os.cpu_count() or 1, by_memory))
+    return max(1, min(len(largest), cpus or 1, by_memory))
 
 
 def _write_host(path: str, host: int, out: str) -> str:
@@ -64,7 +66,7 @@ def _context() -> multiprocessing.context.BaseContext:
 
 def read_hosts(paths: Sequence[Path], *, workers: int | None = None) -> Iterator[HostTables]:
     """Each host's tables in file order; in worker processes when there are several hosts and cores."""
-    n = worker_count(paths, workers)
+    n = worker_count([Path(p).stat().st_size for p in paths], os.cpu_count(), workers)
     if n <= 1 or len(paths) <= 1:
         for h, p in enumerate(paths):
             yield read_host(p, h if len(paths) > 1 else None)
