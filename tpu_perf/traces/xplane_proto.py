@@ -11,6 +11,8 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
 _INT64, _UINT64, _DOUBLE, _STRING, _BYTES, _MESSAGE = 3, 4, 1, 9, 12, 11
 _OPT, _REP = 1, 3
 
@@ -50,8 +52,6 @@ def _add_fields(msg: Any, fields: list[tuple[str, int, int, int, str | None, int
 @cache
 def messages() -> dict[str, Any]:
     """Message classes by name (`XSpace`, `XPlane`, `XLine`, `XEvent`, `XStat`, ...), made once."""
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-
     fdp = descriptor_pb2.FileDescriptorProto(name="tpu_perf_xplane.proto", package=_PACKAGE, syntax="proto3")
     for name, fields in _FIELDS.items():
         msg = fdp.message_type.add(name=name)
