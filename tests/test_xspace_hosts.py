@@ -63,11 +63,10 @@ def test_hosts_differ_by_their_own_numbers(pod: list[Path]) -> None:
     assert fusion.loc["host1/TPU:0", "arithmetic_intensity"] == fusion.loc["host0/TPU:0", "arithmetic_intensity"]
 
 
-def test_repeated_capture_counts_every_copy() -> None:
+def test_repeated_capture_counts_every_copy(tmp_path: Path) -> None:
     one = read_xspace([TPU]).ops.set_index(["device", "program", "name"])
-    data = repeat_in_time(TPU.read_bytes(), 3)
-    path = Path(__import__("tempfile").mkdtemp()) / "x3.xplane.pb"
-    path.write_bytes(data)
+    path = tmp_path / "x3.xplane.pb"
+    path.write_bytes(repeat_in_time(TPU.read_bytes(), 3))
     three = read_xspace([path]).ops.set_index(["device", "program", "name"]).loc[one.index]
     assert (three["occurrences"] == 3 * one["occurrences"]).all()
     assert three["flops"].sum() == pytest.approx(3 * one["flops"].sum())
