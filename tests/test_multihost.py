@@ -84,8 +84,11 @@ def test_a_torch_ddp_job_under_a_launcher_run_id_names_rank_0_as_the_straggler(t
 
 def test_an_even_hand_written_all_reduce_job_names_no_straggler(tmp_path: Path) -> None:
     store, port = tmp_path / "runs", str(free_port())
-    record_job(store, "torch_allreduce.py", [port, "20", "-1", "0"], [{"RANK_ID": str(i)} for i in range(2)])
+    # TPU_PERF_RUN_ID and no rank variable: each starts in a shard named for its host and pid,
+    # renamed to its rank once the process group says it
+    record_job(store, "torch_allreduce.py", [port, "20", "-1", "0"], [{"RANK_ID": str(i), "TPU_PERF_RUN_ID": "even"} for i in range(2)])
     run = only_run(store)
+    assert run["id"] == "even" and sorted(p.name for p in (store / "even" / "hosts").iterdir()) == ["0", "1"]
     doc = report(store, run["id"])
     assert [h["process_index"] for h in doc["hosts"]] == [0, 1] and all(h["steps"] == 20 for h in doc["hosts"])
     assert all(h["wait_median_s"] is not None for h in doc["hosts"])  # dist.all_reduce and backward() timed

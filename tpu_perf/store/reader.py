@@ -252,33 +252,41 @@ def job_status(statuses: list[str]) -> str:
     return statuses[0] if statuses else "crashed"
 
 
+def _shard_dirs(fs: Any, path: str) -> list[str]:
+    """The folders of a job's processes that hold a manifest."""
+    hosts_dir = join(path, layout.HOSTS_DIR)
+    if not fs.exists(hosts_dir):
+        return []
+    return [d for d in sorted(fs.ls(hosts_dir, detail=False)) if fs.exists(join(d, layout.MANIFEST))]
+
+
+def _by_index(manifest: dict[str, Any]) -> tuple[bool, int]:
+    index = manifest.get("process_index")
+    return (index is None, int(index or 0))
+
+
 def shard_manifests(fs: Any, path: str) -> list[tuple[dict[str, Any], str]]:
     """(manifest, effective status) of each process's shard of the job at `path`, by index."""
-    hosts_dir = join(path, layout.HOSTS_DIR)
     found = []
-    if fs.exists(hosts_dir):
-        for shard in sorted(fs.ls(hosts_dir, detail=False)):
-            try:
-                manifest = _read_manifest(fs, shard)
-            except (RunNotFoundError, DataError):
-                continue
-            found.append((manifest, effective_status(manifest)))
-    return sorted(found, key=lambda m: (m[0].get("process_index") is None, m[0].get("process_index") or 0))
+    for shard in _shard_dirs(fs, path):
+        try:
+            manifest = _read_manifest(fs, shard)
+        except (RunNotFoundError, DataError):
+            continue
+        found.append((manifest, effective_status(manifest)))
+    return sorted(found, key=lambda m: _by_index(m[0]))
 
 
 def _open_job(fs: Any, path: str, manifest: dict[str, Any]) -> Run:
     """A job's run: its processes' shards under hosts/, the first one's tables and manifest, the
     job's id, and a status made of every process's effective status."""
-    hosts_dir = join(path, layout.HOSTS_DIR)
     hosts = []
-    if fs.exists(hosts_dir):
-        for shard in sorted(fs.ls(hosts_dir, detail=False)):
-            if fs.exists(join(shard, layout.MANIFEST)):
-                try:
-                    hosts.append(_open_run(fs, shard))
-                except DataError as exc:
-                    warnings.warn(str(exc), stacklevel=3)
-    hosts.sort(key=lambda h: (h.manifest.get("process_index") is None, h.manifest.get("process_index") or 0, h.url))
+    for shard in _shard_dirs(fs, path):
+        try:
+            hosts.append(_open_run(fs, shard))
+        except DataError as exc:
+            warnings.warn(str(exc), stacklevel=3)
+    hosts.sort(key=lambda h: _by_index(h.manifest))
     if not hosts:  # no process has written its shard yet
         return Run(id=str(manifest["id"]), url=to_url(fs, path), manifest=manifest, status=effective_status(manifest), _fs=fs, _path=path)
     primary = hosts[0]
@@ -286,6 +294,11 @@ def _open_job(fs: Any, path: str, manifest: dict[str, Any]) -> Run:
     merged["process_count"] = max([h.manifest.get("process_count") or 0 for h in hosts] + [len(hosts)])
     status = job_status([h.status for h in hosts])
     merged["status"] = status
+    culprit = next(h for h in hosts if h.status == status)  # the job's outcome is that process's
+    for key in ("exit_code", "error"):
+        merged[key] = culprit.manifest.get(key)
+    if culprit is not primary and culprit.manifest.get("error"):
+        merged["error"] = {**culprit.manifest["error"], "message": f"process {culprit.manifest.get('process_index')}: {culprit.manifest['error'].get('message')}"}
     return Run(id=str(manifest["id"]), url=to_url(fs, path), manifest=merged, status=status, _fs=fs, _path=primary._path, hosts=tuple(hosts))
 
 
