@@ -201,16 +201,14 @@ class StepTracker:
         """Seconds in [start, end] covered by reported device work; None when none was ever reported."""
         if not self._busy_seen:
             return None
-        covered = _covered(self._busy, start, end)
-        self._busy = [(lo, hi) for lo, hi in self._busy if hi > end]
+        covered, self._busy = _take(self._busy, start, end)
         return covered
 
     def _wait_seconds(self, start: float, end: float) -> float | None:
         """Seconds in [start, end] the loop was blocked; None when no blocking call was ever seen."""
         if not self._waits_seen:
             return None
-        covered = _covered(self._waits, start, end)
-        self._waits = [(lo, hi) for lo, hi in self._waits if hi > end]
+        covered, self._waits = _take(self._waits, start, end)
         return covered
 
     def _write(self, closed: _ClosedStep, end: float, *, tail: bool = False) -> None:
@@ -239,12 +237,13 @@ class StepTracker:
         self._emit(record)
 
 
-def _covered(intervals: list[tuple[float, float]], start: float, end: float) -> float:
-    """Seconds of [start, end] inside the union of `intervals`."""
+def _take(intervals: list[tuple[float, float]], start: float, end: float) -> tuple[float, list[tuple[float, float]]]:
+    """Seconds of [start, end] inside the union of `intervals`, and the intervals reaching past `end`
+    (later steps may still hold them)."""
     covered, reach = 0.0, start
     for lo, hi in sorted(intervals):
         lo, hi = max(lo, reach), min(hi, end)
         if hi > lo:
             covered += hi - lo
             reach = hi
-    return covered
+    return covered, [(lo, hi) for lo, hi in intervals if hi > end]
