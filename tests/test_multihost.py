@@ -133,3 +133,19 @@ def test_a_process_that_never_joins_stays_a_run_of_its_own(tmp_path: Path) -> No
     assert run["processes"] == 1 and run["steps"] == 5
     assert not (tmp_path / "runs" / run["id"] / "hosts").exists()
     assert "hosts" not in report(tmp_path / "runs", run["id"])
+
+
+def test_ranks_started_by_torch_multiprocessing_spawn_make_the_job_run(tmp_path: Path) -> None:
+    """One command, as in PyTorch's DDP tutorial: the spawned workers are recorded as the job and
+    the launcher's own stepless run gives way to it."""
+    store = tmp_path / "runs"
+    proc = start(store, "torch_spawn.py", [str(free_port()), "20", "1", "0.05"], {})
+    out = proc.communicate(timeout=240)[0]
+    assert proc.returncode == 0, out
+    run = only_run(store)
+    assert run["processes"] == 2 and run["steps"] == 20 and run["name"] == "torch_spawn"
+    assert f"run {run['id']} completed: 20 steps" in out  # the launcher's summary is the job's
+    doc = report(store, run["id"])
+    assert [(h["process_index"], h["steps"]) for h in doc["hosts"]] == [(0, 20), (1, 20)]
+    [straggler] = doc["stragglers"]
+    assert straggler["process_index"] == 1 and straggler["extra_s"] == pytest.approx(0.05, abs=0.025)

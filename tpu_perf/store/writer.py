@@ -221,6 +221,22 @@ class RunWriter:
             shutil.rmtree(self.dir.parent, ignore_errors=True)
         return self.url
 
+    def discard(self) -> None:
+        """Delete this finished run from the store: only for a run that holds nothing of the
+        user's (a launcher whose spawned workers were recorded as a job of their own)."""
+        if self._upload_to is None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+        else:
+            fs, path = filesystem(self._upload_to)
+            fs.rm(path, recursive=True)
+
+    def job_url(self, job_id: str) -> str:
+        """Where the run of job `job_id` in this writer's store is read from."""
+        if self._upload_to is None:
+            return str(Path(self.store).expanduser().resolve() / job_id)
+        fs, base = filesystem(self.store)
+        return to_url(fs, join(base, job_id))
+
     # -- multi-process jobs -------------------------------------------------------------------
     def join_job(self, job_id: str, shard: str, **fields: Any) -> None:
         """Move this process's run to `<store>/<job_id>/hosts/<shard>/` and record `fields`
