@@ -65,7 +65,7 @@ def join(rec: Recorder, member: Membership, agree: Callable[[str | None], str]) 
 
     `agree(proposal)`: process 0 passes the id it proposes and gets it back once published; the
     others pass None and get process 0's. Never raises into the script: a failure only warns."""
-    if member.process_count <= 1:
+    if member.process_count <= 1 or rec.job_id is not None:  # a second initialize: joined already
         return
     writer = rec.writer
     try:
@@ -74,5 +74,6 @@ def join(rec: Recorder, member: Membership, agree: Callable[[str | None], str]) 
             job_id = agree(layout.new_run_id() if member.process_index == 0 else None)
         rec.process_index = member.process_index
         writer.join_job(job_id, str(member.process_index), process_index=member.process_index, process_count=member.process_count, joined_by=member.framework)
+        rec.job_id = job_id
     except Exception as exc:
         rec.warn(f"this process ({member.framework} process {member.process_index} of {member.process_count}) could not join its job's run ({type(exc).__name__}: {exc}); it was recorded as a run of its own")

@@ -105,6 +105,8 @@ class Recorder:
         self.log = log
         self.host = layout.hostname()
         self.process_index = 0
+        self.job_id: str | None = None
+        """The multi-process job this recording joined (collectors/job.py); None until then."""
         self._perf0 = time.perf_counter()
         self._epoch0 = time.time()
         self._syncs: list[Callable[[], None]] = []
