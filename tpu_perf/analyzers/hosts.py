@@ -20,8 +20,9 @@ from tpu_perf.store import Run
 
 STRAGGLER_FACTOR = 1.2
 """A process is a straggler when its metric is at least this times the other processes' median..."""
-STRAGGLER_SHARE = 0.05
-"""...and longer by at least this share of the job's median iteration (a few % of a step is noise)."""
+STRAGGLER_SHARE = 0.10
+"""...and longer by at least this share of the job's median iteration: what the others wait for
+each step must matter (and exceed the step-to-step noise of a busy host)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,6 +37,7 @@ class HostStats:
     steps: int
     steady: int
     median_s: float | None
+    mean_s: float | None
     device_median_s: float | None
     host_median_s: float | None
     own_median_s: float | None
@@ -50,7 +52,8 @@ class Straggler:
     process_index: int | None
     hostname: str | None
     metric: str
-    """`own_s` (work between waits) or `median_s` (iteration, when processes run at different paces)."""
+    """`own_s` (work between waits), or `mean_s` (the iteration, when no wait was timed: processes
+    at different paces)."""
     value_s: float
     others_median_s: float
     factor: float
@@ -118,6 +121,7 @@ def host_stats(host: Run) -> HostStats:
         steps=stats.count,
         steady=stats.steady,
         median_s=stats.median_s,
+        mean_s=stats.mean_s,
         device_median_s=stats.device_median_s,
         host_median_s=stats.host_median_s,
         own_median_s=own,
@@ -133,7 +137,7 @@ def _name(host: HostStats) -> str:
 
 
 def find_stragglers(hosts: tuple[HostStats, ...]) -> tuple[Straggler, ...]:
-    """Processes whose own work per step (else iteration) stands out against the others' median."""
+    """Processes whose own work per step (else mean iteration) stands out against the others' median."""
     if len(hosts) < 2:
         return ()
     medians = [h.median_s for h in hosts if h.median_s is not None]
@@ -141,7 +145,12 @@ def find_stragglers(hosts: tuple[HostStats, ...]) -> tuple[Straggler, ...]:
         return ()
     job_step = float(np.median(medians))
     found = []
-    for metric, name, label in (("own_median_s", "own_s", "own work per step (the iteration minus time blocked in syncs and collectives)"), ("median_s", "median_s", "iteration")):
+    own_known = sum(h.own_median_s is not None for h in hosts) >= 2
+    # own work when it was timed (an even job has no straggler, whatever the noise in iterations);
+    # else the mean iteration: equal in a synchronous job, it differs only between paces
+    for metric, name, label in (("own_median_s", "own_s", "own work per step (the iteration minus time blocked in syncs and collectives)"), ("mean_s", "mean_s", "mean iteration")):
+        if (metric == "mean_s") == own_known:
+            continue
         values = {i: getattr(h, metric) for i, h in enumerate(hosts) if getattr(h, metric) is not None}
         if len(values) < 2:
             continue
@@ -154,8 +163,6 @@ def find_stragglers(hosts: tuple[HostStats, ...]) -> tuple[Straggler, ...]:
             host = hosts[i]
             text = f"{_name(host)}: {label} {value * 1e3:.1f} ms against {others * 1e3:.1f} ms on the other processes ({factor:.2f}x, +{extra * 1e3:.1f} ms per step); the job waits for it"
             found.append(Straggler(process_index=host.process_index, hostname=host.hostname, metric=name, value_s=value, others_median_s=others, factor=factor, extra_s=extra, text=text))
-        if found:  # own work names the cause; iteration only when own work is unknown or even
-            break
     return tuple(sorted(found, key=lambda s: -s.extra_s))
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -59,9 +60,18 @@ def _read_host_dir(folder: str) -> HostTables:
     return HostTables(**tables, hostname=(f / "hostname").read_text())
 
 
+THREADED = ("jax", "torch", "tensorflow")
+"""Frameworks that run threads of their own once imported: forking them can deadlock the child."""
+
+
 def _context() -> multiprocessing.context.BaseContext:
-    """fork where the platform has it (workers start in ms, with the parent's imports); else spawn."""
-    return multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+    """fork where the platform has it and the parent runs no framework threads (workers start in
+    ms, with the parent's imports); else forkserver (a clean server process forks the workers), else
+    spawn."""
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and not any(name in sys.modules for name in THREADED):
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
 
 
 def read_hosts(paths: Sequence[Path], *, workers: int | None = None) -> Iterator[HostTables]:
