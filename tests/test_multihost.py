@@ -86,7 +86,7 @@ def test_an_even_hand_written_all_reduce_job_names_no_straggler(tmp_path: Path) 
     store, port = tmp_path / "runs", str(free_port())
     # TPU_PERF_RUN_ID and no rank variable: each starts in a shard named for its host and pid,
     # renamed to its rank once the process group says it
-    record_job(store, "torch_allreduce.py", [port, "20", "-1", "0"], [{"RANK_ID": str(i), "TPU_PERF_RUN_ID": "even"} for i in range(2)])
+    record_job(store, "torch_allreduce.py", [port, "20", "-1", "0", "0.02"], [{"RANK_ID": str(i), "TPU_PERF_RUN_ID": "even"} for i in range(2)])
     run = only_run(store)
     assert run["id"] == "even" and sorted(p.name for p in (store / "even" / "hosts").iterdir()) == ["0", "1"]
     doc = report(store, run["id"])
