@@ -11,7 +11,7 @@ import streamlit as st
 from tpu_perf.analyzers import compare, ops_compare, verdict
 from tpu_perf.analyzers.regression import check_sets
 from tpu_perf.analyzers.run_values import fingerprint, run_values
-from tpu_perf.dashboard import data, figures, kpi_table, nav, shape, widgets
+from tpu_perf.dashboard import data, figures, kpi_table, nav, shape, why, widgets
 
 PRICE = "price_per_chip_hour"
 
@@ -147,18 +147,6 @@ def breakdown_fractions(doc: dict[str, Any]) -> dict[str, float] | None:
     return parts or None
 
 
-def _breakdown(docs: dict[str, dict[str, Any]]) -> None:
-    st.subheader("Step-time breakdown")
-    parts = {label: breakdown_fractions(doc) for label, doc in docs.items()}
-    have = {label: p for label, p in parts.items() if p}
-    if not have:
-        widgets.missing("Step-time breakdown", "It comes from the trace window's device timeline; record with a trace window (the default).")
-        return
-    st.plotly_chart(figures.breakdown_bars(have), width="stretch", key="cmp_breakdown")
-    for label in parts.keys() - have.keys():
-        st.caption(f"{label}: no breakdown recorded.")
-
-
 def _step_program_digest(ref: data.RunRef, doc: dict[str, Any]) -> str | None:
     """sha1 of the run's step program HLO text; None when the run saved none."""
     hlo = next((p.get("hlo_file") for p in doc.get("programs") or [] if isinstance(p, dict) and p.get("is_step") and p.get("hlo_file")), None)
@@ -215,17 +203,6 @@ def _ops_and_fusion(docs: dict[str, dict[str, Any]], refs: dict[str, data.RunRef
     right.plotly_chart(figures.fusion_bars(by_kind), width="stretch", key="cmp_fusion")
 
 
-def _config(refs: dict[str, data.RunRef]) -> None:
-    st.subheader("Configuration and environment")
-    everything = st.toggle("Show settings that are the same too", key="cmp_all_settings")
-    manifests = {label: data.open_run(ref.url, ref.stamp).manifest for label, ref in refs.items()}
-    diff = compare.config_diff(manifests, only_different=not everything)
-    if diff.empty:
-        st.success("Same configuration, flags, versions and hardware.")
-    else:
-        st.dataframe(diff, width="stretch", key="cmp_config")
-
-
 def render() -> None:
     st.title("Compare runs")
     refs, errors = data.list_refs(data.store_location())
@@ -241,9 +218,8 @@ def render() -> None:
         return
     baseline = st.selectbox("Baseline (deltas are relative to it)", list(docs), key="compare_baseline")
     _verdict(docs, loaded, baseline)
+    why.render(docs, loaded, baseline)
     _kpis(docs, baseline)
     _steps(docs, loaded)
     _memory(loaded)
-    _breakdown(docs)
     _ops_and_fusion(docs, loaded, baseline)
-    _config(loaded)
