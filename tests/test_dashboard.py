@@ -662,3 +662,73 @@ def test_browser_downloads_a_kineto_trace(import_store: dict, tmp_path: Path) ->
             assert saved.read_bytes() == KINETO.read_bytes()  # the trace as captured, byte for byte
         finally:
             browser.close()
+
+
+# -- why, advice, axes, export ------------------------------------------------------------------------
+def _advice(store: Path, name: str) -> dict[str, dict]:
+    """`tpu-perf advise NAME --all --json`: every rule's finding by id."""
+    doc = json.loads(tpu_perf_cli("advise", "--store", str(store), name, "--all", "--json", check=True).stdout)
+    return {f["id"]: f for f in doc["findings"]}
+
+
+def test_compare_why_names_findings_on_one_side_the_breakdown_and_settings(mixed: dict) -> None:
+    narrow, failing = mixed["reports"]["narrow"], mixed["reports"]["failing"]
+    advice = {name: _advice(mixed["store"], name) for name in ("narrow", "failing")}
+    one_side = {i for i in advice["narrow"] if (advice["narrow"][i]["outcome"] == "fired") != (advice["failing"][i]["outcome"] == "fired")}
+    assert one_side, "these two runs should differ in at least one finding"
+    at = page("compare")
+    at.query_params["runs"] = "narrow,failing"
+    at.run()
+    assert not at.exception
+    texts = [m.value for m in at.markdown]
+    start = next(i for i, t in enumerate(texts) if "Advisor findings on some runs only" in t)
+    shown = {m.group(1) for t in texts[start:] for m in [re.search(r"\(`([a-z0-9-]+)`\) on \*\*", t)] if m}
+    assert shown == one_side
+    for rule in one_side:
+        fired_on = next(n for n in advice if advice[n][rule]["outcome"] == "fired")
+        line = next(t for t in texts if f"(`{rule}`)" in t)
+        assert f"on **{fired_on}** only: {advice[fired_on][rule]['reason'].rstrip('.')}" in line
+    # the breakdown per step, side by side: mean seconds per traced step in each part, from the report
+    table = next(df.value for df in at.dataframe if df.value.index.name == "part")
+    for name, doc in (("narrow", narrow), ("failing", failing)):
+        rows = doc["breakdown_detail"]["steps"]
+        for part, share in doc["breakdown"].items():
+            if share:
+                assert table.loc[part.replace("_", " "), f"{name} s"] == pytest.approx(np.mean([r[part] for r in rows]) * 1e3)
+                assert table.loc[part.replace("_", " "), f"{name} %"] == pytest.approx(share)
+    assert any(t.startswith("failing: largest change in where the step goes is **") for t in texts)
+    config = next(df.value for df in at.dataframe if df.value.index.name == "setting")
+    assert config.loc["env.XLA_FLAGS", "failing"] == XLA_FLAGS
+    assert at.subheader[0].value == "Why"  # right below the verdict, before the KPIs and charts
+
+
+def test_run_page_advice_tab_and_readable_tables(mixed: dict) -> None:
+    advice = json.loads(tpu_perf_cli("advise", "--store", str(mixed["store"]), "failing", "--all", "--json", check=True).stdout)["findings"]
+    fired = [f for f in advice if f["outcome"] == "fired"]
+    assert fired
+    at = page("run")
+    at.query_params["run"] = "failing"
+    at.run()
+    assert not at.exception
+    assert [t.label for t in at.tabs][:2] == ["Overview", f"Advice ({len(fired)})"]
+    tab = at.tabs[1]
+    assert f"**{len(fired)} of {len(advice)} rules fired**" in tab.markdown[0].value
+    titles = [m.value.split("\n")[0] for m in tab.markdown if m.value.startswith("#### ")]
+    assert titles == [f"#### {f['title']}" for f in fired]  # the advisor's order: largest gain first
+    grids = [df.value for df in tab.dataframe]  # each card's evidence, in order, then the other rules
+    for f, evidence in zip(fired, [g for g in grids if list(g.columns) == ["evidence", "value", "from"]], strict=True):
+        assert list(evidence["evidence"]) == [e["name"].rsplit("_", 1)[0].replace("_", " ") if e["name"].endswith(("_fraction", "_bytes", "_s", "_count", "_pct")) else e["name"].replace("_", " ") for e in f["evidence"]]
+        for e, shown in zip(f["evidence"], evidence["value"], strict=True):
+            if e["name"].endswith("_fraction") and e["value"] is not None:
+                assert shown == fmt.percent(e["value"])
+            elif e["name"].endswith("_bytes") and e["value"] is not None:
+                assert shown == fmt.bytes_(e["value"])
+        assert any(c.value == f["fix"]["jax"] for c in tab.code)
+        assert any(f["reason"] in m.value for m in tab.markdown)
+    others = grids[-1]
+    assert list(others["rule"]) == [f["id"] for f in advice if f["outcome"] != "fired"]
+    assert set(others["outcome"]) <= {"passed", "could not be checked"}
+    slowest = next(df.value for df in at.tabs[4].dataframe)  # readable tables: words and units, not report keys
+    report = mixed["reports"]["failing"]
+    assert list(slowest.columns) == ["function", "compile time (s)"]
+    assert list(slowest["compile time (s)"]) == pytest.approx([s["duration_s"] for s in report["compile"]["slowest"]])

@@ -10,7 +10,17 @@ import pandas as pd
 import streamlit as st
 
 from tpu_perf.analyzers import compare, ops_compare
-from tpu_perf.dashboard import aot, data, figures, kpi_table, nav, shape, widgets
+from tpu_perf.dashboard import (
+    advice_tab,
+    aot,
+    data,
+    figures,
+    kpi_table,
+    nav,
+    shape,
+    tables,
+    widgets,
+)
 from tpu_perf.dashboard.screens.compare import breakdown_fractions, ops_table_view
 from tpu_perf.jsonio import dumps
 from tpu_perf.store.fs import filesystem, join
@@ -76,7 +86,8 @@ def _memory(doc: dict[str, Any], ref: data.RunRef) -> None:
     cols[2].metric("XLA estimate (step)", fmt.bytes_(m.get("xla_peak_bytes")))
     cols[3].metric("Host RSS peak", fmt.bytes_(m.get("host_rss_peak_bytes")))
     if isinstance(m.get("per_device"), list) and m["per_device"]:
-        st.dataframe(pd.DataFrame(m["per_device"]), hide_index=True, width="stretch", key="run_mem_devices")
+        per_device = tables.device_memory(m["per_device"], data.dig(doc, "run.started_at"))
+        st.dataframe(per_device, hide_index=True, width="stretch", key="run_mem_devices", column_config={"peak % of capacity": st.column_config.NumberColumn(format="percent")})
     if data.dig(doc, "runtime.duty_cycle_pct") is not None:
         st.metric("Duty cycle", f"{doc['runtime']['duty_cycle_pct']:.1f} %")
     samples = data.memory_frame(ref.url, ref.stamp)
@@ -102,7 +113,7 @@ def _ops(doc: dict[str, Any]) -> None:
     else:
         st.dataframe(fusion, width="stretch", key="run_fusion")
     if isinstance(doc.get("devices"), list) and doc["devices"]:
-        st.dataframe(pd.DataFrame(doc["devices"]), hide_index=True, width="stretch", key="run_devices")
+        st.dataframe(tables.renamed(doc["devices"], tables.DEVICE_COLUMNS), hide_index=True, width="stretch", key="run_devices")
 
 
 def _compiles(doc: dict[str, Any]) -> None:
@@ -113,7 +124,8 @@ def _compiles(doc: dict[str, Any]) -> None:
     cols[1].metric("Compile time", fmt.seconds(c.get("total_s")), help=None if c.get("total_s") is not None else unknown)
     cols[2].metric("After warm-up", "n/a" if c.get("after_warmup") is None else c["after_warmup"], help="recompiles during steady state: worth a look")
     if c.get("slowest"):
-        st.dataframe(pd.DataFrame(c["slowest"]), hide_index=True, width="stretch", key="run_slowest")
+        st.markdown("**Slowest compiles**")
+        st.dataframe(tables.renamed(c["slowest"], tables.SLOWEST_COMPILE_COLUMNS), hide_index=True, width="stretch", key="run_slowest", column_config={"compile time (s)": st.column_config.NumberColumn(format="%.3f s")})
 
 
 def _trace(doc: dict[str, Any], ref: data.RunRef) -> None:
@@ -206,18 +218,22 @@ def render() -> None:
         st.error(f"The script failed: {r['error']}")
     for warning in r.get("warnings") or []:
         st.warning(warning)
-    tabs = st.tabs(["Overview", "Memory", "Ops & fusion", "Compiles", "Trace", "Config", "Downloads"])
+    findings, problem = data.advice(ref)
+    fired = sum(f["outcome"] == "fired" for f in findings or [])
+    tabs = st.tabs(["Overview", f"Advice ({fired})" if findings is not None else "Advice", "Memory", "Ops & fusion", "Compiles", "Trace", "Config", "Downloads"])
     with tabs[0]:
         _overview(doc, ref)
     with tabs[1]:
-        _memory(doc, ref)
+        advice_tab.render(findings, problem)
     with tabs[2]:
-        _ops(doc)
+        _memory(doc, ref)
     with tabs[3]:
-        _compiles(doc)
+        _ops(doc)
     with tabs[4]:
-        _trace(doc, ref)
+        _compiles(doc)
     with tabs[5]:
-        _config(ref)
+        _trace(doc, ref)
     with tabs[6]:
+        _config(ref)
+    with tabs[7]:
         _downloads(doc, ref)
