@@ -166,13 +166,13 @@ def test_compare_page_shows_report_numbers_and_deltas(env: dict) -> None:
     assert cells[("Tokens/s", "wide")][1] == ""  # no change against an unknown value
     charts = at.get("plotly_chart")
     assert len(charts) >= 4  # steps over time, distribution, memory, fusion
-    steps_fig = json.loads(charts[0].proto.spec)
+    steps_fig = next(f for f in (json.loads(c.proto.spec) for c in charts) if f["layout"]["title"]["text"] == "Step time over steps")
     names = [t.get("name") for t in steps_fig["data"]]
     assert "narrow" in names and "wide · warm-up" in names
     lines = {t["name"]: t for t in steps_fig["data"]}
     assert len(plotted(lines["narrow"]["y"])) == narrow["steps"]["count"]
     assert len(plotted(lines["wide · warm-up"]["y"])) == wide["steps"]["warmup"]
-    config = at.dataframe[-1].value
+    config = next(df.value for df in at.dataframe if df.value.index.name == "setting")
     assert config.loc["config.tokens_per_step", "wide"] == str(TOKENS_PER_STEP)
     assert "command" in config.index
     ops = next(df.value for df in at.dataframe if df.value.index.name == "op")
@@ -732,3 +732,33 @@ def test_run_page_advice_tab_and_readable_tables(mixed: dict) -> None:
     report = mixed["reports"]["failing"]
     assert list(slowest.columns) == ["function", "compile time (s)"]
     assert list(slowest["compile time (s)"]) == pytest.approx([s["duration_s"] for s in report["compile"]["slowest"]])
+
+
+def _figure(at: AppTest, title: str) -> dict:
+    return next(f for f in (json.loads(c.proto.spec) for c in at.get("plotly_chart")) if f["layout"]["title"]["text"] == title)
+
+
+def test_step_time_axes_linear_and_wall_clock(env: dict) -> None:
+    import pandas as pd
+
+    wide = env["reports"]["wide"]
+    at = page("run")
+    at.query_params["run"] = "wide"
+    at.run()
+    assert _figure(at, "Step time over steps")["layout"]["yaxis"]["type"] == "log"
+    at.radio(key="run_scale").set_value("linear")
+    at.radio(key="run_x").set_value("wall-clock")
+    at.run()
+    assert not at.exception
+    fig = _figure(at, "Step time over time")
+    axis = fig["layout"]["yaxis"]
+    assert axis["type"] == "linear" and axis["ticktext"][0] == "0" and all(t.endswith(("µs", "ms", " s")) for t in axis["ticktext"][1:])
+    steps_ms = plotted(fig["data"][0]["y"])  # ms
+    assert axis["tickvals"][-1] >= max(steps_ms) > axis["tickvals"][-2]  # the ticks cover the data, no further
+    # x: when each step started, seconds since the run started (the steps table and run.json, read apart)
+    run_dir = Path(wide["run"]["url"])
+    table = pd.read_parquet(run_dir / "steps.parquet")
+    table = table[table["source"] == wide["steps"]["source"]].sort_values("start_time_s")
+    started = json.loads((run_dir / "run.json").read_text())["started_at"]
+    assert plotted(fig["data"][0]["x"]) == pytest.approx((table["start_time_s"] - started).to_numpy())
+    assert fig["layout"]["xaxis"]["title"]["text"] == "time since start (s)"

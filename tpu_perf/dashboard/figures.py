@@ -35,24 +35,53 @@ def _layout(fig: go.Figure, title: str, **axes: str) -> go.Figure:
     return fig
 
 
-def step_times(series: Sequence[tuple[str, pd.DataFrame]]) -> go.Figure:
-    """Step time over steps, one line per run; warm-up steps marked (log scale: warm-up compiles)."""
+X_AXES = {"step": "step", "wall": "time since start (s)"}
+"""Step-time x-axes: the step's index, or when it started in seconds since the run started."""
+
+
+def step_times(series: Sequence[tuple[str, pd.DataFrame]], *, log: bool = True, x: str = "step") -> go.Figure:
+    """Step time over steps (or over wall-clock time, `x="wall"`), one line per run; warm-up steps
+    marked. Log scale by default: a compiling first step is 100x a steady one. Ticks in µs/ms/s."""
+    if x not in X_AXES:
+        raise ValueError(f"x={x!r}: one of {', '.join(X_AXES)}")
+    column = "step" if x == "step" else "t_s"
     fig = go.Figure()
-    max_warmup = 0
+    shade: tuple[float, float] | None = None
     for i, (label, steps) in enumerate(series):
         if steps.empty:
             continue
-        fig.add_trace(_line(len(steps))(x=steps["step"], y=steps["duration_s"] * 1e3, mode="lines", name=label, line={"color": colour(i)}, legendgroup=label))
+        fig.add_trace(_line(len(steps))(x=steps[column], y=steps["duration_s"] * 1e3, mode="lines", name=label, line={"color": colour(i)}, legendgroup=label))
         warm = steps[steps["phase"] == "warm-up"]
-        max_warmup = max(max_warmup, len(warm))
         if not warm.empty:
-            fig.add_trace(go.Scatter(x=warm["step"], y=warm["duration_s"] * 1e3, mode="markers", name=f"{label} · warm-up", marker={"color": colour(i), "symbol": "x", "size": 10}, legendgroup=label))
-    if max_warmup:
-        fig.add_vrect(x0=-0.5, x1=max_warmup - 0.5, fillcolor="grey", opacity=0.15, line_width=0, annotation_text="warm-up", annotation_position="top left")
+            fig.add_trace(go.Scatter(x=warm[column], y=warm["duration_s"] * 1e3, mode="markers", name=f"{label} · warm-up", marker={"color": colour(i), "symbol": "x", "size": 10}, legendgroup=label))
+            if x == "step":
+                span = (-0.5, len(warm) - 0.5)
+            else:
+                span = (float(warm["t_s"].min()), float((warm["t_s"] + warm["duration_s"]).max()))
+            shade = span if shade is None else (min(shade[0], span[0]), max(shade[1], span[1]))
+    if shade is not None and all(math.isfinite(v) for v in shade):
+        fig.add_vrect(x0=shade[0], x1=shade[1], fillcolor="grey", opacity=0.15, line_width=0, annotation_text="warm-up", annotation_position="top left")
     values = [float(v) for _, steps in series if not steps.empty for v in steps["duration_s"].dropna() * 1e3 if v > 0]
-    ticks = log_ticks(min(values), max(values)) if values else []
-    fig.update_yaxes(type="log", tickvals=ticks or None, ticktext=[_ms(t) for t in ticks] or None)
-    return _layout(fig, "Step time over steps", xaxis_title="step", yaxis_title="step time (log)")
+    if log:
+        ticks = log_ticks(min(values), max(values)) if values else []
+        fig.update_yaxes(type="log", tickvals=ticks or None, ticktext=[_ms(t) for t in ticks] or None)
+    else:
+        ticks = linear_ticks(0.0, max(values)) if values else []
+        fig.update_yaxes(type="linear", rangemode="tozero", tickvals=ticks or None, ticktext=[_ms(t) for t in ticks] or None)
+    return _layout(fig, "Step time over steps" if x == "step" else "Step time over time", xaxis_title=X_AXES[x], yaxis_title="step time (log)" if log else "step time")
+
+
+def linear_ticks(low: float, high: float, most: int = 8) -> list[float]:
+    """Evenly spaced ticks at a 1-2-5 step (0, 20, 40 ms...; 0, 5, 10, 15, 20 s), at most `most`
+    of them covering [low, high]: round values a person reads, in the same units as the log axis."""
+    if not high > low:
+        return [low]
+    raw = (high - low) / (most - 1)
+    magnitude = 10.0 ** math.floor(math.log10(raw))
+    step = next(m * magnitude for m in (1.0, 2.0, 5.0, 10.0) if m * magnitude >= raw)
+    first = math.floor(low / step) * step
+    count = math.ceil((high - first) / step - 1e-9)
+    return [round(first + k * step, 12) for k in range(count + 1)]
 
 
 def log_ticks(low: float, high: float) -> list[float]:
@@ -66,7 +95,9 @@ def log_ticks(low: float, high: float) -> list[float]:
 
 
 def _ms(value_ms: float) -> str:
-    """A tick in ms as a person reads it: 500 µs, 2 ms, 1 s."""
+    """A tick in ms as a person reads it: 500 µs, 2 ms, 1 s (and 0)."""
+    if value_ms == 0:
+        return "0"
     if value_ms >= 1000:
         return f"{value_ms / 1000:g} s"
     if value_ms >= 1:

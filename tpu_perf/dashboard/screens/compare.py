@@ -118,8 +118,9 @@ def _steps(docs: dict[str, dict[str, Any]], refs: dict[str, data.RunRef]) -> Non
     if all(f.empty for _, f in frames):
         widgets.missing("Steps", "None of these runs recorded a step.")
         return
+    log, x = widgets.step_axes("cmp")
     left, right = st.columns(2)
-    left.plotly_chart(figures.step_times(frames), width="stretch", key="cmp_steps")
+    left.plotly_chart(figures.step_times(frames, log=log, x=x), width="stretch", key="cmp_steps")
     right.plotly_chart(figures.step_distribution([(label, f.loc[f["phase"] == "steady", "duration_s"].to_numpy()) for label, f in frames]), width="stretch", key="cmp_dist")
 
 

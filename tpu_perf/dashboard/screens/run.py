@@ -64,8 +64,9 @@ def _overview(doc: dict[str, Any], ref: data.RunRef) -> None:
         else:
             widgets.missing("Steps", "The script ran no step tpu-perf could see; mark steps with `tpu_perf.step()`.")
     else:
+        log, x = widgets.step_axes("run")
         left, right = st.columns(2)
-        left.plotly_chart(figures.step_times([(ref.name, frame)]), width="stretch", key="run_steps")
+        left.plotly_chart(figures.step_times([(ref.name, frame)], log=log, x=x), width="stretch", key="run_steps")
         right.plotly_chart(figures.step_distribution([(ref.name, frame.loc[frame["phase"] == "steady", "duration_s"].to_numpy())]), width="stretch", key="run_dist")
     parts = breakdown_fractions(doc)
     if parts:
