@@ -762,3 +762,64 @@ def test_step_time_axes_linear_and_wall_clock(env: dict) -> None:
     started = json.loads((run_dir / "run.json").read_text())["started_at"]
     assert plotted(fig["data"][0]["x"]) == pytest.approx((table["start_time_s"] - started).to_numpy())
     assert fig["layout"]["xaxis"]["title"]["text"] == "time since start (s)"
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (.ci/run installs it)")
+def test_browser_why_axes_export_price_and_advice(dash_store: dict, tmp_path: Path) -> None:
+    """In Chromium at 1280 px: the Why block in the first screen under the verdict, the linear/log
+    and wall-clock toggles, the Markdown export holding `tpu-perf check --markdown`'s table for the
+    same runs, the CSV export, the price kept in the URL, and the run page's Advice tab."""
+    import csv
+    import io
+
+    sync_api = pytest.importorskip("playwright.sync_api", reason="needs pip playwright (the dev extra)")
+    reports, store = dash_store["reports"], dash_store["store"]
+    narrow, wide = reports["narrow"], reports["wide"]
+    md = tmp_path / "check.md"
+    tpu_perf_cli("check", "--store", str(store), "--baseline", narrow["run"]["id"], "--candidate", wide["run"]["id"], "--markdown", str(md))
+    advice = _advice(store, "wide")
+    with _serve(store, tmp_path / "cache") as server, sync_api.sync_playwright() as p:
+        browser = p.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=CHROMIUM, args=CHROMIUM_ARGS, viewport={"width": 1280, "height": 1000}, accept_downloads=True)
+        try:
+            page = browser.new_page()
+            page.goto(f"{server}/compare?runs=narrow,wide&price=3")
+            cost = shape.money(3.0 * wide["flops"]["devices"] * (1e6 / wide["steps"]["tokens_per_s"]) / 3600)
+            page.locator(".tp-kpis td").filter(has_text=cost).first.wait_for(timeout=60_000)  # the URL's price, used
+            why = page.locator(".st-key-why")
+            why.get_by_text("Where each step's time goes").wait_for(timeout=30_000)
+            assert why.bounding_box()["y"] < 1000  # starts in the first screen, right under the verdict
+            one_side = [f["title"] for f in advice.values() if f["outcome"] == "fired" and _advice(store, "narrow")[f["id"]]["outcome"] != "fired"]
+            assert one_side and all(title in why.inner_text() for title in one_side)
+            page.wait_for_function("() => new URL(location.href).searchParams.get('price') === '3'", timeout=30_000)
+            with page.expect_download(timeout=30_000) as got:
+                page.get_by_role("button", name="Export as Markdown").click()
+            text = Path(got.value.path()).read_text()
+            assert md.read_text() in text  # `tpu-perf check`'s own table for these runs
+            assert text.startswith(f"## tpu-perf comparison: narrow (`{narrow['run']['id']}`), wide") and "per step" in text  # the verdict first
+            with page.expect_download(timeout=30_000) as got:
+                page.get_by_role("button", name="Export as CSV").click()
+            rows = list(csv.DictReader(io.StringIO(Path(got.value.path()).read_text())))
+            median = {r["run"]: r for r in rows if r["kpi"] == "Median step time"}
+            assert float(median["wide"]["value"]) == pytest.approx(wide["steps"]["median_s"])
+            assert float(median["wide"]["change_vs_baseline"]) == pytest.approx((wide["steps"]["median_s"] - narrow["steps"]["median_s"]) / narrow["steps"]["median_s"])
+            assert median["narrow"]["change_vs_baseline"] == "" and median["wide"]["run_id"] == wide["run"]["id"]
+            tokens = {r["run"]: r for r in rows if r["kpi"] == "Tokens/s"}
+            assert tokens["narrow"]["value"] == "" and "tokens-per-step" in tokens["narrow"]["why_unknown"]  # unknown, never 0
+            price = page.get_by_test_id("stNumberInputField")
+            price.fill("5")
+            price.press("Enter")
+            page.wait_for_function("() => new URL(location.href).searchParams.get('price') === '5'", timeout=30_000)
+            # the step-time chart: linear axis from 0, then wall-clock x
+            page.get_by_text("linear", exact=True).first.click()
+            chart = page.locator(".js-plotly-plot").filter(has_text="Step time over steps")
+            chart.locator(".ytick text").filter(has_text=re.compile(r"^0$")).first.wait_for(timeout=30_000)
+            page.get_by_text("wall-clock", exact=True).first.click()
+            page.locator(".js-plotly-plot").filter(has_text="time since start (s)").first.wait_for(timeout=30_000)
+            # the run page's Advice tab, with the finding the compare page named
+            page.goto(f"{server}/run?run=wide&price=5")
+            fired = [f for f in advice.values() if f["outcome"] == "fired"]
+            page.get_by_role("tab", name=f"Advice ({len(fired)})").click()
+            page.get_by_text(fired[0]["title"]).first.wait_for(timeout=30_000)
+            assert fired[0]["fix"]["summary"] in page.inner_text("body")
+        finally:
+            browser.close()
