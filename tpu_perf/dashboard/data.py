@@ -29,6 +29,7 @@ from tpu_perf import __version__, list_runs, load_run
 from tpu_perf.analyzers import report as report_module
 from tpu_perf.analyzers.compare import dig, peak_device_bytes
 from tpu_perf.analyzers.steps import run_steps, steady_mask
+from tpu_perf.analyzers.timeline import best_rows
 from tpu_perf.jsonio import dumps
 from tpu_perf.store import Run, layout
 from tpu_perf.store.fs import filesystem, join
@@ -249,14 +250,19 @@ def file_digest(url: str, stamp: float, rel: str) -> str | None:
 
 @st.cache_data(max_entries=256, show_spinner=False)
 def memory_frame(url: str, stamp: float) -> pd.DataFrame:
-    """Memory samples with time since the run started (`t_s`); device and host rows alike."""
+    """Memory samples with time since the run started (`t_s`): each device from its best source
+    (as the analyzers read it: libtpu > NVML > JAX > torch; two sources of one device would draw a
+    zig-zag), and the host's rows."""
     run = open_run(url, stamp)
     memory = run.memory
     if memory.empty or "time_s" not in memory:
         return pd.DataFrame(columns=["t_s", "device", "bytes_in_use", "source"])
+    best = best_rows(run, "memory")
+    host = memory[memory["device"] == "host"] if "device" in memory else memory.iloc[0:0]
+    rows = pd.concat([best, host], ignore_index=True) if not host.empty else best
     start = run.started_at or float(memory["time_s"].min())
-    out = memory.assign(t_s=memory["time_s"].astype(float) - float(start))
-    return out.sort_values("t_s").reset_index(drop=True)
+    out = rows.assign(t_s=rows["time_s"].astype(float) - float(start))
+    return out.sort_values("t_s", kind="stable").reset_index(drop=True)
 
 
 # -- run summaries for the runs page --------------------------------------------------------------

@@ -18,12 +18,36 @@ from tpu_perf.analyzers.ops_compare import short_name
 
 PALETTE = qualitative.Plotly
 MIB = 2**20
-WEBGL_ABOVE_POINTS = 2000
-"""Lines longer than this draw with WebGL (Scattergl): 10k-step runs stay fast; short ones stay SVG."""
+LINE_POINTS = 800
+"""Most points a line is drawn with. A 10k-step run is drawn as the minimum and the maximum of
+each of 400 stretches of consecutive steps (`envelope`): every spike stays, and the browser gets
+a tenth of the data (at 1280 px a half-width chart plots about 500 px, so no pixel column is lost)."""
 
 
-def _line(n: int) -> type[go.Scatter] | type[go.Scattergl]:
-    return go.Scattergl if n > WEBGL_ABOVE_POINTS else go.Scatter
+def envelope(x: np.ndarray, y: np.ndarray, points: int = LINE_POINTS) -> tuple[np.ndarray, np.ndarray]:
+    """(x, y) with at most `points` points: per bucket of consecutive samples its lowest and highest
+    (in their order); unchanged when already short. NaN samples are dropped first."""
+    keep = ~np.isnan(y)
+    x, y = np.asarray(x)[keep], np.asarray(y, dtype=float)[keep]
+    if len(y) <= points:
+        return x, y
+    edges = np.linspace(0, len(y), points // 2 + 1).astype(int)
+    lows, highs = np.minimum.reduceat(y, edges[:-1]), np.maximum.reduceat(y, edges[:-1])
+    index = np.arange(len(y))
+    first_low = np.minimum.reduceat(np.where(y == np.repeat(lows, np.diff(edges)), index, len(y)), edges[:-1])
+    first_high = np.minimum.reduceat(np.where(y == np.repeat(highs, np.diff(edges)), index, len(y)), edges[:-1])
+    picked = np.unique(np.concatenate([first_low, first_high]))
+    return x[picked], y[picked]
+
+
+CHART_POINTS = 3000
+"""Most points one chart's lines share (memory: 8 devices x 3 runs get 200 points each)."""
+
+
+def _line(x: pd.Series | np.ndarray, y: pd.Series | np.ndarray, *, points: int = LINE_POINTS, **kwargs: object) -> go.Scatter:
+    """A line of at most `points` points, drawn as SVG (no WebGL context per chart)."""
+    xs, ys = envelope(np.asarray(x), np.asarray(y, dtype=float), points)
+    return go.Scatter(x=xs, y=ys, mode="lines", **kwargs)
 
 
 def colour(i: int) -> str:
@@ -50,7 +74,7 @@ def step_times(series: Sequence[tuple[str, pd.DataFrame]], *, log: bool = True, 
     for i, (label, steps) in enumerate(series):
         if steps.empty:
             continue
-        fig.add_trace(_line(len(steps))(x=steps[column], y=steps["duration_s"] * 1e3, mode="lines", name=label, line={"color": colour(i)}, legendgroup=label))
+        fig.add_trace(_line(steps[column], steps["duration_s"] * 1e3, name=label, line={"color": colour(i)}, legendgroup=label))
         warm = steps[steps["phase"] == "warm-up"]
         if not warm.empty:
             fig.add_trace(go.Scatter(x=warm[column], y=warm["duration_s"] * 1e3, mode="markers", name=f"{label} · warm-up", marker={"color": colour(i), "symbol": "x", "size": 10}, legendgroup=label))
@@ -105,22 +129,62 @@ def _ms(value_ms: float) -> str:
     return f"{value_ms * 1000:g} µs"
 
 
+def box_stats(values: np.ndarray) -> dict[str, float]:
+    """What a box plot draws, computed here so the browser gets five numbers, not every step:
+    quartiles by linear interpolation (Plotly's `quartilemethod="linear"`), the mean, and whiskers
+    at the furthest values within 1.5 IQR of the box (Tukey), as Plotly computes them itself."""
+    v = np.sort(np.asarray(values, dtype=float)[~np.isnan(values)])
+    q1, median, q3 = (float(q) for q in np.percentile(v, [25, 50, 75]))
+    iqr = q3 - q1
+    return {"q1": q1, "median": median, "q3": q3, "mean": float(v.mean()), "lowerfence": float(v[v >= q1 - 1.5 * iqr].min()), "upperfence": float(v[v <= q3 + 1.5 * iqr].max())}
+
+
 def step_distribution(series: Sequence[tuple[str, np.ndarray]]) -> go.Figure:
-    """Steady-state step times as box plots (median, quartiles, whiskers), one per run."""
+    """Steady-state step times as box plots (median, quartiles, whiskers, mean dashed), one per run."""
     fig = go.Figure()
     for i, (label, durations_s) in enumerate(series):
-        if len(durations_s):
-            fig.add_trace(go.Box(y=np.asarray(durations_s) * 1e3, name=label, marker_color=colour(i), boxmean=True, boxpoints=False))
+        values = np.asarray(durations_s, dtype=float) * 1e3
+        if len(values) and not np.isnan(values).all():
+            stats = box_stats(values)
+            fig.add_trace(go.Box(x=[label], name=label, marker_color=colour(i), boxpoints=False, **{k: [v] for k, v in stats.items()}))
     return _layout(fig, "Steady-state step time distribution", yaxis_title="step time (ms)")
 
 
 def memory_timeline(series: Sequence[tuple[str, pd.DataFrame]], *, title: str = "Device memory in use") -> go.Figure:
     """Memory in use over time since each run started, one line per run and device."""
     fig = go.Figure()
+    lines = sum(samples["device"].nunique() for _, samples in series if not samples.empty)
+    points = max(200, min(LINE_POINTS, CHART_POINTS // max(1, lines)))
     for i, (label, samples) in enumerate(series):
         for j, (device, rows) in enumerate(samples.groupby("device", sort=True)):
-            fig.add_trace(_line(len(rows))(x=rows["t_s"], y=rows["bytes_in_use"].astype(float) / MIB, mode="lines", name=f"{label} · {device}", line={"color": colour(i), "dash": ["solid", "dot", "dash", "dashdot"][j % 4]}))
+            fig.add_trace(_line(rows["t_s"], rows["bytes_in_use"].astype(float) / MIB, points=points, name=f"{label} · {device}", line={"color": colour(i), "dash": ["solid", "dot", "dash", "dashdot"][j % 4]}))
     return _layout(fig, title, xaxis_title="time since start (s)", yaxis_title="in use (MiB)")
+
+
+def memory_band(series: Sequence[tuple[str, pd.DataFrame]], *, title: str = "Device memory in use (highest device, band down to the lowest)") -> go.Figure:
+    """Per run, the device with the most memory in use over time, and a band down to the one with
+    the least: runs of 8 devices stay readable side by side (the run page has a line per device)."""
+    fig = go.Figure()
+    for i, (label, samples) in enumerate(series):
+        if samples.empty:
+            continue
+        devices = samples["device"].nunique()
+        t = samples["t_s"].to_numpy(dtype=float)
+        edges = np.linspace(t.min(), t.max(), min(LINE_POINTS // 2, len(t)) + 1)
+        bucket = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, len(edges) - 2)
+        grouped = pd.DataFrame({"b": bucket, "t": t, "v": samples["bytes_in_use"].to_numpy(dtype=float) / MIB}).groupby("b")
+        band = pd.DataFrame({"t": grouped["t"].mean(), "low": grouped["v"].min(), "high": grouped["v"].max()})
+        if devices > 1:
+            fig.add_trace(go.Scatter(x=band["t"], y=band["low"], mode="lines", line={"width": 0, "color": colour(i)}, showlegend=False, legendgroup=label, hoverinfo="skip"))
+        fill = {"fill": "tonexty", "fillcolor": _faint(colour(i))} if devices > 1 else {}
+        name = f"{label} · highest of {devices} devices" if devices > 1 else f"{label} · {samples['device'].iloc[0]}"
+        fig.add_trace(go.Scatter(x=band["t"], y=band["high"], mode="lines", name=name, line={"color": colour(i)}, legendgroup=label, **fill))
+    return _layout(fig, title, xaxis_title="time since start (s)", yaxis_title="in use (MiB)")
+
+
+def _faint(hex_colour: str, alpha: float = 0.2) -> str:
+    r, g, b = (int(hex_colour[k : k + 2], 16) for k in (1, 3, 5))
+    return f"rgba({r}, {g}, {b}, {alpha})"
 
 
 def breakdown_bars(breakdowns: Mapping[str, Mapping[str, float]]) -> go.Figure:

@@ -134,12 +134,12 @@ def _memory(refs: dict[str, data.RunRef]) -> None:
     frames = [(label, data.memory_frame(ref.url, ref.stamp)) for label, ref in refs.items()]
     device = [(label, f[f["device"] != "host"]) for label, f in frames if not f.empty]
     if any(not f.empty for _, f in device):
-        st.plotly_chart(figures.memory_timeline(device), width="stretch", key="cmp_hbm")
+        st.plotly_chart(figures.memory_band(device), width="stretch", key="cmp_hbm")
         return
     widgets.missing("Device memory samples", "These runs have no device memory time series (CPU runs have none; TPU/GPU runs sample it).")
     host = [(label, f[f["device"] == "host"]) for label, f in frames if not f.empty]
     if any(not f.empty for _, f in host):
-        st.plotly_chart(figures.memory_timeline(host, title="Host memory (RSS) instead"), width="stretch", key="cmp_host")
+        st.plotly_chart(figures.memory_band(host, title="Host memory (RSS) instead"), width="stretch", key="cmp_host")
 
 
 def breakdown_fractions(doc: dict[str, Any]) -> dict[str, float] | None:
