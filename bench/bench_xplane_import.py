@@ -3,8 +3,8 @@
 The capture is the real TPU v6e x4 xplane in tests/data (or a path given). Each measurement runs in
 its own subprocess, timed from after its imports, on a fresh scratch copy (XProf caches converted
 data next to the file it reads, so a reused copy would flatter later runs):
-- tpu-perf: `read_xspace`, all four tables (it runs XProf's op_profile once for FLOPs/bytes);
-  `jax.profiler` (which it reads events with) is imported before the clock starts, as XProf's is;
+- tpu-perf: `read_xspace`, all four tables (FLOPs/bytes from the ops' own metadata stats);
+  its modules are imported before the clock starts, as XProf's are;
 - xprof <tool>: `xprof.convert.raw_to_tool_data.xspace_to_tool_data` for one tool;
 - xprof 3 tools: op_profile, hlo_stats and overview_page one after another on one copy, the
   conversions that give what tpu-perf's tables hold (per-op time/FLOPs, steps).
@@ -28,7 +28,7 @@ XPROF = ("from xprof.convert import raw_to_tool_data as rtd; from tpu_perf.trace
          "            rtd.xspace_to_tool_data(copies, tool, {'group_by': 'program'} if tool == 'op_profile' else {})\n")
 TOOLS = ("op_profile", "hlo_stats", "overview_page")
 LOADERS = {
-    "tpu-perf": ("import jax.profiler; from tpu_perf.traces.xspace import read_xspace", "t = read_xspace([P])"),
+    "tpu-perf": ("from tpu_perf.traces.xspace import read_xspace", "t = read_xspace([P])"),
     **{f"xprof {t}": (XPROF, f"run([{t!r}])") for t in TOOLS},
     "xprof 3 tools": (XPROF, f"run({list(TOOLS)!r})"),
 }

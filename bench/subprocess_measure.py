@@ -30,3 +30,44 @@ def measure(setup: str, run: str, path: Path, env: dict[str, str] | None = None)
         return (proc.stderr.strip().splitlines() or ["failed"])[-1]
     secs, peak = proc.stdout.split()[-2:]
     return float(secs), float(peak)
+
+
+def _tree_pss(root: int) -> int:
+    """Proportional set size (bytes) of `root` and all its descendants: forked workers share the
+    parent's pages, which a sum of RSS would count once per process."""
+    children: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                ppid = int(open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(d))
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        todo.extend(children.get(pid, []))
+        try:
+            total += next(int(line.split()[1]) for line in open(f"/proc/{pid}/smaps_rollup") if line.startswith("Pss:")) * 1024
+        except (OSError, StopIteration):
+            pass
+    return total
+
+
+def measure_tree(cmd: list[str], env: dict[str, str] | None = None, interval_s: float = 0.05) -> tuple[float, float] | str:
+    """(wall seconds, peak PSS bytes of the whole process tree) of a command, start-up included;
+    or its last error line. Sampled every `interval_s`, so a shorter spike can be missed."""
+    import time
+
+    full_env = {**os.environ, "PYTHONPATH": os.getcwd(), **(env or {})}
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=full_env)
+    peak = 0
+    while proc.poll() is None:
+        peak = max(peak, _tree_pss(proc.pid))
+        time.sleep(interval_s)
+    wall = time.perf_counter() - t0
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    if proc.returncode != 0:
+        return (err.strip().splitlines() or ["failed"])[-1]
+    return wall, float(peak)

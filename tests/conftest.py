@@ -31,6 +31,18 @@ def user_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in JAX_SET_ENV}
 
 
+def free_port() -> int:
+    """A TCP port free on loopback now (for a job's rendezvous)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+MULTIHOST_SCRIPTS = ROOT / "tests" / "scripts" / "multihost"
+
+
 def tpu_perf_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 300, check: bool = False) -> subprocess.CompletedProcess[str]:
     """Run `python -m tpu_perf ARGS` in a subprocess, as a user would from a shell."""
     full_env = {**user_env(), "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), **(env or {})}

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, tpu_perf_cli, user_env
+from conftest import MULTIHOST_SCRIPTS, ROOT, free_port, tpu_perf_cli, user_env
 
 BUCKET = "team-runs"
 
@@ -86,3 +86,24 @@ def test_an_unreachable_store_is_one_line_before_the_script_runs(s3_env: dict[st
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2 and len(lines) == 1 and "s3://no-such-bucket/runs" in lines[0], proc.stderr
     assert not marker.exists()
+
+
+def test_a_job_on_an_s3_store_is_one_run_with_a_shard_per_process(s3_env: dict[str, str], tmp_path: Path) -> None:
+    """Both processes start as runs of their own on the store and move into the job's prefix once
+    they joined; the prefixes they started under are gone."""
+    import s3fs
+
+    store, port = f"s3://{BUCKET}/job", str(free_port())
+    env = {**user_env(), **s3_env, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "tpu_perf", "record", "-q", "--no-trace", "--store", store, str(MULTIHOST_SCRIPTS / "torch_independent.py"), port, "12", "8"]
+    procs = [subprocess.Popen(cmd, env={**env, "RANK_ID": str(i)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for i in range(2)]
+    for p in procs:
+        out = p.communicate(timeout=240)[0]
+        assert p.returncode == 0, out
+    [run] = json.loads(tpu_perf_cli("ls", "--json", "--store", store, env=s3_env, check=True).stdout)
+    assert run["processes"] == 2 and run["status"] == "completed" and run["steps"] == 12
+    fs = s3fs.S3FileSystem(endpoint_url=s3_env["FSSPEC_S3_ENDPOINT_URL"])
+    assert [Path(p).name for p in fs.ls(f"{BUCKET}/job")] == [run["id"]]
+    assert sorted(Path(p).name for p in fs.ls(f"{BUCKET}/job/{run['id']}/hosts")) == ["0", "1"]
+    doc = json.loads(tpu_perf_cli("report", "--json", "--store", store, run["id"], env=s3_env, check=True).stdout)
+    assert [(h["process_index"], h["steps"], h["status"]) for h in doc["hosts"]] == [(0, 12, "completed"), (1, 8, "completed")]

@@ -230,7 +230,8 @@ def report(
 
 @app.command("ls")
 def ls(store: StoreOption = layout.DEFAULT_STORE, as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False) -> None:
-    """List the runs in a store: id, name, status, start, steps, median step time."""
+    """List the runs in a store: id, name, status, start, steps, median step time (a multi-process
+    job is one run; its steps are process 0's)."""
     from tpu_perf.analyzers.steps import analyze_steps
     from tpu_perf.store import list_runs
     from tpu_perf.store.writable import check_readable_store
@@ -245,7 +246,8 @@ def ls(store: StoreOption = layout.DEFAULT_STORE, as_json: Annotated[bool, typer
             count, median = stats.count, stats.median_s
         except TpuPerfError:
             count, median = None, None
-        rows.append({"id": run.id, "name": run.name, "status": run.status, "started_at": run.started_at, "steps": count, "median_s": median, "url": run.url})
+        processes = int(run.manifest.get("process_count") or len(run.hosts)) if run.is_job else 1
+        rows.append({"id": run.id, "name": run.name, "status": run.status, "started_at": run.started_at, "steps": count, "median_s": median, "processes": processes, "url": run.url})
     if as_json:
         sys.stdout.write(dumps(rows) + "\n")
         return
@@ -256,7 +258,8 @@ def ls(store: StoreOption = layout.DEFAULT_STORE, as_json: Annotated[bool, typer
     for col in ("id", "name", "status", "started", "steps", "median step"):
         table.add_column(col, no_wrap=col == "id", min_width=len(rows[0]["id"]) if col == "id" else None)  # ids are copied whole
     for r in rows:
-        table.add_row(r["id"], r["name"], f"[{STATUS_STYLE.get(r['status'], '')}]{r['status']}[/]", fmt.timestamp(r["started_at"]), str(r["steps"] if r["steps"] is not None else "n/a"), fmt.seconds(r["median_s"]))
+        name = r["name"] if r["processes"] == 1 else f"{r['name']} ×{r['processes']} processes"
+        table.add_row(r["id"], name, f"[{STATUS_STYLE.get(r['status'], '')}]{r['status']}[/]", fmt.timestamp(r["started_at"]), str(r["steps"] if r["steps"] is not None else "n/a"), fmt.seconds(r["median_s"]))
     out.print(table)
 
 

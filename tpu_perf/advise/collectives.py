@@ -19,6 +19,9 @@ EXPOSED_COLLECTIVES = Rule(
 
 def exposed_collectives(s: Signals) -> Finding:
     a = s.hlo
+    if s.stragglers:  # the trace is process 0's: its collectives wait for the straggler
+        who = s.stragglers[0]["process_index"]
+        return not_evaluable(EXPOSED_COLLECTIVES, f"this process's collectives include waiting for process {who}, which holds the job back (see straggler); even that out first")
     if s.breakdown:
         share = s.breakdown.get("collective", 0.0)
         evidence = [ev("trace_collective_fraction", share, "trace", "breakdown.collective")]

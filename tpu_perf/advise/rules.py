@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tpu_perf.advise import collectives, compilation, compute, idle, input, memory
+from tpu_perf.advise import collectives, compilation, compute, hosts, idle, input, memory
 from tpu_perf.advise.finding import Finding
 from tpu_perf.advise.signals import Signals
 
@@ -28,6 +28,7 @@ RULES: tuple[Callable[[Signals], Finding], ...] = (
     memory.hbm_headroom,
     memory.hbm_pressure,
     collectives.exposed_collectives,
+    hosts.straggler,
 )
 
 AFTER_RULES: tuple[Callable[[Signals, list[Finding]], Finding], ...] = (idle.device_idle,)

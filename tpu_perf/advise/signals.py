@@ -9,7 +9,7 @@ that into their evidence.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -93,6 +93,11 @@ class Signals:
     capacity_from: str | None
     fixed_bytes: int | None
     duty_cycle_pct: float | None
+    # multi-process jobs
+    processes: int | None = None
+    hosts: list[dict[str, Any]] = field(default_factory=list)
+    stragglers: list[dict[str, Any]] = field(default_factory=list)
+    """The report's `stragglers`: worst first."""
 
     @property
     def fetches_per_step(self) -> float | None:
@@ -184,6 +189,7 @@ def build_signals(run: Run, doc: dict[str, Any] | None = None, *, target: str | 
         breakdown=_usable_breakdown(doc), programs_in_trace=_programs_in_trace(run),
         peak_bytes=mem.get("peak_bytes"), peak_source=mem.get("peak_source"), capacity_bytes=capacity, capacity_from=capacity_from,
         fixed_bytes=mem.get("fixed_bytes"), duty_cycle_pct=(doc.get("runtime") or {}).get("duty_cycle_pct"),
+        processes=(doc.get("job") or {}).get("processes"), hosts=list(doc.get("hosts") or []), stragglers=list(doc.get("stragglers") or []),
     )
 
 

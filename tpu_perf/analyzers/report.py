@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from tpu_perf.analyzers.aot import AotStats, analyze_aot
 from tpu_perf.analyzers.compiles import CompileStats, analyze_compiles
 from tpu_perf.analyzers.flops import FlopsStats, analyze_flops
+from tpu_perf.analyzers.hosts import HostsSection, analyze_hosts
 from tpu_perf.analyzers.memory import MemoryStats, analyze_memory
 from tpu_perf.analyzers.mfu import MfuSummary, analyze_model_mfu, summarize_mfu
 from tpu_perf.analyzers.programs import HloSection, analyze_hlo_section
@@ -63,6 +64,8 @@ class Report:
     runtime: RuntimeStats | None = None
     aot: tuple[AotStats, ...] | None = None
     """The step compiled for TPU slices (`record --topology`), in the order they were named."""
+    hosts: HostsSection | None = None
+    """A multi-process job's processes and stragglers; None for a single process."""
     report_version: int = REPORT_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -83,6 +86,10 @@ class Report:
             doc["runtime"] = self.runtime
         if self.aot is not None:  # one object for one slice, a list for several, null for none
             doc["aot"] = None if not self.aot else self.aot[0] if len(self.aot) == 1 else list(self.aot)
+        if self.hosts is not None:
+            doc["job"] = {"processes": self.hosts.processes, "missing": self.hosts.missing, "steps_from": self.hosts.steps_from, "note": self.hosts.note}
+            doc["hosts"] = self.hosts.hosts
+            doc["stragglers"] = self.hosts.stragglers
         return to_jsonable(doc)
 
     def to_json(self, *, indent: int | None = 2) -> str:
@@ -110,6 +117,7 @@ def build_report(run: Run, *, convention: str | None = None, summary: bool = Fal
         traces=_part(run, "trace", analyze_trace_tables, run),
         runtime=_part(run, "runtime", analyze_runtime, run),
         aot=_part(run, "aot", analyze_aot, run, model_flops_per_step=model.model_flops_per_step),
+        hosts=_part(run, "hosts", analyze_hosts, run),
     )
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from tpu_perf.collectors import environment, forks, imports
+from tpu_perf.collectors import environment, forks, imports, job
 from tpu_perf.collectors.runner import Outcome, Target, run_target
 from tpu_perf.collectors.session import Recorder, RecordOptions
 from tpu_perf.store import RunWriter, layout
@@ -90,10 +90,34 @@ def record(
     """Run `target` in this process while collectors write a run into `store`."""
     options = options or RecordOptions()
     manifest = _manifest(target, options, name=name, tags=tags)
-    writer = RunWriter.create(store, manifest)
+    return record_call(lambda: run_target(target), manifest, store=store, options=options, log=log, on_created=on_created)
+
+
+def record_call(
+    run: Callable[[], Outcome],
+    manifest: dict[str, Any],
+    *,
+    store: str,
+    options: RecordOptions,
+    log: Callable[[str], None],
+    on_created: Callable[[RunWriter], None] | None = None,
+    shard: str | None = None,
+) -> RecordResult:
+    """Call `run` (the script, or a spawned worker's function) in this process while collectors
+    write a run with `manifest` into `store`. `shard`: this process's shard of a job whose id
+    `TPU_PERF_RUN_ID` gives (a spawned worker: its index)."""
+    job_id, start_shard = job.start_shard()
+    member = job.from_environment()
+    if job_id is not None:
+        manifest["id"] = job_id
+        if member is not None:
+            manifest.update(process_index=member.process_index, process_count=member.process_count, joined_by=member.framework)
+    writer = RunWriter.create(store, manifest, shard=shard if (job_id is not None and shard is not None) else start_shard)
     if on_created is not None:
         on_created(writer)
     rec = Recorder(writer, options, log=log)
+    if job_id is not None and member is not None:
+        rec.process_index = member.process_index
     uninstalls: list[Callable[[], None]] = []
 
     def hook(framework: str, spec: str) -> Callable[[ModuleType], None]:
@@ -111,13 +135,19 @@ def record(
     rec.start()
     outcome = Outcome("crashed", 1)
     try:
-        outcome = run_target(target)
+        outcome = run()
     finally:
         if not rec.forked:  # a forked child ends here too: nothing of the run is its to write
             url = _close(writer, rec, outcome, uninstalls)
     if rec.forked:
         forks.end_child(outcome.exit_code)
     failed = [t for t in options.topologies if not (writer.dir / layout.aot_json(t)).exists()]
+    spawned = writer.manifest.get("spawned")
+    if spawned and outcome.status == "completed" and rec.steps.closed == 0:
+        # the training ran in spawned workers, recorded as their job's run: this launcher's own
+        # run holds no step, so the job's run stands for the command
+        writer.discard()
+        return RecordResult(spawned["job"], writer.job_url(spawned["job"]), outcome, rec.warnings, failed)
     return RecordResult(writer.run_id, url, outcome, rec.warnings, failed)
 
 

@@ -105,6 +105,8 @@ class Recorder:
         self.log = log
         self.host = layout.hostname()
         self.process_index = 0
+        self.job_id: str | None = None
+        """The multi-process job this recording joined (collectors/job.py); None until then."""
         self._perf0 = time.perf_counter()
         self._epoch0 = time.time()
         self._syncs: list[Callable[[], None]] = []
@@ -236,6 +238,11 @@ class Recorder:
         """A complete step from dispatch to device completion (any thread may call this);
         `device_known` False: `end` is when tpu-perf looked, an upper bound of the device time."""
         self.steps.span(source, start, end, traced=traced, step_num=step_num, device_known=device_known, interleaved=interleaved)
+
+    def waited(self, start: float, end: float) -> None:
+        """The loop was blocked in a framework call from `start` to `end` (a device sync, a
+        collective, backward()): a step's `wait_s`; the rest of its iteration is this host's own work."""
+        self.steps.waited(start, end)
 
     @property
     def trace_active(self) -> bool:

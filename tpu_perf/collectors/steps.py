@@ -59,6 +59,10 @@ class StepTracker:
         self._busy: list[tuple[float, float]] = []
         """Device work (dispatch, outputs ready) that collectors reported, for boundary steps' `device_s`."""
         self._busy_seen = False
+        self._waits: list[tuple[float, float]] = []
+        """Intervals the loop spent blocked in a framework call (a device sync, a collective,
+        backward()), for each step's `wait_s`: the rest of its iteration is this process's own work."""
+        self._waits_seen = False
         self._source: str | None = None
         self._next_index = 0
         self.traced: Callable[[], bool] = lambda: False
@@ -121,6 +125,13 @@ class StepTracker:
             self._busy_seen = True
             self._busy.append((start, end))
 
+    def waited(self, start: float, end: float) -> None:
+        """The loop was blocked from `start` to `end` waiting for the device or other processes."""
+        with self._lock:
+            self._waits_seen = True
+            if end > start:
+                self._waits.append((start, end))
+
     def mark_instrumented(self) -> None:
         """Mark the open step; from a boundary hook (no step open yet), the step about to open."""
         with self._lock:
@@ -162,6 +173,8 @@ class StepTracker:
             self._closed = None
         if self._busy:  # device work that ended before this step cannot be inside it, or any later one
             self._busy = [(lo, hi) for lo, hi in self._busy if hi > step.start]
+        if self._waits:
+            self._waits = [(lo, hi) for lo, hi in self._waits if hi > step.start]
         self._open = step
         self._next_index += 1
 
@@ -188,13 +201,14 @@ class StepTracker:
         """Seconds in [start, end] covered by reported device work; None when none was ever reported."""
         if not self._busy_seen:
             return None
-        covered, reach = 0.0, start
-        for lo, hi in sorted(self._busy):
-            lo, hi = max(lo, reach), min(hi, end)
-            if hi > lo:
-                covered += hi - lo
-                reach = hi
-        self._busy = [(lo, hi) for lo, hi in self._busy if hi > end]
+        covered, self._busy = _take(self._busy, start, end)
+        return covered
+
+    def _wait_seconds(self, start: float, end: float) -> float | None:
+        """Seconds in [start, end] the loop was blocked; None when no blocking call was ever seen."""
+        if not self._waits_seen:
+            return None
+        covered, self._waits = _take(self._waits, start, end)
         return covered
 
     def _write(self, closed: _ClosedStep, end: float, *, tail: bool = False) -> None:
@@ -209,6 +223,7 @@ class StepTracker:
             "end_time_s": end,
             "duration_s": duration,
             "device_s": closed.device_s,
+            "wait_s": self._wait_seconds(step.start, end),
             "compiled": compile_s > 0,
             "compile_s": compile_s,
             "traced": step.traced,
@@ -220,3 +235,15 @@ class StepTracker:
         self.closed += 1
         self.last_duration_s = duration
         self._emit(record)
+
+
+def _take(intervals: list[tuple[float, float]], start: float, end: float) -> tuple[float, list[tuple[float, float]]]:
+    """Seconds of [start, end] inside the union of `intervals`, and the intervals reaching past `end`
+    (later steps may still hold them)."""
+    covered, reach = 0.0, start
+    for lo, hi in sorted(intervals):
+        lo, hi = max(lo, reach), min(hi, end)
+        if hi > lo:
+            covered += hi - lo
+            reach = hi
+    return covered, [(lo, hi) for lo, hi in intervals if hi > end]

@@ -48,7 +48,7 @@ def import_traces(path: Path, *, store: str, name: str | None = None) -> str:
         "name": name or Path(path).name.split(".")[0] or "imported",
         "status": "running", "exit_code": None, "command": ["tpu-perf", "import", str(path)], "argv": sys.argv, "cwd": os.getcwd(),
         "started_at": started, "pid": os.getpid(), "host": layout.hostname(), "frameworks": ["pytorch"] if tables.format == "kineto" else ["xla"],
-        "hardware": hardware(tables), "imported": {"from": str(Path(path).resolve()), "format": tables.format, "files": list(tables.files)},
+        "hardware": hardware(tables), "imported": {"from": str(Path(path).resolve()), "format": tables.format, "files": list(tables.files), "hostnames": list(tables.hostnames)},
         "config": {}, "tags": {},
     }
     writer = RunWriter.create(store, manifest)

@@ -19,6 +19,13 @@ TRACEBACK = "traceback.txt"
 HLO_DIR = "hlo"
 TRACE_DIR = "trace"
 AOT_DIR = "aot"
+HOSTS_DIR = "hosts"
+"""A multi-process job's run: `<id>/run.json` describes the job, `<id>/hosts/<shard>/` is one
+process's complete run folder (its own run.json and tables), written by that process alone."""
+JOB_MANIFEST_FIELDS = ("name", "tags", "command", "script", "module", "cwd", "git", "process_count")
+"""What a job's run.json copies from its first process's manifest: what ran, where, how many."""
+RUN_ID_ENV = "TPU_PERF_RUN_ID"
+"""Set by a launcher: every process recording with it joins that one job run."""
 """One `<topology>.json` per `record --topology` slice: the TPU compiler's cost and memory analyses."""
 
 APPEND_TABLES = ("steps", "compiles", "memory", "runtime")
@@ -62,6 +69,11 @@ def aot_json(topology: str) -> str:
 
 def aot_hlo(topology: str) -> str:
     return f"{HLO_DIR}/aot-{aot_stem(topology)}.hlo.txt"
+
+
+def shard_path(job_id: str, shard: str) -> str:
+    """`<job>/hosts/<shard>`: one process's folder inside a job's run, relative to the store."""
+    return f"{job_id}/{HOSTS_DIR}/{shard}"
 
 
 def jsonl_name(table: str) -> str:

@@ -82,6 +82,9 @@ class Run:
     """The effective status: a `running` run whose recorder is gone or silent reads `crashed`."""
     _fs: Any = field(repr=False, default=None)
     _path: str = field(repr=False, default="")
+    hosts: tuple[Run, ...] = ()
+    """A multi-process job's processes, by process index; empty for a single process's run. A job's
+    tables and files are those of its first process (`primary`); `hosts` has every process's."""
 
     @property
     def name(self) -> str:
@@ -95,9 +98,20 @@ class Run:
     def started_at(self) -> float | None:
         return self.manifest.get("started_at")
 
+    @property
+    def is_job(self) -> bool:
+        return bool(self.manifest.get("job"))
+
+    @property
+    def primary(self) -> Run:
+        """The process whose tables stand for the job: process 0 when it was recorded."""
+        return self.hosts[0] if self.hosts else self
+
     @cached_property
     def modified_stamp(self) -> float:
         """The newest modification time among the run's files: a cache key that changes with the run."""
+        if self.hosts:
+            return max(host.modified_stamp for host in self.hosts)
         stamps = []
         for info in self._fs.ls(self._path, detail=True):
             stamp = info.get("mtime") or info.get("LastModified") or info.get("created")
@@ -226,8 +240,72 @@ def _read_manifest(fs: Any, path: str) -> dict[str, Any]:
     return manifest
 
 
+JOB_STATUS_ORDER = ("running", "crashed", "failed", "interrupted", "completed")
+"""A job's status is its processes' first in this order: one live process keeps it running, one
+crashed process makes it crashed."""
+
+
+def job_status(statuses: list[str]) -> str:
+    for status in JOB_STATUS_ORDER:
+        if status in statuses:
+            return status
+    return statuses[0] if statuses else "crashed"
+
+
+def _shard_dirs(fs: Any, path: str) -> list[str]:
+    """The folders of a job's processes that hold a manifest."""
+    hosts_dir = join(path, layout.HOSTS_DIR)
+    if not fs.exists(hosts_dir):
+        return []
+    return [d for d in sorted(fs.ls(hosts_dir, detail=False)) if fs.exists(join(d, layout.MANIFEST))]
+
+
+def _by_index(manifest: dict[str, Any]) -> tuple[bool, int]:
+    index = manifest.get("process_index")
+    return (index is None, int(index or 0))
+
+
+def shard_manifests(fs: Any, path: str) -> list[tuple[dict[str, Any], str]]:
+    """(manifest, effective status) of each process's shard of the job at `path`, by index."""
+    found = []
+    for shard in _shard_dirs(fs, path):
+        try:
+            manifest = _read_manifest(fs, shard)
+        except (RunNotFoundError, DataError):
+            continue
+        found.append((manifest, effective_status(manifest)))
+    return sorted(found, key=lambda m: _by_index(m[0]))
+
+
+def _open_job(fs: Any, path: str, manifest: dict[str, Any]) -> Run:
+    """A job's run: its processes' shards under hosts/, the first one's tables and manifest, the
+    job's id, and a status made of every process's effective status."""
+    hosts = []
+    for shard in _shard_dirs(fs, path):
+        try:
+            hosts.append(_open_run(fs, shard))
+        except DataError as exc:
+            warnings.warn(str(exc), stacklevel=3)
+    hosts.sort(key=lambda h: _by_index(h.manifest))
+    if not hosts:  # no process has written its shard yet
+        return Run(id=str(manifest["id"]), url=to_url(fs, path), manifest=manifest, status=effective_status(manifest), _fs=fs, _path=path)
+    primary = hosts[0]
+    merged = {**primary.manifest, **{k: v for k, v in manifest.items() if k in ("id", "job", "name", "tags", "schema_version")}}
+    merged["process_count"] = max([h.manifest.get("process_count") or 0 for h in hosts] + [len(hosts)])
+    status = job_status([h.status for h in hosts])
+    merged["status"] = status
+    culprit = next(h for h in hosts if h.status == status)  # the job's outcome is that process's
+    for key in ("exit_code", "error"):
+        merged[key] = culprit.manifest.get(key)
+    if culprit is not primary and culprit.manifest.get("error"):
+        merged["error"] = {**culprit.manifest["error"], "message": f"process {culprit.manifest.get('process_index')}: {culprit.manifest['error'].get('message')}"}
+    return Run(id=str(manifest["id"]), url=to_url(fs, path), manifest=merged, status=status, _fs=fs, _path=primary._path, hosts=tuple(hosts))
+
+
 def _open_run(fs: Any, path: str) -> Run:
     manifest = _read_manifest(fs, path)
+    if manifest.get("job"):
+        return _open_job(fs, path, manifest)
     return Run(
         id=str(manifest["id"]),
         url=to_url(fs, path),

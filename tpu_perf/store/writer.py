@@ -6,7 +6,10 @@ Two rules keep the user's data safe whatever happens to the process:
 So a recording killed at any instant leaves a loadable run.
 
 The writer always writes to a local folder. For a remote store (any fsspec URL that is not a local
-path) that folder is a staging copy that is uploaded when the run ends.
+path) that folder is a staging copy, uploaded every few seconds while the run is live.
+
+A process of a multi-process job starts as a run of its own and moves into the job's run
+(`<job>/hosts/<shard>/`) once the job's processes agreed on its id (`join_job`).
 """
 
 from __future__ import annotations
@@ -51,11 +54,14 @@ preempted process leaves its steps readable there (the store promises 10 s)."""
 class RunWriter:
     """The one writer of a run folder. Thread-safe: collectors append from any thread."""
 
-    def __init__(self, local_dir: Path, manifest: dict[str, Any], upload_to: str | None) -> None:
+    def __init__(self, local_dir: Path, manifest: dict[str, Any], upload_to: str | None, store: str) -> None:
         self.dir = local_dir
         self.manifest = manifest
+        self.store = store
         self._upload_to = upload_to
         self._lock = threading.Lock()
+        self._dir_lock = threading.RLock()
+        """Held while a file is written by path, so the folder never moves under a writer."""
         self._pending: dict[str, list[str]] = {}
         self._files: dict[str, Any] = {}
         self._closed = False
@@ -68,25 +74,33 @@ class RunWriter:
 
     # -- creation -----------------------------------------------------------------------------
     @classmethod
-    def create(cls, store: str, manifest: Mapping[str, Any]) -> RunWriter:
-        """Create the run folder `<store>/<id>/` and write its first manifest (status `running`)."""
+    def create(cls, store: str, manifest: Mapping[str, Any], *, shard: str | None = None) -> RunWriter:
+        """Create the run folder `<store>/<id>/` and write its first manifest (status `running`).
+
+        With `shard`, `id` names a job and the folder is `<store>/<id>/hosts/<shard>/`."""
         run_id = manifest.get("id") or layout.new_run_id()
         full = {"schema_version": layout.SCHEMA_VERSION, **manifest, "id": run_id}
         full.setdefault("status", "running")
+        rel = layout.shard_path(run_id, shard) if shard is not None else run_id
         if is_local(store):
-            local_dir = Path(store).expanduser().resolve() / run_id
+            local_dir = Path(store).expanduser().resolve() / rel
             upload_to = None
         else:
             local_dir = Path(tempfile.mkdtemp(prefix=f"tpu-perf-{run_id}-")) / run_id
             fs, base = filesystem(store)
-            upload_to = to_url(fs, join(base, run_id))
-        local_dir.mkdir(parents=True, exist_ok=False)
-        writer = cls(local_dir, full, upload_to)
+            upload_to = to_url(fs, join(base, rel))
+        try:
+            local_dir.mkdir(parents=True, exist_ok=False)
+        except FileExistsError:
+            raise UsageError(f"store {store}: {rel} exists already; a run id ({layout.RUN_ID_ENV}?) is used once per run") from None
+        writer = cls(local_dir, full, upload_to, store)
         writer.write_manifest()
         try:
+            if shard is not None:
+                writer.write_job_manifest(run_id, primary=False)
             writer.sync_remote(force=True)  # the run is on the store before the script starts
         except Exception as exc:
-            shutil.rmtree(local_dir.parent, ignore_errors=True)
+            shutil.rmtree(local_dir if upload_to is None else local_dir.parent, ignore_errors=True)
             raise UsageError(f"store {store}: cannot write there ({type(exc).__name__}: {exc}); check the URL and the credentials your {store.split('://')[0]} client uses") from None
         return writer
 
@@ -117,7 +131,8 @@ class RunWriter:
         with self._lock:
             self.manifest["heartbeat_at"] = time.time()
             data = jsonio.dumps(self.manifest, sort_keys=True, lossy=True)
-        write_atomic(self.dir / layout.MANIFEST, data.encode())
+        with self._dir_lock:
+            write_atomic(self.dir / layout.MANIFEST, data.encode())
 
     def detach(self) -> None:
         """In a forked child: drop what is queued (the parent writes it) and write nothing more."""
@@ -154,22 +169,23 @@ class RunWriter:
         if self.detached:
             return
         df = frame if isinstance(frame, pd.DataFrame) else pd.DataFrame(list(frame))
-        path = self.dir / layout.parquet_name(table)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        os.close(fd)
-        try:
-            df.to_parquet(tmp, index=False)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with self._dir_lock:
+            path = self.dir / layout.parquet_name(table)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            os.close(fd)
+            try:
+                df.to_parquet(tmp, index=False)
+                os.replace(tmp, path)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
 
     def write_text(self, relpath: str, text: str) -> Path:
-        path = self.dir / relpath
-        if self.detached:
-            return path
-        write_atomic(path, text.encode())
+        with self._dir_lock:
+            path = self.dir / relpath
+            if not self.detached:
+                write_atomic(path, text.encode())
         return path
 
     # -- end of run ---------------------------------------------------------------------------
@@ -182,11 +198,12 @@ class RunWriter:
             for f in self._files.values():
                 f.close()
             self._files.clear()
-        for jsonl in sorted(self.dir.glob("*.jsonl")):
-            table = jsonl.stem
-            df = read_jsonl(jsonl, warn=False)
-            self.write_table(table, df)
-            jsonl.unlink()
+        with self._dir_lock:
+            for jsonl in sorted(self.dir.glob("*.jsonl")):
+                table = jsonl.stem
+                df = read_jsonl(jsonl, warn=False)
+                self.write_table(table, df)
+                jsonl.unlink()
 
     def finish(self, status: str, exit_code: int | None, **fields: Any) -> str:
         """Compact the tables, write the final manifest and upload a staged run; return its URL."""
@@ -198,8 +215,86 @@ class RunWriter:
         self.update_manifest(status=status, exit_code=exit_code, ended_at=time.time(), **fields)
         if self._upload_to:
             self.sync_remote(force=True)
+        if self.manifest.get("process_count"):
+            self.write_job_manifest(self.run_id, primary=True, final=True)
+        if self._upload_to:
             shutil.rmtree(self.dir.parent, ignore_errors=True)
         return self.url
+
+    def discard(self) -> None:
+        """Delete this finished run from the store: only for a run that holds nothing of the
+        user's (a launcher whose spawned workers were recorded as a job of their own)."""
+        if self._upload_to is None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+        else:
+            fs, path = filesystem(self._upload_to)
+            fs.rm(path, recursive=True)
+
+    def job_url(self, job_id: str) -> str:
+        """Where the run of job `job_id` in this writer's store is read from."""
+        if self._upload_to is None:
+            return str(Path(self.store).expanduser().resolve() / job_id)
+        fs, base = filesystem(self.store)
+        return to_url(fs, join(base, job_id))
+
+    # -- multi-process jobs -------------------------------------------------------------------
+    def join_job(self, job_id: str, shard: str, **fields: Any) -> None:
+        """Move this process's run to `<store>/<job_id>/hosts/<shard>/` and record `fields`
+        (process index, count...) in its manifest; shard 0 also (re)writes the job's manifest.
+
+        Local stores rename the folder (open files follow it); remote ones re-upload to the new
+        prefix and delete the old one. Nothing is written while the folder moves."""
+        rel = layout.shard_path(job_id, shard)
+        old_remote = None
+        with self._sync_lock, self._dir_lock, self._lock:
+            if self._upload_to is None:
+                target = Path(self.store).expanduser().resolve() / rel
+                if target != self.dir:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    if target.exists():
+                        raise FileExistsError(f"{target} exists already")
+                    os.rename(self.dir, target)
+                    self.dir = target
+            else:
+                fs, base = filesystem(self.store)
+                new = to_url(fs, join(base, rel))
+                if new != self._upload_to:
+                    old_remote, self._upload_to, self._synced = self._upload_to, new, {}
+        self.update_manifest(id=job_id, **fields)
+        self.write_job_manifest(job_id, primary=shard == "0")
+        if self._upload_to:
+            self.sync_remote(force=True)
+            if old_remote is not None:
+                fs, path = filesystem(old_remote)
+                fs.rm(path, recursive=True)
+
+    def write_job_manifest(self, job_id: str, *, primary: bool, final: bool = False) -> None:
+        """`<job>/run.json`: written by the job's first process (shard 0), and by any other whose
+        process 0 left none (it is not recorded, or not yet), so the job is listed either way.
+        `final` (each process as it ends): it also lists every process's status as the shards
+        say it then; the last process to end writes the complete list. Readers take the statuses
+        from the shards themselves, so a process that dies unseen is never reported as running."""
+        job = {key: self.manifest.get(key) for key in layout.JOB_MANIFEST_FIELDS if key in self.manifest}
+        job.update(schema_version=layout.SCHEMA_VERSION, id=job_id, job=True, status="running", started_at=self.manifest.get("started_at"))
+        if self._upload_to is None:
+            fs, base = filesystem(str(Path(self.store).expanduser().resolve()))
+        else:
+            fs, base = filesystem(self.store)
+        path = join(base, job_id, layout.MANIFEST)
+        if final:
+            from tpu_perf.store.reader import job_status, shard_manifests
+
+            shards = shard_manifests(fs, join(base, job_id))
+            job["processes"] = [{key: m.get(key) for key in ("process_index", "host", "pid", "exit_code", "started_at", "ended_at")} | {"status": status, "devices": (m.get("hardware") or {}).get("local_device_count")} for m, status in shards]
+            job["status"] = job_status([status for _, status in shards])
+            job["ended_at"] = time.time()
+        elif not primary and fs.exists(path):
+            return
+        data = jsonio.dumps(job, sort_keys=True, lossy=True).encode()
+        if self._upload_to is None:
+            write_atomic(Path(path), data)
+        else:
+            fs.pipe_file(path, data)
 
     # -- remote stores ------------------------------------------------------------------------
     def sync_remote(self, *, force: bool = False) -> None:

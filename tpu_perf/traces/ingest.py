@@ -76,9 +76,11 @@ def read_traces(path: Path) -> TraceTables:
 
 def _clean(df: pd.DataFrame) -> pd.DataFrame:
     """Object columns holding mixed None/str/num become strings or floats so Parquet accepts them."""
+    from pandas.api.types import infer_dtype
+
     out = df.copy()
     for col in out.columns:
-        if out[col].dtype == object:
+        if out[col].dtype == object and infer_dtype(out[col], skipna=True) not in ("string", "empty"):  # all str/None: as is
             num = pd.to_numeric(out[col], errors="coerce")
             if num.notna().sum() == out[col].notna().sum() and out[col].notna().any() and not out[col].map(lambda v: isinstance(v, str)).any():
                 out[col] = num.astype(float)

@@ -65,6 +65,9 @@ class TraceTables:
     """`xspace` or `kineto`."""
     platform: str | None
     files: tuple[str, ...]
+    hostnames: tuple[str, ...] = ()
+    """Per file of a multi-host XSpace capture, the machine it came from (XSpace `hostnames`,
+    else the file name): device `host<i>/...` is `hostnames[i]`. Empty for Kineto."""
 
 
 def empty(columns: tuple[str, ...]) -> pd.DataFrame:

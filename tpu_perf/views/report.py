@@ -13,6 +13,7 @@ from rich.text import Text
 from tpu_perf.analyzers.report import Report
 from tpu_perf.views import format as fmt
 from tpu_perf.views.aot import render_aot
+from tpu_perf.views.hosts import render_hosts
 from tpu_perf.views.torch_compile import render_torch_compile
 from tpu_perf.views.traces import render_trace_tables
 
@@ -39,6 +40,8 @@ def _header(doc: dict[str, Any]) -> RenderableType:
     if run.get("exit_code") not in (None, 0):
         line.append(f" (exit {run['exit_code']})", style="red")
     device = f"{hw.get('device_count', '?')} x {hw.get('device_kind', '?')} ({hw.get('platform', '?')})" if hw else "unknown devices"
+    if doc.get("job"):
+        device = f"a job of {doc['job']['processes']} processes  ·  {device} as process {doc['job']['steps_from']} sees them"
     parts: list[RenderableType] = [line, Text(f"{' '.join(run.get('command') or [])}  ·  {device}  ·  {', '.join(run.get('frameworks') or []) or 'no framework seen'}", style="dim")]
     if run.get("error"):
         parts.append(Text(f"error: {run['error']}", style="red"))
@@ -141,7 +144,7 @@ def _trace(doc: dict[str, Any]) -> RenderableType | None:
     return Group(*parts) if parts else None
 
 
-RENDERERS: tuple[Renderer, ...] = (_header, _steps, _flops, _memory, _hlo, _trace, render_trace_tables, render_torch_compile, render_aot)
+RENDERERS: tuple[Renderer, ...] = (_header, _steps, render_hosts, _flops, _memory, _hlo, _trace, render_trace_tables, render_torch_compile, render_aot)
 """The report's parts in display order."""
 
 

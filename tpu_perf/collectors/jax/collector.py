@@ -7,17 +7,16 @@ Everything is undone by the returned `uninstall`, so a recording leaves jax as i
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from tpu_perf.collectors.jax import distributed
 from tpu_perf.collectors.jax.aot import record_topologies
 from tpu_perf.collectors.jax.jit import JitTracker
 from tpu_perf.collectors.jax.profiler import JaxProfilers
 from tpu_perf.collectors.jax.programs import analyse_programs
 from tpu_perf.collectors.jax.wrappers import patch_pjit
 from tpu_perf.collectors.session import Recorder, TraceControl
-from tpu_perf.store import layout
 
 _COMPILE_EVENTS = {
     "/jax/core/compile/backend_compile_duration": "backend_compile",
@@ -160,7 +159,7 @@ def install(rec: Recorder, jax: ModuleType) -> Callable[[], None]:
     tracker = JitTracker(rec, jax)
     original_jit = jax.jit
     jax.jit = tracker.wrap_jit(original_jit)
-    undos = [tracker.stamper.install(jax), _patch_step_annotation(rec, jax), patch_pjit(jax.jit), tracker.outer.install()]
+    undos = [tracker.stamper.install(jax), _patch_step_annotation(rec, jax), patch_pjit(jax.jit), tracker.outer.install(), distributed.install(rec, jax)]
     listener = CompileListener(rec, tracker)
     undos.append(listener.install())
     rec.add_sync(tracker.sync_all)
@@ -168,10 +167,9 @@ def install(rec: Recorder, jax: ModuleType) -> Callable[[], None]:
     rec.add_before_close(tracker.fallback)
     rec.add_before_close(tracker.close)
 
-    trace_dir = Path(rec.writer.dir) / layout.TRACE_DIR
-    profilers = JaxProfilers(rec, jax, trace_dir)
+    profilers = JaxProfilers(rec, jax)
     undos.append(profilers.install(jax))
-    rec.offer_trace(TraceControl(start=lambda: profilers.own_start(str(trace_dir), lambda: _check_profiler_safe(jax)), stop=profilers.own_stop, name="jax.profiler"))
+    rec.offer_trace(TraceControl(start=lambda: profilers.own_start(str(profilers.trace_dir), lambda: _check_profiler_safe(jax)), stop=profilers.own_stop, name="jax.profiler"))
 
     seen_hardware = False
 

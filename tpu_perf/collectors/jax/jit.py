@@ -74,7 +74,7 @@ class JitTracker:
         self.jax = jax
         self.functions: list[FunctionState] = []
         self.step_fn: FunctionState | None = None
-        self.stamper = SyncStamper(recorder.now)
+        self.stamper = SyncStamper(recorder.now, recorder.waited)
         self.stamper.on_fetch = self._fetched
         self._lock = threading.Lock()
         self._compiles = 0
@@ -127,7 +127,9 @@ class JitTracker:
         if step_fn is None:
             choice.observe(state, arg_leaves, state.out_ids)
         if timed:
+            blocked = rec.now()
             self._wait(state)
+            rec.waited(blocked, rec.now())
         if step_fn is not None and state is not step_fn and step_fn.pending is not None and step_fn.out_ids:
             if any(id(x) in step_fn.out_ids for x in arg_leaves):
                 self._wait(step_fn)  # its outputs may be donated here: stop watching them first
@@ -141,8 +143,10 @@ class JitTracker:
                 state.reads_state = any(id(x) in step_fn.out_ids for x in arg_leaves)
         traced = rec.trace_active
         compiles_before = self._compiles
-        start = self._start(state, rec.now())
+        dispatched = rec.now()
+        start = self._start(state, dispatched)
         out = state.jitted(*args, **kwargs)
+        rec.waited(dispatched, rec.now())  # dispatch blocks once the device's queue is full
         out_leaves = [x for x in self.jax.tree_util.tree_leaves(out) if isinstance(x, self._array)]
         state.calls += 1
         if rec.steps.source is not None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tpu_perf.collectors.session import Recorder
+from tpu_perf.store import layout
 
 
 class ScriptProfiling(RuntimeError):
@@ -25,17 +26,21 @@ class ScriptProfiling(RuntimeError):
 class JaxProfilers:
     """Owns the original start/stop functions; the recorder's window uses these, the script the wrappers."""
 
-    def __init__(self, rec: Recorder, jax: Any, trace_dir: Path) -> None:
+    def __init__(self, rec: Recorder, jax: Any) -> None:
         from jax._src import profiler as src
 
         self.rec = rec
         self.src = src
-        self.trace_dir = trace_dir
         self.original_start = src.start_trace
         self.original_stop = src.stop_trace
         self._user_dir: str | None = None
         self._user_started = 0.0
         self._own_partial = False
+
+    @property
+    def trace_dir(self) -> Path:
+        """Read when used: the run folder moves when the process joins a job (collectors/job.py)."""
+        return Path(self.rec.writer.dir) / layout.TRACE_DIR
 
     # -- tpu-perf's own window ------------------------------------------------------------------
     def own_start(self, log_dir: str, guard: Callable[[], None]) -> None:

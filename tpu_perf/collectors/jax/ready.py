@@ -59,8 +59,10 @@ def wait_ready(call: Call, now: Callable[[], float]) -> None:
 class SyncStamper:
     """Stamps calls whose outputs the script syncs on, by wrapping JAX's sync points."""
 
-    def __init__(self, now: Callable[[], float]) -> None:
+    def __init__(self, now: Callable[[], float], waited: Callable[[float, float], None] = lambda start, end: None) -> None:
         self._now = now
+        self._waited = waited
+        """Told each interval the script spent blocked in a sync: the step's `wait_s`."""
         self.unstamped: list[Call] = []
         self.on_fetch: Callable[[Any], None] | None = None
         """Called with each array the script fetches to the host (`float`, `np.asarray`, `print`)."""
@@ -86,19 +88,25 @@ class SyncStamper:
         stamper = self
 
         def block_until_ready(self: Any) -> Any:
+            start = stamper._now()
             result = original_block(self)
+            stamper._waited(start, stamper._now())
             stamper.seen(self)
             return result
 
         def value(self: Any) -> Any:
+            start = stamper._now()
             result = original_value.fget(self)
+            stamper._waited(start, stamper._now())
             stamper.seen(self)
             if stamper.on_fetch is not None:
                 stamper.on_fetch(self)
             return result
 
         def tree_block_until_ready(x: Any) -> Any:
+            start = stamper._now()
             result = original_tree_block(x)
+            stamper._waited(start, stamper._now())
             if stamper.unstamped:
                 for leaf in jax.tree_util.tree_leaves(x):
                     stamper.seen(leaf)

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from tpu_perf.collectors.session import Recorder
-from tpu_perf.collectors.torch import device
+from tpu_perf.collectors.torch import device, distributed, spawned
 from tpu_perf.collectors.torch.compiles import DynamoCompiles, tpu_cache_stats
 from tpu_perf.collectors.torch.flops import FlopWindow
 from tpu_perf.collectors.torch.interleaved import patch_interleaved
@@ -102,13 +102,14 @@ def install(rec: Recorder, torch: ModuleType) -> Callable[[], None]:
     """Hook `torch` (already imported by the script) into `rec`; returns the undo function."""
     collector = TorchCollector(rec, torch)
     collector.steps.install()
-    trace_dir = Path(rec.writer.dir) / layout.TRACE_DIR
-    script = ScriptProfilers(rec, trace_dir)
+    script = ScriptProfilers(rec)
     undo_profiler = patch_profiler(rec, torch, script)
     undo_interleaved = patch_interleaved(rec, torch)
+    undo_distributed = distributed.install(rec, torch)
+    undo_spawned = spawned.install(rec, torch)
     rec.add_sync(collector.sync)
     rec.on_boundary(collector.on_boundary)
-    rec.offer_trace(TorchTrace(torch, trace_dir, lambda: collector.device_type, script.check).control())
+    rec.offer_trace(TorchTrace(torch, lambda: Path(rec.writer.dir) / layout.TRACE_DIR, lambda: collector.device_type, script.check).control())
     rec.add_before_close(collector.before_close)
     rec.add_finalizer(collector.finalize)
 
@@ -116,5 +117,7 @@ def install(rec: Recorder, torch: ModuleType) -> Callable[[], None]:
         collector.steps.uninstall()
         undo_profiler()
         undo_interleaved()
+        undo_distributed()
+        undo_spawned()
 
     return uninstall

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tpu_perf.collectors.session import Recorder
+from tpu_perf.store import layout
 
 
 class ScriptProfiling(RuntimeError):
@@ -23,12 +24,16 @@ class ScriptProfiling(RuntimeError):
 class ScriptProfilers:
     """Counts the script's open profilers; the trace window asks `check()` before it starts."""
 
-    def __init__(self, rec: Recorder, trace_dir: Path) -> None:
+    def __init__(self, rec: Recorder) -> None:
         self.rec = rec
-        self.trace_dir = trace_dir
         self.open = 0
         self._own_partial = False
         self._adopted = False
+
+    @property
+    def trace_dir(self) -> Path:
+        """Read when used: the run folder moves when the process joins a job (collectors/job.py)."""
+        return Path(self.rec.writer.dir) / layout.TRACE_DIR
 
     def check(self) -> None:
         if self.open:

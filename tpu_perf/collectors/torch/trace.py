@@ -67,9 +67,10 @@ class TpuWindow:
 class TorchTrace:
     """Chooses the profiler when the window opens: by then the training device is known."""
 
-    def __init__(self, torch: Any, trace_dir: Path, device_type: Any, check: Callable[[], None] = lambda: None) -> None:
+    def __init__(self, torch: Any, trace_dir: Callable[[], Path], device_type: Any, check: Callable[[], None] = lambda: None) -> None:
         self.torch = torch
         self.trace_dir = trace_dir
+        """Called when the window opens: the run folder moves when the process joins a job."""
         self._device_type = device_type
         self._check = check
         """Raises when the window must not open (the script runs its own profiler)."""
@@ -78,7 +79,8 @@ class TorchTrace:
     def start(self) -> None:
         self._check()
         kind = self._device_type()
-        self._window = TpuWindow(self.trace_dir) if kind == "tpu" else KinetoWindow(self.torch, self.trace_dir)
+        trace_dir = self.trace_dir()
+        self._window = TpuWindow(trace_dir) if kind == "tpu" else KinetoWindow(self.torch, trace_dir)
         self._window.start()
 
     def stop(self) -> None:

@@ -1,0 +1,151 @@
+"""Multi-process jobs: every process under the same plain `tpu-perf record` command makes one run
+with a shard per process, and the process that holds the job back is named. Real jobs: JAX with
+jax.distributed and gloo collectives on CPU, PyTorch DDP and hand-written all-reduce on gloo."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import MULTIHOST_SCRIPTS as SCRIPTS
+from conftest import ROOT, free_port, tpu_perf_cli, user_env
+
+from tpu_perf.store import list_runs
+
+pytestmark = pytest.mark.slow
+
+
+def start(store: Path, script: str, args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
+    full = {**user_env(), "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu", **env}
+    cmd = [sys.executable, "-m", "tpu_perf", "record", "-q", "--store", str(store), str(SCRIPTS / script), *args]
+    return subprocess.Popen(cmd, env=full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def record_job(store: Path, script: str, args: list[str], envs: list[dict[str, str]], timeout: float = 240) -> None:
+    """Start one recording per process with the same command, wait for all, fail with their output."""
+    procs = [start(store, script, args, env) for env in envs]
+    outputs = [p.communicate(timeout=timeout)[0] for p in procs]
+    for p, out in zip(procs, outputs, strict=True):
+        assert p.returncode == 0, out
+
+
+def report(store: Path, run_id: str) -> dict:
+    return json.loads(tpu_perf_cli("report", "--json", "--store", str(store), run_id, check=True).stdout)
+
+
+def only_run(store: Path) -> dict:
+    listed = json.loads(tpu_perf_cli("ls", "--json", "--store", str(store), check=True).stdout)
+    assert len(listed) == 1, listed  # one run for the job: the processes' own first runs moved into it
+    return listed[0]
+
+
+def test_a_jax_distributed_job_is_one_run_and_its_slow_process_is_named(tmp_path: Path) -> None:
+    store, coordinator = tmp_path / "runs", f"127.0.0.1:{free_port()}"
+    record_job(store, "jax_spmd.py", ["20", "1", "0.05"], [{"PROCESS_ID": str(i), "COORDINATOR": coordinator} for i in range(2)])
+    run = only_run(store)
+    assert run["processes"] == 2 and run["status"] == "completed" and run["steps"] == 20
+    assert sorted(p.name for p in (store / run["id"] / "hosts").iterdir()) == ["0", "1"]
+    doc = report(store, run["id"])
+    assert doc["job"]["processes"] == 2 and doc["job"]["missing"] == [] and doc["job"]["steps_from"] == 0
+    assert [(h["process_index"], h["steps"], h["status"]) for h in doc["hosts"]] == [(0, 20, "completed"), (1, 20, "completed")]
+    fast, slow = doc["hosts"]
+    # synchronous: the same iteration on both; process 0 spends it waiting in the all-reduce
+    assert fast["median_s"] == pytest.approx(slow["median_s"], rel=0.25)
+    assert fast["wait_median_s"] > 0.03 and slow["own_median_s"] > 0.045
+    [straggler] = doc["stragglers"]
+    assert straggler["process_index"] == 1 and straggler["metric"] == "own_s"
+    assert straggler["extra_s"] == pytest.approx(0.05, abs=0.02)
+    text = tpu_perf_cli("report", "--store", str(store), run["id"], env={"COLUMNS": "200"}, check=True).stdout
+    assert "Hosts (2 processes)" in text and "straggler: process 1" in text
+    advice = json.loads(tpu_perf_cli("advise", "--json", "--store", str(store), run["id"], check=True).stdout)
+    first = advice["findings"][0]
+    assert (first["id"], first["outcome"]) == ("straggler", "fired")
+    assert first["expected_gain"]["factor"] == pytest.approx(fast["median_s"] / (fast["median_s"] - straggler["extra_s"]), rel=0.01)
+
+
+def test_a_torch_ddp_job_under_a_launcher_run_id_names_rank_0_as_the_straggler(tmp_path: Path) -> None:
+    store = tmp_path / "runs"
+    common = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": "2", "TPU_PERF_RUN_ID": "ddp-job-7"}
+    record_job(store, "torch_ddp.py", ["20", "0", "0.05"], [{**common, "RANK": str(i)} for i in range(2)])
+    run = only_run(store)
+    assert run["id"] == "ddp-job-7" and run["processes"] == 2  # the launcher's id, each rank in its shard from the start
+    doc = report(store, "ddp-job-7")
+    assert [(h["process_index"], h["steps"]) for h in doc["hosts"]] == [(0, 20), (1, 20)]
+    assert all(h["device_median_s"] is None for h in doc["hosts"])  # PyTorch's device time is not measured...
+    [straggler] = doc["stragglers"]  # ...its waits in backward() (DDP's all-reduce) are
+    assert straggler["process_index"] == 0 and straggler["metric"] == "own_s"
+    assert straggler["extra_s"] == pytest.approx(0.05, abs=0.025)
+
+
+def test_an_even_hand_written_all_reduce_job_names_no_straggler(tmp_path: Path) -> None:
+    store, port = tmp_path / "runs", str(free_port())
+    # TPU_PERF_RUN_ID and no rank variable: each starts in a shard named for its host and pid,
+    # renamed to its rank once the process group says it
+    record_job(store, "torch_allreduce.py", [port, "20", "-1", "0"], [{"RANK_ID": str(i), "TPU_PERF_RUN_ID": "even"} for i in range(2)])
+    run = only_run(store)
+    assert run["id"] == "even" and sorted(p.name for p in (store / "even" / "hosts").iterdir()) == ["0", "1"]
+    doc = report(store, run["id"])
+    assert [h["process_index"] for h in doc["hosts"]] == [0, 1] and all(h["steps"] == 20 for h in doc["hosts"])
+    assert all(h["wait_median_s"] is not None for h in doc["hosts"])  # dist.all_reduce and backward() timed
+    assert doc["stragglers"] == []
+
+
+def test_a_killed_process_leaves_the_job_readable_with_its_steps(tmp_path: Path) -> None:
+    store, port = tmp_path / "runs", str(free_port())
+    args = [port, "30", "100000"]
+    procs = [start(store, "torch_independent.py", args, {"RANK_ID": str(i)}) for i in range(2)]
+    shard = None
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # until rank 1 has flushed 10 steps into its shard of the job
+        found = list(store.glob("*/hosts/1/steps.jsonl"))
+        if found and found[0].read_text().count("\n") >= 10:
+            shard = found[0].parent
+            break
+        time.sleep(0.2)
+    assert shard is not None, [p.poll() for p in procs]
+    procs[1].send_signal(signal.SIGKILL)
+    procs[1].wait(timeout=30)
+    out = procs[0].communicate(timeout=120)[0]
+    assert procs[0].returncode == 0, out
+    [run] = list_runs(str(store))
+    assert run.status == "crashed"  # one process died: the job did not complete
+    job = json.loads((store / run.id / "run.json").read_text())  # the last process to end described the job
+    assert [(p["process_index"], p["status"]) for p in job["processes"]] == [(0, "completed"), (1, "crashed")] and job["status"] == "crashed"
+    doc = report(store, run.id)
+    by_index = {h["process_index"]: h for h in doc["hosts"]}
+    assert by_index[0]["status"] == "completed" and by_index[0]["steps"] == 30
+    assert by_index[1]["status"] == "crashed" and by_index[1]["steps"] >= 10
+    assert doc["run"]["status"] == "crashed"
+
+
+def test_a_process_that_never_joins_stays_a_run_of_its_own(tmp_path: Path) -> None:
+    """WORLD_SIZE/RANK set but no process group: nothing to agree with, so no job."""
+    script = tmp_path / "alone.py"
+    script.write_text("import torch\nm = torch.nn.Linear(4, 4)\nopt = torch.optim.SGD(m.parameters(), lr=0.1)\nfor _ in range(5):\n    m(torch.randn(2, 4)).sum().backward()\n    opt.step()\n")
+    env = {**user_env(), "PYTHONPATH": str(ROOT), "RANK": "1", "WORLD_SIZE": "2"}
+    subprocess.run([sys.executable, "-m", "tpu_perf", "record", "-q", "--no-trace", "--store", str(tmp_path / "runs"), str(script)], env=env, check=True, timeout=240)
+    run = only_run(tmp_path / "runs")
+    assert run["processes"] == 1 and run["steps"] == 5
+    assert not (tmp_path / "runs" / run["id"] / "hosts").exists()
+    assert "hosts" not in report(tmp_path / "runs", run["id"])
+
+
+def test_ranks_started_by_torch_multiprocessing_spawn_make_the_job_run(tmp_path: Path) -> None:
+    """One command, as in PyTorch's DDP tutorial: the spawned workers are recorded as the job and
+    the launcher's own stepless run gives way to it."""
+    store = tmp_path / "runs"
+    proc = start(store, "torch_spawn.py", [str(free_port()), "20", "1", "0.05"], {})
+    out = proc.communicate(timeout=240)[0]
+    assert proc.returncode == 0, out
+    run = only_run(store)
+    assert run["processes"] == 2 and run["steps"] == 20 and run["name"] == "torch_spawn"
+    assert f"run {run['id']} completed: 20 steps" in out  # the launcher's summary is the job's
+    doc = report(store, run["id"])
+    assert [(h["process_index"], h["steps"]) for h in doc["hosts"]] == [(0, 20), (1, 20)]
+    [straggler] = doc["stragglers"]
+    assert straggler["process_index"] == 1 and straggler["extra_s"] == pytest.approx(0.05, abs=0.025)

@@ -1,0 +1,203 @@
+"""A multi-process job across its hosts: each process's steps, and the ones that hold the job back.
+
+In a synchronous job (data parallel, SPMD) every process's iteration is the slowest one's: the
+others wait for it in the collective. So iteration times cannot name the straggler; what a process
+does between its waits can. A step's `wait_s` is the time the loop spent blocked in a framework
+call (a device sync, a collective, `backward()`); `own_s = duration_s - wait_s` is the process's
+own work in that iteration (input, host compute, logging). The process whose own work is longest,
+by a clear margin over the others', is the one they wait for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from tpu_perf.analyzers.steps import analyze_steps, run_steps, steady_mask, warmup_count
+from tpu_perf.store import Run
+
+STRAGGLER_FACTOR = 1.2
+"""A process is a straggler when its metric is at least this times the other processes' median..."""
+STRAGGLER_SHARE = 0.05
+"""...and longer by at least this share of the job's median iteration (a few % of a step is noise)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class HostStats:
+    """One process of a job. `own_median_s`: median of the iteration minus the time blocked in
+    framework calls (see the module docstring); None when no blocking call was timed."""
+
+    process_index: int | None
+    shard: str
+    hostname: str | None
+    status: str
+    steps: int
+    steady: int
+    median_s: float | None
+    device_median_s: float | None
+    host_median_s: float | None
+    own_median_s: float | None
+    wait_median_s: float | None
+    devices: int | None
+    """Devices this process drives (local devices)."""
+    peak_hbm_bytes: int | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Straggler:
+    process_index: int | None
+    hostname: str | None
+    metric: str
+    """`own_s` (work between waits) or `median_s` (iteration, when processes run at different paces)."""
+    value_s: float
+    others_median_s: float
+    factor: float
+    extra_s: float
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class HostsSection:
+    processes: int
+    """Processes in the job (as they reported it), recorded or not."""
+    hosts: tuple[HostStats, ...]
+    missing: tuple[int, ...]
+    """Process indices with no shard in the run (not recorded, or died before they joined)."""
+    stragglers: tuple[Straggler, ...]
+    steps_from: int | None
+    """The process whose steps are the job's step statistics (the report's `steps`)."""
+    note: str | None
+
+
+def _steady(run: Run) -> pd.DataFrame:
+    steps = run_steps(run)
+    if steps.empty:
+        return steps
+    warmup = warmup_count(steps, (run.manifest.get("config") or {}).get("warmup_steps"))
+    return steps[steady_mask(steps, warmup).to_numpy()]
+
+
+def _median(values: pd.Series) -> float | None:
+    values = pd.to_numeric(values, errors="coerce").dropna()
+    return float(np.median(values)) if len(values) else None
+
+
+def _own_and_wait(steady: pd.DataFrame) -> tuple[float | None, float | None]:
+    """Medians of own work and of blocked time per steady step, when the blocked time was timed
+    for at least half of them."""
+    if steady.empty or "wait_s" not in steady:
+        return None, None
+    wait = pd.to_numeric(steady["wait_s"], errors="coerce")
+    known = wait.notna()
+    if 2 * int(known.sum()) < len(steady) or not known.any():
+        return None, None
+    own = (steady["duration_s"].astype(float)[known] - wait[known]).clip(lower=0.0)
+    return _median(own), _median(wait[known])
+
+
+def _peak_hbm(run: Run) -> int | None:
+    memory = run.memory
+    if memory.empty or "peak_bytes" not in memory:
+        return None
+    peaks = pd.to_numeric(memory["peak_bytes"], errors="coerce").dropna()
+    return int(peaks.max()) if len(peaks) else None
+
+
+def host_stats(host: Run) -> HostStats:
+    stats = analyze_steps(host)
+    own, wait = _own_and_wait(_steady(host))
+    index = host.manifest.get("process_index")
+    hardware = host.manifest.get("hardware") or {}
+    return HostStats(
+        process_index=int(index) if index is not None else None,
+        shard=host.url.rstrip("/").rsplit("/", 1)[-1],
+        hostname=host.manifest.get("host"),
+        status=host.status,
+        steps=stats.count,
+        steady=stats.steady,
+        median_s=stats.median_s,
+        device_median_s=stats.device_median_s,
+        host_median_s=stats.host_median_s,
+        own_median_s=own,
+        wait_median_s=wait,
+        devices=hardware.get("local_device_count") or hardware.get("device_count"),
+        peak_hbm_bytes=_peak_hbm(host),
+    )
+
+
+def _name(host: HostStats) -> str:
+    who = f"process {host.process_index}" if host.process_index is not None else f"shard {host.shard}"
+    return f"{who} ({host.hostname})" if host.hostname else who
+
+
+def find_stragglers(hosts: tuple[HostStats, ...]) -> tuple[Straggler, ...]:
+    """Processes whose own work per step (else iteration) stands out against the others' median."""
+    if len(hosts) < 2:
+        return ()
+    medians = [h.median_s for h in hosts if h.median_s is not None]
+    if not medians:
+        return ()
+    job_step = float(np.median(medians))
+    found = []
+    for metric, name, label in (("own_median_s", "own_s", "own work per step (the iteration minus time blocked in syncs and collectives)"), ("median_s", "median_s", "iteration")):
+        values = {i: getattr(h, metric) for i, h in enumerate(hosts) if getattr(h, metric) is not None}
+        if len(values) < 2:
+            continue
+        for i, value in values.items():
+            others = float(np.median([v for j, v in values.items() if j != i]))
+            extra = value - others
+            if extra < STRAGGLER_SHARE * job_step or value < STRAGGLER_FACTOR * others:
+                continue
+            factor = value / others if others > 0 else float("inf")
+            host = hosts[i]
+            text = f"{_name(host)}: {label} {value * 1e3:.1f} ms against {others * 1e3:.1f} ms on the other processes ({factor:.2f}x, +{extra * 1e3:.1f} ms per step); the job waits for it"
+            found.append(Straggler(process_index=host.process_index, hostname=host.hostname, metric=name, value_s=value, others_median_s=others, factor=factor, extra_s=extra, text=text))
+        if found:  # own work names the cause; iteration only when own work is unknown or even
+            break
+    return tuple(sorted(found, key=lambda s: -s.extra_s))
+
+
+def analyze_hosts(run: Run) -> HostsSection | None:
+    """None for a single process's run."""
+    if not run.is_job:
+        return None
+    hosts = tuple(host_stats(h) for h in run.hosts)
+    processes = max([int(run.manifest.get("process_count") or 0), len(hosts)])
+    present = {h.process_index for h in hosts}
+    missing = tuple(i for i in range(processes) if i not in present) if all(h.process_index is not None for h in hosts) else ()
+    steps_from = hosts[0].process_index if hosts else None
+    medians = [h.median_s for h in hosts if h.median_s]
+    note = None
+    if hosts and len(medians) > 1:
+        spread = max(medians) / min(medians) - 1
+        slowest = max(hosts, key=lambda h: h.median_s or 0.0)
+        if spread <= 0.05:
+            note = f"the job's step statistics are {_name(hosts[0])}'s; every process's median iteration is within {spread:.0%} of the others' (a synchronous job)"
+        else:
+            note = f"the job's step statistics are {_name(hosts[0])}'s; the processes run at different paces (median iterations differ by {spread:.0%}, slowest {_name(slowest)})"
+    if missing:
+        note = (note + "; " if note else "") + f"no data from process(es) {', '.join(map(str, missing))}: not recorded, or gone before joining"
+    return HostsSection(processes=processes, hosts=hosts, missing=missing, stragglers=find_stragglers(hosts), steps_from=steps_from, note=note)
+
+
+def steps_by_host(run: Run) -> pd.DataFrame:
+    """One row per process per step (process_index, hostname, index, duration_s, own_s): the
+    hosts x steps heatmap's data. Empty for a single process's run."""
+    frames = []
+    for host in run.hosts:
+        steps = run_steps(host)
+        if steps.empty:
+            continue
+        wait = pd.to_numeric(steps["wait_s"], errors="coerce") if "wait_s" in steps else pd.Series(np.nan, index=steps.index)
+        frames.append(pd.DataFrame({
+            "process_index": host.manifest.get("process_index"),
+            "hostname": host.manifest.get("host"),
+            "index": np.arange(len(steps)),
+            "duration_s": steps["duration_s"].astype(float).to_numpy(),
+            "own_s": (steps["duration_s"].astype(float) - wait).to_numpy(),
+        }))
+    if not frames:
+        return pd.DataFrame(columns=["process_index", "hostname", "index", "duration_s", "own_s"])
+    return pd.concat(frames, ignore_index=True)

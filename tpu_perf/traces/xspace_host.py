@@ -1,0 +1,264 @@
+"""One host's XSpace (`*.xplane.pb`, TPU, GPU or CPU) into its share of the trace tables.
+
+A file is read a plane and a line at a time (tpu_perf/traces/xplane_stream.py). Per-op FLOPs,
+bytes and HLO categories come from the op's own event metadata (the `flops`, `bytes_accessed` and
+`hlo_category` stats XProf's op_profile reads too); only device planes without them (GPU
+captures) fall back to XProf's op_profile on a scratch copy. Each host's tables are complete on
+their own (devices are named `host<i>/...` when there are several), which is what lets
+tpu_perf/traces/xspace_pool.py read hosts in parallel processes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tpu_perf.errors import DataError
+from tpu_perf.hardware import lookup_chip
+from tpu_perf.traces import xprof_tools
+from tpu_perf.traces.intervals import self_times
+from tpu_perf.traces.tables import (
+    DEVICE_COLUMNS,
+    OPS_COLUMNS,
+    STEP_COLUMNS,
+    TIMELINE_COLUMNS,
+    add_boundness,
+    classify_ops,
+    empty,
+)
+from tpu_perf.traces.xplane_stream import Line, Plane, SpaceInfo, breakdown_bytes, planes
+
+_DEVICE_PLANE = re.compile(r"^/device:(?P<kind>TPU|GPU|CPU)[^:]*:(?P<idx>\d+)$")
+_PROGRAM_ID = re.compile(r"\((\d+)\)\s*$")
+_FUSION_KIND = re.compile(r"\bkind=(k\w+)")
+_COMPILE = re.compile(r"backend_compile|compile_and_load|XlaCompile|Compile\b|PjitFunction.*compile", re.I)
+_INPUT = re.compile(r"Iterator::|input_pipeline|data_load|dataloader|next_batch|tpu_perf.input", re.I)
+_HOST_STATS = ("step_num", "hlo_op", "device_ordinal", "program_id", "hlo_module", "run_id")
+_RAW_OPS = ("device", "line", "name", "program", "start_ns", "dur_ns", "end_ns", "self_ns", "fusion_kind", "flops", "bytes_accessed", "category")
+
+
+@dataclass(frozen=True, kw_only=True)
+class HostTables:
+    """One host's share of the trace tables, complete on its own."""
+
+    ops: pd.DataFrame
+    timeline: pd.DataFrame
+    device_steps: pd.DataFrame
+    devices: pd.DataFrame
+    hostname: str
+    """From the XSpace's `hostnames`, else the file name before `.xplane.pb`."""
+
+
+def _op_name(event_name: str) -> str:
+    head = event_name.split(" = ", 1)[0] if " = " in event_name else event_name
+    return head.strip().lstrip("%")
+
+
+def _num(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return np.nan
+
+
+def _by_id(plane: Plane, ids: np.ndarray, fn: Any) -> np.ndarray:
+    """`fn(metadata id)` once per distinct id, spread back over every event."""
+    uniq, inv = np.unique(ids, return_inverse=True)
+    return np.array([fn(int(i)) for i in uniq], dtype=object)[inv] if len(uniq) else np.array([], dtype=object)
+
+
+def _line_frame(plane: Plane, line: Line) -> pd.DataFrame:
+    return pd.DataFrame({"event": _by_id(plane, line.metadata_id, lambda i: plane.event_names.get(i, "")), "start_ns": line.start_ns, "dur_ns": line.dur_ns})
+
+
+def _line_self_ns(ops: pd.DataFrame) -> np.ndarray:
+    """Self time of each op, nesting taken within its own line (rows picked by index arrays, no per-group frames)."""
+    start, end = ops["start_ns"].to_numpy(float), ops["end_ns"].to_numpy(float)
+    out = np.zeros(len(ops))
+    for rows in ops.groupby("line").indices.values():
+        out[rows] = self_times(start[rows], end[rows])
+    return out
+
+
+def _op_meta(plane: Plane, i: int) -> tuple[Any, ...]:
+    """(op name, fusion kind, FLOPs, bytes, HLO category) of one op metadata id."""
+    ev = plane.event_names.get(i, "")
+    st = plane.event_stats.get(i, {})
+    kind = _FUSION_KIND.search(ev)
+    breakdown = st.get("memory_access_breakdown")  # per memory space; empty for copies XProf does not count
+    nbytes = breakdown_bytes(breakdown) if isinstance(breakdown, bytes) else _num(st.get("bytes_accessed"))
+    return _op_name(ev), kind.group(1) if kind else None, _num(st.get("flops")), nbytes, st.get("hlo_category")
+
+
+def _op_lines(plane: Plane) -> pd.DataFrame:
+    """Device op events with their metadata's name, fusion kind, FLOPs, bytes and category (looked up once per id)."""
+    names = set(plane.line_names)
+    want = {"XLA Ops"} if "XLA Ops" in names else {n for n in names if n.startswith("Stream")}
+    parts = []
+    for i, line in enumerate(plane.lines(stats=("device_duration_ps",), duration_stat="device_duration_ps", only=want)):
+        uniq, inv = np.unique(line.metadata_id, return_inverse=True)
+        meta = [_op_meta(plane, int(u)) for u in uniq]
+        col = [np.array([m[k] for m in meta], dtype=float if k in (2, 3) else object) for k in range(5)]
+        parts.append(pd.DataFrame({
+            "line": i, "start_ns": line.start_ns, "dur_ns": line.dur_ns, "name": col[0][inv], "fusion_kind": col[1][inv],
+            "flops": col[2][inv], "bytes_accessed": col[3][inv], "category": col[4][inv],
+        }))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def _device_tables(device: str, plane: Plane) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict[str, Any]]:
+    lines = {ln.name: ln for ln in plane.lines(only={"XLA Modules", "Steps"})}
+    modules = _line_frame(plane, lines["XLA Modules"]) if "XLA Modules" in lines else pd.DataFrame(columns=["event", "start_ns", "dur_ns"])
+    ops = _op_lines(plane)
+    if not ops.empty:
+        starts = modules["start_ns"].to_numpy(dtype=float)
+        idx = np.searchsorted(starts, ops["start_ns"].to_numpy(dtype=float), side="right") - 1
+        ids = modules["event"].str.extract(_PROGRAM_ID, expand=False).fillna(modules["event"]).to_numpy(dtype=object)
+        ops["program"] = np.where(idx >= 0, ids[np.clip(idx, 0, None)] if len(ids) else None, None)
+        ops["end_ns"] = ops["start_ns"] + ops["dur_ns"]
+        ops["self_ns"] = _line_self_ns(ops)
+        ops["device"] = device
+    steps = _line_frame(plane, lines["Steps"]) if "Steps" in lines else pd.DataFrame()
+    if not steps.empty:
+        steps = pd.DataFrame({
+            "device": device, "step": np.arange(len(steps)), "step_num": pd.to_numeric(steps["event"], errors="coerce"),
+            "name": steps["event"], "start_s": steps["start_ns"] / 1e9, "end_s": (steps["start_ns"] + steps["dur_ns"]) / 1e9,
+            "duration_s": steps["dur_ns"] / 1e9, "source": "device",
+        })
+    programs = pd.DataFrame({"lane": device, "kind": "program", "name": modules["event"], "start_s": modules["start_ns"] / 1e9, "end_s": (modules["start_ns"] + modules["dur_ns"]) / 1e9})
+    stats = plane.stats
+    kind = stats.get("device_type_string") or plane.name
+    chip = lookup_chip(str(kind))
+    info = {
+        "id": device, "name": plane.name, "kind": str(kind), "chip": chip.name if chip else None,
+        "cores": None, "peak_tflops": stats.get("peak_teraflops_per_second") or (chip.peak_tflops_per_device() if chip else None),
+        "peak_hbm_gbps": stats.get("peak_hbm_bw_gigabytes_per_second") or (chip.hbm_gbps if chip else None),
+        "source": "trace" if stats.get("peak_teraflops_per_second") else ("catalogue" if chip else None),
+    }
+    return ops, steps, programs, info
+
+
+def _host_tables(plane: Plane, prefix: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Host markers (compile, input, step annotations) and XLA:CPU ops from a `/host:CPU` plane.
+
+    Marks are decided once per event name; stats are read only on lines that can hold a step
+    number or an XLA op."""
+    mark_of = {i: ("compile" if _COMPILE.search(n) else "input" if _INPUT.search(n) else None) for i, n in plane.event_names.items()}
+    mark_ids = np.array([i for i, m in mark_of.items() if m], dtype=np.int64)
+    marks, steps, cpu_ops = [], [], []
+    for li, line in enumerate(plane.lines(stats=_HOST_STATS, when=("step_num", "hlo_op"))):
+        hlo_op = line.stats.get("hlo_op")
+        is_op = np.array([v is not None for v in hlo_op], dtype=bool) if hlo_op is not None else np.zeros(len(line.metadata_id), dtype=bool)
+        if "step_num" in line.stats:
+            for i, sn in enumerate(line.stats["step_num"]):
+                name = plane.event_names.get(int(line.metadata_id[i]), "")
+                if sn is not None and not name.startswith("$"):
+                    steps.append((name, int(sn), line.start_ns[i] / 1e9, (line.start_ns[i] + line.dur_ns[i]) / 1e9))
+        for i in np.flatnonzero(is_op):
+            st = {k: v[i] for k, v in line.stats.items()}
+            cpu_ops.append((f"{prefix}CPU:{st.get('device_ordinal') or 0}", li, str(st["hlo_op"]), str(st.get("program_id") or st.get("hlo_module") or ""), st.get("run_id"), line.start_ns[i], float(line.dur_ns[i])))
+        sel = np.flatnonzero(np.isin(line.metadata_id, mark_ids) & ~is_op)
+        marks.extend((f"{prefix}host", mark_of[int(line.metadata_id[i])], plane.event_names[int(line.metadata_id[i])], line.start_ns[i] / 1e9, (line.start_ns[i] + line.dur_ns[i]) / 1e9) for i in sel)
+    host = pd.DataFrame(marks, columns=list(TIMELINE_COLUMNS))
+    st_df = pd.DataFrame(steps, columns=["name", "step_num", "start_s", "end_s"]).sort_values("start_s", kind="stable")
+    if not st_df.empty:
+        st_df = st_df.assign(device=f"{prefix}host", step=np.arange(len(st_df)), duration_s=st_df["end_s"] - st_df["start_s"], source="annotation")
+        host = pd.concat([host, pd.DataFrame({"lane": f"{prefix}host", "kind": "step", "name": st_df["name"], "start_s": st_df["start_s"], "end_s": st_df["end_s"]})], ignore_index=True)
+    ops = pd.DataFrame(cpu_ops, columns=["device", "line", "name", "program", "run_id", "start_ns", "dur_ns"])
+    if not ops.empty:
+        ops["end_ns"] = ops["start_ns"] + ops["dur_ns"]
+        ops["self_ns"] = _line_self_ns(ops)
+        ops["fusion_kind"] = None
+        ops["flops"] = np.nan
+        ops["bytes_accessed"] = np.nan
+        ops["category"] = None
+        runs = ops.groupby(["device", "run_id", "program"], dropna=False).agg(start_ns=("start_ns", "min"), end_ns=("end_ns", "max")).reset_index()
+        progs = pd.DataFrame({"lane": runs["device"], "kind": "program", "name": runs["program"].astype(str), "start_s": runs["start_ns"] / 1e9, "end_s": runs["end_ns"] / 1e9})
+        host = pd.concat([host, progs], ignore_index=True)
+    return host, st_df.reindex(columns=list(STEP_COLUMNS)), ops
+
+
+def _aggregate(ops: pd.DataFrame) -> pd.DataFrame:
+    """Per (device, program, op): occurrences, total and self time, FLOPs and bytes summed over occurrences."""
+    g = ops.groupby(["device", "program", "name"], dropna=False, sort=False)  # plain reductions: named agg costs ms per call
+    sums = g[["dur_ns", "self_ns"]].sum().rename(columns={"dur_ns": "total_ns"})
+    vals = g[["flops", "bytes_accessed"]].sum(min_count=1)
+    agg = pd.concat([g.size().rename("occurrences"), sums, vals, g["fusion_kind"].first(), g["category"].first()], axis=1).reset_index()
+    agg["total_time_s"] = agg["total_ns"] / 1e9
+    agg["self_time_s"] = agg["self_ns"] / 1e9
+    agg["category"] = agg["category"].fillna(agg["name"].str.replace(r"\.\d+$", "", regex=True))
+    agg["op_class"] = classify_ops(agg["name"], agg["category"])
+    return agg
+
+
+def _with_op_profile(ops: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """FLOPs, bytes and categories from XProf's op_profile, for device planes whose metadata lacks them (GPU)."""
+    leaves = pd.DataFrame(xprof_tools.op_profile_leaves([path]))
+    if leaves.empty:
+        return ops
+    by_op = leaves.groupby(["program_id", "name"])
+    prof = pd.concat([by_op["category"].first(), by_op[["occurrences", "raw_flops", "raw_bytes"]].sum()], axis=1).rename(columns={"occurrences": "occ", "category": "xprof_category"}).reset_index()
+    m = ops.merge(prof, how="left", left_on=["program", "name"], right_on=["program_id", "name"])
+    per = m["occ"].where(m["occ"] > 0)
+    ops = ops.assign(flops=(m["raw_flops"] / per).to_numpy(), bytes_accessed=(m["raw_bytes"] / per).to_numpy())
+    return ops.assign(category=m["xprof_category"].where(m["xprof_category"].notna(), ops["category"]).to_numpy())
+
+
+def read_host(path: Path, host: int | None) -> HostTables:
+    """The tables of one host's XSpace; `host` (its index in a multi-host capture) prefixes its devices."""
+    path = Path(path)
+    prefix = "" if host is None else f"host{host}/"
+    all_ops, all_steps, timeline, devices = [], [], [], []
+    info = SpaceInfo()
+    device_ops = False
+    try:
+        for plane in planes(path, info):
+            m = _DEVICE_PLANE.match(plane.name)
+            if m:
+                device = f"{prefix}{m['kind']}:{m['idx']}"
+                ops, steps, programs, dev = _device_tables(device, plane)
+                devices.append(dev)
+                all_steps.append(steps)
+                timeline.append(programs)
+                if not ops.empty:
+                    all_ops.append(ops)
+                    device_ops = device_ops or m["kind"] != "CPU"
+            elif plane.name == "/host:CPU":
+                host_tl, steps, cpu_ops = _host_tables(plane, prefix)
+                timeline.append(host_tl)
+                all_steps.append(steps)
+                if not cpu_ops.empty:
+                    all_ops.append(cpu_ops.assign(_cpu=True))
+    except DataError:
+        raise
+    except Exception as exc:  # protobuf's DecodeError from a damaged line
+        if type(exc).__name__ != "DecodeError":
+            raise
+        raise DataError(f"{path}: not a readable XSpace ({type(exc).__name__}: {exc}); the file is truncated or damaged") from None
+    has_accel = any(str(d["name"]).startswith(("/device:TPU", "/device:GPU")) for d in devices)
+    all_ops = [o for o in all_ops if not (has_accel and "_cpu" in o)]  # XLA:CPU ops only when no accelerator ran
+    if not has_accel and any("_cpu" in o for o in all_ops):
+        cpu = next(o for o in all_ops if "_cpu" in o)
+        devices.append({"id": cpu["device"].iloc[0], "name": "/host:CPU", "kind": "cpu", "chip": None, "cores": None, "peak_tflops": None, "peak_hbm_gbps": None, "source": None})
+    devices_df = pd.DataFrame(devices).reindex(columns=list(DEVICE_COLUMNS)) if devices else empty(DEVICE_COLUMNS)
+    ops_raw = pd.concat([o.reindex(columns=list(_RAW_OPS)) for o in all_ops], ignore_index=True) if all_ops else pd.DataFrame()
+    if ops_raw.empty:
+        ops = empty(OPS_COLUMNS)
+    else:
+        if device_ops and ops_raw["flops"].isna().all():
+            ops_raw = _with_op_profile(ops_raw, path)
+        ops = add_boundness(_aggregate(ops_raw), devices_df).reindex(columns=list(OPS_COLUMNS))
+        kinds = dict(zip(ops["name"], ops["op_class"], strict=False))
+        timeline.append(pd.DataFrame({"lane": ops_raw["device"], "kind": ops_raw["name"].map(kinds), "name": ops_raw["name"], "start_s": ops_raw["start_ns"] / 1e9, "end_s": ops_raw["end_ns"] / 1e9}))
+    steps = [s for s in all_steps if not s.empty]
+    tl = [t for t in timeline if not t.empty]
+    return HostTables(
+        ops=ops, timeline=pd.concat(tl, ignore_index=True).reindex(columns=list(TIMELINE_COLUMNS)) if tl else empty(TIMELINE_COLUMNS),
+        device_steps=pd.concat(steps, ignore_index=True).reindex(columns=list(STEP_COLUMNS)) if steps else empty(STEP_COLUMNS),
+        devices=devices_df, hostname=(info.hostnames or [path.name.removesuffix(".xplane.pb")])[0],
+    )
