@@ -62,8 +62,9 @@ def page(name: str) -> AppTest:
 def plotted(values: list | dict) -> np.ndarray:
     """A Plotly array from a figure's JSON (plain list, or base64 `bdata` with a dtype)."""
     if isinstance(values, dict):
-        return np.frombuffer(base64.b64decode(values["bdata"]), dtype=values["dtype"])
-    return np.asarray(values)
+        flat = np.frombuffer(base64.b64decode(values["bdata"]), dtype=values["dtype"])
+        return flat.reshape([int(n) for n in str(values["shape"]).split(",")]) if "shape" in values else flat
+    return np.asarray(values, dtype=float) if values and isinstance(values[0], list) else np.asarray(values)
 
 
 class _KpiTable(HTMLParser):
@@ -821,5 +822,85 @@ def test_browser_why_axes_export_price_and_advice(dash_store: dict, tmp_path: Pa
             page.get_by_role("tab", name=f"Advice ({len(fired)})").click()
             page.get_by_text(fired[0]["title"]).first.wait_for(timeout=30_000)
             assert fired[0]["fix"]["summary"] in page.inner_text("body")
+        finally:
+            browser.close()
+
+
+# -- a multi-process job -----------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def job_store(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """A real 2-process JAX job (jax.distributed with gloo collectives on CPU, 20 steps), process 1
+    doing 50 ms more own work per step: one run with a shard per process, and its report."""
+    from tests.conftest import MULTIHOST_SCRIPTS, free_port, user_env
+
+    store = tmp_path_factory.mktemp("job") / "runs"
+    coordinator = f"127.0.0.1:{free_port()}"
+    procs = [
+        subprocess.Popen([sys.executable, "-m", "tpu_perf", "record", "-q", "--store", str(store), str(MULTIHOST_SCRIPTS / "jax_spmd.py"), "20", "1", "0.05"],
+                         env={**user_env(), "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu", "PROCESS_ID": str(i), "COORDINATOR": coordinator},
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for i in range(2)
+    ]  # fmt: skip
+    for proc in procs:
+        out = proc.communicate(timeout=300)[0]
+        assert proc.returncode == 0, out
+    (run_dir,) = [p for p in store.iterdir() if (p / "run.json").exists()]
+    doc = json.loads(tpu_perf_cli("report", "--store", str(store), run_dir.name, "--json", check=True).stdout)
+    return {"store": store, "report": doc, "dir": run_dir}
+
+
+def _host_steps(run_dir: Path) -> dict[int, np.ndarray]:
+    """Each process's step durations from its own shard, read apart from the dashboard's code."""
+    import pandas as pd
+
+    out = {}
+    for shard in sorted((run_dir / "hosts").iterdir()):
+        manifest = json.loads((shard / "run.json").read_text())
+        steps = pd.read_parquet(shard / "steps.parquet") if (shard / "steps.parquet").exists() else pd.read_json(shard / "steps.jsonl", lines=True)
+        steps = steps[steps["source"] == steps["source"].iloc[0]].sort_values("start_time_s")
+        out[int(manifest["process_index"])] = steps["duration_s"].to_numpy(dtype=float)
+    return out
+
+
+def test_run_page_hosts_heatmap_of_a_job(job_store: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TPU_PERF_STORE", str(job_store["store"]))
+    monkeypatch.setenv("TPU_PERF_CACHE_DIR", str(tmp_path / "cache"))
+    doc = job_store["report"]
+    at = page("run")
+    at.run()
+    assert not at.exception
+    assert "Hosts (2)" in [t.label for t in at.tabs]
+    fig = _figure(at, "Hosts × steps: iteration per step")
+    heat = fig["data"][0]
+    assert heat["type"] == "heatmap" and [y.split(" · ")[0] for y in heat["y"]] == ["process 0", "process 1"]
+    own = _host_steps(job_store["dir"])
+    z = plotted(heat["z"])
+    assert z.shape == (2, max(len(v) for v in own.values()))
+    for process, row in zip((0, 1), z, strict=True):
+        assert row[: len(own[process])] == pytest.approx(own[process] * 1e3)
+    [straggler] = doc["stragglers"]
+    assert any(straggler["text"] in w.value for w in at.warning)
+    at.radio(key="hosts_value").set_value("own work (iteration − waits)")
+    at.run()
+    fig = _figure(at, "Hosts × steps: own work (iteration − waits) per step")
+    medians = [np.nanmedian(r[2:]) for r in plotted(fig["data"][0]["z"])]
+    assert medians[1] - medians[0] == pytest.approx(50, abs=20)  # process 1 does 50 ms more of its own work per step
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (.ci/run installs it)")
+def test_browser_hosts_heatmap(job_store: dict, tmp_path: Path) -> None:
+    sync_api = pytest.importorskip("playwright.sync_api", reason="needs pip playwright (the dev extra)")
+    doc = job_store["report"]
+    with _serve(job_store["store"], tmp_path / "cache") as server, sync_api.sync_playwright() as p:
+        browser = p.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=CHROMIUM, args=CHROMIUM_ARGS, viewport={"width": 1280, "height": 1000})
+        try:
+            page = browser.new_page()
+            page.goto(f"{server}/run?run={doc['run']['id']}")
+            page.get_by_role("tab", name="Hosts (2)").click()
+            chart = page.locator(".js-plotly-plot").filter(has_text="Hosts × steps")
+            chart.locator(".hm, .heatmaplayer image, image").first.wait_for(state="attached", timeout=60_000)  # the heatmap drawn
+            labels = chart.locator(".ytick text").evaluate_all("els => els.map(e => e.textContent)")
+            assert sorted(t.split(" · ")[0] for t in labels) == ["process 0", "process 1"]
+            assert doc["stragglers"][0]["text"] in page.inner_text("body")
         finally:
             browser.close()

@@ -28,6 +28,7 @@ import streamlit as st
 from tpu_perf import __version__, list_runs, load_run
 from tpu_perf.analyzers import report as report_module
 from tpu_perf.analyzers.compare import dig, peak_device_bytes
+from tpu_perf.analyzers.hosts import steps_by_host
 from tpu_perf.analyzers.steps import run_steps, steady_mask
 from tpu_perf.analyzers.timeline import best_rows
 from tpu_perf.jsonio import dumps
@@ -235,6 +236,12 @@ def step_frame(url: str, stamp: float, warmup: int) -> pd.DataFrame:
     start = pd.to_numeric(steps["start_time_s"], errors="coerce") if "start_time_s" in steps else pd.Series(float("nan"), index=steps.index)
     origin = run.started_at if run.started_at is not None else start.min()
     return pd.DataFrame({"step": range(len(steps)), "duration_s": steps["duration_s"].astype(float), "phase": phase, "t_s": start.astype(float) - float(origin)})
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def hosts_frame(url: str, stamp: float) -> pd.DataFrame:
+    """One row per process per step of a multi-process job (`analyzers.hosts.steps_by_host`); empty otherwise."""
+    return steps_by_host(open_run(url, stamp))
 
 
 @st.cache_data(max_entries=1024, show_spinner=False)

@@ -187,6 +187,40 @@ def _faint(hex_colour: str, alpha: float = 0.2) -> str:
     return f"rgba({r}, {g}, {b}, {alpha})"
 
 
+HEATMAP_COLUMNS = 600
+"""Most step columns a heatmap draws; longer runs show the slowest step of each stretch of steps."""
+
+
+def hosts_heatmap(frame: pd.DataFrame, value: str = "duration_s") -> go.Figure:
+    """Hosts x steps: one row per process, one column per step, colour the step's time (ms).
+    `frame` is `analyzers.hosts.steps_by_host` (`value`: `duration_s`, the iteration, or `own_s`,
+    the iteration minus the time blocked in syncs). A straggler is a row that is darker all along;
+    a slow step on one host only is a dark cell. Past `HEATMAP_COLUMNS` steps a column is the
+    slowest step of its stretch, so no spike is averaged away."""
+    if value not in ("duration_s", "own_s"):
+        raise ValueError(f"value={value!r}: one of duration_s, own_s")
+    grid = frame.pivot_table(index="process_index", columns="index", values=value, aggfunc="first").sort_index()
+    names = frame.drop_duplicates("process_index").set_index("process_index")["hostname"]
+    rows = [f"process {int(p)}" + (f" · {names.get(p)}" if isinstance(names.get(p), str) else "") for p in grid.index]
+    z = grid.to_numpy(dtype=float) * 1e3
+    steps = grid.columns.to_numpy()
+    per = 1
+    if z.shape[1] > HEATMAP_COLUMNS:
+        per = math.ceil(z.shape[1] / HEATMAP_COLUMNS)
+        pad = per * math.ceil(z.shape[1] / per) - z.shape[1]
+        padded = np.pad(z, ((0, 0), (0, pad)), constant_values=np.nan)
+        with np.errstate(all="ignore"):
+            z = np.nanmax(padded.reshape(z.shape[0], -1, per), axis=2)
+        steps = steps[::per]
+    what = "iteration" if value == "duration_s" else "own work (iteration − waits)"
+    step_text = "step %{x}" if per == 1 else f"steps %{{x}}–%{{x}}+{per - 1} (slowest)"
+    fig = go.Figure(go.Heatmap(z=z, x=steps, y=rows, colorscale="Viridis", reversescale=True, colorbar={"title": {"text": "ms"}}, hovertemplate=f"%{{y}}<br>{step_text}<br>{what}: %{{z:.2f}} ms<extra></extra>"))
+    fig.update_yaxes(autorange="reversed", type="category")
+    fig = _layout(fig, f"Hosts × steps: {what} per step", xaxis_title="step", yaxis_title="")
+    fig.update_layout(height=max(240, 80 + 36 * len(rows)))
+    return fig
+
+
 def breakdown_bars(breakdowns: Mapping[str, Mapping[str, float]]) -> go.Figure:
     """The step-time breakdown as one stacked horizontal bar per run (fractions of the step)."""
     parts: list[str] = []

@@ -15,6 +15,7 @@ from tpu_perf.dashboard import (
     aot,
     data,
     figures,
+    hosts_tab,
     kpi_table,
     nav,
     shape,
@@ -221,20 +222,16 @@ def render() -> None:
         st.warning(warning)
     findings, problem = data.advice(ref)
     fired = sum(f["outcome"] == "fired" for f in findings or [])
-    tabs = st.tabs(["Overview", f"Advice ({fired})" if findings is not None else "Advice", "Memory", "Ops & fusion", "Compiles", "Trace", "Config", "Downloads"])
-    with tabs[0]:
-        _overview(doc, ref)
-    with tabs[1]:
-        advice_tab.render(findings, problem)
-    with tabs[2]:
-        _memory(doc, ref)
-    with tabs[3]:
-        _ops(doc)
-    with tabs[4]:
-        _compiles(doc)
-    with tabs[5]:
-        _trace(doc, ref)
-    with tabs[6]:
-        _config(ref)
-    with tabs[7]:
-        _downloads(doc, ref)
+    parts: list[tuple[str, Callable[[], None]]] = [
+        ("Overview", lambda: _overview(doc, ref)),
+        (f"Advice ({fired})" if findings is not None else "Advice", lambda: advice_tab.render(findings, problem)),
+    ]
+    if doc.get("hosts"):  # a multi-process job
+        parts.append((f"Hosts ({len(doc['hosts'])})", lambda: hosts_tab.render(doc, ref)))
+    parts += [
+        ("Memory", lambda: _memory(doc, ref)), ("Ops & fusion", lambda: _ops(doc)), ("Compiles", lambda: _compiles(doc)),
+        ("Trace", lambda: _trace(doc, ref)), ("Config", lambda: _config(ref)), ("Downloads", lambda: _downloads(doc, ref)),
+    ]  # fmt: skip
+    for tab, (_, draw) in zip(st.tabs([name for name, _ in parts]), parts, strict=True):
+        with tab:
+            draw()
