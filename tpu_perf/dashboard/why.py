@@ -102,11 +102,12 @@ def _breakdown(docs: Mapping[str, dict[str, Any]], baseline: str) -> None:
             said = largest_change(table, baseline, label)
             if said:
                 st.markdown(said)
-    left, right = st.columns([3, 2])
     shown, config = breakdown_view(table, list(docs))
-    left.dataframe(shown, column_config=config, width="stretch", key="why_breakdown")
+    st.dataframe(shown, column_config=config, width="stretch", key="why_breakdown")  # full width: no column cut with 4 runs
     fractions = {label: {p: float(v) for p, v in table[f"{label} %"].dropna().items()} for label in docs if f"{label} %" in table}
-    right.plotly_chart(figures.breakdown_bars(fractions), width="stretch", key="cmp_breakdown")
+    chart = figures.breakdown_bars(fractions)
+    chart.update_layout(height=150 + 45 * len(fractions), legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 1, "xanchor": "right"})  # above the bars, clear of the axis title
+    st.plotly_chart(chart, width="stretch", key="cmp_breakdown")
     for label in docs:
         if f"{label} %" not in table:
             st.caption(f"{label}: no breakdown recorded.")

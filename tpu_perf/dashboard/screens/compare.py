@@ -93,7 +93,7 @@ def _export(docs: dict[str, dict[str, Any]], refs: dict[str, data.RunRef], basel
     """Markdown (the verdict and `tpu-perf check`'s table) and CSV (every KPI), built on click."""
     ids = {label: ref.id for label, ref in refs.items()}
     stem = "-vs-".join(ref.id for ref in refs.values()) if len(refs) <= 3 else f"{len(refs)}-runs"
-    left, right, _ = st.columns([1, 1, 3])
+    left, right, _ = st.columns([2, 2, 3])
     left.download_button(
         "Export as Markdown", lambda: export.comparison_markdown(said[0], export.checks(docs, refs, baseline), ids, said[1]),
         file_name=f"compare-{stem}.md", mime="text/markdown", key="export_md", icon=":material/download:",
