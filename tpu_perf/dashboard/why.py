@@ -27,14 +27,14 @@ SHOWN_FINDINGS = 4
 OUTCOME_WORDS = {"passed": "passed", "not_evaluable": "could not be checked"}
 
 
-def finding_line(d: FindingDiff) -> str:
-    """One differing finding in Markdown: where it fired, why, the gain, and what the other runs said."""
+def finding_line(d: FindingDiff) -> tuple[str, str]:
+    """One differing finding in Markdown (where it fired, why, the gain) and what the other runs said."""
     where = ", ".join(f"**{label}**" for label in d.fired)
     gains = [g for g in d.gains.values() if g is not None]
     gain = f" Expected gain if fixed: {gain_text({'factor': max(gains)})} step time." if gains else ""
     why = "; ".join(d.reasons[label].rstrip(".") for label in d.fired if d.reasons.get(label))
     others = "; ".join(f"{label}: {OUTCOME_WORDS.get(outcome, outcome)}" + (f" ({reason})" if reason else "") for label, (outcome, reason) in d.others.items())
-    return f"**[{d.severity}] {d.title}** (`{d.id}`) on {where} only: {why}.{gain}  \n<small>{others}</small>"
+    return f"**[{d.severity}] {d.title}** (`{d.id}`) on {where} only: {why}.{gain}", others
 
 
 def largest_change(table: pd.DataFrame, baseline: str, label: str) -> str | None:
@@ -52,7 +52,13 @@ def largest_change(table: pd.DataFrame, baseline: str, label: str) -> str | None
     return f"{label}: largest change in where the step goes is **{part}**, {sign}{fmt.seconds(abs(float(moved[part])))} per step{share} against {baseline}."
 
 
-def _findings(docs: Mapping[str, dict[str, Any]], refs: Mapping[str, data.RunRef]) -> None:
+def _finding(d: FindingDiff) -> None:
+    line, others = finding_line(d)
+    st.markdown(line)
+    st.caption(others)
+
+
+def _findings(refs: Mapping[str, data.RunRef]) -> None:
     found: dict[str, list[dict[str, Any]]] = {}
     for label, ref in refs.items():
         findings, problem = data.advice(ref)
@@ -69,11 +75,11 @@ def _findings(docs: Mapping[str, dict[str, Any]], refs: Mapping[str, data.RunRef
         return
     st.markdown("**Advisor findings on some runs only** (`tpu-perf advise RUN` gives each one's evidence and fix):")
     for d in result.differing[:SHOWN_FINDINGS]:
-        st.markdown(finding_line(d), unsafe_allow_html=True)
+        _finding(d)
     if len(result.differing) > SHOWN_FINDINGS:
         with st.expander(f"{len(result.differing) - SHOWN_FINDINGS} more"):
             for d in result.differing[SHOWN_FINDINGS:]:
-                st.markdown(finding_line(d), unsafe_allow_html=True)
+                _finding(d)
     if result.everywhere:
         st.caption(f"Fired on every run (no difference): {', '.join(result.everywhere)}.")
 
@@ -127,7 +133,7 @@ def render(docs: Mapping[str, dict[str, Any]], refs: Mapping[str, data.RunRef], 
     """The block, in its own container (`st-key-why` in the page)."""
     with st.container(border=True, key="why"):
         st.subheader("Why")
-        _findings(docs, refs)
+        _findings(refs)
         st.markdown("**Where each step's time goes**")
         _breakdown(docs, baseline)
         st.markdown("**Configuration and environment**")
