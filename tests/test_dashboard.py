@@ -62,8 +62,9 @@ def page(name: str) -> AppTest:
 def plotted(values: list | dict) -> np.ndarray:
     """A Plotly array from a figure's JSON (plain list, or base64 `bdata` with a dtype)."""
     if isinstance(values, dict):
-        return np.frombuffer(base64.b64decode(values["bdata"]), dtype=values["dtype"])
-    return np.asarray(values)
+        flat = np.frombuffer(base64.b64decode(values["bdata"]), dtype=values["dtype"])
+        return flat.reshape([int(n) for n in str(values["shape"]).split(",")]) if "shape" in values else flat
+    return np.asarray(values, dtype=float) if values and isinstance(values[0], list) else np.asarray(values)
 
 
 class _KpiTable(HTMLParser):
@@ -166,13 +167,13 @@ def test_compare_page_shows_report_numbers_and_deltas(env: dict) -> None:
     assert cells[("Tokens/s", "wide")][1] == ""  # no change against an unknown value
     charts = at.get("plotly_chart")
     assert len(charts) >= 4  # steps over time, distribution, memory, fusion
-    steps_fig = json.loads(charts[0].proto.spec)
+    steps_fig = next(f for f in (json.loads(c.proto.spec) for c in charts) if f["layout"]["title"]["text"] == "Step time over steps")
     names = [t.get("name") for t in steps_fig["data"]]
     assert "narrow" in names and "wide · warm-up" in names
     lines = {t["name"]: t for t in steps_fig["data"]}
     assert len(plotted(lines["narrow"]["y"])) == narrow["steps"]["count"]
     assert len(plotted(lines["wide · warm-up"]["y"])) == wide["steps"]["warmup"]
-    config = at.dataframe[-1].value
+    config = next(df.value for df in at.dataframe if df.value.index.name == "setting")
     assert config.loc["config.tokens_per_step", "wide"] == str(TOKENS_PER_STEP)
     assert "command" in config.index
     ops = next(df.value for df in at.dataframe if df.value.index.name == "op")
@@ -660,5 +661,246 @@ def test_browser_downloads_a_kineto_trace(import_store: dict, tmp_path: Path) ->
             got.value.save_as(saved)
             assert got.value.suggested_filename == KINETO.name
             assert saved.read_bytes() == KINETO.read_bytes()  # the trace as captured, byte for byte
+        finally:
+            browser.close()
+
+
+# -- why, advice, axes, export ------------------------------------------------------------------------
+def _advice(store: Path, name: str) -> dict[str, dict]:
+    """`tpu-perf advise NAME --all --json`: every rule's finding by id."""
+    doc = json.loads(tpu_perf_cli("advise", "--store", str(store), name, "--all", "--json", check=True).stdout)
+    return {f["id"]: f for f in doc["findings"]}
+
+
+def test_compare_why_names_findings_on_one_side_the_breakdown_and_settings(mixed: dict) -> None:
+    narrow, failing = mixed["reports"]["narrow"], mixed["reports"]["failing"]
+    advice = {name: _advice(mixed["store"], name) for name in ("narrow", "failing")}
+    one_side = {i for i in advice["narrow"] if (advice["narrow"][i]["outcome"] == "fired") != (advice["failing"][i]["outcome"] == "fired")}
+    assert one_side, "these two runs should differ in at least one finding"
+    at = page("compare")
+    at.query_params["runs"] = "narrow,failing"
+    at.run()
+    assert not at.exception
+    texts = [m.value for m in at.markdown]
+    start = next(i for i, t in enumerate(texts) if "Advisor findings on some runs only" in t)
+    shown = {m.group(1) for t in texts[start:] for m in [re.search(r"\(`([a-z0-9-]+)`\) on \*\*", t)] if m}
+    assert shown == one_side
+    for rule in one_side:
+        fired_on = next(n for n in advice if advice[n][rule]["outcome"] == "fired")
+        line = next(t for t in texts if f"(`{rule}`)" in t)
+        assert f"on **{fired_on}** only: {advice[fired_on][rule]['reason'].rstrip('.')}" in line
+    # the breakdown per step, side by side: mean seconds per traced step in each part, from the report
+    table = next(df.value for df in at.dataframe if df.value.index.name == "part")
+    for name, doc in (("narrow", narrow), ("failing", failing)):
+        rows = doc["breakdown_detail"]["steps"]
+        for part, share in doc["breakdown"].items():
+            if share:
+                assert table.loc[part.replace("_", " "), f"{name} s"] == pytest.approx(np.mean([r[part] for r in rows]) * 1e3)
+                assert table.loc[part.replace("_", " "), f"{name} %"] == pytest.approx(share)
+    assert any(t.startswith("failing: largest change in where the step goes is **") for t in texts)
+    config = next(df.value for df in at.dataframe if df.value.index.name == "setting")
+    assert config.loc["env.XLA_FLAGS", "failing"] == XLA_FLAGS
+    assert at.subheader[0].value == "Why"  # right below the verdict, before the KPIs and charts
+
+
+def test_run_page_advice_tab_and_readable_tables(mixed: dict) -> None:
+    advice = json.loads(tpu_perf_cli("advise", "--store", str(mixed["store"]), "failing", "--all", "--json", check=True).stdout)["findings"]
+    fired = [f for f in advice if f["outcome"] == "fired"]
+    assert fired
+    at = page("run")
+    at.query_params["run"] = "failing"
+    at.run()
+    assert not at.exception
+    assert [t.label for t in at.tabs][:2] == ["Overview", f"Advice ({len(fired)})"]
+    tab = at.tabs[1]
+    assert f"**{len(fired)} of {len(advice)} rules fired**" in tab.markdown[0].value
+    titles = [m.value.split("\n")[0] for m in tab.markdown if m.value.startswith("#### ")]
+    assert titles == [f"#### {f['title']}" for f in fired]  # the advisor's order: largest gain first
+    grids = [df.value for df in tab.dataframe]  # each card's evidence, in order, then the other rules
+    for f, evidence in zip(fired, [g for g in grids if list(g.columns) == ["evidence", "value", "from"]], strict=True):
+        assert list(evidence["evidence"]) == [e["name"].rsplit("_", 1)[0].replace("_", " ") if e["name"].endswith(("_fraction", "_bytes", "_s", "_count", "_pct")) else e["name"].replace("_", " ") for e in f["evidence"]]
+        for e, shown in zip(f["evidence"], evidence["value"], strict=True):
+            if e["name"].endswith("_fraction") and e["value"] is not None:
+                assert shown == fmt.percent(e["value"])
+            elif e["name"].endswith("_bytes") and e["value"] is not None:
+                assert shown == fmt.bytes_(e["value"])
+        assert any(c.value == f["fix"]["jax"] for c in tab.code)
+        assert any(f["reason"] in m.value for m in tab.markdown)
+    others = grids[-1]
+    assert list(others["rule"]) == [f["id"] for f in advice if f["outcome"] != "fired"]
+    assert set(others["outcome"]) <= {"passed", "could not be checked"}
+    slowest = next(df.value for df in at.tabs[4].dataframe)  # readable tables: words and units, not report keys
+    report = mixed["reports"]["failing"]
+    assert list(slowest.columns) == ["function", "compile time (s)"]
+    assert list(slowest["compile time (s)"]) == pytest.approx([s["duration_s"] for s in report["compile"]["slowest"]])
+
+
+def _figure(at: AppTest, title: str) -> dict:
+    return next(f for f in (json.loads(c.proto.spec) for c in at.get("plotly_chart")) if f["layout"]["title"]["text"] == title)
+
+
+def test_step_time_axes_linear_and_wall_clock(env: dict) -> None:
+    import pandas as pd
+
+    wide = env["reports"]["wide"]
+    at = page("run")
+    at.query_params["run"] = "wide"
+    at.run()
+    assert _figure(at, "Step time over steps")["layout"]["yaxis"]["type"] == "log"
+    at.radio(key="run_scale").set_value("linear")
+    at.radio(key="run_x").set_value("wall-clock")
+    at.run()
+    assert not at.exception
+    fig = _figure(at, "Step time over time")
+    axis = fig["layout"]["yaxis"]
+    assert axis["type"] == "linear" and axis["ticktext"][0] == "0" and all(t.endswith(("µs", "ms", " s")) for t in axis["ticktext"][1:])
+    steps_ms = plotted(fig["data"][0]["y"])  # ms
+    assert axis["tickvals"][-1] >= max(steps_ms) > axis["tickvals"][-2]  # the ticks cover the data, no further
+    # x: when each step started, seconds since the run started (the steps table and run.json, read apart)
+    run_dir = Path(wide["run"]["url"])
+    table = pd.read_parquet(run_dir / "steps.parquet")
+    table = table[table["source"] == wide["steps"]["source"]].sort_values("start_time_s")
+    started = json.loads((run_dir / "run.json").read_text())["started_at"]
+    assert plotted(fig["data"][0]["x"]) == pytest.approx((table["start_time_s"] - started).to_numpy())
+    assert fig["layout"]["xaxis"]["title"]["text"] == "time since start (s)"
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (.ci/run installs it)")
+def test_browser_why_axes_export_price_and_advice(dash_store: dict, tmp_path: Path) -> None:
+    """In Chromium at 1280 px: the Why block in the first screen under the verdict, the linear/log
+    and wall-clock toggles, the Markdown export holding `tpu-perf check --markdown`'s table for the
+    same runs, the CSV export, the price kept in the URL, and the run page's Advice tab."""
+    import csv
+    import io
+
+    sync_api = pytest.importorskip("playwright.sync_api", reason="needs pip playwright (the dev extra)")
+    reports, store = dash_store["reports"], dash_store["store"]
+    narrow, wide = reports["narrow"], reports["wide"]
+    md = tmp_path / "check.md"
+    tpu_perf_cli("check", "--store", str(store), "--baseline", narrow["run"]["id"], "--candidate", wide["run"]["id"], "--markdown", str(md))
+    advice = _advice(store, "wide")
+    with _serve(store, tmp_path / "cache") as server, sync_api.sync_playwright() as p:
+        browser = p.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=CHROMIUM, args=CHROMIUM_ARGS, viewport={"width": 1280, "height": 1000}, accept_downloads=True)
+        try:
+            page = browser.new_page()
+            page.goto(f"{server}/compare?runs=narrow,wide&price=3")
+            cost = shape.money(3.0 * wide["flops"]["devices"] * (1e6 / wide["steps"]["tokens_per_s"]) / 3600)
+            page.locator(".tp-kpis td").filter(has_text=cost).first.wait_for(timeout=60_000)  # the URL's price, used
+            why = page.locator(".st-key-why")
+            why.get_by_text("Where each step's time goes").wait_for(timeout=30_000)
+            assert why.bounding_box()["y"] < 1000  # starts in the first screen, right under the verdict
+            one_side = [f["title"] for f in advice.values() if f["outcome"] == "fired" and _advice(store, "narrow")[f["id"]]["outcome"] != "fired"]
+            assert one_side and all(title in why.inner_text() for title in one_side)
+            page.wait_for_function("() => new URL(location.href).searchParams.get('price') === '3'", timeout=30_000)
+            with page.expect_download(timeout=30_000) as got:
+                page.get_by_role("button", name="Export as Markdown").click()
+            text = Path(got.value.path()).read_text()
+            assert md.read_text() in text  # `tpu-perf check`'s own table for these runs
+            assert text.startswith(f"## tpu-perf comparison: narrow (`{narrow['run']['id']}`), wide") and "per step" in text  # the verdict first
+            with page.expect_download(timeout=30_000) as got:
+                page.get_by_role("button", name="Export as CSV").click()
+            rows = list(csv.DictReader(io.StringIO(Path(got.value.path()).read_text())))
+            median = {r["run"]: r for r in rows if r["kpi"] == "Median step time"}
+            assert float(median["wide"]["value"]) == pytest.approx(wide["steps"]["median_s"])
+            assert float(median["wide"]["change_vs_baseline"]) == pytest.approx((wide["steps"]["median_s"] - narrow["steps"]["median_s"]) / narrow["steps"]["median_s"])
+            assert median["narrow"]["change_vs_baseline"] == "" and median["wide"]["run_id"] == wide["run"]["id"]
+            tokens = {r["run"]: r for r in rows if r["kpi"] == "Tokens/s"}
+            assert tokens["narrow"]["value"] == "" and "tokens-per-step" in tokens["narrow"]["why_unknown"]  # unknown, never 0
+            price = page.get_by_test_id("stNumberInputField")
+            price.fill("5")
+            price.press("Enter")
+            page.wait_for_function("() => new URL(location.href).searchParams.get('price') === '5'", timeout=30_000)
+            # the step-time chart: linear axis from 0, then wall-clock x
+            page.get_by_text("linear", exact=True).first.click()
+            chart = page.locator(".js-plotly-plot").filter(has_text="Step time over steps")
+            chart.locator(".ytick text").filter(has_text=re.compile(r"^0$")).first.wait_for(timeout=30_000)
+            page.get_by_text("wall-clock", exact=True).first.click()
+            page.locator(".js-plotly-plot").filter(has_text="time since start (s)").first.wait_for(timeout=30_000)
+            # the run page's Advice tab, with the finding the compare page named
+            page.goto(f"{server}/run?run=wide&price=5")
+            fired = [f for f in advice.values() if f["outcome"] == "fired"]
+            page.get_by_role("tab", name=f"Advice ({len(fired)})").click()
+            page.get_by_text(fired[0]["title"]).first.wait_for(timeout=30_000)
+            assert fired[0]["fix"]["summary"] in page.inner_text("body")
+        finally:
+            browser.close()
+
+
+# -- a multi-process job -----------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def job_store(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """A real 2-process JAX job (jax.distributed with gloo collectives on CPU, 20 steps), process 1
+    doing 50 ms more own work per step: one run with a shard per process, and its report."""
+    from tests.conftest import MULTIHOST_SCRIPTS, free_port, user_env
+
+    store = tmp_path_factory.mktemp("job") / "runs"
+    coordinator = f"127.0.0.1:{free_port()}"
+    procs = [
+        subprocess.Popen([sys.executable, "-m", "tpu_perf", "record", "-q", "--store", str(store), str(MULTIHOST_SCRIPTS / "jax_spmd.py"), "20", "1", "0.05"],
+                         env={**user_env(), "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu", "PROCESS_ID": str(i), "COORDINATOR": coordinator},
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for i in range(2)
+    ]  # fmt: skip
+    for proc in procs:
+        out = proc.communicate(timeout=300)[0]
+        assert proc.returncode == 0, out
+    (run_dir,) = [p for p in store.iterdir() if (p / "run.json").exists()]
+    doc = json.loads(tpu_perf_cli("report", "--store", str(store), run_dir.name, "--json", check=True).stdout)
+    return {"store": store, "report": doc, "dir": run_dir}
+
+
+def _host_steps(run_dir: Path) -> dict[int, np.ndarray]:
+    """Each process's step durations from its own shard, read apart from the dashboard's code."""
+    import pandas as pd
+
+    out = {}
+    for shard in sorted((run_dir / "hosts").iterdir()):
+        manifest = json.loads((shard / "run.json").read_text())
+        steps = pd.read_parquet(shard / "steps.parquet") if (shard / "steps.parquet").exists() else pd.read_json(shard / "steps.jsonl", lines=True)
+        steps = steps[steps["source"] == steps["source"].iloc[0]].sort_values("start_time_s")
+        out[int(manifest["process_index"])] = steps["duration_s"].to_numpy(dtype=float)
+    return out
+
+
+def test_run_page_hosts_heatmap_of_a_job(job_store: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TPU_PERF_STORE", str(job_store["store"]))
+    monkeypatch.setenv("TPU_PERF_CACHE_DIR", str(tmp_path / "cache"))
+    doc = job_store["report"]
+    at = page("run")
+    at.run()
+    assert not at.exception
+    assert "Hosts (2)" in [t.label for t in at.tabs]
+    fig = _figure(at, "Hosts × steps: iteration per step")
+    heat = fig["data"][0]
+    assert heat["type"] == "heatmap" and [y.split(" · ")[0] for y in heat["y"]] == ["process 0", "process 1"]
+    own = _host_steps(job_store["dir"])
+    z = plotted(heat["z"])
+    assert z.shape == (2, max(len(v) for v in own.values()))
+    for process, row in zip((0, 1), z, strict=True):
+        assert row[: len(own[process])] == pytest.approx(own[process] * 1e3)
+    [straggler] = doc["stragglers"]
+    assert any(straggler["text"] in w.value for w in at.warning)
+    at.radio(key="hosts_value").set_value("own work (iteration − waits)")
+    at.run()
+    fig = _figure(at, "Hosts × steps: own work (iteration − waits) per step")
+    medians = [np.nanmedian(r[2:]) for r in plotted(fig["data"][0]["z"])]
+    assert medians[1] - medians[0] == pytest.approx(50, abs=20)  # process 1 does 50 ms more of its own work per step
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (.ci/run installs it)")
+def test_browser_hosts_heatmap(job_store: dict, tmp_path: Path) -> None:
+    sync_api = pytest.importorskip("playwright.sync_api", reason="needs pip playwright (the dev extra)")
+    doc = job_store["report"]
+    with _serve(job_store["store"], tmp_path / "cache") as server, sync_api.sync_playwright() as p:
+        browser = p.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=CHROMIUM, args=CHROMIUM_ARGS, viewport={"width": 1280, "height": 1000})
+        try:
+            page = browser.new_page()
+            page.goto(f"{server}/run?run={doc['run']['id']}")
+            page.get_by_role("tab", name="Hosts (2)").click()
+            chart = page.locator(".js-plotly-plot").filter(has_text="Hosts × steps")
+            chart.locator(".hm, .heatmaplayer image, image").first.wait_for(state="attached", timeout=60_000)  # the heatmap drawn
+            labels = chart.locator(".ytick text").evaluate_all("els => els.map(e => e.textContent)")
+            assert sorted(t.split(" · ")[0] for t in labels) == ["process 0", "process 1"]
+            assert doc["stragglers"][0]["text"] in page.inner_text("body")
         finally:
             browser.close()

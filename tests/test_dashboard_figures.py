@@ -24,3 +24,15 @@ def test_breakdown_legend_reads_in_the_bars_order_with_words() -> None:
     fig = figures.breakdown_bars({"a": {"compute": 0.6, "host_gap": 0.3, "collective_wait": 0.1}})
     assert [t.name for t in fig.data] == ["compute", "host gap", "collective wait"]
     assert fig.layout.legend.traceorder == "normal"
+
+
+def test_linear_axis_has_round_1_2_5_steps_from_zero() -> None:
+    steps = pd.DataFrame({"step": range(4), "duration_s": [0.9e-3, 3e-3, 12e-3, 4e-3], "phase": ["warm-up", "steady", "steady", "steady"]})
+    axis = figures.step_times([("a", steps)], log=False).layout.yaxis
+    assert axis.type == "linear"
+    assert list(axis.tickvals) == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 12.0]
+    assert list(axis.ticktext) == ["0", "2 ms", "4 ms", "6 ms", "8 ms", "10 ms", "12 ms"]
+    assert figures.linear_ticks(0.0, 20_000.0) == [0.0, 5000.0, 10000.0, 15000.0, 20000.0]  # a 20 s compile: 5 s apart
+    assert figures.linear_ticks(0.0, 0.42) == pytest.approx([0.0, 0.1, 0.2, 0.3, 0.4, 0.5])  # never past 8 ticks
+    with pytest.raises(ValueError, match="one of step, wall"):
+        figures.step_times([("a", steps)], x="clock")

@@ -63,10 +63,11 @@ def check_port_free(host: str, port: int) -> None:
 
 
 def streamlit_argv(host: str, port: int) -> list[str]:
-    """The `streamlit run` command line for the app, headless, bound to `host:port`."""
+    """The `streamlit run` command line for the app, headless, bound to `host:port`, in a process
+    that imports the pages' modules first (`tpu_perf.dashboard.serve`: no import in the first page)."""
     app = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
     return [
-        sys.executable, "-m", "streamlit", "run", str(app),
+        sys.executable, "-m", "tpu_perf.dashboard.serve", "run", str(app),
         f"--server.address={host}", f"--server.port={port}", "--server.headless=true",
         "--server.fileWatcherType=none", "--server.runOnSave=false",
         "--browser.gatherUsageStats=false", f"--browser.serverAddress={public_name(host)}", f"--browser.serverPort={port}",

@@ -28,7 +28,9 @@ import streamlit as st
 from tpu_perf import __version__, list_runs, load_run
 from tpu_perf.analyzers import report as report_module
 from tpu_perf.analyzers.compare import dig, peak_device_bytes
+from tpu_perf.analyzers.hosts import steps_by_host
 from tpu_perf.analyzers.steps import run_steps, steady_mask
+from tpu_perf.analyzers.timeline import best_rows
 from tpu_perf.jsonio import dumps
 from tpu_perf.store import Run, layout
 from tpu_perf.store.fs import filesystem, join
@@ -165,7 +167,23 @@ def _build(url: str, stamp: float) -> bytes:
         got = {"doc": report_module.build_report(open_run(url, stamp)).to_dict(), "error": None}
     except Exception as exc:  # a run that fails to load gets an error card
         got = {"doc": None, "error": f"{url}: {type(exc).__name__}: {exc}"}
+    got["advice"], got["advice_error"] = _advise(url, stamp, got["doc"])
     return dumps(got, indent=None).encode()
+
+
+def _advise(url: str, stamp: float, doc: dict[str, Any] | None) -> tuple[list[dict[str, Any]] | None, str | None]:
+    """Every rule's finding (`tpu-perf advise --all --json`'s `findings`), built with the report so
+    a comparison's runs are advised on the loader threads too; an advisor error is said, not raised."""
+    if doc is None:
+        return None, None
+    try:
+        from tpu_perf.advise import advise
+        from tpu_perf.advise.document import advice_document
+
+        run = open_run(url, stamp)
+        return advice_document(run, advise(run, doc))["findings"], None
+    except Exception as exc:  # the report still shows; the advice part says why it is missing
+        return None, f"the advisor failed on {url}: {type(exc).__name__}: {exc}"
 
 
 def _report(url: str, stamp: float) -> dict[str, Any]:
@@ -191,6 +209,12 @@ def report(ref: RunRef) -> tuple[dict[str, Any] | None, str | None]:
     return doc, got["error"]
 
 
+def advice(ref: RunRef) -> tuple[list[dict[str, Any]] | None, str | None]:
+    """(every rule's finding, ranked as `tpu-perf advise` ranks them, None) or (None, why not)."""
+    got = _report(ref.url, ref.stamp)
+    return got.get("advice"), got.get("advice_error") or got.get("error")
+
+
 @st.cache_data(max_entries=256, show_spinner=False)
 def table(url: str, stamp: float, name: str) -> pd.DataFrame:
     """A run table by name; empty when the run has none."""
@@ -199,15 +223,25 @@ def table(url: str, stamp: float, name: str) -> pd.DataFrame:
 
 @st.cache_data(max_entries=256, show_spinner=False)
 def step_frame(url: str, stamp: float, warmup: int) -> pd.DataFrame:
-    """The steps the analyzers use, with a `phase` per step: warm-up, steady, or excluded."""
-    steps = run_steps(open_run(url, stamp))
+    """The steps the analyzers use, with a `phase` per step (warm-up, steady, or excluded) and
+    `t_s`, when the step started, in seconds since the run started (the wall-clock x-axis)."""
+    run = open_run(url, stamp)
+    steps = run_steps(run)
     if steps.empty or "duration_s" not in steps:
-        return pd.DataFrame(columns=["step", "duration_s", "phase"])
+        return pd.DataFrame(columns=["step", "duration_s", "phase", "t_s"])
     steady = steady_mask(steps, warmup)
     phase = pd.Series("excluded (compiled or traced)", index=steps.index)
     phase[steady] = "steady"
     phase.iloc[:warmup] = "warm-up"
-    return pd.DataFrame({"step": range(len(steps)), "duration_s": steps["duration_s"].astype(float), "phase": phase})
+    start = pd.to_numeric(steps["start_time_s"], errors="coerce") if "start_time_s" in steps else pd.Series(float("nan"), index=steps.index)
+    origin = run.started_at if run.started_at is not None else start.min()
+    return pd.DataFrame({"step": range(len(steps)), "duration_s": steps["duration_s"].astype(float), "phase": phase, "t_s": start.astype(float) - float(origin)})
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def hosts_frame(url: str, stamp: float) -> pd.DataFrame:
+    """One row per process per step of a multi-process job (`analyzers.hosts.steps_by_host`); empty otherwise."""
+    return steps_by_host(open_run(url, stamp))
 
 
 @st.cache_data(max_entries=1024, show_spinner=False)
@@ -223,14 +257,19 @@ def file_digest(url: str, stamp: float, rel: str) -> str | None:
 
 @st.cache_data(max_entries=256, show_spinner=False)
 def memory_frame(url: str, stamp: float) -> pd.DataFrame:
-    """Memory samples with time since the run started (`t_s`); device and host rows alike."""
+    """Memory samples with time since the run started (`t_s`): each device from its best source
+    (as the analyzers read it: libtpu > NVML > JAX > torch; two sources of one device would draw a
+    zig-zag), and the host's rows."""
     run = open_run(url, stamp)
     memory = run.memory
     if memory.empty or "time_s" not in memory:
         return pd.DataFrame(columns=["t_s", "device", "bytes_in_use", "source"])
+    best = best_rows(run, "memory")
+    host = memory[memory["device"] == "host"] if "device" in memory else memory.iloc[0:0]
+    rows = pd.concat([best, host], ignore_index=True) if not host.empty else best
     start = run.started_at or float(memory["time_s"].min())
-    out = memory.assign(t_s=memory["time_s"].astype(float) - float(start))
-    return out.sort_values("t_s").reset_index(drop=True)
+    out = rows.assign(t_s=rows["time_s"].astype(float) - float(start))
+    return out.sort_values("t_s", kind="stable").reset_index(drop=True)
 
 
 # -- run summaries for the runs page --------------------------------------------------------------

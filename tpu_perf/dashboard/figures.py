@@ -18,12 +18,36 @@ from tpu_perf.analyzers.ops_compare import short_name
 
 PALETTE = qualitative.Plotly
 MIB = 2**20
-WEBGL_ABOVE_POINTS = 2000
-"""Lines longer than this draw with WebGL (Scattergl): 10k-step runs stay fast; short ones stay SVG."""
+LINE_POINTS = 800
+"""Most points a line is drawn with. A 10k-step run is drawn as the minimum and the maximum of
+each of 400 stretches of consecutive steps (`envelope`): every spike stays, and the browser gets
+a tenth of the data (at 1280 px a half-width chart plots about 500 px, so no pixel column is lost)."""
 
 
-def _line(n: int) -> type[go.Scatter] | type[go.Scattergl]:
-    return go.Scattergl if n > WEBGL_ABOVE_POINTS else go.Scatter
+def envelope(x: np.ndarray, y: np.ndarray, points: int = LINE_POINTS) -> tuple[np.ndarray, np.ndarray]:
+    """(x, y) with at most `points` points: per bucket of consecutive samples its lowest and highest
+    (in their order); unchanged when already short. NaN samples are dropped first."""
+    keep = ~np.isnan(y)
+    x, y = np.asarray(x)[keep], np.asarray(y, dtype=float)[keep]
+    if len(y) <= points:
+        return x, y
+    edges = np.linspace(0, len(y), points // 2 + 1).astype(int)
+    lows, highs = np.minimum.reduceat(y, edges[:-1]), np.maximum.reduceat(y, edges[:-1])
+    index = np.arange(len(y))
+    first_low = np.minimum.reduceat(np.where(y == np.repeat(lows, np.diff(edges)), index, len(y)), edges[:-1])
+    first_high = np.minimum.reduceat(np.where(y == np.repeat(highs, np.diff(edges)), index, len(y)), edges[:-1])
+    picked = np.unique(np.concatenate([first_low, first_high]))
+    return x[picked], y[picked]
+
+
+CHART_POINTS = 3000
+"""Most points one chart's lines share (memory: 8 devices x 3 runs get 200 points each)."""
+
+
+def _line(x: pd.Series | np.ndarray, y: pd.Series | np.ndarray, *, points: int = LINE_POINTS, **kwargs: object) -> go.Scatter:
+    """A line of at most `points` points, drawn as SVG (no WebGL context per chart)."""
+    xs, ys = envelope(np.asarray(x), np.asarray(y, dtype=float), points)
+    return go.Scatter(x=xs, y=ys, mode="lines", **kwargs)
 
 
 def colour(i: int) -> str:
@@ -35,24 +59,53 @@ def _layout(fig: go.Figure, title: str, **axes: str) -> go.Figure:
     return fig
 
 
-def step_times(series: Sequence[tuple[str, pd.DataFrame]]) -> go.Figure:
-    """Step time over steps, one line per run; warm-up steps marked (log scale: warm-up compiles)."""
+X_AXES = {"step": "step", "wall": "time since start (s)"}
+"""Step-time x-axes: the step's index, or when it started in seconds since the run started."""
+
+
+def step_times(series: Sequence[tuple[str, pd.DataFrame]], *, log: bool = True, x: str = "step") -> go.Figure:
+    """Step time over steps (or over wall-clock time, `x="wall"`), one line per run; warm-up steps
+    marked. Log scale by default: a compiling first step is 100x a steady one. Ticks in µs/ms/s."""
+    if x not in X_AXES:
+        raise ValueError(f"x={x!r}: one of {', '.join(X_AXES)}")
+    column = "step" if x == "step" else "t_s"
     fig = go.Figure()
-    max_warmup = 0
+    shade: tuple[float, float] | None = None
     for i, (label, steps) in enumerate(series):
         if steps.empty:
             continue
-        fig.add_trace(_line(len(steps))(x=steps["step"], y=steps["duration_s"] * 1e3, mode="lines", name=label, line={"color": colour(i)}, legendgroup=label))
+        fig.add_trace(_line(steps[column], steps["duration_s"] * 1e3, name=label, line={"color": colour(i)}, legendgroup=label))
         warm = steps[steps["phase"] == "warm-up"]
-        max_warmup = max(max_warmup, len(warm))
         if not warm.empty:
-            fig.add_trace(go.Scatter(x=warm["step"], y=warm["duration_s"] * 1e3, mode="markers", name=f"{label} · warm-up", marker={"color": colour(i), "symbol": "x", "size": 10}, legendgroup=label))
-    if max_warmup:
-        fig.add_vrect(x0=-0.5, x1=max_warmup - 0.5, fillcolor="grey", opacity=0.15, line_width=0, annotation_text="warm-up", annotation_position="top left")
+            fig.add_trace(go.Scatter(x=warm[column], y=warm["duration_s"] * 1e3, mode="markers", name=f"{label} · warm-up", marker={"color": colour(i), "symbol": "x", "size": 10}, legendgroup=label))
+            if x == "step":
+                span = (-0.5, len(warm) - 0.5)
+            else:
+                span = (float(warm["t_s"].min()), float((warm["t_s"] + warm["duration_s"]).max()))
+            shade = span if shade is None else (min(shade[0], span[0]), max(shade[1], span[1]))
+    if shade is not None and all(math.isfinite(v) for v in shade):
+        fig.add_vrect(x0=shade[0], x1=shade[1], fillcolor="grey", opacity=0.15, line_width=0, annotation_text="warm-up", annotation_position="top left")
     values = [float(v) for _, steps in series if not steps.empty for v in steps["duration_s"].dropna() * 1e3 if v > 0]
-    ticks = log_ticks(min(values), max(values)) if values else []
-    fig.update_yaxes(type="log", tickvals=ticks or None, ticktext=[_ms(t) for t in ticks] or None)
-    return _layout(fig, "Step time over steps", xaxis_title="step", yaxis_title="step time (log)")
+    if log:
+        ticks = log_ticks(min(values), max(values)) if values else []
+        fig.update_yaxes(type="log", tickvals=ticks or None, ticktext=[_ms(t) for t in ticks] or None)
+    else:
+        ticks = linear_ticks(0.0, max(values)) if values else []
+        fig.update_yaxes(type="linear", rangemode="tozero", tickvals=ticks or None, ticktext=[_ms(t) for t in ticks] or None)
+    return _layout(fig, "Step time over steps" if x == "step" else "Step time over time", xaxis_title=X_AXES[x], yaxis_title="step time (log)" if log else "step time")
+
+
+def linear_ticks(low: float, high: float, most: int = 8) -> list[float]:
+    """Evenly spaced ticks at a 1-2-5 step (0, 20, 40 ms...; 0, 5, 10, 15, 20 s), at most `most`
+    of them covering [low, high]: round values a person reads, in the same units as the log axis."""
+    if not high > low:
+        return [low]
+    raw = (high - low) / (most - 1)
+    magnitude = 10.0 ** math.floor(math.log10(raw))
+    step = next(m * magnitude for m in (1.0, 2.0, 5.0, 10.0) if m * magnitude >= raw)
+    first = math.floor(low / step) * step
+    count = math.ceil((high - first) / step - 1e-9)
+    return [round(first + k * step, 12) for k in range(count + 1)]
 
 
 def log_ticks(low: float, high: float) -> list[float]:
@@ -66,7 +119,9 @@ def log_ticks(low: float, high: float) -> list[float]:
 
 
 def _ms(value_ms: float) -> str:
-    """A tick in ms as a person reads it: 500 µs, 2 ms, 1 s."""
+    """A tick in ms as a person reads it: 500 µs, 2 ms, 1 s (and 0)."""
+    if value_ms == 0:
+        return "0"
     if value_ms >= 1000:
         return f"{value_ms / 1000:g} s"
     if value_ms >= 1:
@@ -74,22 +129,96 @@ def _ms(value_ms: float) -> str:
     return f"{value_ms * 1000:g} µs"
 
 
+def box_stats(values: np.ndarray) -> dict[str, float]:
+    """What a box plot draws, computed here so the browser gets five numbers, not every step:
+    quartiles by linear interpolation (Plotly's `quartilemethod="linear"`), the mean, and whiskers
+    at the furthest values within 1.5 IQR of the box (Tukey), as Plotly computes them itself."""
+    v = np.sort(np.asarray(values, dtype=float)[~np.isnan(values)])
+    q1, median, q3 = (float(q) for q in np.percentile(v, [25, 50, 75]))
+    iqr = q3 - q1
+    return {"q1": q1, "median": median, "q3": q3, "mean": float(v.mean()), "lowerfence": float(v[v >= q1 - 1.5 * iqr].min()), "upperfence": float(v[v <= q3 + 1.5 * iqr].max())}
+
+
 def step_distribution(series: Sequence[tuple[str, np.ndarray]]) -> go.Figure:
-    """Steady-state step times as box plots (median, quartiles, whiskers), one per run."""
+    """Steady-state step times as box plots (median, quartiles, whiskers, mean dashed), one per run."""
     fig = go.Figure()
     for i, (label, durations_s) in enumerate(series):
-        if len(durations_s):
-            fig.add_trace(go.Box(y=np.asarray(durations_s) * 1e3, name=label, marker_color=colour(i), boxmean=True, boxpoints=False))
+        values = np.asarray(durations_s, dtype=float) * 1e3
+        if len(values) and not np.isnan(values).all():
+            stats = box_stats(values)
+            fig.add_trace(go.Box(x=[label], name=label, marker_color=colour(i), boxpoints=False, **{k: [v] for k, v in stats.items()}))
     return _layout(fig, "Steady-state step time distribution", yaxis_title="step time (ms)")
 
 
 def memory_timeline(series: Sequence[tuple[str, pd.DataFrame]], *, title: str = "Device memory in use") -> go.Figure:
     """Memory in use over time since each run started, one line per run and device."""
     fig = go.Figure()
+    lines = sum(samples["device"].nunique() for _, samples in series if not samples.empty)
+    points = max(200, min(LINE_POINTS, CHART_POINTS // max(1, lines)))
     for i, (label, samples) in enumerate(series):
         for j, (device, rows) in enumerate(samples.groupby("device", sort=True)):
-            fig.add_trace(_line(len(rows))(x=rows["t_s"], y=rows["bytes_in_use"].astype(float) / MIB, mode="lines", name=f"{label} · {device}", line={"color": colour(i), "dash": ["solid", "dot", "dash", "dashdot"][j % 4]}))
+            fig.add_trace(_line(rows["t_s"], rows["bytes_in_use"].astype(float) / MIB, points=points, name=f"{label} · {device}", line={"color": colour(i), "dash": ["solid", "dot", "dash", "dashdot"][j % 4]}))
     return _layout(fig, title, xaxis_title="time since start (s)", yaxis_title="in use (MiB)")
+
+
+def memory_band(series: Sequence[tuple[str, pd.DataFrame]], *, title: str = "Device memory in use (highest device, band down to the lowest)") -> go.Figure:
+    """Per run, the device with the most memory in use over time, and a band down to the one with
+    the least: runs of 8 devices stay readable side by side (the run page has a line per device)."""
+    fig = go.Figure()
+    for i, (label, samples) in enumerate(series):
+        if samples.empty:
+            continue
+        devices = samples["device"].nunique()
+        t = samples["t_s"].to_numpy(dtype=float)
+        edges = np.linspace(t.min(), t.max(), min(LINE_POINTS // 2, len(t)) + 1)
+        bucket = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, len(edges) - 2)
+        grouped = pd.DataFrame({"b": bucket, "t": t, "v": samples["bytes_in_use"].to_numpy(dtype=float) / MIB}).groupby("b")
+        band = pd.DataFrame({"t": grouped["t"].mean(), "low": grouped["v"].min(), "high": grouped["v"].max()})
+        if devices > 1:
+            fig.add_trace(go.Scatter(x=band["t"], y=band["low"], mode="lines", line={"width": 0, "color": colour(i)}, showlegend=False, legendgroup=label, hoverinfo="skip"))
+        fill = {"fill": "tonexty", "fillcolor": _faint(colour(i))} if devices > 1 else {}
+        name = f"{label} · highest of {devices} devices" if devices > 1 else f"{label} · {samples['device'].iloc[0]}"
+        fig.add_trace(go.Scatter(x=band["t"], y=band["high"], mode="lines", name=name, line={"color": colour(i)}, legendgroup=label, **fill))
+    return _layout(fig, title, xaxis_title="time since start (s)", yaxis_title="in use (MiB)")
+
+
+def _faint(hex_colour: str, alpha: float = 0.2) -> str:
+    r, g, b = (int(hex_colour[k : k + 2], 16) for k in (1, 3, 5))
+    return f"rgba({r}, {g}, {b}, {alpha})"
+
+
+HEATMAP_COLUMNS = 600
+"""Most step columns a heatmap draws; longer runs show the slowest step of each stretch of steps."""
+
+
+def hosts_heatmap(frame: pd.DataFrame, value: str = "duration_s") -> go.Figure:
+    """Hosts x steps: one row per process, one column per step, colour the step's time (ms).
+    `frame` is `analyzers.hosts.steps_by_host` (`value`: `duration_s`, the iteration, or `own_s`,
+    the iteration minus the time blocked in syncs). A straggler is a row that is darker all along;
+    a slow step on one host only is a dark cell. Past `HEATMAP_COLUMNS` steps a column is the
+    slowest step of its stretch, so no spike is averaged away."""
+    if value not in ("duration_s", "own_s"):
+        raise ValueError(f"value={value!r}: one of duration_s, own_s")
+    grid = frame.pivot_table(index="process_index", columns="index", values=value, aggfunc="first").sort_index()
+    names = frame.drop_duplicates("process_index").set_index("process_index")["hostname"]
+    rows = [f"process {int(p)}" + (f" · {names.get(p)}" if isinstance(names.get(p), str) else "") for p in grid.index]
+    z = grid.to_numpy(dtype=float) * 1e3
+    steps = grid.columns.to_numpy()
+    per = 1
+    if z.shape[1] > HEATMAP_COLUMNS:
+        per = math.ceil(z.shape[1] / HEATMAP_COLUMNS)
+        pad = per * math.ceil(z.shape[1] / per) - z.shape[1]
+        padded = np.pad(z, ((0, 0), (0, pad)), constant_values=np.nan)
+        with np.errstate(all="ignore"):
+            z = np.nanmax(padded.reshape(z.shape[0], -1, per), axis=2)
+        steps = steps[::per]
+    what = "iteration" if value == "duration_s" else "own work (iteration − waits)"
+    step_text = "step %{x}" if per == 1 else f"steps %{{x}}–%{{x}}+{per - 1} (slowest)"
+    fig = go.Figure(go.Heatmap(z=z, x=steps, y=rows, colorscale="Viridis", reversescale=True, colorbar={"title": {"text": "ms"}}, hovertemplate=f"%{{y}}<br>{step_text}<br>{what}: %{{z:.2f}} ms<extra></extra>"))
+    fig.update_yaxes(autorange="reversed", type="category")
+    fig = _layout(fig, f"Hosts × steps: {what} per step", xaxis_title="step", yaxis_title="")
+    fig.update_layout(height=max(240, 80 + 36 * len(rows)))
+    return fig
 
 
 def breakdown_bars(breakdowns: Mapping[str, Mapping[str, float]]) -> go.Figure:

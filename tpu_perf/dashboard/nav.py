@@ -31,3 +31,17 @@ def selected_ids(param: str) -> list[str]:
     if raw:
         return [i for i in raw.split(",") if i]
     return list(st.session_state.get(SELECTION, []))
+
+
+def price_from_url(raw: str | None) -> tuple[float, str | None]:
+    """`?price=2.5` as USD per chip-hour: (price, None); (0.0, None) when absent (no price);
+    (0.0, why) when it is not a positive number, so the page can say the URL's value was ignored."""
+    if not raw:
+        return 0.0, None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not (0 < value < float("inf")):
+        return 0.0, f"price={raw} in the URL is not a price per chip-hour in USD (e.g. price=1.2); ignored"
+    return value, None

@@ -17,3 +17,15 @@ def error_card(title: str, message: str) -> None:
 def missing(what: str, why: str) -> None:
     """Say plainly that a part has no data, and what would record it."""
     st.info(f"{what}: not recorded. {why}", icon=":material/info:")
+
+
+SCALES = ("log", "linear")
+X_CHOICES = {"step": "step", "wall-clock": "wall"}
+
+
+def step_axes(prefix: str) -> tuple[bool, str]:
+    """The step-time chart's axes, chosen by the user: (log scale?, "step" or "wall")."""
+    left, right = st.columns(2)
+    scale = left.radio("Step-time axis", SCALES, horizontal=True, key=f"{prefix}_scale", help="log shows a compiling step and steady steps together; linear shows steady-state changes in proportion")
+    x = right.radio("x-axis", list(X_CHOICES), horizontal=True, key=f"{prefix}_x", help="step index, or when each step started (seconds since the run started): pauses and slow stretches show in time")
+    return scale != "linear", X_CHOICES[x or "step"]

@@ -9,9 +9,8 @@ import pandas as pd
 import streamlit as st
 
 from tpu_perf.analyzers import compare, ops_compare, verdict
-from tpu_perf.analyzers.regression import check_sets
-from tpu_perf.analyzers.run_values import fingerprint, run_values
-from tpu_perf.dashboard import data, figures, kpi_table, nav, shape, widgets
+from tpu_perf.analyzers.run_values import fingerprint
+from tpu_perf.dashboard import data, export, figures, kpi_table, nav, shape, why, widgets
 
 PRICE = "price_per_chip_hour"
 
@@ -59,47 +58,52 @@ def _side(label: str, doc: dict[str, Any], ref: data.RunRef) -> verdict.Side:
     return verdict.Side(label=label, status=doc["run"]["status"], steady_s=tuple(steady.astype(float)), median_s=data.dig(doc, "steps.median_s"), mfu=doc.get("mfu"))
 
 
-def _verdict(docs: dict[str, dict[str, Any]], refs: dict[str, data.RunRef], baseline: str) -> None:
-    """First thing on the page: is it fair, and which run is faster per step, by how much."""
+def _verdict(docs: dict[str, dict[str, Any]], refs: dict[str, data.RunRef], baseline: str) -> tuple[list[str], str | None]:
+    """First thing on the page: is it fair, and which run is faster per step, by how much.
+    Returns the run-by-run sentences and the like-for-like banner (for the export)."""
     fingerprints = {label: fingerprint(data.open_run(ref.url, ref.stamp)) for label, ref in refs.items()}
     mismatch = verdict.mismatch_text(verdict.differing_fields(fingerprints))
     if mismatch:
         st.warning(mismatch, icon=":material/warning:")
     sides = {label: _side(label, doc, refs[label]) for label, doc in docs.items()}
+    sentences = [verdict.compare_steps(sides[baseline], sides[label]) for label in docs if label != baseline]
     with st.container(border=True, key="verdict"):
         grouped = _group_verdicts(docs, refs, baseline)
         with st.expander("Run by run", expanded=False) if grouped else contextlib.nullcontext():
-            _run_sentences(docs, sides, baseline)
+            for sentence in sentences:
+                if sentence.kind == "not_compared":
+                    st.error(sentence.text, icon=":material/block:")
+                else:
+                    st.markdown(f"**{sentence.text}**")
         st.caption("Per-step interval: Welch's t on the logs of each run's steady step times, within these runs; run-to-run noise is not in it (`tpu-perf record --repeat N` and `tpu-perf check` measure that).")
+    return [s.text for s in sentences], mismatch
 
 
 def _group_verdicts(docs: dict[str, dict[str, Any]], refs: dict[str, data.RunRef], baseline: str) -> bool:
     """`tpu-perf check` between repeat groups (runs tagged `repeat=G`, 2+ a side); True when shown."""
-    groups = {g: labels for g, labels in verdict.repeat_groups({label: data.dig(doc, "run.tags") or {} for label, doc in docs.items()}).items() if len(labels) >= 2}
-    if len(groups) < 2:
+    if len(export.repeat_groups(docs)) < 2:
         return False
-    base = next((g for g, labels in groups.items() if baseline in labels), next(iter(groups)))
-    values = {label: run_values(data.open_run(refs[label].url, refs[label].stamp)) for labels in groups.values() for label in labels}
-    for group, labels in groups.items():
-        if group != base:
-            result = check_sets([values[x] for x in groups[base]], [values[x] for x in labels])
-            text = verdict.group_sentence(base, group, result)
-            (st.error if result.exit_code else st.success)(text, icon=":material/rule:")
+    for checked in export.checks(docs, refs, baseline):
+        text = verdict.group_sentence(checked.baseline, checked.candidate, checked.result)
+        (st.error if checked.result.exit_code else st.success)(text, icon=":material/rule:")
     return True
 
 
-def _run_sentences(docs: dict[str, dict[str, Any]], sides: dict[str, verdict.Side], baseline: str) -> None:
-    for label in docs:
-        if label == baseline:
-            continue
-        sentence = verdict.compare_steps(sides[baseline], sides[label])
-        if sentence.kind == "not_compared":
-            st.error(sentence.text, icon=":material/block:")
-        else:
-            st.markdown(f"**{sentence.text}**")
+def _export(docs: dict[str, dict[str, Any]], refs: dict[str, data.RunRef], baseline: str, said: tuple[list[str], str | None], rows: pd.DataFrame) -> None:
+    """Markdown (the verdict and `tpu-perf check`'s table) and CSV (every KPI), built on click."""
+    ids = {label: ref.id for label, ref in refs.items()}
+    stem = "-vs-".join(ref.id for ref in refs.values()) if len(refs) <= 3 else f"{len(refs)}-runs"
+    left, right, _ = st.columns([2, 2, 3])
+    left.download_button(
+        "Export as Markdown", lambda: export.comparison_markdown(said[0], export.checks(docs, refs, baseline), ids, said[1]),
+        file_name=f"compare-{stem}.md", mime="text/markdown", key="export_md", icon=":material/download:",
+        help="The verdict, then `tpu-perf check`'s Markdown table for each run (or repeat group) against the baseline: what `tpu-perf check --markdown` writes",
+    )  # fmt: skip
+    right.download_button("Export as CSV", lambda: export.comparison_csv(rows, ids, baseline), file_name=f"compare-{stem}.csv", mime="text/csv", key="export_csv", icon=":material/download:", help="every KPI of every run in SI units (s, bytes, fraction) with its change against the baseline")
 
 
-def _kpis(docs: dict[str, dict[str, Any]], baseline: str) -> None:
+def _kpis(docs: dict[str, dict[str, Any]], baseline: str) -> pd.DataFrame:
+    """The KPI table; returns its rows (for the CSV export)."""
     price = float(st.session_state.get(PRICE) or 0.0) or None
     rows = shape.kpi_rows(docs, baseline, price)
     unusable = {label for label, doc in docs.items() if doc["run"]["status"] in verdict.NO_DELTA_STATUSES}
@@ -110,6 +114,7 @@ def _kpis(docs: dict[str, dict[str, Any]], baseline: str) -> None:
         st.caption("Cost per million tokens needs tokens per step: record with `--tokens-per-step N`.")
     elif not price:
         st.caption("Set a price per chip-hour in the sidebar to see cost per million tokens.")
+    return rows
 
 
 def _steps(docs: dict[str, dict[str, Any]], refs: dict[str, data.RunRef]) -> None:
@@ -118,8 +123,9 @@ def _steps(docs: dict[str, dict[str, Any]], refs: dict[str, data.RunRef]) -> Non
     if all(f.empty for _, f in frames):
         widgets.missing("Steps", "None of these runs recorded a step.")
         return
+    log, x = widgets.step_axes("cmp")
     left, right = st.columns(2)
-    left.plotly_chart(figures.step_times(frames), width="stretch", key="cmp_steps")
+    left.plotly_chart(figures.step_times(frames, log=log, x=x), width="stretch", key="cmp_steps")
     right.plotly_chart(figures.step_distribution([(label, f.loc[f["phase"] == "steady", "duration_s"].to_numpy()) for label, f in frames]), width="stretch", key="cmp_dist")
 
 
@@ -128,12 +134,12 @@ def _memory(refs: dict[str, data.RunRef]) -> None:
     frames = [(label, data.memory_frame(ref.url, ref.stamp)) for label, ref in refs.items()]
     device = [(label, f[f["device"] != "host"]) for label, f in frames if not f.empty]
     if any(not f.empty for _, f in device):
-        st.plotly_chart(figures.memory_timeline(device), width="stretch", key="cmp_hbm")
+        st.plotly_chart(figures.memory_band(device), width="stretch", key="cmp_hbm")
         return
     widgets.missing("Device memory samples", "These runs have no device memory time series (CPU runs have none; TPU/GPU runs sample it).")
     host = [(label, f[f["device"] == "host"]) for label, f in frames if not f.empty]
     if any(not f.empty for _, f in host):
-        st.plotly_chart(figures.memory_timeline(host, title="Host memory (RSS) instead"), width="stretch", key="cmp_host")
+        st.plotly_chart(figures.memory_band(host, title="Host memory (RSS) instead"), width="stretch", key="cmp_host")
 
 
 def breakdown_fractions(doc: dict[str, Any]) -> dict[str, float] | None:
@@ -145,18 +151,6 @@ def breakdown_fractions(doc: dict[str, Any]) -> dict[str, float] | None:
         return None
     parts = {str(k): float(v) for k, v in raw.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
     return parts or None
-
-
-def _breakdown(docs: dict[str, dict[str, Any]]) -> None:
-    st.subheader("Step-time breakdown")
-    parts = {label: breakdown_fractions(doc) for label, doc in docs.items()}
-    have = {label: p for label, p in parts.items() if p}
-    if not have:
-        widgets.missing("Step-time breakdown", "It comes from the trace window's device timeline; record with a trace window (the default).")
-        return
-    st.plotly_chart(figures.breakdown_bars(have), width="stretch", key="cmp_breakdown")
-    for label in parts.keys() - have.keys():
-        st.caption(f"{label}: no breakdown recorded.")
 
 
 def _step_program_digest(ref: data.RunRef, doc: dict[str, Any]) -> str | None:
@@ -215,17 +209,6 @@ def _ops_and_fusion(docs: dict[str, dict[str, Any]], refs: dict[str, data.RunRef
     right.plotly_chart(figures.fusion_bars(by_kind), width="stretch", key="cmp_fusion")
 
 
-def _config(refs: dict[str, data.RunRef]) -> None:
-    st.subheader("Configuration and environment")
-    everything = st.toggle("Show settings that are the same too", key="cmp_all_settings")
-    manifests = {label: data.open_run(ref.url, ref.stamp).manifest for label, ref in refs.items()}
-    diff = compare.config_diff(manifests, only_different=not everything)
-    if diff.empty:
-        st.success("Same configuration, flags, versions and hardware.")
-    else:
-        st.dataframe(diff, width="stretch", key="cmp_config")
-
-
 def render() -> None:
     st.title("Compare runs")
     refs, errors = data.list_refs(data.store_location())
@@ -240,10 +223,10 @@ def render() -> None:
         st.warning("Fewer than two of the chosen runs could be loaded; nothing to compare.")
         return
     baseline = st.selectbox("Baseline (deltas are relative to it)", list(docs), key="compare_baseline")
-    _verdict(docs, loaded, baseline)
-    _kpis(docs, baseline)
+    said = _verdict(docs, loaded, baseline)
+    why.render(docs, loaded, baseline)
+    rows = _kpis(docs, baseline)
+    _export(docs, loaded, baseline, said, rows)
     _steps(docs, loaded)
     _memory(loaded)
-    _breakdown(docs)
     _ops_and_fusion(docs, loaded, baseline)
-    _config(loaded)

@@ -10,7 +10,18 @@ import pandas as pd
 import streamlit as st
 
 from tpu_perf.analyzers import compare, ops_compare
-from tpu_perf.dashboard import aot, data, figures, kpi_table, nav, shape, widgets
+from tpu_perf.dashboard import (
+    advice_tab,
+    aot,
+    data,
+    figures,
+    hosts_tab,
+    kpi_table,
+    nav,
+    shape,
+    tables,
+    widgets,
+)
 from tpu_perf.dashboard.screens.compare import breakdown_fractions, ops_table_view
 from tpu_perf.jsonio import dumps
 from tpu_perf.store.fs import filesystem, join
@@ -54,8 +65,9 @@ def _overview(doc: dict[str, Any], ref: data.RunRef) -> None:
         else:
             widgets.missing("Steps", "The script ran no step tpu-perf could see; mark steps with `tpu_perf.step()`.")
     else:
+        log, x = widgets.step_axes("run")
         left, right = st.columns(2)
-        left.plotly_chart(figures.step_times([(ref.name, frame)]), width="stretch", key="run_steps")
+        left.plotly_chart(figures.step_times([(ref.name, frame)], log=log, x=x), width="stretch", key="run_steps")
         right.plotly_chart(figures.step_distribution([(ref.name, frame.loc[frame["phase"] == "steady", "duration_s"].to_numpy())]), width="stretch", key="run_dist")
     parts = breakdown_fractions(doc)
     if parts:
@@ -76,7 +88,8 @@ def _memory(doc: dict[str, Any], ref: data.RunRef) -> None:
     cols[2].metric("XLA estimate (step)", fmt.bytes_(m.get("xla_peak_bytes")))
     cols[3].metric("Host RSS peak", fmt.bytes_(m.get("host_rss_peak_bytes")))
     if isinstance(m.get("per_device"), list) and m["per_device"]:
-        st.dataframe(pd.DataFrame(m["per_device"]), hide_index=True, width="stretch", key="run_mem_devices")
+        per_device = tables.device_memory(m["per_device"], data.dig(doc, "run.started_at"))
+        st.dataframe(per_device, hide_index=True, width="stretch", key="run_mem_devices", column_config={"peak % of capacity": st.column_config.NumberColumn(format="percent")})
     if data.dig(doc, "runtime.duty_cycle_pct") is not None:
         st.metric("Duty cycle", f"{doc['runtime']['duty_cycle_pct']:.1f} %")
     samples = data.memory_frame(ref.url, ref.stamp)
@@ -102,7 +115,7 @@ def _ops(doc: dict[str, Any]) -> None:
     else:
         st.dataframe(fusion, width="stretch", key="run_fusion")
     if isinstance(doc.get("devices"), list) and doc["devices"]:
-        st.dataframe(pd.DataFrame(doc["devices"]), hide_index=True, width="stretch", key="run_devices")
+        st.dataframe(tables.renamed(doc["devices"], tables.DEVICE_COLUMNS), hide_index=True, width="stretch", key="run_devices")
 
 
 def _compiles(doc: dict[str, Any]) -> None:
@@ -113,7 +126,8 @@ def _compiles(doc: dict[str, Any]) -> None:
     cols[1].metric("Compile time", fmt.seconds(c.get("total_s")), help=None if c.get("total_s") is not None else unknown)
     cols[2].metric("After warm-up", "n/a" if c.get("after_warmup") is None else c["after_warmup"], help="recompiles during steady state: worth a look")
     if c.get("slowest"):
-        st.dataframe(pd.DataFrame(c["slowest"]), hide_index=True, width="stretch", key="run_slowest")
+        st.markdown("**Slowest compiles**")
+        st.dataframe(tables.renamed(c["slowest"], tables.SLOWEST_COMPILE_COLUMNS), hide_index=True, width="stretch", key="run_slowest", column_config={"compile time (s)": st.column_config.NumberColumn(format="%.3f s")})
 
 
 def _trace(doc: dict[str, Any], ref: data.RunRef) -> None:
@@ -206,18 +220,18 @@ def render() -> None:
         st.error(f"The script failed: {r['error']}")
     for warning in r.get("warnings") or []:
         st.warning(warning)
-    tabs = st.tabs(["Overview", "Memory", "Ops & fusion", "Compiles", "Trace", "Config", "Downloads"])
-    with tabs[0]:
-        _overview(doc, ref)
-    with tabs[1]:
-        _memory(doc, ref)
-    with tabs[2]:
-        _ops(doc)
-    with tabs[3]:
-        _compiles(doc)
-    with tabs[4]:
-        _trace(doc, ref)
-    with tabs[5]:
-        _config(ref)
-    with tabs[6]:
-        _downloads(doc, ref)
+    findings, problem = data.advice(ref)
+    fired = sum(f["outcome"] == "fired" for f in findings or [])
+    parts: list[tuple[str, Callable[[], None]]] = [
+        ("Overview", lambda: _overview(doc, ref)),
+        (f"Advice ({fired})" if findings is not None else "Advice", lambda: advice_tab.render(findings, problem)),
+    ]
+    if doc.get("hosts"):  # a multi-process job
+        parts.append((f"Hosts ({len(doc['hosts'])})", lambda: hosts_tab.render(doc, ref)))
+    parts += [
+        ("Memory", lambda: _memory(doc, ref)), ("Ops & fusion", lambda: _ops(doc)), ("Compiles", lambda: _compiles(doc)),
+        ("Trace", lambda: _trace(doc, ref)), ("Config", lambda: _config(ref)), ("Downloads", lambda: _downloads(doc, ref)),
+    ]  # fmt: skip
+    for tab, (_, draw) in zip(st.tabs([name for name, _ in parts]), parts, strict=True):
+        with tab:
+            draw()

@@ -1,0 +1,83 @@
+"""The run page's tables as people read them: column names in words with their units, values in
+those units (MiB, ms, %), and the advisor's evidence with each number formatted by its unit.
+
+The keys stay the report's (`memory.per_device[].peak_bytes`...); only their display changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from tpu_perf.views import format as fmt
+
+MIB = 2**20
+
+DEVICE_MEMORY_COLUMNS = {"device": "device", "peak_bytes": "peak (MiB)", "capacity_bytes": "capacity (MiB)", "peak_of_capacity": "peak % of capacity", "source": "measured by", "peak_time_s": "peak at (s since start)"}
+SLOWEST_COMPILE_COLUMNS = {"function": "function", "duration_s": "compile time (s)"}
+DEVICE_COLUMNS = {"id": "device", "kind": "kind", "chip": "chip", "peak_tflops": "peak TFLOP/s", "peak_hbm_gbps": "peak HBM GB/s", "source": "seen in"}
+
+
+def device_memory(rows: Sequence[Mapping[str, Any]], started_at: float | None) -> pd.DataFrame:
+    """`memory.per_device`: MiB, the peak as a share of the capacity, its time since the run started."""
+    frame = pd.DataFrame(list(rows))
+    for column in ("peak_bytes", "capacity_bytes"):
+        if column in frame:
+            frame[column] = pd.to_numeric(frame[column], errors="coerce") / MIB
+    if {"peak_bytes", "capacity_bytes"} <= set(frame.columns):
+        frame["peak_of_capacity"] = frame["peak_bytes"] / frame["capacity_bytes"]
+    if "peak_time_s" in frame and started_at is not None:
+        frame["peak_time_s"] = pd.to_numeric(frame["peak_time_s"], errors="coerce") - float(started_at)
+    elif "peak_time_s" in frame:
+        frame = frame.drop(columns=["peak_time_s"])
+    order = [c for c in DEVICE_MEMORY_COLUMNS if c in frame]
+    return frame[order].rename(columns=DEVICE_MEMORY_COLUMNS)
+
+
+def renamed(rows: Sequence[Mapping[str, Any]], columns: Mapping[str, str]) -> pd.DataFrame:
+    """Rows of a report list with the known columns in words, in that order (others kept after)."""
+    frame = pd.DataFrame(list(rows))
+    order = [c for c in columns if c in frame] + [c for c in frame if c not in columns]
+    return frame[order].rename(columns=dict(columns))
+
+
+UNIT_SUFFIXES = (("_fraction", "fraction"), ("_bytes", "bytes"), ("_s", "seconds"), ("_count", "count"), ("_pct", "percent"))
+
+
+def evidence_value(name: str, value: Any) -> str:
+    """One advisor evidence number in its unit (the unit is in the name: `_s`, `_bytes`, `_fraction`, `_count`)."""
+    if value is None:
+        return "n/a"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    unit = next((u for suffix, u in UNIT_SUFFIXES if name.endswith(suffix)), None)
+    if unit == "fraction":
+        return fmt.percent(float(value))
+    if unit == "bytes":
+        return fmt.bytes_(float(value))
+    if unit == "seconds":
+        return fmt.seconds(float(value))
+    if unit == "percent":
+        return f"{float(value):.1f} %"
+    if unit == "count" or isinstance(value, int):
+        return f"{int(value):,}"
+    return f"{value:.4g}"
+
+
+def evidence_label(name: str) -> str:
+    """`host_wait_fraction` → "host wait": the unit is said by the value."""
+    for suffix, _ in UNIT_SUFFIXES:
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    return name.replace("_", " ")
+
+
+def evidence_table(evidence: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """A finding's evidence: what, the value in its unit, where it came from (the report key)."""
+    return pd.DataFrame(
+        [{"evidence": evidence_label(str(e["name"])), "value": evidence_value(str(e["name"]), e.get("value")), "from": f"{e.get('source')}: {e.get('path')}"} for e in evidence],
+        columns=["evidence", "value", "from"],
+    )

@@ -1,0 +1,140 @@
+"""The compare page's "Why" block, right below the verdict: what the advisor finds on some runs
+and not on others, where each step's time went in each run (side by side, with the largest change
+named), and the settings that differ.
+
+The numbers are the advisor's findings (`tpu_perf.advise.differ`) and the report's breakdown
+(`tpu_perf.analyzers.breakdown_compare`); this module only lays them out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from tpu_perf.advise.differ import FindingDiff, compare_findings
+from tpu_perf.analyzers import compare
+from tpu_perf.analyzers.breakdown_compare import breakdown_side_by_side
+from tpu_perf.dashboard import data, figures, widgets
+from tpu_perf.views import format as fmt
+from tpu_perf.views.advice import gain_text
+
+SHOWN_FINDINGS = 4
+"""Differing findings shown at once; the rest fold into an expander (the first screen stays short)."""
+OUTCOME_WORDS = {"passed": "passed", "not_evaluable": "could not be checked"}
+
+
+def finding_line(d: FindingDiff) -> tuple[str, str]:
+    """One differing finding in Markdown (where it fired, why, the gain) and what the other runs said."""
+    where = ", ".join(f"**{label}**" for label in d.fired)
+    gains = [g for g in d.gains.values() if g is not None]
+    gain = f" Expected gain if fixed: {gain_text({'factor': max(gains)})} step time." if gains else ""
+    why = "; ".join(d.reasons[label].rstrip(".") for label in d.fired if d.reasons.get(label))
+    others = "; ".join(f"{label}: {OUTCOME_WORDS.get(outcome, outcome)}" + (f" ({reason})" if reason else "") for label, (outcome, reason) in d.others.items())
+    return f"**[{d.severity}] {d.title}** (`{d.id}`) on {where} only: {why}.{gain}", others
+
+
+def largest_change(table: pd.DataFrame, baseline: str, label: str) -> str | None:
+    """"compute (matmul) +3.20 ms per step (+45 %)": the part whose time per step moved most."""
+    column = f"{label} s"
+    if column not in table or f"{baseline} s" not in table:
+        return None
+    moved = (table[column] - table[f"{baseline} s"]).dropna()
+    if moved.empty or not moved.abs().max() > 0:
+        return None
+    part = moved.abs().idxmax()
+    change = table.loc[part, f"Δ {label}"] if f"Δ {label}" in table else None
+    share = "" if change is None or (isinstance(change, float) and math.isnan(change)) else f" ({change * 100:+.0f} %)"
+    sign = "+" if moved[part] > 0 else "−"
+    return f"{label}: largest change in where the step goes is **{part}**, {sign}{fmt.seconds(abs(float(moved[part])))} per step{share} against {baseline}."
+
+
+def _finding(d: FindingDiff) -> None:
+    line, others = finding_line(d)
+    st.markdown(line)
+    st.caption(others)
+
+
+def _findings(refs: Mapping[str, data.RunRef]) -> None:
+    found: dict[str, list[dict[str, Any]]] = {}
+    for label, ref in refs.items():
+        findings, problem = data.advice(ref)
+        if findings is None:
+            st.caption(f"{label}: no advice ({problem or 'unknown reason'}).")
+            continue
+        found[label] = findings
+    if len(found) < 2:
+        return
+    result = compare_findings(found)
+    if not result.differing:
+        fired = f" ({', '.join(f'`{r}`' for r in result.everywhere)} fired on every run)" if result.everywhere else ""
+        st.markdown(f"The advisor finds the same on every run{fired}: no finding explains the difference.")
+        return
+    st.markdown("**Advisor findings on some runs only** (`tpu-perf advise RUN` gives each one's evidence and fix):")
+    for d in result.differing[:SHOWN_FINDINGS]:
+        _finding(d)
+    if len(result.differing) > SHOWN_FINDINGS:
+        with st.expander(f"{len(result.differing) - SHOWN_FINDINGS} more"):
+            for d in result.differing[SHOWN_FINDINGS:]:
+                _finding(d)
+    if result.everywhere:
+        st.caption(f"Fired on every run (no difference): {', '.join(result.everywhere)}.")
+
+
+def breakdown_view(table: pd.DataFrame, labels: list[str]) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """`breakdown_side_by_side` as shown: ms per step, % of step, change, with a format per column."""
+    shown = table.copy()
+    config: dict[str, Any] = {}
+    for label in labels:
+        if f"{label} s" in shown:
+            shown[f"{label} s"] = shown[f"{label} s"] * 1e3
+            config[f"{label} s"] = st.column_config.NumberColumn(f"{label} (ms/step)", format="%.3f ms", help="mean time per traced step in this part (one device lane)")
+            config[f"{label} %"] = st.column_config.NumberColumn(f"{label} % of step", format="percent", help="share of the step time")
+        if f"Δ {label}" in shown:
+            config[f"Δ {label}"] = st.column_config.NumberColumn(f"Δ {label}", format="percent", help="change of the time per step against the baseline")
+    return shown, config
+
+
+def _breakdown(docs: Mapping[str, dict[str, Any]], baseline: str) -> None:
+    table = breakdown_side_by_side(docs, baseline)
+    if table.empty:
+        widgets.missing("Step-time breakdown", "It comes from the trace window's device timeline; record with a trace window (the default).")
+        return
+    for label in docs:
+        if label != baseline:
+            said = largest_change(table, baseline, label)
+            if said:
+                st.markdown(said)
+    shown, config = breakdown_view(table, list(docs))
+    st.dataframe(shown, column_config=config, width="stretch", key="why_breakdown")  # full width: no column cut with 4 runs
+    fractions = {label: {p: float(v) for p, v in table[f"{label} %"].dropna().items()} for label in docs if f"{label} %" in table}
+    chart = figures.breakdown_bars(fractions)
+    chart.update_layout(height=150 + 45 * len(fractions), legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 1, "xanchor": "right"})  # above the bars, clear of the axis title
+    st.plotly_chart(chart, width="stretch", key="cmp_breakdown")
+    for label in docs:
+        if f"{label} %" not in table:
+            st.caption(f"{label}: no breakdown recorded.")
+
+
+def _config(refs: Mapping[str, data.RunRef]) -> None:
+    everything = st.toggle("Show settings that are the same too", key="cmp_all_settings")
+    manifests = {label: data.open_run(ref.url, ref.stamp).manifest for label, ref in refs.items()}
+    diff = compare.config_diff(manifests, only_different=not everything)
+    if diff.empty:
+        st.success("Same configuration, flags, versions and hardware.")
+    else:
+        st.dataframe(diff, width="stretch", key="cmp_config")
+
+
+def render(docs: Mapping[str, dict[str, Any]], refs: Mapping[str, data.RunRef], baseline: str) -> None:
+    """The block, in its own container (`st-key-why` in the page)."""
+    with st.container(border=True, key="why"):
+        st.subheader("Why")
+        _findings(refs)
+        st.markdown("**Where each step's time goes**")
+        _breakdown(docs, baseline)
+        st.markdown("**Configuration and environment**")
+        _config(refs)
