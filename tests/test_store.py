@@ -91,3 +91,23 @@ def test_a_table_is_read_once_per_loaded_run_as_pandas_reads_it(tmp_path: Path) 
     assert run.table("steps") is steps  # kept: not read again by every analyzer that asks for it
     with pytest.raises(DataError, match="steps.parquet: cannot be read"):
         load_run(writer.dir).table("steps")  # a new load reads the file again, and names it
+
+
+def test_reading_a_run_starts_no_arrow_thread_pool(tmp_path: Path) -> None:
+    """Arrow's pool threads, alive when the interpreter exits, sometimes abort a finished `tpu-perf
+    report` with exit -6 (apache/arrow#34314): reading a run must not start them."""
+    import subprocess
+    import sys
+
+    writer = RunWriter.create(str(tmp_path), {"name": "threads", "started_at": time.time()})
+    n = 20_000
+    writer.write_table("ops", pd.DataFrame({"name": [f"fusion.{i % 300}" for i in range(n)], "device": "tpu:0", "duration_s": [i * 1e-6 for i in range(n)]}))
+    writer.finish("completed", 0)
+    code = (
+        "import os, sys; from tpu_perf.store import load_run\n"
+        "tasks = lambda: len(os.listdir('/proc/self/task'))\n"
+        "run = load_run(sys.argv[1]); before = tasks()\n"
+        "ops = run.table('ops'); print(before, tasks(), len(ops))"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(writer.dir)], capture_output=True, text=True, check=True, cwd=ROOT).stdout.split()
+    assert out[2] == str(n) and out[0] == out[1], f"reading ops.parquet started {int(out[1]) - int(out[0])} native threads"
