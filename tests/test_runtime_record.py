@@ -89,7 +89,9 @@ def test_timeline_shows_the_gap(killed_run: dict) -> None:
     libtpu = run.memory[run.memory["source"] == "libtpu"]
     assert sorted(libtpu["device"].unique()) == ["tpu:0", "tpu:1"]
     assert libtpu["time_s"].max() <= killed_at  # nothing sampled from a dead service
-    assert (libtpu["limit_bytes"] == TOTAL_BYTES).all()
+    # The sample that raced the kill may hold the usage but not the total (that call failed): unknown, not 0.
+    limits = libtpu["limit_bytes"]
+    assert limits.isna().sum() <= 2 and limits.notna().sum() >= 10 and (limits.dropna() == TOTAL_BYTES).all()
     steps_after = run.steps[run.steps["start_time_s"] > killed_at]
     assert len(steps_after) >= 20
     events = run.table("sampler")

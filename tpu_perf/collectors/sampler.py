@@ -98,7 +98,9 @@ class Sampler:
             table = row.pop("_table", None) or getattr(source, "table", "runtime")
             if table == "memory" and row.get("device") != "host":
                 delivered = True
-            self._append(table, {"time_s": t, **row})
+            # A sample is of the moment it was asked for; an event (the service went down) of the moment
+            # it was seen, which is after a call that started before the fault and failed because of it.
+            self._append(table, {"time_s": self._now() if table == "sampler" else t, **row})
         if source.name in DEVICE_SOURCE_PRIORITY:
             (self._delivering.add if delivered else self._delivering.discard)(source.name)
 
