@@ -303,6 +303,16 @@ def server(dash_store: dict, tmp_path: Path) -> Iterator[str]:
         yield url
 
 
+IDLE_JS = """() => !document.querySelector('[data-stale="true"], [data-testid="stStatusWidgetRunningIcon"]')"""
+
+
+def _idle(page: Any) -> None:
+    """Wait for the app's rerun to end: a download button's lazy data is registered per rerun, so a
+    click on the previous rerun's button asks for a file the server has already dropped."""
+    page.wait_for_timeout(300)  # a rerun the last action started shows its running icon within this
+    page.wait_for_function(IDLE_JS, timeout=60_000)
+
+
 CUT_JS = """() => {
     const tables = [...document.querySelectorAll('.tp-kpis')];
     if (!tables.length) return ['no KPI table on the page'];
@@ -655,6 +665,7 @@ def test_browser_downloads_a_kineto_trace(import_store: dict, tmp_path: Path) ->
             page.get_by_role("tab", name="Trace").click()
             button = page.get_by_role("button", name="Chrome-trace JSON, for Perfetto")
             button.wait_for(timeout=60_000)
+            _idle(page)
             with page.expect_download(timeout=30_000) as got:
                 button.click()
             saved = tmp_path / "got.json.gz"
@@ -792,11 +803,13 @@ def test_browser_why_axes_export_price_and_advice(dash_store: dict, tmp_path: Pa
             one_side = [f["title"] for f in advice.values() if f["outcome"] == "fired" and _advice(store, "narrow")[f["id"]]["outcome"] != "fired"]
             assert one_side and all(title in why.inner_text() for title in one_side)
             page.wait_for_function("() => new URL(location.href).searchParams.get('price') === '3'", timeout=30_000)
+            _idle(page)
             with page.expect_download(timeout=30_000) as got:
                 page.get_by_role("button", name="Export as Markdown").click()
             text = Path(got.value.path()).read_text()
             assert md.read_text() in text  # `tpu-perf check`'s own table for these runs
             assert text.startswith(f"## tpu-perf comparison: narrow (`{narrow['run']['id']}`), wide") and "per step" in text  # the verdict first
+            _idle(page)
             with page.expect_download(timeout=30_000) as got:
                 page.get_by_role("button", name="Export as CSV").click()
             rows = list(csv.DictReader(io.StringIO(Path(got.value.path()).read_text())))
