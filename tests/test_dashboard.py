@@ -303,7 +303,7 @@ def server(dash_store: dict, tmp_path: Path) -> Iterator[str]:
         yield url
 
 
-IDLE_JS = """() => !document.querySelector('[data-stale="true"], [data-testid="stStatusWidgetRunningIcon"]')"""
+IDLE_JS = """() => !document.querySelector('[data-stale="true"], [data-testid="stStatusWidgetRunningIcon"], [data-testid="stProgress"]')"""
 
 
 def _idle(page: Any) -> None:
@@ -311,6 +311,25 @@ def _idle(page: Any) -> None:
     click on the previous rerun's button asks for a file the server has already dropped."""
     page.wait_for_timeout(300)  # a rerun the last action started shows its running icon within this
     page.wait_for_function(IDLE_JS, timeout=60_000)
+
+
+def _select_row(page: Any, grid: Any, row: int, selected: str) -> None:
+    """Tick a row's checkbox in a Streamlit grid (a canvas: clicked by position) until `selected`
+    (a button's name) shows it took. A click while the grid is redrawn (its numbers filled in, a
+    rerun) is lost, and the grid moves while the page above it is still drawn: both are waited out."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    done = page.get_by_role("button", name=selected)
+    for _ in range(3):
+        _idle(page)
+        box = grid.bounding_box()
+        page.mouse.click(box["x"] + 14, box["y"] + 35 * (row + 1.5))
+        with contextlib.suppress(PlaywrightTimeout):
+            done.wait_for(timeout=20_000)
+        _idle(page)
+        if done.is_visible():
+            return
+    raise AssertionError(f"clicking row {row + 1} of the runs table never gave {selected!r}")
 
 
 CUT_JS = """() => {
@@ -341,10 +360,8 @@ def test_browser_select_two_runs_and_compare(server: str, dash_store: dict, tmp_
             grid = page.locator("[data-testid='stDataFrame']")
             grid.wait_for(timeout=60_000)
             page.get_by_text(f"{len(reports)} run(s)").wait_for(timeout=30_000)
-            box = grid.bounding_box()
             for row in range(2):  # the row-selection checkboxes sit in the grid's first column
-                page.mouse.click(box["x"] + 14, box["y"] + 35 * (row + 1.5))
-                page.wait_for_timeout(800)
+                _select_row(page, grid, row, f"Compare {row + 1} selected runs")
             page.get_by_role("button", name="Compare 2 selected runs").click()
             page.get_by_role("heading", name="Compare runs").wait_for(timeout=30_000)
             page.locator(".js-plotly-plot").nth(3).wait_for(timeout=30_000)
