@@ -74,7 +74,8 @@ def test_jax_steps_sum_to_the_loop_wall_time(jax_hostwork) -> None:
     run, _, own = jax_hostwork
     steps = run.steps.iloc[:-1]  # the script's clock has no end for its last iteration
     assert steps["duration_s"].sum() == pytest.approx(sum(own["iteration_s"]), rel=0.02)
-    assert (run.steps["device_s"] <= run.steps["duration_s"] + 1e-9).all()
+    device = run.steps["device_s"].dropna()  # a step whose end tpu-perf did not see happen is unknown, not 0
+    assert len(device) >= len(run.steps) - 3 and (device <= run.steps.loc[device.index, "duration_s"] + 1e-9).all()
 
 
 def test_torch_host_work_and_item_are_in_the_step(torch_hostwork) -> None:
