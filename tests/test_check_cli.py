@@ -116,7 +116,7 @@ def test_twice_the_work_is_a_regression_in_every_output(store: str, tmp_path: Pa
     assert "tpu-perf check: **REGRESSION** (exit 1)" in text and "| step_time | ❌ REGRESSION |" in text
     assert summary.read_text() == "earlier step output\n" + text + "\n"
     ratio = np.exp(np.mean(np.log(list(side_medians(store, "slow").values()))) - np.mean(np.log(list(side_medians(store, "base").values()))))
-    assert 1.4 < ratio < 2.6  # twice the matmuls: about twice the step
+    assert 1.25 < ratio < 2.6  # twice the matmuls: up to twice the step (its fixed dispatch cost is not doubled)
     assert f"{(ratio - 1) * 100:+.1f} %" in text
 
 

@@ -46,7 +46,7 @@ def s3_env() -> Iterator[dict[str, str]]:
 LOOP = "import sys, time\nfor i in range(int(sys.argv[1])):\n    import tpu_perf\n    tpu_perf.step(i)\n    time.sleep(0.1)\n"
 
 
-def test_record_ls_report_advise_check_dashboard_on_an_s3_store(s3_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_record_ls_report_advise_check_dashboard_on_an_s3_store(s3_env: dict[str, str], tmp_path: Path) -> None:
     script = tmp_path / "loop.py"
     script.write_text(LOOP)
     store = f"s3://{BUCKET}/done"
@@ -65,14 +65,15 @@ def test_record_ls_report_advise_check_dashboard_on_an_s3_store(s3_env: dict[str
     checked = tpu_perf_cli("check", "--json", "--store", store, "--baseline", "s3-run", "--candidate", "s3-run", env=s3_env)
     step = next(c for c in json.loads(checked.stdout)["checks"] if c["metric"] == "step_time")
     assert checked.returncode == 4 and step["baseline"] == [pytest.approx(doc["steps"]["median_s"])]  # read; one run a side is BAD_DATA
-    from streamlit.testing.v1 import AppTest
-
-    monkeypatch.setenv("TPU_PERF_STORE", store)
-    monkeypatch.setenv("TPU_PERF_CACHE_DIR", str(tmp_path / "cache"))
-    at = AppTest.from_string("from tpu_perf.dashboard.screens import run\nrun.render()\n", default_timeout=60)
-    at.query_params["run"] = "s3-run"
-    at.run()
-    assert not at.exception and listed[0]["id"] in at.markdown[0].value  # the dashboard's run page, from S3
+    page = (  # the dashboard's run page, in a process of its own (no other test's Streamlit state)
+        "from streamlit.testing.v1 import AppTest\n"
+        "at = AppTest.from_string('from tpu_perf.dashboard.screens import run\\nrun.render()\\n', default_timeout=60)\n"
+        "at.query_params['run'] = 's3-run'\nat.run()\n"
+        "print(repr(at.exception), at.markdown[0].value if at.markdown else [e.value for e in at.error])"
+    )
+    env = {**user_env(), **s3_env, "PYTHONPATH": str(ROOT), "TPU_PERF_STORE": store, "TPU_PERF_CACHE_DIR": str(tmp_path / "cache")}
+    shown = subprocess.run([sys.executable, "-c", page], env=env, capture_output=True, text=True, timeout=180).stdout
+    assert shown.startswith("ElementList()") and listed[0]["id"] in shown, shown
 
 
 def test_a_killed_recording_has_its_steps_on_the_store(s3_env: dict[str, str], tmp_path: Path) -> None:
