@@ -22,10 +22,6 @@ from typing import Any
 import numpy as np
 import psutil
 import pytest
-
-pytest.importorskip("streamlit")
-pytest.importorskip("plotly")
-
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from tests.conftest import ROOT, tpu_perf_cli  # noqa: E402
@@ -347,9 +343,8 @@ def _cut(page: Any) -> list[str]:
     return page.evaluate(CUT_JS)
 
 
-@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (.ci/run installs it)")
 def test_browser_select_two_runs_and_compare(server: str, dash_store: dict, tmp_path: Path) -> None:
-    sync_api = pytest.importorskip("playwright.sync_api", reason="needs pip playwright (the dev extra)")
+    from playwright import sync_api  # the dev extra; Chromium is Debian's, which .ci/run installs
     reports = dash_store["reports"]
     shot = Path(os.environ.get("DASHBOARD_SCREENSHOT") or tmp_path / "compare.png")
     with sync_api.sync_playwright() as p:
@@ -564,11 +559,10 @@ def test_dashboard_command_busy_port_and_urls(dash_store: dict, tmp_path: Path) 
     assert re.search(r"at http://\[::1\]:\d+ \(Ctrl-C", said) and "warning" not in said
 
 
-@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (.ci/run installs it)")
 def test_browser_four_runs_failed_run_and_urls(mixed_store: dict, tmp_path: Path) -> None:
     """In Chromium at 1280 px: four runs' KPIs uncut with a failed one among them, n/a with its reason
     on hover, `/runs` and a URL naming no run, as a person would open them."""
-    sync_api = pytest.importorskip("playwright.sync_api", reason="needs pip playwright (the dev extra)")
+    from playwright import sync_api  # the dev extra; Chromium is Debian's, which .ci/run installs
     reports = mixed_store["reports"]
     names = ["slow", "fast", "narrow", "failing"]
     with _serve(mixed_store["store"], tmp_path / "cache") as server, sync_api.sync_playwright() as p:
@@ -672,9 +666,8 @@ def test_imported_tpu_ops_are_per_device_over_the_trace(imports: dict) -> None:
     assert "No clear winner" not in at.markdown[0].value and "no steady step time for tpu4 and kineto" in at.markdown[0].value
 
 
-@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (.ci/run installs it)")
 def test_browser_downloads_a_kineto_trace(import_store: dict, tmp_path: Path) -> None:
-    sync_api = pytest.importorskip("playwright.sync_api", reason="needs pip playwright (the dev extra)")
+    from playwright import sync_api  # the dev extra; Chromium is Debian's, which .ci/run installs
     with _serve(import_store["store"], tmp_path / "cache") as server, sync_api.sync_playwright() as p:
         browser = p.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=CHROMIUM, args=CHROMIUM_ARGS, viewport={"width": 1280, "height": 1000}, accept_downloads=True)
         try:
@@ -794,7 +787,6 @@ def test_step_time_axes_linear_and_wall_clock(env: dict) -> None:
     assert fig["layout"]["xaxis"]["title"]["text"] == "time since start (s)"
 
 
-@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (.ci/run installs it)")
 def test_browser_why_axes_export_price_and_advice(dash_store: dict, tmp_path: Path) -> None:
     """In Chromium at 1280 px: the Why block in the first screen under the verdict, the linear/log
     and wall-clock toggles, the Markdown export holding `tpu-perf check --markdown`'s table for the
@@ -802,7 +794,7 @@ def test_browser_why_axes_export_price_and_advice(dash_store: dict, tmp_path: Pa
     import csv
     import io
 
-    sync_api = pytest.importorskip("playwright.sync_api", reason="needs pip playwright (the dev extra)")
+    from playwright import sync_api  # the dev extra; Chromium is Debian's, which .ci/run installs
     reports, store = dash_store["reports"], dash_store["store"]
     narrow, wide = reports["narrow"], reports["wide"]
     md = tmp_path / "check.md"
@@ -918,9 +910,8 @@ def test_run_page_hosts_heatmap_of_a_job(job_store: dict, tmp_path: Path, monkey
     assert medians[1] - medians[0] == pytest.approx(50, abs=20)  # process 1 does 50 ms more of its own work per step
 
 
-@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (.ci/run installs it)")
 def test_browser_hosts_heatmap(job_store: dict, tmp_path: Path) -> None:
-    sync_api = pytest.importorskip("playwright.sync_api", reason="needs pip playwright (the dev extra)")
+    from playwright import sync_api  # the dev extra; Chromium is Debian's, which .ci/run installs
     doc = job_store["report"]
     with _serve(job_store["store"], tmp_path / "cache") as server, sync_api.sync_playwright() as p:
         browser = p.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=CHROMIUM, args=CHROMIUM_ARGS, viewport={"width": 1280, "height": 1000})

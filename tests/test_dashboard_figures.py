@@ -5,8 +5,6 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-pytest.importorskip("plotly")
-
 from tpu_perf.dashboard import figures  # noqa: E402
 
 

@@ -13,7 +13,6 @@ from tests.conftest import ROOT, tpu_perf_cli
 from tpu_perf import load_run
 from tpu_perf.analyzers.report import build_report
 
-pytest.importorskip("torch")
 SCRIPTS = ROOT / "tests" / "torch_scripts" / "harden"
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,6 @@ import pytest
 from tests.conftest import ROOT, tpu_perf_cli
 from tpu_perf import load_run
 
-pytest.importorskip("torch")
 SCRIPTS = Path(__file__).resolve().parent / "torch_scripts"
 pytestmark = pytest.mark.slow
 
@@ -76,7 +75,6 @@ def test_step_times_match_an_independent_clock(lm_runs) -> None:
 
 
 def test_report_json_has_the_keys_of_a_jax_run(lm_runs, tmp_path) -> None:
-    pytest.importorskip("jax")
     proc, jax_run = record(tmp_path / "jax", str(ROOT / "examples" / "jax_mlp.py"), "--steps", "8", "--width", "64")
     assert proc.returncode == 0, proc.stderr
     torch_doc, jax_doc = report_json(lm_runs["manual"][0]), report_json(jax_run)

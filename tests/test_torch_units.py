@@ -10,11 +10,11 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from tests.conftest import ROOT, tpu_perf_cli
 from tpu_perf import load_run
 
-torch = pytest.importorskip("torch")
 SCRIPTS = Path(__file__).resolve().parent / "torch_scripts"
 
 
