@@ -29,7 +29,7 @@ from tpu_perf import __version__, list_runs, load_run
 from tpu_perf.analyzers import report as report_module
 from tpu_perf.analyzers.compare import dig, peak_device_bytes
 from tpu_perf.analyzers.hosts import steps_by_host
-from tpu_perf.analyzers.steps import run_steps, steady_mask
+from tpu_perf.analyzers.step_phases import step_phases
 from tpu_perf.analyzers.timeline import best_rows
 from tpu_perf.jsonio import dumps
 from tpu_perf.store import Run, layout
@@ -223,19 +223,8 @@ def table(url: str, stamp: float, name: str) -> pd.DataFrame:
 
 @st.cache_data(max_entries=256, show_spinner=False)
 def step_frame(url: str, stamp: float, warmup: int) -> pd.DataFrame:
-    """The steps the analyzers use, with a `phase` per step (warm-up, steady, or excluded) and
-    `t_s`, when the step started, in seconds since the run started (the wall-clock x-axis)."""
-    run = open_run(url, stamp)
-    steps = run_steps(run)
-    if steps.empty or "duration_s" not in steps:
-        return pd.DataFrame(columns=["step", "duration_s", "phase", "t_s"])
-    steady = steady_mask(steps, warmup)
-    phase = pd.Series("excluded (compiled or traced)", index=steps.index)
-    phase[steady] = "steady"
-    phase.iloc[:warmup] = "warm-up"
-    start = pd.to_numeric(steps["start_time_s"], errors="coerce") if "start_time_s" in steps else pd.Series(float("nan"), index=steps.index)
-    origin = run.started_at if run.started_at is not None else start.min()
-    return pd.DataFrame({"step": range(len(steps)), "duration_s": steps["duration_s"].astype(float), "phase": phase, "t_s": start.astype(float) - float(origin)})
+    """The steps the analyzers use, with their phase and start (`analyzers.step_phases`)."""
+    return step_phases(open_run(url, stamp), warmup)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)

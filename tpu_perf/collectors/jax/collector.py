@@ -12,6 +12,7 @@ from typing import Any
 
 from tpu_perf.collectors.jax import distributed
 from tpu_perf.collectors.jax.aot import record_topologies
+from tpu_perf.collectors.jax.existing import adopt_jitted
 from tpu_perf.collectors.jax.jit import JitTracker
 from tpu_perf.collectors.jax.profiler import JaxProfilers
 from tpu_perf.collectors.jax.programs import analyse_programs
@@ -152,6 +153,10 @@ class CompileListener:
         return undo
 
 
+def _identity(x: Any) -> Any:
+    return x
+
+
 def install(rec: Recorder, jax: ModuleType) -> Callable[[], None]:
     """Hook `jax` (already imported by the script) into `rec`; returns the undo function."""
     import jax.profiler
@@ -160,6 +165,7 @@ def install(rec: Recorder, jax: ModuleType) -> Callable[[], None]:
     original_jit = jax.jit
     jax.jit = tracker.wrap_jit(original_jit)
     undos = [tracker.stamper.install(jax), _patch_step_annotation(rec, jax), patch_pjit(jax.jit), tracker.outer.install(), distributed.install(rec, jax)]
+    rec.adopters.append(lambda spaces: adopt_jitted(tracker, spaces, jit_type=type(original_jit(_identity))))
     listener = CompileListener(rec, tracker)
     undos.append(listener.install())
     rec.add_sync(tracker.sync_all)

@@ -1,0 +1,119 @@
+"""The IPython extension: `%load_ext tpu_perf`.
+
+    %%tpu_perf --name baseline --store runs --trace-steps 3:6
+    for batch in batches:
+        state, loss = train_step(state, batch)
+
+records the cell with the `record` command's options (parsed by the command itself, so they are
+the same flags with the same checks), and
+
+    %tpu_perf report baseline --store runs
+    %tpu_perf advise baseline --store runs --all
+    %tpu_perf check --baseline baseline --candidate bigger-batch --store runs
+    %tpu_perf ls --store runs
+
+show runs as HTML in Jupyter (the same sections as the terminal's commands).
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from tpu_perf.errors import TpuPerfError, UsageError
+
+LINE_COMMANDS = ("report", "advise", "check", "ls")
+
+RECORD_ONLY_SCRIPT = ("script", "module", "repeat")
+"""`record` options that name or repeat a script: a cell is neither."""
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    ipython.register_magic_function(cell_magic, magic_kind="cell", magic_name="tpu_perf")
+    ipython.register_magic_function(line_magic, magic_kind="line", magic_name="tpu_perf")
+
+
+def _command_params(name: str, args: list[str]) -> dict[str, Any]:
+    """Parse `args` as the `tpu-perf NAME` command would: its options, its checks, its defaults."""
+    import click
+    import typer.main
+
+    from tpu_perf.cli import app
+
+    group = typer.main.get_command(app)
+    command = group.commands[name]  # type: ignore[attr-defined]
+    try:
+        with command.make_context(f"%tpu_perf {name}", list(args)) as ctx:
+            params = dict(ctx.params)
+            extra = list(ctx.args)
+    except click.exceptions.Exit:  # --help: click printed it
+        raise
+    except click.ClickException as exc:
+        raise UsageError(exc.format_message()) from None
+    if extra:
+        raise UsageError(f"%tpu_perf {name}: unexpected arguments {' '.join(extra)}")
+    return params
+
+
+def record_arguments(line: str) -> tuple[str | None, str, dict[str, str], dict[str, Any]]:
+    """(name, store, tags, options for `record_options`) from a `%%tpu_perf` line."""
+    from tpu_perf.cli import _parse_tags
+
+    params = _command_params("record", shlex.split(line))
+    for key in RECORD_ONLY_SCRIPT:
+        if params.get(key) not in (None, 1):
+            raise UsageError(f"%%tpu_perf records the cell: --{key} (and a script) are for `tpu-perf record` in a shell")
+    options = {
+        "trace_steps": None if params.pop("no_trace") else params.pop("trace_steps"),
+        **{k: params[k] for k in ("tokens_per_step", "flops_per_step", "chip", "model", "hf_config", "convention", "warmup_steps", "sample_interval", "tpu_metrics_addr", "batch_size", "topology", "quiet")},
+    }
+    return params["name"], params["store"], _parse_tags(params["tag"]), options
+
+
+def cell_magic(line: str, cell: str) -> Any:
+    """`%%tpu_perf [record options]`: record the cell into a run; the run's handle is the result."""
+    from IPython import get_ipython
+
+    from tpu_perf.notebook.recording import Recording, _outcome
+
+    shell = get_ipython()
+    try:
+        name, store, tags, options = record_arguments(line)
+        recording = Recording(name or "cell", store, tags, options, command="%%tpu_perf " + line.strip())
+    except TpuPerfError as exc:
+        print(f"tpu-perf: error: {exc}")
+        return None
+    recording.namespaces = [shell.user_ns]
+    with recording as handle:
+        result = shell.run_cell(cell, store_history=False)
+        if result.error_before_exec is not None or result.error_in_exec is not None:
+            exc = result.error_in_exec or result.error_before_exec
+            recording.stop(_outcome(type(exc), exc, exc.__traceback__))
+    return handle
+
+
+def line_magic(line: str) -> Any:
+    """`%tpu_perf report|advise|check|ls ...`: the command's view of runs, as HTML in Jupyter."""
+    args = shlex.split(line)
+    if not args or args[0] not in LINE_COMMANDS:
+        print(f"usage: %tpu_perf {{{'|'.join(LINE_COMMANDS)}}} ARGS (the `tpu-perf` command's arguments); %%tpu_perf [record options] records a cell")
+        return None
+    try:
+        return _view(args[0], args[1:])
+    except TpuPerfError as exc:
+        print(f"tpu-perf: error: {exc}")
+        return None
+
+
+def _view(command: str, args: list[str]) -> Any:
+    from tpu_perf.notebook import handle
+
+    params = _command_params(command, args)
+    if command == "report":
+        return handle.report_view(params["run"], store=params["store"], convention=params["convention"])
+    if command == "advise":
+        return handle.advise_view(params["run"], store=params["store"], target=params["target"], show_all=params["show_all"])
+    if command == "check":
+        options = {"alpha": params["alpha"], "margin": params["margin"], "max_cv": params["max_cv"], "metrics": tuple(params["metric"]) or None, "ignore_fingerprint": tuple(params["ignore_fingerprint"])}
+        return handle.check_view(params["baseline"], params["candidate"], store=params["store"], **options)
+    return handle.runs_view(params["store"])
