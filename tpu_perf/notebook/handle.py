@@ -33,7 +33,7 @@ class View:
         return self.renderable()
 
     def __repr__(self) -> str:
-        console = Console(record=True, width=120, file=html._Null())
+        console = Console(record=True, width=120, file=html._Null(), force_jupyter=False)
         console.print(self.renderable())
         return console.export_text().rstrip()
 
@@ -81,7 +81,7 @@ class RunHandle:
         return f"tpu-perf: run {r.id} {r.status}: {s.count} steps, median iteration {fmt.seconds(s.median_s)}{device}; .report() and .advise() show it{warnings}"
 
 
-def report_view(run: str, *, store: str = layout.DEFAULT_STORE, chart: bool = True, convention: str | None = None) -> View:
+def report_view(run: str, *, store: str | None = None, chart: bool = True, convention: str | None = None) -> View:
     """`tpu-perf report RUN` as a view, with the step-time chart after the Steps section."""
     from tpu_perf.advise.document import report_advice
     from tpu_perf.analyzers.report import build_report
@@ -89,7 +89,7 @@ def report_view(run: str, *, store: str = layout.DEFAULT_STORE, chart: bool = Tr
     from tpu_perf.views import report as terminal
     from tpu_perf.views.advice import render_advice_section
 
-    loaded = load_run(run, store=store)
+    loaded = load_run(run, store=store or layout.default_store())
     report = build_report(loaded, convention=convention)
     doc = report.to_dict()
     advice = report_advice(loaded, doc)
@@ -105,7 +105,7 @@ def report_view(run: str, *, store: str = layout.DEFAULT_STORE, chart: bool = Tr
     return View(f"tpu-perf report: {loaded.name} ({loaded.id})", lambda: Group(terminal.render_report(report), render_advice_section(advice)), parts, {**doc, "advice": advice})
 
 
-def advise_view(run: str, *, store: str = layout.DEFAULT_STORE, target: str | None = None, show_all: bool = False) -> View:
+def advise_view(run: str, *, store: str | None = None, target: str | None = None, show_all: bool = False) -> View:
     """`tpu-perf advise RUN` as a view."""
     from tpu_perf.advise import advise
     from tpu_perf.advise.document import advice_document
@@ -116,7 +116,7 @@ def advise_view(run: str, *, store: str = layout.DEFAULT_STORE, target: str | No
 
     if target is not None and lookup_chip(target) is None:
         raise UsageError(unknown_chip_message("target", target))
-    loaded = load_run(run, store=store)
+    loaded = load_run(run, store=store or layout.default_store())
     doc = advice_document(loaded, advise(loaded, target=target))
     return View(f"tpu-perf advise: {loaded.name} ({loaded.id})", lambda: render_advice(doc, show_all=show_all), lambda: [html.to_html(render_advice(doc, show_all=show_all))], doc)
 
@@ -133,7 +133,7 @@ def step_chart(runs: Sequence[tuple[str, Any, int]]) -> str:
     return html.figure(figures.step_times([(label, step_phases(run, warmup)) for label, run, warmup in runs]))
 
 
-def check_view(baseline: str | Sequence[str], candidate: str | Sequence[str], *, store: str = layout.DEFAULT_STORE, chart: bool = True, **options: Any) -> View:
+def check_view(baseline: str | Sequence[str], candidate: str | Sequence[str], *, store: str | None = None, chart: bool = True, **options: Any) -> View:
     """`tpu-perf check --baseline ... --candidate ...` as a view: the verdict, its table, and the
     step times of both sides on one chart. `options` are `CheckOptions`' (margin, alpha, metrics...)."""
     from tpu_perf.analyzers.regression import CheckOptions, check_sets
@@ -142,6 +142,7 @@ def check_view(baseline: str | Sequence[str], candidate: str | Sequence[str], *,
     from tpu_perf.store import load_run
     from tpu_perf.views.check import render_check
 
+    store = store or layout.default_store()
     sides = [[s] if isinstance(s, str) else list(s) for s in (baseline, candidate)]
     try:
         check_options = CheckOptions(**options)
@@ -168,11 +169,12 @@ def _warmup(run: Any) -> int:
     return int(analyze_steps(run).warmup or 0)
 
 
-def runs_view(store: str = layout.DEFAULT_STORE) -> View:
+def runs_view(store: str | None = None) -> View:
     """`tpu-perf ls` as a view."""
     from tpu_perf.cli import ls_rows, render_ls
     from tpu_perf.store.writable import check_readable_store
 
+    store = store or layout.default_store()
     check_readable_store(store)
     rows = ls_rows(store)
     return View(f"tpu-perf ls: {len(rows)} runs in {store}", lambda: render_ls(rows, store), lambda: [html.to_html(render_ls(rows, store))], rows)

@@ -53,7 +53,7 @@ def to_html(item: RenderableType | None) -> str:
         return f'<div class="line">{_text(item)}</div>'
     if isinstance(item, str):
         return f'<div class="line">{_text(_markup(item))}</div>'
-    console = Console(record=True, width=120, file=_Null())
+    console = Console(record=True, width=120, file=_Null(), force_jupyter=False)
     console.print(item)
     return f"<pre>{escape(console.export_text())}</pre>"
 

@@ -36,7 +36,7 @@ class Recording:
         from tpu_perf.cli import _parse_tags, record_options
 
         self.name = name
-        self.store = str(store) if store is not None else layout.DEFAULT_STORE
+        self.store = str(store) if store is not None else layout.default_store()  # TPU_PERF_STORE, as the CLI
         self.tags = _parse_tags(tags) if isinstance(tags, list) else dict(tags or {})
         self.options = record_options(self.store, **options)  # checked now: a typo fails before the block runs
         self._raw = (name, store, tags, options)
