@@ -24,8 +24,9 @@ from tpu_perf.errors import TpuPerfError, UsageError
 
 LINE_COMMANDS = ("report", "advise", "check", "ls")
 
-RECORD_ONLY_SCRIPT = ("script", "module", "repeat")
-"""`record` options that name or repeat a script: a cell is neither."""
+
+class HelpShown(Exception):
+    """`--help` was given: the command's help is printed, nothing else is done."""
 
 
 def load_ipython_extension(ipython: Any) -> None:
@@ -33,7 +34,7 @@ def load_ipython_extension(ipython: Any) -> None:
     ipython.register_magic_function(line_magic, magic_kind="line", magic_name="tpu_perf")
 
 
-def _command_params(name: str, args: list[str]) -> dict[str, Any]:
+def _command_params(name: str, args: list[str], *, extra_ok: bool = False) -> dict[str, Any]:
     """Parse `args` as the `tpu-perf NAME` command would: its options, its checks, its defaults."""
     import click
     import typer.main
@@ -47,22 +48,23 @@ def _command_params(name: str, args: list[str]) -> dict[str, Any]:
             params = dict(ctx.params)
             extra = list(ctx.args)
     except click.exceptions.Exit:  # --help: click printed it
-        raise
+        raise HelpShown() from None
     except click.ClickException as exc:
         raise UsageError(exc.format_message()) from None
-    if extra:
+    if extra and not extra_ok:
         raise UsageError(f"%tpu_perf {name}: unexpected arguments {' '.join(extra)}")
-    return params
+    return {**params, "extra": extra} if extra_ok else params
 
 
 def record_arguments(line: str) -> tuple[str | None, str, dict[str, str], dict[str, Any]]:
     """(name, store, tags, options for `record_options`) from a `%%tpu_perf` line."""
     from tpu_perf.cli import _parse_tags
 
-    params = _command_params("record", shlex.split(line))
-    for key in RECORD_ONLY_SCRIPT:
-        if params.get(key) not in (None, 1):
-            raise UsageError(f"%%tpu_perf records the cell: --{key} (and a script) are for `tpu-perf record` in a shell")
+    params = _command_params("record", shlex.split(line), extra_ok=True)
+    given = [params.pop("script", None) or "", *params.pop("extra")]
+    if any(given) or params.get("module") or params.get("repeat") != 1:
+        extra = " ".join(a for a in given if a) or ("-m" if params.get("module") else "--repeat")
+        raise UsageError(f"%%tpu_perf: unexpected {extra}: the cell is what runs; the options are `tpu-perf record`'s (--name, --store, --trace-steps, --chip, ...), a script and --repeat are for a shell")
     options = {
         "trace_steps": None if params.pop("no_trace") else params.pop("trace_steps"),
         **{k: params[k] for k in ("tokens_per_step", "flops_per_step", "chip", "model", "hf_config", "convention", "warmup_steps", "sample_interval", "tpu_metrics_addr", "batch_size", "topology", "quiet")},
@@ -83,6 +85,8 @@ def cell_magic(line: str, cell: str) -> Any:
     except TpuPerfError as exc:
         print(f"tpu-perf: error: {exc}")
         return None
+    except HelpShown:
+        return None
     recording.namespaces = [shell.user_ns]
     with recording as handle:
         result = shell.run_cell(cell, store_history=False)
@@ -102,6 +106,8 @@ def line_magic(line: str) -> Any:
         return _view(args[0], args[1:])
     except TpuPerfError as exc:
         print(f"tpu-perf: error: {exc}")
+        return None
+    except HelpShown:
         return None
 
 

@@ -38,6 +38,12 @@ class Recording:
         self.name = name
         self.store = str(store) if store is not None else layout.default_store()  # TPU_PERF_STORE, as the CLI
         self.tags = _parse_tags(tags) if isinstance(tags, list) else dict(tags or {})
+        unknown = sorted(set(options) - set(inspect.signature(record_options).parameters))
+        if unknown:
+            from tpu_perf.errors import UsageError
+
+            known = ", ".join(p for p in inspect.signature(record_options).parameters if p != "store")
+            raise UsageError(f"tpu_perf.record: unknown option {', '.join(unknown)}; the options are the record command's: {known}")
         self.options = record_options(self.store, **options)  # checked now: a typo fails before the block runs
         self._raw = (name, store, tags, options)
         self.command = command
