@@ -66,3 +66,78 @@ def test_html_keeps_rows_styles_and_escapes() -> None:
     assert "<h4>Steps</h4>" in html and '<table class="kv">' in html
     assert "<td>median 1.00 ms &lt;p10&gt;</td>" in html
     assert '<td><span style="color:#c0392b">failed</span></td>' in html
+
+
+WRAPPED_STEPS = '''
+import jax, jax.numpy as jnp, equinox as eqx, optax
+from flax import nnx
+import tpu_perf
+
+class M(nnx.Module):
+    def __init__(self, rngs):
+        self.l = nnx.Linear(64, 64, rngs=rngs)
+    def __call__(self, x):
+        return jnp.tanh(self.l(x))
+
+model = M(nnx.Rngs(0))
+opt = nnx.Optimizer(model, optax.sgd(1e-3), wrt=nnx.Param)
+
+@nnx.jit
+def nnx_step(model, opt, x):
+    loss, grads = nnx.value_and_grad(lambda m: (m(x) ** 2).mean())(model)
+    opt.update(model, grads)
+    return loss
+
+lin = eqx.nn.Linear(64, 64, key=jax.random.key(0))
+
+@eqx.filter_jit
+def eqx_step(m, x):
+    grads = eqx.filter_grad(lambda m: (jax.vmap(m)(x) ** 2).mean())(m)
+    return jax.tree.map(lambda p, g: p - 1e-3 * g, m, grads)
+
+steps = {"plain": jax.jit(lambda w, x: (w - 1e-3 * (x.T @ (x @ w)), x))}  # reached through a dict
+x = jnp.ones((16, 64))
+w = jnp.eye(64)
+
+
+def make_train(step):  # the step reached through a closure's cell
+    def train(w, x, n):
+        for _ in range(n):
+            w, x = step(w, x)
+        return w, x
+    return train
+
+
+train = make_train(jax.jit(lambda w, x: (w * 0.999 + 1e-3 * (x.T @ x), x)))
+'''
+
+LOOPS = '''
+with tpu_perf.record(name="nnx", store=STORE, trace_steps=None, quiet=True):
+    for i in range(8):
+        nnx_step(model, opt, x)
+with tpu_perf.record(name="eqx", store=STORE, trace_steps=None, quiet=True):
+    for i in range(8):
+        lin = eqx_step(lin, x)
+with tpu_perf.record(name="dict", store=STORE, trace_steps=None, quiet=True):
+    for i in range(8):
+        w, x = steps["plain"](w, x)
+with tpu_perf.record(name="closure", store=STORE, trace_steps=None, quiet=True):
+    w, x = train(w, x, 8)
+'''
+
+
+@pytest.mark.slow  # imports flax, equinox and optax (about 15 s on a busy 2-core machine)
+def test_wrappers_jitted_before_the_block(tmp_path: Path) -> None:
+    """nnx.jit, equinox.filter_jit, a jitted function kept in a dict and one in a closure, made before recording
+    (as a notebook's earlier cells would, in one namespace), are found as the step."""
+    cell: dict[str, object] = {"STORE": str(tmp_path)}
+    exec(WRAPPED_STEPS, cell)
+    exec(LOOPS, cell)
+    runs = {r.name: r for r in tpu_perf.list_runs(str(tmp_path))}
+    assert {name: (r.status, len(r.table("steps")), r.manifest["step_source"]) for name, r in runs.items()} == {
+        "nnx": ("completed", 8, "auto:jit(nnx_step)"),
+        "eqx": ("completed", 8, "auto:jit(eqx_step)"),
+        "dict": ("completed", 8, "auto:jit(<lambda>)"),
+        "closure": ("completed", 8, "auto:jit(<lambda>)"),
+    }
+    assert type(cell["steps"]["plain"]).__name__ == "PjitFunction"  # put back after the block
