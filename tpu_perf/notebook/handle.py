@@ -85,12 +85,13 @@ def report_view(run: str, *, store: str | None = None, chart: bool = True, conve
     """`tpu-perf report RUN` as a view, with the step-time chart after the Steps section."""
     from tpu_perf.advise.document import report_advice
     from tpu_perf.analyzers.report import build_report
+    from tpu_perf.cli import _convention
     from tpu_perf.store import load_run
     from tpu_perf.views import report as terminal
     from tpu_perf.views.advice import render_advice_section
 
     loaded = load_run(run, store=store or layout.default_store())
-    report = build_report(loaded, convention=convention)
+    report = build_report(loaded, convention=_convention(convention))
     doc = report.to_dict()
     advice = report_advice(loaded, doc)
 
@@ -133,12 +134,12 @@ def step_chart(runs: Sequence[tuple[str, Any, int]]) -> str:
     return html.figure(figures.step_times([(label, step_phases(run, warmup)) for label, run, warmup in runs]))
 
 
-def check_view(baseline: str | Sequence[str], candidate: str | Sequence[str], *, store: str | None = None, chart: bool = True, **options: Any) -> View:
+def check_view(baseline: str | Sequence[str], candidate: str | Sequence[str], *, store: str | None = None, baseline_store: str | None = None, chart: bool = True, **options: Any) -> View:
     """`tpu-perf check --baseline ... --candidate ...` as a view: the verdict, its table, and the
     step times of both sides on one chart. `options` are `CheckOptions`' (margin, alpha, metrics...)."""
     from tpu_perf.analyzers.regression import CheckOptions, check_sets
     from tpu_perf.commands.check import side_values
-    from tpu_perf.errors import UsageError
+    from tpu_perf.errors import TpuPerfError, UsageError
     from tpu_perf.store import load_run
     from tpu_perf.views.check import render_check
 
@@ -148,14 +149,19 @@ def check_view(baseline: str | Sequence[str], candidate: str | Sequence[str], *,
         check_options = CheckOptions(**options)
     except (TypeError, ValueError) as exc:
         raise UsageError(str(exc)) from None
-    base = side_values(sides[0], store, flag="baseline")
+    base = side_values(sides[0], baseline_store or store, flag="baseline")
     cand = side_values(sides[1], store, flag="candidate")
     result = check_sets(base, cand, check_options)
 
     def parts() -> list[str]:
         out = [html.to_html(render_check(result))]
-        if chart:
-            runs = [load_run(v.run_id, store=store) for v in (*base, *cand) if getattr(v, "run_id", None)]
+        runs = []
+        for values, where in [(v, baseline_store or store) for v in base] + [(v, store) for v in cand]:
+            try:
+                runs.append(load_run(values.run_id, store=where))
+            except TpuPerfError:  # an entry of a saved baseline file: numbers without a run folder
+                continue
+        if chart and runs:
             out.append(step_chart([(f"{r.name} ({r.id[:8]})", r, _warmup(r)) for r in runs]))
         return out
 

@@ -121,5 +121,5 @@ def _view(command: str, args: list[str]) -> Any:
         return handle.advise_view(params["run"], store=params["store"], target=params["target"], show_all=params["show_all"])
     if command == "check":
         options = {"alpha": params["alpha"], "margin": params["margin"], "max_cv": params["max_cv"], "metrics": tuple(params["metric"]) or None, "ignore_fingerprint": tuple(params["ignore_fingerprint"])}
-        return handle.check_view(params["baseline"], params["candidate"], store=params["store"], **options)
+        return handle.check_view(params["baseline"], params["candidate"], store=params["store"], baseline_store=params.get("baseline_store"), **options)
     return handle.runs_view(params["store"])
