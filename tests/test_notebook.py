@@ -35,6 +35,7 @@ class Kernel:
                 outputs.append({"type": msg["msg_type"], **msg["content"]})
 
         reply = self.client.execute_interactive(code, timeout=timeout, output_hook=hook)
+        self.status = (reply["content"]["status"], reply["content"].get("ename"))
         if not allow_error and reply["content"]["status"] != "ok":
             errors = [o for o in outputs if o["type"] == "error"]
             raise AssertionError(f"cell failed: {errors or reply['content']}\n{code}")
@@ -133,8 +134,12 @@ def test_line_magic_renders_html(kernel: Kernel, nb_store: Path) -> None:
     listed = kernel.run(f"%tpu_perf ls --store {nb_store}")
     listing = next(o["data"]["text/html"] for o in listed if o["type"] == "execute_result")
     assert "nb2" in listing and "completed" in listing
-    usage = kernel.run("%tpu_perf nonsense")
-    assert "usage: %tpu_perf" in "".join(o.get("text", "") for o in usage)
+    usage = kernel.run("%tpu_perf nonsense", allow_error=True)
+    assert kernel.status == ("error", "UsageError")  # the cell fails, with one line and no traceback
+    assert "".join(o.get("text", "") for o in usage).startswith("UsageError: tpu-perf: usage: %tpu_perf {report|advise|check|ls}")
+    bad = kernel.run(f"%%tpu_perf --trace-steps 5:2 --store {nb_store}\npass\n", allow_error=True)
+    assert kernel.status == ("error", "UsageError")
+    assert "".join(o.get("text", "") for o in bad) == "UsageError: tpu-perf: --trace-steps '5:2': expected START:STOP with 0 <= START < STOP\n"
 
 
 def test_torch_model_built_in_an_earlier_cell(kernel: Kernel, nb_store: Path) -> None:
@@ -166,6 +171,10 @@ def test_exception_marks_the_run_failed_and_propagates(kernel: Kernel, nb_store:
     run = tpu_perf.load_run("boom", store=str(nb_store))
     assert run.status == "failed"
     assert "ValueError: bad batch" in run.manifest["error"]["message"]
+    outputs = kernel.run(f"%%tpu_perf --name boom2 --no-trace --store {nb_store}\nfor i in range(3):\n    w, x = train_step(w, x)\nraise KeyError('gone')\n", allow_error=True)
+    assert [(o["ename"], o["evalue"]) for o in outputs if o["type"] == "error"] == [("KeyError", "'gone'")]
+    assert any("raise KeyError('gone')" in line for o in outputs if o["type"] == "error" for line in o["traceback"])  # the cell's own line
+    assert tpu_perf.load_run("boom2", store=str(nb_store)).status == "failed"
     # the kernel records again after a failure: the hooks were undone
     kernel.run("with tpu_perf.record(name='again', store=STORE, trace_steps=None):\n    for i in range(5):\n        w, x = train_step(w, x)\n")
     assert _steps(tpu_perf.load_run("again", store=str(nb_store)))[0] == 5

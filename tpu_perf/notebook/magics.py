@@ -73,40 +73,46 @@ def record_arguments(line: str) -> tuple[str | None, str, dict[str, str], dict[s
 
 
 def cell_magic(line: str, cell: str) -> Any:
-    """`%%tpu_perf [record options]`: record the cell into a run; the run's handle is the result."""
+    """`%%tpu_perf [record options]`: record the cell into a run; the run's handle is the result.
+
+    The cell runs in the notebook's namespace, inside the recording: an exception in it marks the
+    run failed and fails the cell with the cell's own traceback (as `%%time` does)."""
     from IPython import get_ipython
 
-    from tpu_perf.notebook.recording import Recording, _outcome
+    from tpu_perf.notebook.recording import Recording
 
     shell = get_ipython()
     try:
         name, store, tags, options = record_arguments(line)
         recording = Recording(name or "cell", store, tags, options, command="%%tpu_perf " + line.strip())
     except TpuPerfError as exc:
-        print(f"tpu-perf: error: {exc}")
-        return None
+        raise _usage(exc) from None
     except HelpShown:
         return None
+    code = shell.transform_cell(cell)  # the cell's own magics and !commands, as IPython runs them
+    compiled = compile(code, shell.compile.cache(code, shell.execution_count), "exec")
     recording.namespaces = [shell.user_ns]
     with recording as handle:
-        result = shell.run_cell(cell, store_history=False)
-        if result.error_before_exec is not None or result.error_in_exec is not None:
-            exc = result.error_in_exec or result.error_before_exec
-            recording.stop(_outcome(type(exc), exc, exc.__traceback__))
+        exec(compiled, shell.user_ns)
     return handle
+
+
+def _usage(exc: Exception | str) -> Exception:
+    """IPython's UsageError: one line in red, no traceback, and the cell fails."""
+    from IPython.core.error import UsageError as IPythonUsageError
+
+    return IPythonUsageError(f"tpu-perf: {exc}")
 
 
 def line_magic(line: str) -> Any:
     """`%tpu_perf report|advise|check|ls ...`: the command's view of runs, as HTML in Jupyter."""
     args = shlex.split(line)
     if not args or args[0] not in LINE_COMMANDS:
-        print(f"usage: %tpu_perf {{{'|'.join(LINE_COMMANDS)}}} ARGS (the `tpu-perf` command's arguments); %%tpu_perf [record options] records a cell")
-        return None
+        raise _usage(f"usage: %tpu_perf {{{'|'.join(LINE_COMMANDS)}}} ARGS (the `tpu-perf` command's arguments); %%tpu_perf [record options] records a cell")
     try:
         return _view(args[0], args[1:])
     except TpuPerfError as exc:
-        print(f"tpu-perf: error: {exc}")
-        return None
+        raise _usage(exc) from None
     except HelpShown:
         return None
 
