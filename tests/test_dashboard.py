@@ -17,16 +17,18 @@ import urllib.request
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import psutil
 import pytest
-from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from tests.conftest import ROOT, advice_doc, tpu_perf_cli  # noqa: E402
 from tpu_perf.dashboard import shape  # noqa: E402
 from tpu_perf.views import format as fmt  # noqa: E402
+
+if TYPE_CHECKING:
+    from streamlit.testing.v1 import AppTest
 
 EXAMPLE = str(ROOT / "examples" / "jax_mlp.py")
 TOKENS_PER_STEP = 4096
@@ -54,6 +56,10 @@ def env(dash_store: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> di
 
 
 def page(name: str) -> AppTest:
+    """A page's AppTest. Streamlit is imported here, not at the top: collecting the suite (make
+    test-fast too, which leaves this module out) skips its import."""
+    from streamlit.testing.v1 import AppTest
+
     return AppTest.from_string(f"from tpu_perf.dashboard.screens import {name}\n{name}.render()\n", default_timeout=60)
 
 
