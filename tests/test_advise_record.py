@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import ROOT, tpu_perf_cli
+from tests.conftest import ROOT, advice_doc, report_doc, tpu_perf_cli
 from tpu_perf import load_run
 from tpu_perf.advise.rules import AFTER_RULES, RULES
 
@@ -28,7 +28,10 @@ def _record(store: Path, name: str, *args: str) -> Path:
 
 
 def _advise(store: Path, name: str, *extra: str) -> dict:
-    return json.loads(tpu_perf_cli("advise", "--store", str(store), name, "--json", *extra, check=True).stdout)
+    """`advise --json [--target T]` computed in this process (conftest `advice_doc`); the command's
+    own JSON is checked against it in test_report_shows_the_top_findings."""
+    assert extra in ((), ("--target", "v6e")), extra
+    return advice_doc(name, store, target=extra[1] if extra else None)
 
 
 def _outcomes(doc: dict) -> dict[str, str]:
@@ -182,7 +185,7 @@ def _step_fn(run) -> str | None:
 
 def _evidence_checked(store: Path, name: str, *extra: str) -> int:
     run = load_run(str(next(p for p in store.iterdir() if p.is_dir() and json.loads((p / "run.json").read_text())["name"] == name)))
-    report = json.loads(tpu_perf_cli("report", "--json", "--store", str(store), name, check=True).stdout)
+    report = report_doc(name, store)
     checked = 0
     for f in _advise(store, name, *extra)["findings"]:
         if f["outcome"] != "fired":
@@ -227,13 +230,16 @@ def test_bundled_examples_fire_no_high_finding(tmp_path, script, args) -> None:
     doc = _advise(store, "example", "--target", "v6e")
     high = [f["id"] for f in doc["findings"] if f["outcome"] == "fired" and f["severity"] == "high"]
     assert high == [], f"{script}: {high}"
-    report = json.loads(tpu_perf_cli("report", "--json", "--store", str(store), "example", check=True).stdout)
+    report = report_doc("example", store)
     assert report["advice"] == [f for f in _advise(store, "example")["findings"] if f["outcome"] == "fired"][:3]
 
 
 def test_report_shows_the_top_findings(jax_runs) -> None:
     report = json.loads(tpu_perf_cli("report", "--json", "--store", str(jax_runs), "defective", check=True).stdout)
-    fired = [f for f in _advise(jax_runs, "defective")["findings"] if f["outcome"] == "fired"]
+    assert report == report_doc("defective", jax_runs)  # the command prints what the tests compute in-process
+    advice = json.loads(tpu_perf_cli("advise", "--store", str(jax_runs), "defective", "--json", check=True).stdout)
+    assert advice == _advise(jax_runs, "defective")
+    fired = [f for f in advice["findings"] if f["outcome"] == "fired"]
     assert [f["id"] for f in report["advice"]] == [f["id"] for f in fired[:3]] and len(report["advice"]) == 3
     gains = [f["expected_gain"]["factor"] for f in report["advice"] if f["expected_gain"] and f["expected_gain"]["factor"]]
     assert gains == sorted(gains, reverse=True)

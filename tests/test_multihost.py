@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 from conftest import MULTIHOST_SCRIPTS as SCRIPTS
-from conftest import ROOT, free_port, tpu_perf_cli, user_env
+from conftest import ROOT, free_port, report_doc, start_recording, tpu_perf_cli, user_env
+from conftest import record_job as record_job_at
 
 from tpu_perf.store import list_runs
 
@@ -21,21 +22,17 @@ pytestmark = pytest.mark.slow
 
 
 def start(store: Path, script: str, args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
-    full = {**user_env(), "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu", **env}
-    cmd = [sys.executable, "-m", "tpu_perf", "record", "-q", "--store", str(store), str(SCRIPTS / script), *args]
-    return subprocess.Popen(cmd, env=full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return start_recording(store, SCRIPTS / script, args, env)
 
 
 def record_job(store: Path, script: str, args: list[str], envs: list[dict[str, str]], timeout: float = 240) -> None:
     """Start one recording per process with the same command, wait for all, fail with their output."""
-    procs = [start(store, script, args, env) for env in envs]
-    outputs = [p.communicate(timeout=timeout)[0] for p in procs]
-    for p, out in zip(procs, outputs, strict=True):
-        assert p.returncode == 0, out
+    record_job_at(store, SCRIPTS / script, args, envs, timeout)
 
 
 def report(store: Path, run_id: str) -> dict:
-    return json.loads(tpu_perf_cli("report", "--json", "--store", str(store), run_id, check=True).stdout)
+    """`report --json` computed in this process (conftest `report_doc`): the command is tested elsewhere."""
+    return report_doc(run_id, store)
 
 
 def only_run(store: Path) -> dict:
@@ -44,13 +41,13 @@ def only_run(store: Path) -> dict:
     return listed[0]
 
 
-def test_a_jax_distributed_job_is_one_run_and_its_slow_process_is_named(tmp_path: Path) -> None:
-    store, coordinator = tmp_path / "runs", f"127.0.0.1:{free_port()}"
-    record_job(store, "jax_spmd.py", ["20", "1", "0.05"], [{"PROCESS_ID": str(i), "COORDINATOR": coordinator} for i in range(2)])
+def test_a_jax_distributed_job_is_one_run_and_its_slow_process_is_named(jax_job: dict) -> None:
+    """The session's 2-process job (conftest `jax_job`: jax_spmd.py 20 1 0.05, its report --json)."""
+    store = jax_job["store"]
     run = only_run(store)
     assert run["processes"] == 2 and run["status"] == "completed" and run["steps"] == 20
     assert sorted(p.name for p in (store / run["id"] / "hosts").iterdir()) == ["0", "1"]
-    doc = report(store, run["id"])
+    doc = jax_job["report"]
     assert doc["job"]["processes"] == 2 and doc["job"]["missing"] == [] and doc["job"]["steps_from"] == 0
     assert [(h["process_index"], h["steps"], h["status"]) for h in doc["hosts"]] == [(0, 20, "completed"), (1, 20, "completed")]
     fast, slow = doc["hosts"]

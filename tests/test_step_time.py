@@ -42,6 +42,7 @@ def _tiles(steps) -> bool:
     return bool((steps["end_time_s"].iloc[:-1].to_numpy() == steps["start_time_s"].iloc[1:].to_numpy()).all())
 
 
+@pytest.mark.slow
 def test_jax_host_work_and_float_loss_are_in_the_step(jax_hostwork) -> None:
     run, doc, own = jax_hostwork
     s = doc["steps"]
@@ -56,6 +57,7 @@ def test_jax_host_work_and_float_loss_are_in_the_step(jax_hostwork) -> None:
     assert _tiles(run.steps)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sync, mark", [("none", "auto"), ("device_get", "auto"), ("print", "annotation"), ("float", "explicit")])
 def test_every_loop_shape_reports_its_iteration(tmp_path: Path, sync: str, mark: str) -> None:
     """No sync, a fetch of a metrics dict, printing a device value; automatic, annotated or
@@ -70,6 +72,7 @@ def test_every_loop_shape_reports_its_iteration(tmp_path: Path, sync: str, mark:
         assert s["device_median_s"] is not None and s["device_median_s"] < 0.25 * s["median_s"]
 
 
+@pytest.mark.slow
 def test_jax_steps_sum_to_the_loop_wall_time(jax_hostwork) -> None:
     run, _, own = jax_hostwork
     steps = run.steps.iloc[:-1]  # the script's clock has no end for its last iteration
@@ -78,6 +81,7 @@ def test_jax_steps_sum_to_the_loop_wall_time(jax_hostwork) -> None:
     assert len(device) >= len(run.steps) - 3 and (device <= run.steps.loc[device.index, "duration_s"] + 1e-9).all()
 
 
+@pytest.mark.slow
 def test_torch_host_work_and_item_are_in_the_step(torch_hostwork) -> None:
     run, doc, own = torch_hostwork
     s = doc["steps"]
@@ -89,6 +93,7 @@ def test_torch_host_work_and_item_are_in_the_step(torch_hostwork) -> None:
     assert _tiles(run.steps)
 
 
+@pytest.mark.slow
 def test_report_shows_the_iteration_and_the_device_view(jax_hostwork) -> None:
     run, doc, _ = jax_hostwork
     text = tpu_perf_cli("report", run.url, env={"COLUMNS": "160"}, check=True).stdout
