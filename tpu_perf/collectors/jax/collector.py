@@ -157,8 +157,9 @@ def install(rec: Recorder, jax: ModuleType) -> Callable[[], None]:
     import jax.profiler
 
     tracker = JitTracker(rec, jax)
-    original_jit = jax.jit
+    original_jit, original_pmap = jax.jit, jax.pmap
     jax.jit = tracker.wrap_jit(original_jit)
+    jax.pmap = tracker.wrap_jit(original_pmap, kind="pmap")
     undos = [tracker.stamper.install(jax), _patch_step_annotation(rec, jax), patch_pjit(jax.jit), tracker.outer.install(), distributed.install(rec, jax)]
     listener = CompileListener(rec, tracker)
     undos.append(listener.install())
@@ -198,7 +199,7 @@ def install(rec: Recorder, jax: ModuleType) -> Callable[[], None]:
     rec.add_finalizer(finalize)
 
     def uninstall() -> None:
-        jax.jit = original_jit
+        jax.jit, jax.pmap = original_jit, original_pmap
         for undo in reversed(undos):
             undo()
 

@@ -64,6 +64,10 @@ class FunctionState:
     last_end: float | None = None
     reads_state: bool = False
     """It consumed the step function's outputs (the train state): a micro-batch program, or an eval."""
+    kind: str = "jit"
+    """`jit`, `pmap`, or `aot` (a `jit(f).lower(...).compile()` result the script calls)."""
+    compiled: Any = None
+    """For `aot`: the script's own compiled program (its cost analysis is the step's)."""
 
 
 class JitTracker:
@@ -90,7 +94,8 @@ class JitTracker:
         self._array = jax.Array
 
     # -- wrapping -------------------------------------------------------------------------------
-    def wrap_jit(self, original_jit: Any) -> Any:
+    def wrap_jit(self, original_jit: Any, kind: str = "jit") -> Any:
+        """`jax.jit` (or `jax.pmap`, kind `pmap`) whose functions' calls the tracker sees."""
         tracker = self
 
         @functools.wraps(original_jit)
@@ -99,12 +104,14 @@ class JitTracker:
                 return lambda f: jit(f, *args, **kwargs)
             jitted = original_jit(fun, *args, **kwargs)
             name = getattr(fun, "__name__", None) or getattr(fun, "__qualname__", None) or repr(fun)
-            state = FunctionState(name=str(name), jitted=jitted, fun=fun, jit_kwargs=dict(kwargs))
-            with tracker._lock:
-                tracker.functions.append(state)
-            return TrackedJit(jitted, state, tracker)
+            return TrackedJit(jitted, tracker.add(FunctionState(name=str(name), jitted=jitted, fun=fun, jit_kwargs=dict(kwargs), kind=kind)), tracker)
 
         return jit
+
+    def add(self, state: FunctionState) -> FunctionState:
+        with self._lock:
+            self.functions.append(state)
+        return state
 
     def note_compile(self) -> None:
         self._compiles += 1
@@ -152,7 +159,7 @@ class JitTracker:
         if rec.steps.source is not None:
             state.calls_in_steps += 1
         if state.abstract_args is None or self._compiles != compiles_before:
-            state.abstract_args = self._abstract(args, kwargs)
+            state.abstract_args = self._abstract(args, kwargs, sharded=state.kind != "pmap")
         if timed:
             state.out_ids = frozenset(map(id, out_leaves))
             call = Call(state, start, traced, state.out_ids, out_leaves)
@@ -234,7 +241,7 @@ class JitTracker:
             return
         called = [f for f in self.functions if len(f.spans) >= 2]
         if not called:
-            self.rec.warn("no training steps found: no jitted function was called twice at top level (jax.pmap and ahead-of-time compiled calls are not seen); mark steps with tpu_perf.step() or jax.profiler.StepTraceAnnotation")
+            self.rec.warn("no training steps found: no jitted function was called twice at top level mark steps with tpu_perf.step() or jax.profiler.StepTraceAnnotation")
             return
         chosen = max(called, key=lambda f: len(f.spans))
         self.rec.warn(f"no jitted function carried state between calls; took the most-called one, {chosen.name}, as the step (mark steps with tpu_perf.step() to be sure)")
@@ -249,11 +256,12 @@ class JitTracker:
         self.sync_all()
         self.drain()
 
-    def _abstract(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    def _abstract(self, args: tuple[Any, ...], kwargs: dict[str, Any], *, sharded: bool = True) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """Shapes, dtypes and (unless `sharded` is false: pmap places its own) shardings."""
         jax = self.jax
 
         def spec(x: Any) -> Any:
-            if isinstance(x, jax.Array):
+            if isinstance(x, jax.Array) and sharded:
                 return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding)
             if hasattr(x, "shape") and hasattr(x, "dtype"):
                 return jax.ShapeDtypeStruct(x.shape, x.dtype)
@@ -276,8 +284,13 @@ class TrackedJit:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._tracker.call(self._state, args, kwargs)
 
-    def __getattr__(self, name: str) -> Any:  # lower, trace, eval_shape, clear_cache, ...
+    def __getattr__(self, name: str) -> Any:  # trace, eval_shape, clear_cache, ...
         return getattr(self._jitted, name)
+
+    def lower(self, *args: Any, **kwargs: Any) -> Any:
+        """The real `Lowered`, whose `compile()` gives a program the tracker sees called (AOT)."""
+        lowered = self._jitted.lower(*args, **kwargs)
+        return TrackedLowered(lowered, self._state, self._tracker) if self._state.kind != "aot" else lowered
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:  # jitted methods
         if obj is None:
@@ -286,3 +299,24 @@ class TrackedJit:
 
     def __repr__(self) -> str:
         return f"<tpu-perf tracked {self._jitted!r}>"
+
+
+class TrackedLowered:
+    """A `jax.stages.Lowered` whose `compile()` is tracked: calls of the compiled program are steps
+    like the jitted function's (one `FunctionState` per compiled program)."""
+
+    __slots__ = ("_lowered", "_state", "_tracker")
+
+    def __init__(self, lowered: Any, state: FunctionState, tracker: JitTracker) -> None:
+        self._lowered = lowered
+        self._state = state
+        self._tracker = tracker
+
+    def compile(self, *args: Any, **kwargs: Any) -> Any:
+        compiled = self._lowered.compile(*args, **kwargs)
+        s = self._state
+        state = FunctionState(name=s.name, jitted=compiled, fun=s.fun, jit_kwargs=s.jit_kwargs, kind="aot" if s.kind == "jit" else s.kind, compiled=compiled)
+        return TrackedJit(compiled, self._tracker.add(state), self._tracker)
+
+    def __getattr__(self, name: str) -> Any:  # as_text, cost_analysis, compiler_ir, ...
+        return getattr(self._lowered, name)
