@@ -68,6 +68,21 @@ class FunctionState:
     """`jit`, `pmap`, or `aot` (a `jit(f).lower(...).compile()` result the script calls)."""
     compiled: Any = None
     """For `aot`: the script's own compiled program (its cost analysis is the step's)."""
+    micro_batches: int | None = None
+    """Calls per optimizer update when the function accumulates gradients itself (optax.MultiSteps
+    traced inside it); 0: it does, with a schedule tpu-perf cannot read; None: it does not."""
+
+
+@dataclass
+class _Group:
+    """Calls of an accumulating step function that make one optimizer update (one step)."""
+
+    start: float
+    traced: bool
+    exact: bool
+    interleaved: bool
+    end: float = 0.0
+    calls: int = 0
 
 
 class JitTracker:
@@ -86,6 +101,9 @@ class JitTracker:
         self._step_index = 0  # index of the next step-function call (spans are written later)
         self._drain_lock = threading.Lock()
         self._interleaved = False
+        self._group: _Group | None = None
+        self.tracing: FunctionState | None = None
+        """The function whose call is under way (it is being traced if it compiles now)."""
         from jax._src import core
 
         self.outer = OuterCalls(recorder.now)
@@ -141,7 +159,9 @@ class JitTracker:
             if any(id(x) in step_fn.out_ids for x in arg_leaves):
                 self._wait(step_fn)  # its outputs may be donated here: stop watching them first
         if state is step_fn:
-            rec.before_step(self._step_index)
+            k = step_fn.micro_batches or 1
+            if self._step_index % k == 0:
+                rec.before_step(self._step_index // k)
             self._step_index += 1
         elif step_fn is not None:
             if state.calls_in_steps < OCCASIONAL * step_fn.calls_in_steps:
@@ -152,7 +172,11 @@ class JitTracker:
         compiles_before = self._compiles
         dispatched = rec.now()
         start = self._start(state, dispatched)
-        out = state.jitted(*args, **kwargs)
+        self.tracing = state
+        try:
+            out = state.jitted(*args, **kwargs)
+        finally:
+            self.tracing = None
         rec.waited(dispatched, rec.now())  # dispatch blocks once the device's queue is full
         out_leaves = [x for x in self.jax.tree_util.tree_leaves(out) if isinstance(x, self._array)]
         state.calls += 1
@@ -200,7 +224,7 @@ class JitTracker:
             for call in ready:
                 end = call.end if call.end is not None else call.start
                 if call.state is self.step_fn:
-                    self.rec.span(self.source, call.start, end, traced=call.traced, device_known=call.exact, interleaved=call.interleaved)
+                    self._step_span(call.start, end, call.traced, call.exact, call.interleaved)
                 elif self.step_fn is None and len(call.state.spans) < MAX_BUFFERED_CALLS:
                     call.state.spans.append((call.start, end, call.traced, call.exact))
 
@@ -227,7 +251,34 @@ class JitTracker:
         spans, chosen.spans = chosen.spans, []
         self._step_index = len(spans)
         for start, end, traced, exact in spans:
-            self.rec.span(self.source, start, end, traced=traced, device_known=exact)
+            self._step_span(start, end, traced, exact, False)
+
+    def _step_span(self, start: float, end: float, traced: bool, exact: bool, interleaved: bool) -> None:
+        """One call of the step function; with accumulation, every k-th call ends a step that
+        began at the first call of its group."""
+        k = (self.step_fn.micro_batches or 1) if self.step_fn is not None else 1
+        g = self._group
+        if g is None:
+            g = self._group = _Group(start, traced, exact, interleaved)
+        else:
+            g.traced, g.exact, g.interleaved = g.traced or traced, g.exact and exact, g.interleaved or interleaved
+        g.calls += 1
+        g.end = end
+        if g.calls >= k:
+            self._group = None
+            self.rec.span(self.source, g.start, end, traced=g.traced, device_known=g.exact, interleaved=g.interleaved)
+
+    def accumulates(self, multi_steps: Any) -> None:
+        """optax.MultiSteps' update is being traced: the function under way accumulates."""
+        from tpu_perf.collectors.jax.accumulation import every_k
+
+        state = self.tracing
+        if state is None or state.micro_batches is not None:
+            return
+        k = every_k(multi_steps)
+        state.micro_batches = k if k and k > 1 else (0 if k is None else None)
+        if k is None:
+            self.rec.warn(f"{state.name}: optax.MultiSteps with a schedule of micro-batches; tpu-perf cannot tell the updates apart, so each call is counted as a step")
 
     def fallback(self) -> None:
         """At the end of a run with no carried state: take the most-called function as the step."""
@@ -255,6 +306,10 @@ class JitTracker:
     def close(self) -> None:
         self.sync_all()
         self.drain()
+        g = self._group
+        if g is not None and g.calls:  # the run ended inside an update's micro-batches
+            self._group = None
+            self.rec.span(self.source, g.start, g.end, traced=g.traced, device_known=g.exact, interleaved=g.interleaved)
 
     def _abstract(self, args: tuple[Any, ...], kwargs: dict[str, Any], *, sharded: bool = True) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """Shapes, dtypes and (unless `sharded` is false: pmap places its own) shardings."""

@@ -97,7 +97,7 @@ def calls_per_step(state: FunctionState, step_fn: FunctionState | None) -> int:
     if step_fn is None:
         return 0
     if state is step_fn:
-        return 1
+        return step_fn.micro_batches or 1  # optax.MultiSteps: k calls make one update
     if not state.reads_state:
         return 0
     ratio = state.calls_in_steps / step_fn.calls_in_steps if step_fn.calls_in_steps else 0.0
