@@ -46,5 +46,5 @@ for i in range(K * UPDATES):
 grad_flops = jax.jit(jax.grad(loss_fn)).lower(params, x).compile().cost_analysis()["flops"]
 adam = optax.adam(1e-3)
 update_flops = jax.jit(lambda g, s, p: adam.update(g, s, p)).lower(params, adam.init(params), params).compile().cost_analysis()["flops"]
-write(iterations=K * UPDATES, updates=UPDATES, micro_batches=K, step_s=clock.median(), flops=K * grad_flops + update_flops,
+write(iterations=K * UPDATES, updates=UPDATES, micro_batches=K, times=clock.times, flops=K * grad_flops + update_flops,
       call_flops=train_step.lower(state, x).compile().cost_analysis()["flops"], grad_flops=grad_flops, update_flops=update_flops)

@@ -20,4 +20,4 @@ for _ in range(STEPS):
     w = compiled(w, x)
     w.block_until_ready()
     clock.tick()
-write(iterations=STEPS, updates=STEPS, micro_batches=1, step_s=clock.median(), flops=compiled.cost_analysis()["flops"])
+write(iterations=STEPS, updates=STEPS, micro_batches=1, times=clock.times, flops=compiled.cost_analysis()["flops"])

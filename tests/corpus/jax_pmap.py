@@ -31,4 +31,4 @@ for _ in range(STEPS):
     loss.block_until_ready()
     clock.tick()
 flops = train_step.lower(w, x, y).compile().cost_analysis()["flops"] * n  # per device: the whole step is n of them
-write(iterations=STEPS, updates=STEPS, micro_batches=1, step_s=clock.median(), flops=flops)
+write(iterations=STEPS, updates=STEPS, micro_batches=1, times=clock.times, flops=flops)

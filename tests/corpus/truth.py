@@ -1,13 +1,13 @@
 """What a corpus script knows of itself, written where the test asks ($CORPUS_TRUTH), as JSON.
 
 iterations: loop iterations (micro-batches); updates: optimizer updates (the steps tpu-perf must
-count); micro_batches: per update; step_s: median wall time of one update, timed by the script;
-flops: FLOPs of one update (XLA's cost analysis or FlopCounterMode, of the same computation).
+count); micro_batches: per update; times: wall time of each update, timed by the script from one
+update's end to the next (the first from the loop's start); flops: FLOPs of one update (XLA's cost
+analysis or FlopCounterMode, of the same computation).
 """
 
 import json
 import os
-import statistics
 import time
 
 
@@ -22,9 +22,6 @@ class Clock:
         now = time.perf_counter()
         self.times.append(now - self.last)
         self.last = now
-
-    def median(self, skip: int = 3) -> float:
-        return statistics.median(self.times[skip:])
 
 
 def write(**facts: object) -> None:

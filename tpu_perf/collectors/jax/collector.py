@@ -155,9 +155,9 @@ class CompileListener:
 def accumulation_facts(step_fn: Any, rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     """`run.json` `accumulation`: micro-batches per optimizer update, and what said so."""
     if step_fn is not None and step_fn.micro_batches is not None:
-        k = step_fn.micro_batches or None
-        note = None if k else "optax.MultiSteps with a schedule: each call of the step function is counted as a step (micro-batches per update unknown)"
-        return {"micro_batches": k, "by": "optax.MultiSteps", "note": note}
+        k, by = step_fn.micro_batches or None, step_fn.accumulated_by
+        note = None if k else f"{by} with a schedule: each call of the step function is counted as a step (micro-batches per update unknown)"
+        return {"micro_batches": k, "by": by, "note": note}
     loops = [int(r["calls_per_step"]) for r in rows if not r.get("is_step") and (r.get("calls_per_step") or 0) >= 2]
     if loops:  # a hand-written loop: a micro-batch program N times, then the update
         return {"micro_batches": max(loops), "by": "loop", "note": None}

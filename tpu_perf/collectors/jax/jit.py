@@ -71,6 +71,8 @@ class FunctionState:
     micro_batches: int | None = None
     """Calls per optimizer update when the function accumulates gradients itself (optax.MultiSteps
     traced inside it); 0: it does, with a schedule tpu-perf cannot read; None: it does not."""
+    accumulated_by: str | None = None
+    """What accumulates: `optax.MultiSteps`, `keras gradient_accumulation_steps`."""
 
 
 @dataclass
@@ -268,17 +270,19 @@ class JitTracker:
             self._group = None
             self.rec.span(self.source, g.start, end, traced=g.traced, device_known=g.exact, interleaved=g.interleaved)
 
-    def accumulates(self, multi_steps: Any) -> None:
-        """optax.MultiSteps' update is being traced: the function under way accumulates."""
+    def accumulates(self, optimizer: Any, by: str) -> None:
+        """An accumulating optimizer's update is being traced: the function under way accumulates."""
         from tpu_perf.collectors.jax.accumulation import every_k
 
         state = self.tracing
         if state is None or state.micro_batches is not None:
             return
-        k = every_k(multi_steps)
-        state.micro_batches = k if k and k > 1 else (0 if k is None else None)
+        k = every_k(optimizer)
+        if k == 1:
+            return
+        state.micro_batches, state.accumulated_by = (k or 0), by
         if k is None:
-            self.rec.warn(f"{state.name}: optax.MultiSteps with a schedule of micro-batches; tpu-perf cannot tell the updates apart, so each call is counted as a step")
+            self.rec.warn(f"{state.name}: {by} with a schedule of micro-batches; tpu-perf cannot tell the updates apart, so each call is counted as a step")
 
     def fallback(self) -> None:
         """At the end of a run with no carried state: take the most-called function as the step."""
