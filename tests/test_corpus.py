@@ -95,3 +95,13 @@ def test_plain_loops(tmp_path: Path, script: str) -> None:
     """torch.compile + bf16 autocast + DataLoader workers; flax nnx with nnx.Optimizer."""
     truth, doc, run = record_corpus(script, tmp_path)
     check(truth, doc, run)
+
+
+def test_optax_multisteps_with_a_schedule_says_it_cannot_tell(tmp_path: Path) -> None:
+    """A callable every_k_schedule is known only on the device: every call stays a step, and one
+    warning and steps.note say so (micro-batches unknown: null)."""
+    truth, doc, run = record_corpus("flax_multisteps", tmp_path, env={"MULTISTEPS_SCHEDULE": "1"})
+    assert doc["steps"]["count"] == truth["iterations"] == 80
+    assert doc["steps"]["micro_batches"] is None
+    assert "optax.MultiSteps with a schedule" in doc["steps"]["note"]
+    assert sum("optax.MultiSteps with a schedule" in w for w in run.manifest["warnings"]) == 1

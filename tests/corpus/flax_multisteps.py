@@ -1,5 +1,8 @@
 """flax linen + a flax TrainState whose optimizer is optax.MultiSteps (4 micro-batches per update):
-80 calls of the jitted step, 20 optimizer updates."""
+80 calls of the jitted step, 20 optimizer updates. With MULTISTEPS_SCHEDULE=1 in the environment, k
+comes from a schedule (a callable tpu-perf cannot read before the run)."""
+
+import os
 
 import flax.linen as nn
 import jax
@@ -14,14 +17,14 @@ K, UPDATES = 4, 20
 class MLP(nn.Module):
     @nn.compact
     def __call__(self, x):
-        x = nn.relu(nn.Dense(512)(x))
-        return nn.Dense(512)(x)
+        x = nn.relu(nn.Dense(256)(x))
+        return nn.Dense(256)(x)
 
 
 model = MLP()
-x = jnp.ones((256, 512)) * 0.01
+x = jnp.ones((256, 256)) * 0.01
 params = model.init(jax.random.PRNGKey(0), x)["params"]
-tx = optax.MultiSteps(optax.adam(1e-3), every_k_schedule=K)
+tx = optax.MultiSteps(optax.adam(1e-3), every_k_schedule=(lambda step: K) if os.environ.get("MULTISTEPS_SCHEDULE") else K)
 state = train_state.TrainState.create(apply_fn=model.apply, params=params, tx=tx)
 
 
