@@ -59,6 +59,8 @@ def test_jax_steps_the_detector_used_to_miss(tmp_path: Path, script: str) -> Non
     truth, doc, run = record_corpus(script, tmp_path)
     check(truth, doc, run)
     assert doc["flops"]["devices"] == (2 if script == "jax_pmap" else 1)
+    step_rows = run.programs[run.programs["is_step"].astype(bool)]
+    assert step_rows["kind"].tolist() == ["pmap" if script == "jax_pmap" else "aot"]
 
 
 def test_keras_gradient_accumulation_counts_updates(tmp_path: Path) -> None:
