@@ -146,3 +146,32 @@ def test_ranks_started_by_torch_multiprocessing_spawn_make_the_job_run(tmp_path:
     assert [(h["process_index"], h["steps"]) for h in doc["hosts"]] == [(0, 20), (1, 20)]
     [straggler] = doc["stragglers"]
     assert straggler["process_index"] == 1 and straggler["extra_s"] == pytest.approx(0.05, abs=0.025)
+
+
+# -- launchers: torchrun and python -m torch.distributed.run start the ranks -------------------
+def launch(store: Path, launcher: list[str], record: list[str], cwd: Path | None = None) -> dict:
+    """Run a 2-process gloo job through a launcher; the job's single run from `ls`."""
+    env = {**user_env(), "PYTHONPATH": str(ROOT), "PATH": f"{Path(sys.executable).parent}:{user_env().get('PATH', '')}"}
+    cmd = [*launcher, "--nproc-per-node", "2", "--master-port", str(free_port()), *record]
+    proc = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    return only_run(store)
+
+
+def test_torchrun_no_python_runs_tpu_perf_on_every_rank(tmp_path: Path) -> None:
+    """`torchrun --nproc-per-node 2 --no-python tpu-perf record train.py`: one run, 2 hosts."""
+    store = tmp_path / "runs"
+    torchrun = str(Path(sys.executable).parent / "torchrun")
+    run = launch(store, [torchrun], ["--no-python", "tpu-perf", "record", "-q", "--no-trace", "--store", str(store), str(SCRIPTS / "torch_ddp.py"), "8", "0", "0"])
+    assert run["processes"] == 2 and run["status"] == "completed" and run["steps"] == 8
+    assert sorted(p.name for p in (store / run["id"] / "hosts").iterdir()) == ["0", "1"]
+
+
+def test_python_m_torch_distributed_run_with_a_module(tmp_path: Path) -> None:
+    """`python -m torch.distributed.run ... -m tpu_perf record -m ddppkg.train ARGS`: the module's
+    arguments are its own, and the job is one run with 2 hosts."""
+    store = tmp_path / "runs"
+    run = launch(store, [sys.executable, "-m", "torch.distributed.run"], ["-m", "tpu_perf", "record", "-q", "--no-trace", "--store", str(store), "-m", "ddppkg.train", "8", "0", "0"], cwd=SCRIPTS)
+    assert run["processes"] == 2 and run["status"] == "completed" and run["steps"] == 8
+    doc = report(store, run["id"])
+    assert [(h["process_index"], h["steps"]) for h in doc["hosts"]] == [(0, 8), (1, 8)]  # "8" reached the module

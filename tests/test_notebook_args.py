@@ -27,7 +27,7 @@ def test_cell_magic_options_are_the_record_commands(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("line, words", [
     ("train.py", "unexpected train.py"),
-    ("--bogus 3", "unexpected --bogus 3"),
+    ("--bogus 3", "No such option: --bogus"),
     ("--repeat 3", "unexpected --repeat"),
     ("--trace-steps 5:2", "--trace-steps '5:2'"),
     ("--chip v99", "--chip 'v99': unknown chip"),

@@ -237,7 +237,7 @@ def test_top_ops_carry_fusion_kinds_from_the_step_hlo(auto_run) -> None:
 
 
 def test_a_loop_with_no_detectable_step_says_how_to_mark_steps(tmp_path: Path) -> None:
-    proc = tpu_perf_cli("record", "-q", "--store", str(tmp_path / "runs"), str(ROOT / "tests" / "scripts" / "jax_pmap.py"))
+    proc = tpu_perf_cli("record", "-q", "--store", str(tmp_path / "runs"), str(ROOT / "tests" / "scripts" / "jax_eager.py"))
     assert proc.returncode == 0, proc.stderr
     run = load_run(next((tmp_path / "runs").iterdir()))
     assert run.status == "completed" and run.steps.empty

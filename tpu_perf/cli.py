@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 from rich.table import Table
+from typer.core import TyperCommand
 
 from tpu_perf import __version__
 from tpu_perf.collectors.session import DEFAULT_SAMPLE_INTERVAL_S
@@ -75,7 +76,16 @@ def _parse_addr(text: str | None) -> str | None:
     return text
 
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "allow_interspersed_args": False})
+class _RecordCommand(TyperCommand):
+    """`record`: its own options end at SCRIPT or after `-m MODULE`; the rest is the script's."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        from tpu_perf.commands.script_args import split_at_script
+
+        return super().parse_args(ctx, split_at_script(args, self.params))
+
+
+@app.command(cls=_RecordCommand, context_settings={"allow_extra_args": True, "allow_interspersed_args": False})
 def record(
     ctx: typer.Context,
     script: Annotated[str | None, typer.Argument(help="Training script to run as `python SCRIPT ARGS...` would.", show_default=False)] = None,
@@ -133,7 +143,7 @@ def record(
     if repeat > 1:
         from tpu_perf.commands.repeat import record_repeated
 
-        raise typer.Exit(record_repeated(repeat, sys.argv[1:], ctx.args, log=lambda line: err.print(line, highlight=False, markup=False)))
+        raise typer.Exit(record_repeated(repeat, sys.argv[1:], args if module else ctx.args, log=lambda line: err.print(line, highlight=False, markup=False)))
     result = do_record(
         target,
         store=store,

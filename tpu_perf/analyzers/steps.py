@@ -49,6 +49,10 @@ class StepStats:
     """Why `device_median_s` is None, when it is."""
     interleaved: int = 0
     """Steps that also ran an eval or a checkpoint (flagged while recording): left out of steady state."""
+    micro_batches: int | None = None
+    """Micro-batches per step when a step is an optimizer update over several (gradient
+    accumulation: optax.MultiSteps, a hand-written loop, backward() calls per optimizer step);
+    None where the collector did not see how many."""
 
 
 def run_steps(run: Run) -> pd.DataFrame:
@@ -156,6 +160,8 @@ def analyze_steps(run: Run, *, warmup_steps: int | None = None) -> StepStats:
     after = steps.iloc[warmup:]
     own_work = 0 if run.manifest.get("imported") else int((mask & _extra_work(steps)).sum())
     note = f"every steady step ran inside tpu-perf's trace window or FLOP count, or an eval: the statistics include those {own_work} slower steps (record more steps, or move --trace-steps)" if own_work else None
+    accumulation = run.manifest.get("accumulation") or {}
+    note = "; ".join(n for n in (note, accumulation.get("note")) if n) or None
 
     def stat(fn: object) -> float | None:
         return float(fn(durations)) if durations.size else None  # type: ignore[operator]
@@ -183,4 +189,5 @@ def analyze_steps(run: Run, *, warmup_steps: int | None = None) -> StepStats:
         note=note,
         device_reason=None if device_median is not None else _device_unknown(run, device_seen, int(mask.sum())),
         interleaved=int(_flags(steps["interleaved"].fillna(False)).sum()) if "interleaved" in steps else 0,
+        micro_batches=accumulation.get("micro_batches"),
     )

@@ -36,10 +36,9 @@ def load_ipython_extension(ipython: Any) -> None:
 
 def _command_params(name: str, args: list[str], *, extra_ok: bool = False) -> dict[str, Any]:
     """Parse `args` as the `tpu-perf NAME` command would: its options, its checks, its defaults."""
-    import click
     import typer.main
 
-    from tpu_perf.cli import app
+    from tpu_perf.cli import _click_exceptions, app
 
     group = typer.main.get_command(app)
     command = group.commands[name]  # type: ignore[attr-defined]
@@ -47,10 +46,12 @@ def _command_params(name: str, args: list[str], *, extra_ok: bool = False) -> di
         with command.make_context(f"%tpu_perf {name}", list(args)) as ctx:
             params = dict(ctx.params)
             extra = list(ctx.args)
-    except click.exceptions.Exit:  # --help: click printed it
-        raise HelpShown() from None
-    except click.ClickException as exc:
-        raise UsageError(exc.format_message()) from None
+    except Exception as exc:  # typer ships its own copy of click: match both copies' classes
+        if type(exc).__name__ == "Exit":  # --help: click printed it
+            raise HelpShown() from None
+        if isinstance(exc, _click_exceptions()):
+            raise UsageError(exc.format_message()) from None
+        raise
     if extra and not extra_ok:
         raise UsageError(f"%tpu_perf {name}: unexpected arguments {' '.join(extra)}")
     return {**params, "extra": extra} if extra_ok else params

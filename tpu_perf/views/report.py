@@ -51,7 +51,7 @@ def _header(doc: dict[str, Any]) -> RenderableType:
 def _steps(doc: dict[str, Any]) -> RenderableType:
     s, c = doc["steps"], doc.get("compile") or {}
     rows = [
-        ("steps", f"{s['count']} ({s['warmup']} warm-up, {s['steady']} steady, {s['traced']} traced; source {s['source'] or 'none'})"),
+        ("steps", f"{s['count']} ({s['warmup']} warm-up, {s['steady']} steady, {s['traced']} traced; source {s['source'] or 'none'})" + (f"; each an optimizer update over {s['micro_batches']} micro-batches" if (s.get("micro_batches") or 1) > 1 else "")),
         ("step time", f"median {fmt.seconds(s['median_s'])}  p10 {fmt.seconds(s['p10_s'])}  p90 {fmt.seconds(s['p90_s'])}  mean {fmt.seconds(s['mean_s'])}  (wall-clock iteration)"),
         ("device / host", _device_view(s)),
         ("throughput", f"{fmt.number(s['steps_per_s'])} steps/s" + (f", {fmt.number(s['tokens_per_s'], 4)} tokens/s" if s.get("tokens_per_s") else "")),

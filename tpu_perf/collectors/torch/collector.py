@@ -21,7 +21,7 @@ from tpu_perf.collectors.torch.compiles import DynamoCompiles, tpu_cache_stats
 from tpu_perf.collectors.torch.flops import FlopWindow
 from tpu_perf.collectors.torch.interleaved import patch_interleaved
 from tpu_perf.collectors.torch.script_profiler import ScriptProfilers
-from tpu_perf.collectors.torch.steps import OptimizerSteps, patch_profiler
+from tpu_perf.collectors.torch.steps import SOURCE, OptimizerSteps, patch_profiler
 from tpu_perf.collectors.torch.trace import TorchTrace
 from tpu_perf.store import layout
 
@@ -86,6 +86,9 @@ class TorchCollector:
         if cache is not None:
             facts["tpu_compile_cache"] = cache
         self.rec.writer.update_manifest(torch=facts)
+        micro = self.steps.micro_batches() if self.rec.steps.source == SOURCE else None
+        if micro is not None:
+            self.rec.writer.update_manifest(accumulation={"micro_batches": micro, "by": "backward", "note": None})
         if self.flops.row:
             self._write_program(self.flops.row)
 
