@@ -14,7 +14,13 @@ from scipy import stats
 
 from tpu_perf.analyzers import batch_means
 from tpu_perf.analyzers.all_in import Exclusion
-from tpu_perf.analyzers.regression import METRIC_BY_NAME, CheckOptions, Verdict, check_metric, check_sets
+from tpu_perf.analyzers.regression import (
+    METRIC_BY_NAME,
+    CheckOptions,
+    Verdict,
+    check_metric,
+    check_sets,
+)
 from tpu_perf.analyzers.run_values import RunValues
 from tpu_perf.analyzers.verdict import differing_fields, mismatch_text, speed_sentence
 
