@@ -150,3 +150,33 @@ def test_fingerprint_differences_are_named() -> None:
     assert mismatch_text(differing_fields({"A": fps["A"], "B": dict(fps["A"])})) is None
     long = mismatch_text(differing_fields({"A": {"xla_flags": "--x" * 40}, "B": {"xla_flags": None}}))
     assert "…" in long and len(long) < 120
+
+
+def _checked(a: RunValues, b: RunValues):  # noqa: ANN202
+    from tpu_perf.dashboard.export import Checked
+
+    sentence, result = said(a, b)
+    return Checked(baseline=a.name, candidate=b.name, result=result, groups=False, sentence=sentence)
+
+
+def _rows(kpis: list[str], run: str):  # noqa: ANN202
+    import pandas as pd
+
+    return pd.DataFrame({"kpi": kpis, "run": [run] * len(kpis)})
+
+
+def test_colour_only_what_the_verdict_can_claim() -> None:
+    from tpu_perf.dashboard.export import claims
+    from tpu_perf.dashboard.kpi_table import _cell
+
+    rng = np.random.default_rng(2)
+    kpis = ["Median step time", "All-in step time", "Peak HBM", "p90 step time", "Compile time"]
+    a, b = run("A", 0.1 * np.exp(rng.normal(0, 0.02, 60))), run("B", 0.05 * np.exp(rng.normal(0, 0.02, 60)))
+    b = dataclasses.replace(b, peak_memory_bytes=a.peak_memory_bytes)  # the same memory: PASS, no claim
+    assert claims(_rows(kpis, "B"), [_checked(a, b)]) == [True, True, False, False, False]  # no interval, no colour
+    noisy = run("C", 0.1 * 1.066 * np.exp(rng.normal(0, 0.6, 10)))  # looks +6.6 %, interval includes no change
+    c = _checked(a, noisy)
+    assert c.sentence.kind == "unclear" and c.sentence.text.startswith("No clear winner")
+    assert claims(_rows(kpis, "C"), [c]) == [False] * len(kpis)  # "No clear winner" colours nothing
+    cell = {"why": None, "shown": "107 ms", "delta": 0.066, "lower_is_better": True, "neutral": False}
+    assert "tp-worse" in _cell({**cell, "claim": True}) and "tp-same" in _cell({**cell, "claim": False})
