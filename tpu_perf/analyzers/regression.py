@@ -446,6 +446,8 @@ def check_sets(baseline: Sequence[RunValues], candidate: Sequence[RunValues], op
         check = check_metric(metric, [metric.value(r) for r in baseline], [metric.value(r) for r in candidate], options, steps=steps)
         if reason and metric.steady:  # the steady median hides what the all-in time shows: it does not decide
             check = replace(check, decides=False, message=f"{check.message} (not deciding: all-in step time decides, {reason})")
+        elif not reason and name == "all_in_step_time" and check.verdict not in (Verdict.REGRESSION, Verdict.IMPROVEMENT):
+            check = replace(check, decides=False, message=f"{check.message} (not deciding: on the steady basis the all-in time is a guard that only a definite change turns into the verdict)")
         checks.append(check)
     verdict, code = overall(checks, inconclusive_ok=options.inconclusive_ok)
     return CheckResult(

@@ -76,9 +76,11 @@ def _interval(check: Check, result: CheckResult) -> str:
 
 
 def left_out(label: str, run: RunValues) -> str | None:
-    """"bad's steady median leaves out 10 of 14 steps: 9 compiled after warm-up (1.2 s), ..."; None when only the first step."""
+    """"bad's steady median leaves out 10 of 14 steps: 9 compiled a new program (1.2 s), ..."; None
+    when it leaves out only what every run does (the first step, the unended last step)."""
     total = sum(e.steps for e in run.excluded)
-    if total <= 1:
+    routine = sum(e.steps for e in run.excluded if e.reason == "tail") + min(1, sum(e.steps for e in run.excluded if e.reason == "warmup"))
+    if total <= routine:
         return None
     steps = len(run.all_in_samples_s) + 1 if run.all_in_samples_s else None
     of = f" of {steps}" if steps else ""
@@ -95,8 +97,9 @@ def speed_sentence(baseline: str, candidate: str, base_runs: Sequence[RunValues]
     check = next((c for c in result.checks if c.name == result.basis), None)
     common = {"candidate": b, "baseline": a, "basis": result.basis}
     if check is None or check.ratio is None:
-        why = check.message if check else "no step time on a side"
-        return Sentence(**common, kind="unknown", text=f"{b} vs {a}: no speed comparison ({why}){_mfu(base_runs, cand_runs)}.", verdict=check.verdict if check else None)
+        missing = [label for label, runs in ((a, base_runs), (b, cand_runs)) if any(r.step_s is None and r.all_in_s is None for r in runs)]
+        why = f"no steady step time for {' and '.join(missing)}" if missing else (check.message if check else "no step time on a side")
+        return Sentence(**common, kind="unknown", text=f"{b} vs {a}: {why}, so no speed comparison{_mfu(base_runs, cand_runs)}.", verdict=check.verdict if check else None)
     speedup = 1 / check.ratio
     low, high = (1 / check.high, 1 / check.low) if check.low and check.high else (None, None)
     margin = f"{result.options.margin:.0%}"

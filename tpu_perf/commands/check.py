@@ -102,7 +102,7 @@ def check_command(
     base = side_values(baseline, baseline_store or store, flag="--baseline")
     cand = side_values(candidate, store, flag="--candidate")
     result = check_sets(base, cand, options)
-    result = replace(result, sentence=speed_sentence("the baseline", "the candidate", base, cand, result).text)
+    result = replace(result, sentence=speed_sentence(*side_labels(base, cand), base, cand, result).text)
     if junit:
         _write(junit, render_junit(result), flag="--junit")
     text = render_markdown(result)
@@ -123,6 +123,17 @@ def check_command(
     else:
         out.print(render_check(result))
     raise typer.Exit(result.exit_code)
+
+
+def side_labels(base: Sequence[Any], cand: Sequence[Any]) -> tuple[str, str]:
+    """The sides as the verdict sentence names them: run names (as the compare page labels them) for
+    one run a side, else "the baseline (N runs)" and "the candidate (N runs)"."""
+    from tpu_perf.analyzers.compare import labels_for
+
+    if len(base) == len(cand) == 1:
+        first, second = labels_for([(base[0].run_id, base[0].name), (cand[0].run_id, cand[0].name)])
+        return first, second
+    return f"the baseline ({len(base)} runs)", f"the candidate ({len(cand)} runs)"
 
 
 def _write(path: Path, text: str, *, flag: str) -> None:
