@@ -506,7 +506,7 @@ def test_compare_groups_of_repeats_get_the_checks_verdict(repeat_store: Path, tm
     basis = next(c for c in expected["checks"] if c["metric"] == expected["basis"])
     assert basis["message"] in shown
     first = at.markdown[0].value  # the sentence, read off the same check
-    speed = re.search(r"is ([0-9.]+)x (faster|slower) per step than", first)
+    speed = re.search(r"(?:is|looks) ([0-9.]+)x (faster|slower) per step than", first)
     assert speed and {"IMPROVEMENT": "faster", "REGRESSION": "slower"}.get(basis["verdict"], speed.group(2)) == speed.group(2), first
     assert float(speed.group(1)) == pytest.approx(basis["ratio"] ** (-1 if speed.group(2) == "faster" else 1), rel=0.006)
 
