@@ -96,3 +96,34 @@ def test_compare_page_says_the_fix_is_faster_all_in_and_what_the_median_left_out
     shares = [float(p) for p in re.findall(r"([0-9]+(?:\.[0-9]+)?) ?% of", text)]
     assert all(p <= 100 for p in shares)
     assert np.isfinite(all_in_ratio)
+
+
+def test_first_screen_in_chromium_says_it(pair: dict, tmp_path: Path) -> None:
+    """At 1280x800, without scrolling: the verdict says the fix is faster by about the all-in ratio and
+    what the bad run's steady median left out; no None, nan or share above 100 % on the page."""
+    from playwright import sync_api
+
+    from tests.test_dashboard import CHROMIUM, CHROMIUM_ARGS, _serve
+
+    bad, fixed = pair["reports"]["bad"], pair["reports"]["fixed"]
+    with _serve(pair["store"], tmp_path / "cache") as server, sync_api.sync_playwright() as p:
+        browser = p.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=CHROMIUM, args=CHROMIUM_ARGS, viewport={"width": 1280, "height": 800})
+        try:
+            page = browser.new_page()
+            page.goto(f"{server}/compare?runs={bad['run']['id']},{fixed['run']['id']}")
+            verdict = page.locator(".st-key-verdict")
+            verdict.get_by_text("faster per step than bad").wait_for(timeout=90_000)
+            page.locator(".tp-kpis").wait_for(timeout=60_000)
+            box = verdict.bounding_box()
+            assert box["y"] + box["height"] <= 800  # the first screen
+            text = verdict.inner_text()
+            found = re.search(r"fixed is ([0-9.]+)x faster per step than bad \(all-in wall time per step", text)
+            assert found, text
+            assert float(found.group(1)) == pytest.approx(bad["steps"]["all_in_s"] / fixed["steps"]["all_in_s"], rel=0.01)
+            assert "bad's steady median leaves out" in text and "9 compiled a new program" in text
+            body = page.inner_text("body")
+            assert not re.search(r"\bNone\b|\bnan\b", body)
+            over = [m.group(0) for m in re.finditer(r"[^\n]{0,40}?(?<![+−-])\b([0-9]+(?:\.[0-9]+)?) ?%[^\n]{0,20}", body) if float(m.group(1)) > 100]
+            assert not over, over  # shares (of a step, of the time) never above 100 %; a change (+650 %) may be
+        finally:
+            browser.close()
