@@ -198,7 +198,7 @@ def test_compare_cost_per_million_tokens(env: dict) -> None:
     at.query_params["runs"] = f"{narrow['run']['id']},{wide['run']['id']}"
     at.session_state["price_per_chip_hour"] = 3.0
     at.run()
-    cost = 3.0 * wide["flops"]["devices"] * (1e6 / wide["steps"]["tokens_per_s"]) / 3600
+    cost = 3.0 * wide["flops"]["chips"] * (1e6 / wide["steps"]["tokens_per_s"]) / 3600
     cells = kpi_table(at)
     assert cells[("Cost / 1M tokens", "wide")][0] == shape.money(cost)
     assert cells[("Cost / 1M tokens", "narrow")][0] == "n/a"  # the run without tokens per step
@@ -455,7 +455,7 @@ def test_compare_page_opens_with_the_verdict(mixed: dict) -> None:
     at.run()
     assert not at.exception
     first = at.markdown[0].value  # the verdict comes before any KPI, chart or table
-    found = re.search(r"fast is ([0-9.]+)x faster per step than slow \(95 % interval ([0-9.]+)x–([0-9.]+)x over (\d+) and (\d+) steady steps\)", first)
+    found = re.search(r"fast is ([0-9.]+)x faster per step than slow \(steady step time: 90 % interval ([0-9.]+)x–([0-9.]+)x, batch means over (\d+) and (\d+) steps[);]", first)
     assert found, first
     ratio, low, high = (float(found.group(i)) for i in (1, 2, 3))
     # the script's own clock, as the verdict estimates it: the geometric mean of the steady iterations
@@ -464,6 +464,12 @@ def test_compare_page_opens_with_the_verdict(mixed: dict) -> None:
     assert 1 < low <= ratio <= high
     assert (int(found.group(4)), int(found.group(5))) == (slow["steps"]["steady"], fast["steps"]["steady"])
     assert not at.warning  # same chip, flags and versions: no banner
+    cli = tpu_perf_cli("check", "--store", str(mixed["store"]), "--baseline", slow["run"]["id"], "--candidate", fast["run"]["id"], "--json")
+    doc = json.loads(cli.stdout)  # the page and `tpu-perf check` agree: verdict and ratio
+    basis = next(c for c in doc["checks"] if c["metric"] == doc["basis"])
+    assert (doc["basis"], basis["verdict"], cli.returncode) == ("step_time", "IMPROVEMENT", 0)
+    assert ratio == pytest.approx(1 / basis["ratio"], rel=0.006)  # as shown: two decimals
+    assert doc["sentence"] in first
 
 
 def test_compare_never_rates_a_failed_run_and_names_what_differs(mixed: dict) -> None:
@@ -506,9 +512,12 @@ def test_compare_groups_of_repeats_get_the_checks_verdict(repeat_store: Path, tm
     assert cli.returncode == expected["exit_code"]
     shown = " ".join(e.value for e in (*at.success, *at.error))
     assert f"repeat={groups['0.01']} (2 runs) against repeat={groups['0.03']} (2 runs): {expected['verdict']}, exit {expected['exit_code']} (" in shown
-    step = next(c for c in expected["checks"] if c["metric"] == "step_time")
-    assert step["message"] in shown
-    assert any(e.label == "Run by run" for e in at.expander)
+    basis = next(c for c in expected["checks"] if c["metric"] == expected["basis"])
+    assert basis["message"] in shown
+    first = at.markdown[0].value  # the sentence, read off the same check
+    speed = re.search(r"(?:is|looks) ([0-9.]+)x (faster|slower) per step than", first)
+    assert speed and {"IMPROVEMENT": "faster", "REGRESSION": "slower"}.get(basis["verdict"], speed.group(2)) == speed.group(2), first
+    assert float(speed.group(1)) == pytest.approx(basis["ratio"] ** (-1 if speed.group(2) == "faster" else 1), rel=0.006)
 
 
 def test_urls_name_one_run_or_say_which_cannot_be_shown(env: dict) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from tpu_perf.analyzers.all_in import Exclusion, all_in
 from tpu_perf.store import Run
 from tpu_perf.store.layout import source_rank
 
@@ -53,6 +54,14 @@ class StepStats:
     """Micro-batches per step when a step is an optimizer update over several (gradient
     accumulation: optax.MultiSteps, a hand-written loop, backward() calls per optimizer step);
     None where the collector did not see how many."""
+    all_in_s: float | None = None
+    """Wall time per step over every step after the first (`analyzers.all_in`): recompiles, evals and
+    trace windows included. Beside `median_s` everywhere: a median of few steady steps can hide them."""
+    all_in_steps: int = 0
+    excluded: tuple[Exclusion, ...] = ()
+    """What the steady sample leaves out, per reason: how many steps and how much wall time."""
+    excluded_share: float | None = None
+    """Share of the time after the first step that the steady sample leaves out."""
 
 
 def run_steps(run: Run) -> pd.DataFrame:
@@ -167,6 +176,7 @@ def analyze_steps(run: Run, *, warmup_steps: int | None = None) -> StepStats:
         return float(fn(durations)) if durations.size else None  # type: ignore[operator]
 
     median = stat(np.median)
+    whole = all_in(steps, mask, warmup)
     return StepStats(
         count=len(steps),
         warmup=warmup,
@@ -190,4 +200,8 @@ def analyze_steps(run: Run, *, warmup_steps: int | None = None) -> StepStats:
         device_reason=None if device_median is not None else _device_unknown(run, device_seen, int(mask.sum())),
         interleaved=int(_flags(steps["interleaved"].fillna(False)).sum()) if "interleaved" in steps else 0,
         micro_batches=accumulation.get("micro_batches"),
+        all_in_s=whole.all_in_s,
+        all_in_steps=whole.all_in_steps,
+        excluded=whole.exclusions,
+        excluded_share=whole.excluded_share,
     )
