@@ -12,6 +12,12 @@ from typing import Any, Literal
 
 Severity = Literal["high", "medium", "low"]
 Outcome = Literal["fired", "passed", "not_evaluable"]
+GainKind = Literal["estimate", "upper_bound", "none"]
+"""`estimate`: this run's numbers with a model of the fix; `upper_bound`: the most the fix can give
+(e.g. the waiting time removed entirely); `none`: no honest number (the basis says why)."""
+Benefit = Literal["step_time", "compile_time", "memory", "throughput", "risk"]
+"""What the fix improves. Only `step_time` findings are proposed as the next fix for a faster step;
+the others go in the "also" list with their own figure."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,10 +43,17 @@ class Fix:
 
 @dataclass(frozen=True, kw_only=True)
 class Gain:
-    """Expected step-time factor (old step / new step) if the fix is applied; None: no honest estimate."""
+    """Expected step-time factor (old step / new step) if the fix is applied; None: no honest estimate.
+
+    A finding whose fix saves compile time or memory rather than step time has `benefit` saying so
+    and its own figure in `amount` (`unit`: `compile_s`, `bytes`)."""
 
     factor: float | None
     basis: str
+    kind: GainKind
+    benefit: Benefit = "step_time"
+    amount: float | None = None
+    unit: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,6 +85,10 @@ class Finding:
     @property
     def gain_factor(self) -> float | None:
         return self.expected_gain.factor if self.expected_gain else None
+
+    @property
+    def benefit(self) -> Benefit:
+        return self.expected_gain.benefit if self.expected_gain else "step_time"
 
 
 def fired(rule: Rule, reason: str, evidence: list[Evidence], gain: Gain | None, *, severity: Severity | None = None) -> Finding:
