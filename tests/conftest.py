@@ -66,8 +66,8 @@ def report_doc(run: str | Path, store: str | Path | None = None) -> dict:
     from tpu_perf.store import load_run
 
     loaded = load_run(str(run), store=None if store is None else str(store))
-    doc = build_report(loaded).to_dict()
-    return json.loads(dumps({**doc, "advice": report_advice(loaded, doc)}))
+    report = build_report(loaded)
+    return json.loads(dumps({**report.to_dict(), "advice": report_advice(loaded, report)}))
 
 
 def advice_doc(run: str | Path, store: str | Path | None = None, target: str | None = None) -> dict:

@@ -276,7 +276,7 @@ def report(
     loaded = load_run(run, store=store)
     report = build_report(loaded, convention=_convention(convention))
     doc = report.to_dict()
-    advice = report_advice(loaded, doc)  # advise composes the analyzers; they never import it
+    advice = report_advice(loaded, report)  # advise composes the analyzers; they never import it
     if as_json:
         sys.stdout.write(dumps({**doc, "advice": advice}) + "\n")
     else:

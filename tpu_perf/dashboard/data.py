@@ -163,25 +163,30 @@ def open_run(url: str, stamp: float) -> Run:
 
 
 def _build(url: str, stamp: float) -> bytes:
+    built = None
     try:
-        got = {"doc": report_module.build_report(open_run(url, stamp)).to_dict(), "error": None}
+        built = report_module.build_report(open_run(url, stamp))
+        got = {"doc": built.to_dict(), "error": None}
     except Exception as exc:  # a run that fails to load gets an error card
         got = {"doc": None, "error": f"{url}: {type(exc).__name__}: {exc}"}
-    got["advice"], got["advice_error"] = _advise(url, stamp, got["doc"])
+    document, got["advice_error"] = _advise(url, stamp, built)
+    got["advice"] = document["findings"] if document else None
+    got["advice_summary"] = {k: document[k] for k in ("next", "nothing_left", "also", "conclusion", "target")} if document else None
     return dumps(got, indent=None).encode()
 
 
-def _advise(url: str, stamp: float, doc: dict[str, Any] | None) -> tuple[list[dict[str, Any]] | None, str | None]:
-    """Every rule's finding (`tpu-perf advise --all --json`'s `findings`), built with the report so
-    a comparison's runs are advised on the loader threads too; an advisor error is said, not raised."""
-    if doc is None:
+def _advise(url: str, stamp: float, built: report_module.Report | None) -> tuple[dict[str, Any] | None, str | None]:
+    """`tpu-perf advise --all --json`'s document (every rule's finding, the next fix, the "also"
+    list, the conclusion), built with the report so a comparison's runs are advised on the loader
+    threads too; an advisor error is said, not raised."""
+    if built is None:
         return None, None
     try:
         from tpu_perf.advise import advise
         from tpu_perf.advise.document import advice_document
 
         run = open_run(url, stamp)
-        return advice_document(run, advise(run, doc))["findings"], None
+        return advice_document(run, advise(run, built)), None
     except Exception as exc:  # the report still shows; the advice part says why it is missing
         return None, f"the advisor failed on {url}: {type(exc).__name__}: {exc}"
 
@@ -213,6 +218,11 @@ def advice(ref: RunRef) -> tuple[list[dict[str, Any]] | None, str | None]:
     """(every rule's finding, ranked as `tpu-perf advise` ranks them, None) or (None, why not)."""
     got = _report(ref.url, ref.stamp)
     return got.get("advice"), got.get("advice_error") or got.get("error")
+
+
+def advice_summary(ref: RunRef) -> dict[str, Any] | None:
+    """The advisor's `next`, `nothing_left`, `also`, `conclusion` and `target` for the run, or None."""
+    return _report(ref.url, ref.stamp).get("advice_summary")
 
 
 @st.cache_data(max_entries=256, show_spinner=False)

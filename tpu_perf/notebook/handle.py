@@ -93,7 +93,7 @@ def report_view(run: str, *, store: str | None = None, chart: bool = True, conve
     loaded = load_run(run, store=store or layout.default_store())
     report = build_report(loaded, convention=_convention(convention))
     doc = report.to_dict()
-    advice = report_advice(loaded, doc)
+    advice = report_advice(loaded, report)
 
     def parts() -> list[str]:
         out = []

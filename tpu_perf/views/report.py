@@ -62,7 +62,8 @@ def _steps(doc: dict[str, Any]) -> RenderableType:
     if c.get("count") is None:
         rows.append(("compile", f"n/a ({c.get('reason') or 'unknown'})"))
     else:
-        rows.append(("compile", f"{c['count']} compiles, {fmt.seconds(c['total_s'])}; after warm-up: {c['after_warmup']} ({fmt.seconds(c['after_warmup_s'])})"))
+        late = "n/a (no steps to count after)" if c["after_warmup"] is None else f"{c['after_warmup']} recompiles ({fmt.seconds(c['after_warmup_s'])})"
+        rows.append(("compile", f"{c['count']} compiles, {fmt.seconds(c['total_s'])}; after warm-up: {late}"))
     if c.get("after_warmup"):
         rows.append(("recompiled", ", ".join(f"{k} x{v}" for k, v in c["after_warmup_functions"].items())))
     return _kv(rows, "Steps")
