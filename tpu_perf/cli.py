@@ -182,15 +182,18 @@ def _model_and_calibration(model: str | None, hf_config: str | None, store: str)
 
 
 def _print_summary(url: str, store: str) -> None:
+    from tpu_perf.analyzers.index_row import write_index_row
     from tpu_perf.analyzers.report import build_report
     from tpu_perf.store import load_run
     from tpu_perf.views import format as fmt
 
     try:
-        report = build_report(load_run(url), summary=True)
+        run = load_run(url)
+        report = build_report(run, summary=True)
     except TpuPerfError as exc:
         err.print(f"tpu-perf: run saved at {url}, but it cannot be summarised: {exc}")
         return
+    write_index_row(run, store)  # the run's row in the store's index (`ls`, `history`, selectors)
     s, r = report.steps, report.run
     device = f" ({fmt.seconds(s.device_median_s)} on the device)" if s.device_median_s is not None else ""
     err.print(
@@ -231,23 +234,19 @@ def report(
 @app.command("ls")
 def ls(store: StoreOption = layout.DEFAULT_STORE, as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False) -> None:
     """List the runs in a store: id, name, status, start, steps, median step time (a multi-process
-    job is one run; its steps are process 0's)."""
-    from tpu_perf.analyzers.steps import analyze_steps
-    from tpu_perf.store import list_runs
+    job is one run; its steps are process 0's). Read from the store's runs index (`.index/`), which
+    is rebuilt here for runs that have no row; a damaged run is listed as `damaged`."""
+    from tpu_perf.analyzers.index_row import load_index
+    from tpu_perf.store.fs import filesystem, join, to_url
     from tpu_perf.store.writable import check_readable_store
     from tpu_perf.views import format as fmt
     from tpu_perf.views.report import STATUS_STYLE
 
     check_readable_store(store)
+    fs, base = filesystem(store)
     rows = []
-    for run in list_runs(store):
-        try:
-            stats = analyze_steps(run)
-            count, median = stats.count, stats.median_s
-        except TpuPerfError:
-            count, median = None, None
-        processes = int(run.manifest.get("process_count") or len(run.hosts)) if run.is_job else 1
-        rows.append({"id": run.id, "name": run.name, "status": run.status, "started_at": run.started_at, "steps": count, "median_s": median, "processes": processes, "url": run.url})
+    for row in load_index(store):
+        rows.append({"id": row["id"], "name": row["name"], "status": row["status"], "started_at": row["started_at"], "steps": row.get("steps"), "median_s": row.get("step_s"), "processes": row.get("processes") or 1, "url": to_url(fs, join(base, row["id"])), "tags": row.get("tags") or {}, "error": row.get("error")})
     if as_json:
         sys.stdout.write(dumps(rows) + "\n")
         return
@@ -261,9 +260,12 @@ def ls(store: StoreOption = layout.DEFAULT_STORE, as_json: Annotated[bool, typer
         name = r["name"] if r["processes"] == 1 else f"{r['name']} ×{r['processes']} processes"
         table.add_row(r["id"], name, f"[{STATUS_STYLE.get(r['status'], '')}]{r['status']}[/]", fmt.timestamp(r["started_at"]), str(r["steps"] if r["steps"] is not None else "n/a"), fmt.seconds(r["median_s"]))
     out.print(table)
+    for r in rows:
+        if r["error"]:
+            err.print(f"tpu-perf: warning: run {r['id']} is damaged: {r['error']}", style="yellow", highlight=False, markup=False)
 
 
-COMMAND_MODULES: tuple[str, ...] = ("importer", "mfu", "chips", "dashboard", "check", "doctor", "advise")
+COMMAND_MODULES: tuple[str, ...] = ("importer", "mfu", "chips", "dashboard", "check", "doctor", "advise", "history")
 """Modules under tpu_perf/commands/ that add commands: each has `register(app: typer.Typer)`."""
 
 
