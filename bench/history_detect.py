@@ -52,14 +52,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--series", type=int, default=400)
     parser.add_argument("--length", type=int, default=30)
+    parser.add_argument("--only", choices=("tpu-perf", "e-divisive"), default=None, help="Run one detector only.")
     args = parser.parse_args()
-    detectors = {"ruptures PELT + permutation (tpu-perf)": detect}
-    try:
-        import signal_processing_algorithms  # noqa: F401
+    detectors = {} if args.only == "e-divisive" else {"ruptures PELT + permutation (tpu-perf)": detect}
+    if args.only != "tpu-perf":
+        try:
+            import signal_processing_algorithms  # noqa: F401
 
-        detectors["E-Divisive (signal-processing-algorithms)"] = e_divisive
-    except ImportError:
-        print("(signal-processing-algorithms not importable: E-Divisive not compared)")
+            detectors["E-Divisive (signal-processing-algorithms)"] = e_divisive
+        except ImportError:
+            print("(signal-processing-algorithms not importable: E-Divisive not compared)")
     print(f"{args.series} series of {args.length} points per row")
     print(f"{'detector':45} {'noise':>6} {'change':>7} {'found':>7} {'near':>7} {'false':>7} {'ms/series':>10}")
     for name, detector in detectors.items():

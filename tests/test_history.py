@@ -166,3 +166,21 @@ def test_index_on_an_object_store(tmp_path: Path) -> None:
     assert [r["id"] for r in rows] == ids
     [cp] = build_history(rows, order_by="tag:commit").series[0].change_points
     assert cp.at == "c07"
+
+
+def test_dashboard_history_page_marks_the_change(nightly: tuple[Path, list[str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    store, _ = nightly
+    monkeypatch.setenv("TPU_PERF_STORE", str(store))
+    monkeypatch.setenv("TPU_PERF_CACHE_DIR", str(tmp_path / "cache"))
+    at = AppTest.from_string("from tpu_perf.dashboard.screens import history\nhistory.render()\n", default_timeout=60)
+    at.query_params.update({"sel": "tag:commit", "order_by": "tag:commit", "metric": "step_time"})
+    at.run()
+    assert not at.exception
+    [change] = at.dataframe[0].value.to_dict("records")
+    assert change["commit range"] in ("c07 → c08", "c08 → c09", "c09 → c10") and change["change"].startswith("+1")
+    figure = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert [s["x"] for s in figure["data"]][0] == [f"c{i:02d}" for i in range(1, 17)]
+    assert any(a["text"].startswith(change["commit range"].replace(" → ", "→")) for a in figure["layout"]["annotations"])
+    assert at.query_params["order_by"] == ["tag:commit"] or at.query_params["order_by"] == "tag:commit"

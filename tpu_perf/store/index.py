@@ -34,7 +34,7 @@ from tpu_perf.store.fs import filesystem, is_local, join
 from tpu_perf.store.reader import Run, _open_run
 
 INDEX_DIR = ".index"
-COMPACT_AT = 32
+COMPACT_AT = 16
 """Loose per-run files a reader tolerates before it compacts them into one part."""
 
 SCHEMA = pa.schema(
