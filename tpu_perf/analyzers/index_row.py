@@ -128,9 +128,14 @@ def _parsed(text: Any) -> dict[str, Any]:
 def write_index_row(run: Run, store: str) -> dict[str, Any] | None:
     """Write `run`'s row into `store`'s index when the run is final; the row, or None when not
     written (still running, or the store cannot be written: the index rebuilds it on read)."""
-    from tpu_perf.store import layout
+    from tpu_perf.store import layout, load_run
+    from tpu_perf.store.fs import filesystem, join, to_url
     from tpu_perf.store.index import write_row
 
+    shard = run.manifest.get("process_index") is not None or f"/{layout.HOSTS_DIR}/" in run.url.replace("\\", "/")
+    if shard and not run.is_job:  # one process of a job: the job's row
+        fs, base = filesystem(store)
+        run = load_run(to_url(fs, join(base, run.id)))
     if run.status not in layout.FINAL_STATUSES:
         return None
     row = index_row(run)
