@@ -27,12 +27,15 @@ FINGERPRINT_KEYS: tuple[str, ...] = ("chip", "chip_count", "topology", "framewor
 
 def all_in_step_s(run: Run) -> float | None:
     """Wall time per step over every step after the first (compiles, traced steps and evals
-    included): what a training job pays per step, beside the steady median. None under 2 steps.
+    included; the tail iteration no next step ended is not a step): what a training job pays per
+    step, beside the steady median. None under 2 steps.
 
     (Issue 22 adds the same number to the report's step stats; this is the one place to swap.)"""
     from tpu_perf.analyzers.steps import run_steps
 
     steps = run_steps(run)
+    if "tail" in steps:  # the last iteration, which no next step ended: not a whole step
+        steps = steps[~steps["tail"].eq(True)]
     if len(steps) < 2 or "duration_s" not in steps:
         return None
     durations = steps["duration_s"].to_numpy(dtype=float)[1:]
