@@ -6,16 +6,16 @@ The store is synthetic but shaped by a real recording: examples/jax_mlp.py is re
 CPU) and every run is a copy of its folder (run.json with its own id, start, name and tags; its
 tables hard-linked), plus the index row that run would have written when it ended: the template's
 real row (`index_row`) with the run's own id, tags and a step time drawn around the template's
-(a nightly series: 50 names x 200 commits). Writing the rows goes through `write_row`, one file a
-run, as runs ending in CI write them.
+(a nightly series: 50 names x 200 commits), in the run's folder (`index.parquet`), as runs ending
+in CI write them.
 
 Measured (wall time, seconds; the budget is 2 s for `ls` and `history`):
-- first read: every run's loose row file is read once and compacted into one part;
+- first read: every run's row file is read once and compacted into one part;
 - `ls --json` and `history` as the CLI (a fresh process each time, as CI runs them; Python's start
   and imports included) and in-process (`load_index`, `build_history`);
-- after 20 more runs ended (20 new loose rows), the same again;
+- after 20 more runs ended (20 new row files), the same again;
 - rebuilding rows for runs that have none (older runs): seconds per run;
-- reading the index with pyarrow (what tpu-perf uses) against DuckDB's read_parquet, loose and compacted.
+- reading the index with pyarrow (what tpu-perf uses) against DuckDB's read_parquet: 1000 row files, and the compacted part.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def record_template(folder: Path) -> Path:
 def build_store(store: Path, template: Path, runs: int, *, with_rows: bool = True, offset: int = 0) -> list[str]:
     from tpu_perf.analyzers.index_row import index_row
     from tpu_perf.store import load_run
-    from tpu_perf.store.index import INDEX_DIR, _to_bytes
+    from tpu_perf.store.index import ROW_FILE, _to_bytes
 
     manifest = json.loads((template / "run.json").read_text())
     row = index_row(load_run(str(template)))
@@ -67,8 +67,7 @@ def build_store(store: Path, template: Path, runs: int, *, with_rows: bool = Tru
             os.link(table, folder / table.name)
         if with_rows:  # the file write_row writes, without its fsync (the bench times reading)
             step = row["step_s"] * (1 + 0.02 * rng.standard_normal()) * (1.15 if i // 50 >= 120 else 1.0)
-            (store / INDEX_DIR).mkdir(exist_ok=True)
-            (store / INDEX_DIR / f"{run_id}.parquet").write_bytes(_to_bytes([{**row, "id": run_id, "name": name, "tags": json.dumps({"commit": commit}), "started_at": started, "ended_at": started + 60, "step_s": step, "indexed_at": time.time()}]))
+            (folder / ROW_FILE).write_bytes(_to_bytes([{**row, "id": run_id, "name": name, "tags": json.dumps({"commit": commit}), "started_at": started, "ended_at": started + 60, "step_s": step, "indexed_at": time.time()}]))
         ids.append(run_id)
     return ids
 
@@ -110,12 +109,13 @@ def line(label: str, seconds: float, budget: float | None = BUDGET_S, cpu: float
     print(f"{label:70} {seconds:8.3f} s{used}{ratio}", flush=True)
 
 
-def compare_readers(store: Path) -> None:
-    from tpu_perf.store.index import read_rows
+def compare_readers(store: Path, pattern: str) -> None:
+    import pyarrow.parquet as pq
 
+    files = sorted(store.glob(pattern))
     t = time.perf_counter()
-    rows, _ = read_rows(str(store))  # every file, no compaction
-    line(f"pyarrow: read {len(rows)} rows ({len(list((store / '.index').glob('*.parquet')))} file(s))", time.perf_counter() - t, None)
+    rows = sum(pq.ParquetFile(str(f), pre_buffer=False).read(use_threads=False).num_rows for f in files)
+    line(f"pyarrow: read {rows} rows ({len(files)} file(s))", time.perf_counter() - t, None)
     try:
         import duckdb
     except ImportError:
@@ -123,7 +123,7 @@ def compare_readers(store: Path) -> None:
         return
     t = time.perf_counter()
     con = duckdb.connect()
-    got = con.execute(f"select * from read_parquet('{store}/.index/*.parquet', union_by_name=true)").fetchall()
+    got = con.execute(f"select * from read_parquet('{store}/{pattern}', union_by_name=true)").fetchall()
     line(f"duckdb:  read {len(got)} rows (same files)", time.perf_counter() - t, None)
 
 
@@ -142,16 +142,15 @@ def main() -> None:
         print(f"store: {args.runs} runs written in {time.perf_counter() - t:.1f} s (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
         sample = work / "sample"  # 1000 loose rows: what a store holds when nothing read it for 1000 runs
         build_store(sample, template, 1000)
-        compare_readers(sample)
+        compare_readers(sample, "*/index.parquet")
         shutil.rmtree(sample)
-        line("first read (loose rows compacted), in-process load_index", in_process(store)[0], cpu=CPU["listed"])
-        compare_readers(store)
+        line("first read (row files compacted), in-process load_index", in_process(store)[0], cpu=CPU["listed"])
+        compare_readers(store, ".index/part-*.parquet")
         for label in ("compacted", "after 20 more runs ended"):
             if label != "compacted":
                 more = build_store(work / "more", template, 20, offset=args.runs)
                 for run_id in more:
                     shutil.move(str(work / "more" / run_id), store / run_id)
-                    shutil.move(str(work / "more" / ".index" / f"{run_id}.parquet"), store / ".index" / f"{run_id}.parquet")
             listed, both = in_process(store)
             line(f"{label}: in-process load_index", listed, cpu=CPU["listed"])
             line(f"{label}: in-process load_index + build_history (1 of 50 series)", both, cpu=CPU["last"])

@@ -17,7 +17,7 @@ from tests.history_runs import record_sleep_loop, write_run, write_series
 from tpu_perf.analyzers.history import build_history
 from tpu_perf.analyzers.index_row import index_row, load_index
 from tpu_perf.store import load_run
-from tpu_perf.store.index import COMPACT_AT, INDEX_DIR, read_rows
+from tpu_perf.store.index import COMPACT_AT, INDEX_DIR, ROW_FILE, known_rows, read_rows
 
 STEP = [0.020] * 8 + [0.023] * 8
 
@@ -93,9 +93,8 @@ def test_check_baseline_is_the_runs_since_the_last_change(nightly: tuple[Path, l
 def test_a_recorded_run_writes_its_row_when_it_ends(tmp_path: Path) -> None:
     store = tmp_path / "runs"
     run_id = record_sleep_loop(store, 0.01, steps=6, tags={"commit": "abc"})
-    rows, files = read_rows(str(store))
-    row = rows[run_id]
-    assert files == [str(store / INDEX_DIR / f"{run_id}.parquet")]
+    assert (store / run_id / ROW_FILE).exists() and not (store / INDEX_DIR).exists()  # its own file, in its folder
+    row = known_rows(str(store), [run_id])[run_id]
     assert row["status"] == "completed" and json.loads(row["tags"]) == {"commit": "abc"} and row["steps"] >= 6
     assert 0.009 < row["step_s"] < 0.2 and row["all_in_s"] >= 0.009 and row["compiles_after_warmup"] == 0
     assert index_row(load_run(str(store / run_id)))["step_s"] == row["step_s"]  # a rebuild gives the same row
@@ -118,14 +117,14 @@ def test_index_rebuilds_missing_rows_lists_damaged_runs_and_drops_deleted(tmp_pa
     assert by_id[good]["status"] == "completed" and by_id[good]["median_s"] == pytest.approx(0.01)
     assert by_id[torn]["status"] == "damaged" and "steps.parquet" in by_id[torn]["error"]
     assert by_id["broken"]["status"] == "damaged" and "manifest" in by_id["broken"]["error"]
-    rows, _ = read_rows(str(store))
-    assert set(rows) == {good, gone}  # the rebuilt row is kept; damaged ones are built again next time
+    assert (store / good / ROW_FILE).exists()  # the rebuilt row is kept; damaged ones are built again next time
+    assert not (store / torn / ROW_FILE).exists() and not (store / "broken" / ROW_FILE).exists()
     doc = history_json(store, "all")
     assert {e["run"] for e in doc["excluded"]} == {torn, "broken"}
 
 
 def test_compaction_under_concurrent_writers_keeps_every_row(tmp_path: Path) -> None:
-    """Writers ending runs while readers compact: no row is lost, the loose files are merged."""
+    """Writers ending runs while readers compact: no row is lost, the rows end up in parts."""
     store = tmp_path / "runs"
     ids = [write_run(store, [0.03] + [0.01] * 4, index=False) for _ in range(COMPACT_AT + 8)]
     from tpu_perf.analyzers.index_row import write_index_row
@@ -154,8 +153,9 @@ def test_compaction_under_concurrent_writers_keeps_every_row(tmp_path: Path) -> 
     assert not errors
     rows = load_index(str(store))
     assert sorted(r["id"] for r in rows) == sorted(ids) and all(r["status"] == "completed" for r in rows)
-    files = [p.name for p in (store / INDEX_DIR).glob("*.parquet")]
-    assert len(files) <= COMPACT_AT and any(f.startswith("part-") for f in files)
+    parts, _ = read_rows(str(store))  # the compacted parts hold every row
+    assert sorted(parts) == sorted(ids)
+    assert 1 <= len(list((store / INDEX_DIR).glob("part-*.parquet"))) <= 5
 
 
 def test_index_on_an_object_store(tmp_path: Path) -> None:

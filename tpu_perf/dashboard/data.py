@@ -347,14 +347,18 @@ def _summary(ref: RunRef) -> dict[str, Any]:
     return _SUMMARIES.get((ref.url, ref.stamp), lambda: _disk_summary(ref))
 
 
-def indexed_summaries(store: str) -> dict[str, dict[str, Any]]:
-    """The runs page's numbers of every finished run the store's runs index (`<store>/.index/`)
-    holds a row for, by run id: read from a few Parquet files, no run analysed. Runs without a
-    row (older ones) are analysed as before. Empty when the index cannot be read."""
-    from tpu_perf.store.index import read_rows
+ROW_SLACK_S = 2.0
+"""A run's row file is written just after its `indexed_at`: a folder stamp this close to it is the row's own."""
+
+
+def indexed_summaries(store: str, refs: list[RunRef]) -> dict[str, dict[str, Any]]:
+    """The runs page's numbers of every finished run the store's runs index holds a row for
+    (README "The runs index"), by run id: no run analysed. Runs without a row (older ones) are
+    analysed as before. Empty when the index cannot be read."""
+    from tpu_perf.store.index import known_rows
 
     try:
-        rows, _ = read_rows(store)
+        rows = known_rows(store, [r.id for r in refs])
     except Exception:
         return {}
     return {
@@ -375,7 +379,7 @@ def summary(ref: RunRef, *, compute: bool = True, indexed: dict[str, Any] | None
     With compute=False, a run not analysed before gets only its manifest's columns and `pending`.
     """
     base = _base_row(ref)
-    fresh = indexed is not None and ref.status != "running" and ref.stamp <= (indexed.get("indexed_at") or 0)
+    fresh = indexed is not None and ref.status != "running" and ref.stamp <= (indexed.get("indexed_at") or 0) + ROW_SLACK_S
     if fresh:  # a run folder changed after its row was written (repaired, damaged) is analysed again
         return {**base, **{k: v for k, v in indexed.items() if k != "indexed_at" and (v is not None or k not in base)}}
     if not compute and (ref.url, ref.stamp) not in _SUMMARIES and _kept_summary(ref) is None:

@@ -1,21 +1,24 @@
-"""The runs index: one summary row per run in `<store>/.index/`, so listing a store of thousands of
-runs reads a few Parquet files instead of every run folder.
+"""The runs index: one summary row per run, so listing a store of thousands of runs reads a few
+Parquet files instead of every run folder.
 
-Safe for concurrent writers on local folders and object stores, because nothing is ever rewritten
-in place:
-- a run that ends writes its own file, `<store>/.index/<run-id>.parquet` (a temporary name and a
-  rename locally; one PUT on an object store, which is atomic);
-- a reader that finds more than COMPACT_AT such files writes every row it read into a new file
-  with a unique name, `part-<time>-<random>.parquet`, and only then deletes the files it merged.
-  Two readers compacting at once write two parts with the same rows; rows are merged by id (the
-  newest `indexed_at` wins), so a duplicate is harmless and the next compaction drops it.
-- a reader that loses a file it listed (another reader merged and deleted it) lists again.
+Safe for concurrent writers on local folders and object stores, because nothing is rewritten in
+place and no one writes a file another process writes:
+- a run that ends writes its own row in its own folder, `<store>/<run-id>/index.parquet` (a
+  temporary name and a rename locally; one PUT on an object store, which is atomic). The store's
+  top level keeps only run folders until a reader compacts;
+- a reader takes the rows of `<store>/.index/part-*.parquet` and, for runs those lack, each run's
+  own row file. When it read more than COMPACT_AT of those (or more than MAX_PARTS parts), it
+  writes every row into a new part with a unique name, `part-<time>-<random>.parquet`, and only
+  then deletes the parts it read. Two readers compacting at once write two parts with the same
+  rows; rows are merged by id (the newest `indexed_at` wins), so a duplicate is harmless and the
+  next compaction drops it. A reader that loses a part it listed (another reader merged and
+  deleted it) lists again.
 
 Runs with no row (recorded before the index existed, crashed before they could write one, imported,
-recorded through the Python API) are summarised on read by the caller's `summarize` and written
-then, once they are final; a `running` run's row is computed each time and never written. Rows of
-folders that are gone are dropped. The store layer does not analyse: `summarize` comes from
-`tpu_perf.analyzers.index_row`.
+recorded through the Python API) are summarised on read by the caller's `summarize` and their row
+file written then, once they are final; a `running` run's row is computed each time and never
+written. Rows of folders that are gone are dropped. The store layer does not analyse: `summarize`
+comes from `tpu_perf.analyzers.index_row`.
 """
 
 from __future__ import annotations
@@ -34,8 +37,11 @@ from tpu_perf.store.fs import filesystem, is_local, join
 from tpu_perf.store.reader import Run, _open_run
 
 INDEX_DIR = ".index"
+ROW_FILE = "index.parquet"
+"""A run's own row, in its folder."""
 COMPACT_AT = 16
-"""Loose per-run files a reader tolerates before it compacts them into one part."""
+"""Run row files a reader reads before it compacts every row into one part."""
+MAX_PARTS = 4
 
 SCHEMA = pa.schema(
     [
@@ -77,11 +83,34 @@ def _put(fs: Any, path: str, data: bytes, *, local: bool) -> None:
 
 
 def write_row(store: str, row: dict[str, Any]) -> str:
-    """Write one run's row as its own file; returns the file's path."""
+    """Write one run's row into its folder, `<store>/<id>/index.parquet`; returns the file's path."""
     fs, base = filesystem(store)
-    path = join(base, INDEX_DIR, f"{row['id']}.parquet")
-    _put(fs, path, _to_bytes([row]), local=is_local(store))
+    path = join(base, str(row["id"]), ROW_FILE)
+    _put(fs, path, _to_bytes([{**row, "indexed_at": time.time()}]), local=is_local(store))
     return path
+
+
+def known_rows(store: str, run_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """The rows the index holds for `run_ids` (compacted, else each run's own row file), without
+    building any: for a page that analyses the others itself."""
+    fs, base = filesystem(store)
+    rows, _ = read_rows(store)
+    found = {run_id: rows[run_id] for run_id in run_ids if run_id in rows}
+    for run_id in run_ids:
+        if run_id not in found:
+            row = _read_row_file(fs, join(base, run_id))
+            if row is not None:
+                found[run_id] = row
+    return found
+
+
+def _read_row_file(fs: Any, folder: str) -> dict[str, Any] | None:
+    """A run folder's own row, None when it has none or it cannot be read (then it is rebuilt)."""
+    try:
+        rows = _read_files(fs, [join(folder, ROW_FILE)])
+    except (OSError, pa.ArrowException, ValueError, KeyError):
+        return None
+    return rows[0] if rows else None
 
 
 def _index_files(fs: Any, base: str) -> list[str]:
@@ -91,7 +120,7 @@ def _index_files(fs: Any, base: str) -> list[str]:
         names = fs.ls(folder, detail=False)
     except FileNotFoundError:
         return []
-    return sorted(p for p in names if p.endswith(".parquet") and not p.rsplit("/", 1)[-1].startswith("."))
+    return sorted(p for p in names if p.rsplit("/", 1)[-1].startswith("part-") and p.endswith(".parquet"))
 
 
 def _read_files(fs: Any, files: list[str]) -> list[dict[str, Any]]:
@@ -105,7 +134,7 @@ def _read_files(fs: Any, files: list[str]) -> list[dict[str, Any]]:
 
 
 def read_rows(store: str) -> tuple[dict[str, dict[str, Any]], list[str]]:
-    """The stored rows by id (newest `indexed_at` per id) and the files they came from."""
+    """The compacted rows by id (newest `indexed_at` per id) and the parts they came from."""
     fs, base = filesystem(store)
     for _attempt in range(5):
         files = _index_files(fs, base)
@@ -140,7 +169,7 @@ def _store_ids(fs: Any, base: str) -> dict[str, str]:
 
 
 def compact(store: str, rows: list[dict[str, Any]], merged_files: list[str]) -> None:
-    """Write `rows` as one new part, then delete `merged_files` (whose rows it holds)."""
+    """Write `rows` as one new part, then delete the parts `merged_files` (whose rows it holds)."""
     fs, base = filesystem(store)
     name = f"part-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}.parquet"
     _put(fs, join(base, INDEX_DIR, name), _to_bytes(rows), local=is_local(store))
@@ -151,33 +180,40 @@ def compact(store: str, rows: list[dict[str, Any]], merged_files: list[str]) -> 
             pass  # another reader merged it too
 
 
+def _usable(row: dict[str, Any] | None, version: int) -> bool:
+    return row is not None and (row.get("index_version") or 0) >= version and row.get("status") in layout.FINAL_STATUSES
+
+
 def runs_index(store: str, *, summarize: Summarize, damaged: Damaged, version: int) -> list[dict[str, Any]]:
-    """Every run of `store` as its index row, oldest first; rows missing or older than `version`
-    are built with `summarize` (and written once the run is final); loose files are compacted."""
+    """Every run of `store` as its index row, oldest first: from the compacted parts, else the run's
+    own row file, else built with `summarize` (and its row file written once the run is final);
+    compacted when many rows came from row files."""
     fs, base = filesystem(store)
-    stored, files = read_rows(store)
+    stored, parts = read_rows(store)
     present = _store_ids(fs, base)
     rows: list[dict[str, Any]] = []
-    written: list[str] = []
+    fresh = 0
     for run_id, path in present.items():
         row = stored.get(run_id)
-        if row is not None and (row.get("index_version") or 0) >= version and row.get("status") in layout.FINAL_STATUSES:
-            rows.append(row)
+        if _usable(row, version):
+            rows.append(row)  # type: ignore[arg-type]
             continue
-        row = _summarize_folder(fs, path, run_id, summarize, damaged)
-        if row is None:
-            continue
-        rows.append(row)
-        if row["status"] in layout.FINAL_STATUSES:
-            try:
-                written.append(write_row(store, row))
-            except OSError:
-                pass  # a read-only store is listed all the same; the row is built again next time
-    loose = len([f for f in files if not f.rsplit("/", 1)[-1].startswith("part-")]) + len(written)
-    if loose > COMPACT_AT or len(files) + len(written) - loose > 4:
+        row = _read_row_file(fs, path)
+        if not _usable(row, version):
+            row = _summarize_folder(fs, path, run_id, summarize, damaged)
+            if row is None:
+                continue
+            if row["status"] in layout.FINAL_STATUSES:
+                try:
+                    write_row(store, row)
+                except OSError:
+                    pass  # a read-only store is listed all the same; the row is built again next time
+        rows.append(row)  # type: ignore[arg-type]
+        fresh += row["status"] in layout.FINAL_STATUSES  # type: ignore[index]
+    if fresh > COMPACT_AT or len(parts) > MAX_PARTS:
         final = [r for r in rows if r["status"] in layout.FINAL_STATUSES]
-        try:  # only files this reader read or wrote: a row another run writes meanwhile stays
-            compact(store, final, sorted(set(files) | set(written)))
+        try:  # only the parts this reader read: a part another reader writes meanwhile stays
+            compact(store, final, parts)
         except OSError:
             pass
     rows.sort(key=lambda r: (r.get("started_at") or 0, r["id"]))
