@@ -52,7 +52,7 @@ def build_store(store: Path, template: Path, runs: int, *, with_rows: bool = Tru
 
     manifest = json.loads((template / "run.json").read_text())
     row = index_row(load_run(str(template)))
-    tables = [p for p in template.iterdir() if p.is_file() and p.suffix == ".parquet"]
+    tables = [p for p in template.iterdir() if p.is_file() and p.suffix == ".parquet" and p.name != ROW_FILE]  # each run its own row
     rng = np.random.default_rng(0)
     start = time.time() - runs * 600.0
     ids = []
