@@ -136,6 +136,20 @@ def test_runs_page_lists_runs_with_report_numbers(env: dict) -> None:
         assert row["peak HBM (MiB)"] == pytest.approx(doc["memory"]["peak_bytes"] / 2**20)
     assert table.loc["wide", "tokens/s"] == pytest.approx(env["reports"]["wide"]["steps"]["tokens_per_s"])
     assert table.loc["wide", "tags"] == "team=perf"
+    # the numbers came from the runs index the recordings wrote as they ended: no run was analysed
+    assert not list(env["cache"].glob("*.json"))
+
+
+def test_runs_page_analyses_runs_the_index_lacks(env: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs without an index row (older runs) are analysed once, their summaries kept on disk."""
+    store = tmp_path / "noindex"
+    shutil.copytree(env["store"], store, ignore=shutil.ignore_patterns(".index", "index.parquet"))  # no rows: older runs
+    monkeypatch.setenv("TPU_PERF_STORE", str(store))
+    at = page("runs").run()
+    assert not at.exception
+    table = at.dataframe[0].value.set_index("name")
+    for name, doc in env["reports"].items():
+        assert table.loc[name, "median step (ms)"] == pytest.approx(doc["steps"]["median_s"] * 1e3)
     # the summaries were kept on disk, keyed on the run's stamp, for the next server to reuse
     kept = [json.loads(p.read_text()) for p in env["cache"].glob("*.json")]
     assert sorted(k["summary"]["steps"] for k in kept) == sorted(d["steps"]["count"] for d in env["reports"].values())

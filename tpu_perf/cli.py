@@ -238,15 +238,18 @@ def _model_and_calibration(model: str | None, hf_config: str | None, store: str)
 
 
 def _print_summary(url: str, store: str) -> None:
+    from tpu_perf.analyzers.index_row import write_index_row
     from tpu_perf.analyzers.report import build_report
     from tpu_perf.store import load_run
     from tpu_perf.views import format as fmt
 
     try:
-        report = build_report(load_run(url), summary=True)
+        run = load_run(url)
+        report = build_report(run, summary=True)
     except TpuPerfError as exc:
         err.print(f"tpu-perf: run saved at {url}, but it cannot be summarised: {exc}")
         return
+    write_index_row(run, store)  # the run's row in the store's index (`ls`, `history`, selectors)
     s, r = report.steps, report.run
     device = f" ({fmt.seconds(s.device_median_s)} on the device)" if s.device_median_s is not None else ""
     err.print(
@@ -287,7 +290,8 @@ def report(
 @app.command("ls")
 def ls(store: StoreOption = layout.DEFAULT_STORE, as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False) -> None:
     """List the runs in a store: id, name, status, start, steps, median step time (a multi-process
-    job is one run; its steps are process 0's)."""
+    job is one run; its steps are process 0's). Read from the store's runs index (`.index/`), which
+    is rebuilt here for runs that have no row; a damaged run is listed as `damaged`."""
     from tpu_perf.store.writable import check_readable_store
 
     check_readable_store(store)
@@ -299,23 +303,22 @@ def ls(store: StoreOption = layout.DEFAULT_STORE, as_json: Annotated[bool, typer
         err.print(f"no runs in {store}; record one with `tpu-perf record train.py`")
         return
     out.print(render_ls(rows, store))
+    for r in rows:
+        if r["error"]:
+            err.print(f"tpu-perf: warning: run {r['id']} is damaged: {r['error']}", style="yellow", highlight=False, markup=False)
 
 
 def ls_rows(store: str) -> list[dict[str, Any]]:
-    """One row per run of `store` for `ls`: id, name, status, start, steps, median step time."""
-    from tpu_perf.analyzers.steps import analyze_steps
-    from tpu_perf.store import list_runs
+    """One row per run of `store` for `ls`, from the runs index: id, name, status, start, steps,
+    median step time, processes, url, tags, and the error of a damaged run."""
+    from tpu_perf.analyzers.index_row import load_index
+    from tpu_perf.store.fs import filesystem, join, to_url
 
-    rows = []
-    for run in list_runs(store):
-        try:
-            stats = analyze_steps(run)
-            count, median = stats.count, stats.median_s
-        except TpuPerfError:
-            count, median = None, None
-        processes = int(run.manifest.get("process_count") or len(run.hosts)) if run.is_job else 1
-        rows.append({"id": run.id, "name": run.name, "status": run.status, "started_at": run.started_at, "steps": count, "median_s": median, "processes": processes, "url": run.url})
-    return rows
+    fs, base = filesystem(store)
+    return [
+        {"id": row["id"], "name": row["name"], "status": row["status"], "started_at": row["started_at"], "steps": row.get("steps"), "median_s": row.get("step_s"), "processes": row.get("processes") or 1, "url": to_url(fs, join(base, row["id"])), "tags": row.get("tags") or {}, "error": row.get("error")}
+        for row in load_index(store)
+    ]
 
 
 def render_ls(rows: list[dict[str, Any]], store: str) -> Table:
@@ -331,7 +334,7 @@ def render_ls(rows: list[dict[str, Any]], store: str) -> Table:
     return table
 
 
-COMMAND_MODULES: tuple[str, ...] = ("importer", "mfu", "chips", "dashboard", "check", "doctor", "advise")
+COMMAND_MODULES: tuple[str, ...] = ("importer", "mfu", "chips", "dashboard", "check", "doctor", "advise", "history")
 """Modules under tpu_perf/commands/ that add commands: each has `register(app: typer.Typer)`."""
 
 

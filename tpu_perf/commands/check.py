@@ -64,7 +64,7 @@ def register(app: typer.Typer) -> None:
 
 
 StoreOption = Annotated[str, typer.Option("--store", envvar=layout.STORE_ENV, help="Run store (a folder or fsspec URL); for `check`, of both sides unless --baseline-store.")]
-Selectors = Annotated[list[str], typer.Option(help="Runs: id, prefix, name, folder, tag:KEY=VALUE, name:NAME or file:PATH.json; several may follow.", show_default=False)]
+Selectors = Annotated[list[str], typer.Option(help="Runs: id, prefix, name, folder, tag:KEY=VALUE, name:NAME, file:PATH.json, or history:SEL (SEL's runs since its last change point); several may follow.", show_default=False)]
 
 
 def check_command(
@@ -147,12 +147,13 @@ def _write(path: Path, text: str, *, flag: str) -> None:
 def side_values(selectors: Sequence[str], store: str, *, flag: str) -> list[Any]:
     """RunValues of every run the selectors name (runs in the store, entries of baseline files)."""
     from tpu_perf.analyzers.run_values import RunValues, run_values
+    from tpu_perf.commands.history import expand_history
     from tpu_perf.store.selectors import select
 
     if not selectors:
         raise UsageError(f"{flag}: give at least one run selector (id, name:NAME, tag:KEY=VALUE, file:PATH.json)")
     try:
-        selection = select(selectors, store, flag=flag)
+        selection = select(expand_history(selectors, store, flag=flag), store, flag=flag)
         values = [run_values(run) for run in selection.runs]
     except RunNotFoundError as exc:
         raise UsageError(str(exc)) from None

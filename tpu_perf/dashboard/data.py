@@ -346,12 +346,41 @@ def _summary(ref: RunRef) -> dict[str, Any]:
     return _SUMMARIES.get((ref.url, ref.stamp), lambda: _disk_summary(ref))
 
 
-def summary(ref: RunRef, *, compute: bool = True) -> dict[str, Any]:
-    """The row the runs page shows for `ref` (with `error` set when the run cannot be analysed).
+ROW_SLACK_S = 2.0
+"""A run's row file is written just after its `indexed_at`: a folder stamp this close to it is the row's own."""
+
+
+def indexed_summaries(store: str, refs: list[RunRef]) -> dict[str, dict[str, Any]]:
+    """The runs page's numbers of every finished run the store's runs index holds a row for
+    (README "The runs index"), by run id: no run analysed. Runs without a row (older ones) are
+    analysed as before. Empty when the index cannot be read."""
+    from tpu_perf.store.index import known_rows
+
+    try:
+        rows = known_rows(store, [r.id for r in refs])
+    except Exception:
+        return {}
+    return {
+        run_id: {
+            "chip": r.get("chip"), "devices": r.get("chip_count"), "steps": r.get("steps"), "median_step_s": r.get("step_s"),
+            "mfu": r.get("mfu"), "tokens_per_s": r.get("tokens_per_s"), "peak_hbm_bytes": r.get("peak_memory_bytes"),
+            "indexed_at": r.get("indexed_at"),
+        }
+        for run_id, r in rows.items()
+        if r.get("status") in layout.FINAL_STATUSES
+    }
+
+
+def summary(ref: RunRef, *, compute: bool = True, indexed: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The row the runs page shows for `ref` (with `error` set when the run cannot be analysed):
+    `indexed` (its runs-index numbers) when given for a finished run, else from its report.
 
     With compute=False, a run not analysed before gets only its manifest's columns and `pending`.
     """
     base = _base_row(ref)
+    fresh = indexed is not None and ref.status != "running" and ref.stamp <= (indexed.get("indexed_at") or 0) + ROW_SLACK_S
+    if fresh:  # a run folder changed after its row was written (repaired, damaged) is analysed again
+        return {**base, **{k: v for k, v in indexed.items() if k != "indexed_at" and (v is not None or k not in base)}}
     if not compute and (ref.url, ref.stamp) not in _SUMMARIES and _kept_summary(ref) is None:
         return {**base, "pending": True}
     return {**base, **_summary(ref)}

@@ -16,7 +16,8 @@ from typing import Any
 
 from tpu_perf import jsonio
 from tpu_perf.errors import DataError, RunNotFoundError, UsageError
-from tpu_perf.store.reader import Run, list_runs, load_run
+from tpu_perf.store.fs import filesystem, join, to_url
+from tpu_perf.store.reader import Run, load_run
 from tpu_perf.store.writer import write_atomic
 
 BASELINE_KIND = "tpu-perf-baseline"
@@ -50,13 +51,24 @@ def select(selectors: Sequence[str], store: str, *, flag: str) -> Selection:
 
 
 def _matching(kind: str, value: str, store: str, *, flag: str) -> list[Run]:
+    """Runs by tag or name, found in the store's runs index (not by opening every run folder);
+    only the runs that match are loaded."""
+    from tpu_perf.analyzers.index_row import load_index  # builds rows the index lacks
+
     if kind == "tag":
         key, sep, wanted = value.partition("=")
         if not sep or not key:
             raise UsageError(f"{flag} tag:{value}: expected tag:KEY=VALUE, e.g. tag:repeat=20261201-0612")
-        found = [r for r in list_runs(store) if r.tags.get(key) == wanted]
+        ids = [r["id"] for r in load_index(store) if str((r.get("tags") or {}).get(key)) == wanted and key in (r.get("tags") or {})]
     else:
-        found = [r for r in list_runs(store) if r.name == value]
+        ids = [r["id"] for r in load_index(store) if r.get("name") == value]
+    fs, base = filesystem(store)
+    found = []
+    for run_id in ids:
+        try:
+            found.append(load_run(to_url(fs, join(base, run_id))))
+        except DataError as exc:  # listed as damaged in the index; a check reads it as bad data
+            raise DataError(f"{flag} {kind}:{value}: run {run_id}: {exc}") from None
     if not found:
         raise RunNotFoundError(f"{flag} {kind}:{value}: no run in {store} matches; `tpu-perf ls --store {store}` lists them")
     return found

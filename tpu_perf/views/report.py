@@ -17,7 +17,7 @@ from tpu_perf.views.hosts import render_hosts
 from tpu_perf.views.torch_compile import render_torch_compile
 from tpu_perf.views.traces import render_trace_tables
 
-STATUS_STYLE = {"completed": "green", "running": "cyan", "failed": "red", "interrupted": "yellow", "crashed": "red"}
+STATUS_STYLE = {"completed": "green", "running": "cyan", "failed": "red", "interrupted": "yellow", "crashed": "red", "damaged": "red"}
 
 Renderer = Callable[[dict[str, Any]], RenderableType | None]
 """Renders one part of the report document (`Report.to_dict()`); None when it has nothing to show."""

@@ -65,9 +65,11 @@ def _filtered(rows: list[dict]) -> list[dict]:
 
 
 def _rows(refs: list[data.RunRef]) -> list[dict]:
-    """Every run's row. Runs never analysed before are listed at once from their manifests, then
+    """Every run's row, from the store's runs index where it has one. Runs with no row and never
+    analysed before are listed at once from their manifests, then
     analysed (once: the summaries are kept on disk) while a progress bar shows how far it got."""
-    rows = [data.summary(ref, compute=False) for ref in refs]
+    indexed = data.indexed_summaries(data.store_location(), refs)  # the runs index: no run analysed
+    rows = [data.summary(ref, compute=False, indexed=indexed.get(ref.id)) for ref in refs]
     pending = [i for i, row in enumerate(rows) if row.get("pending")]
     if not pending:
         return rows
