@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tpu_perf.analyzers.at_peak import AtPeak
 from tpu_perf.analyzers.flops import run_chip
 from tpu_perf.analyzers.timeline import best_positions, best_rows, rows_in, steady_window
 from tpu_perf.store import Run
@@ -56,6 +57,9 @@ class MemoryStats:
     batch_size: int | None
     max_batch_size: int | None
     """Estimate: floor(batch_size x max_batch_multiplier), when the batch size is known."""
+    at_peak: AtPeak | None = None
+    """What fills memory at the step program's peak, by XLA's liveness (`analyzers/at_peak.py`);
+    filled by the full report only (the runs page's summary skips it)."""
 
 
 def _capacity(run: Run) -> int | None:

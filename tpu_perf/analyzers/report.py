@@ -8,11 +8,13 @@ documented in the README ("report --json keys"); a key, once published, keeps it
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from tpu_perf.analyzers.aot import AotStats, analyze_aot
+from tpu_perf.analyzers.at_peak import step_at_peak
 from tpu_perf.analyzers.compiles import CompileStats, analyze_compiles
 from tpu_perf.analyzers.flops import FlopsStats, analyze_flops
 from tpu_perf.analyzers.hosts import HostsSection, analyze_hosts
@@ -108,6 +110,7 @@ def build_report(run: Run, *, convention: str | None = None, summary: bool = Fal
     base = {"options": options, "run": analyze_run_info(run), "steps": steps, "flops": flops, "mfu": mfu, "memory": _part(run, "memory", analyze_memory, run)}
     if summary:
         return Report(**base)
+    base["memory"] = dataclasses.replace(base["memory"], at_peak=_part(run, "memory at peak", step_at_peak, run))
     return Report(
         **base,
         compile=_part(run, "compile", analyze_compiles, run),
