@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -70,3 +73,58 @@ def test_adam_step_on_a_v5e_slice(adam_report: dict) -> None:
     assert_breakdown(at_peak)
     assert aot["fits"] is True
     assert aot["at_peak_headroom_bytes"] == aot["hbm_capacity_bytes"] - at_peak["peak_bytes"] > 0
+
+
+@pytest.mark.slow
+def test_out_of_memory_leaves_a_failed_run_that_names_what_filled_memory(tmp_path: Path) -> None:
+    # the batch 2**23 times over inside the step: XLA's CPU runtime cannot allocate its temporaries
+    proc = tpu_perf_cli("record", "-q", "--no-trace", "--store", str(tmp_path), str(SCRIPT), "--steps", "2", "--repeat", str(2**23), env={"JAX_PLATFORMS": "cpu"})
+    assert proc.returncode != 0
+    (run,) = tmp_path.iterdir()
+    doc = json.loads(tpu_perf_cli("report", "--json", str(run), check=True).stdout)
+    assert doc["run"]["status"] == "failed"
+    oom, at_peak = doc["memory"]["out_of_memory"], doc["memory"]["at_peak"]
+    assert oom["function"] == at_peak["program"] == "train_step" and "Out of memory" in oom["message"]
+    # the failed allocation is the step's buffers at the peak (XLA's CPU runtime asks for them at once)
+    assert oom["failed_allocation_bytes"] == pytest.approx(at_peak["peak_bytes"], rel=0.02)
+    assert at_peak["categories"]["activations"] > 0.8 * at_peak["peak_bytes"]
+    assert at_peak["findings"][0].startswith("activations is 9") and "rematerialise" in at_peak["findings"][0]
+    assert at_peak["top_buffers"][0]["shape"] == f"f32[{64 * 2**23},256]" and at_peak["top_buffers"][0]["source"].startswith(f"{SCRIPT}:")
+    text = tpu_perf_cli("report", str(run), check=True).stdout
+    assert "out of device memory" in text and "activations" in text
+    advice = tpu_perf_cli("advise", str(run)).stdout
+    assert "hbm-pressure" in advice and "ran out of device memory in train_step" in advice and "activations is 9" in advice
+
+
+@pytest.mark.slow
+def test_pytorch_parameters_gradients_and_optimizer_state_from_the_tensors(tmp_path: Path) -> None:
+    proc = tpu_perf_cli("record", "-q", "--no-trace", "--store", str(tmp_path), str(ROOT / "tests" / "memory_scripts" / "torch_adam.py"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (run,) = tmp_path.iterdir()
+    state = json.loads(tpu_perf_cli("report", "--json", str(run), check=True).stdout)["memory"]["torch_state"]
+    params = 4 * (64 * 128 + 128 + 128 * 10 + 10)
+    assert state["parameters_bytes"] == params and state["gradients_bytes"] == params
+    assert state["optimizer_state_bytes"] == pytest.approx(2 * params, rel=0.05)  # exp_avg, exp_avg_sq (+ step counts)
+    assert state["optimizers"] == ["Adam"] and state["device"] == "cpu"
+    assert state["device_peak_bytes"] is None and state["remainder_bytes"] is None  # a CPU reports no device peak
+
+
+@pytest.mark.slow
+def test_a_step_too_big_for_a_v5e_chip_says_what_fills_it_and_sharding_makes_it_fit() -> None:
+    # 1.9 B float32 parameters with adam, from abstract shapes: the TPU compiler refuses it for one chip
+    def aot(*options: str) -> dict:
+        env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4", "JAX_PLATFORMS": "cpu"}
+        proc = subprocess.run([sys.executable, str(ROOT / "tests" / "memory_scripts" / "aot_fit.py"), *options], capture_output=True, text=True, timeout=300, env=env)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    params = 4 * (128 * 16384 + 7 * 16384**2 + 16384 * 10 + 8 * 16384 + 10)
+    whole, sharded = aot(), aot("--shard")
+    assert whole["fits"] is False and "RESOURCE_EXHAUSTED" in whole["out_of_memory"]
+    assert whole["at_peak_headroom_bytes"] < 0 and whole["at_peak"]["peak_bytes"] > 16 * 2**30
+    assert whole["at_peak"]["categories"]["parameters"] == pytest.approx(params, rel=0.05)
+    assert whole["at_peak"]["categories"]["optimizer_state"] == pytest.approx(2 * params, rel=0.05)
+    assert whole["at_peak"]["findings"][0].startswith("optimizer state is 6")
+    assert sharded["fits"] is True and sharded["at_peak_headroom_bytes"] > 0
+    assert sharded["at_peak"]["categories"]["parameters"] == pytest.approx(params / 4, rel=0.05)
+    assert sharded["at_peak"]["categories"]["optimizer_state"] == pytest.approx(2 * params / 4, rel=0.05)

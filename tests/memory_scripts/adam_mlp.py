@@ -19,7 +19,9 @@ def init_params(key, sizes):
     return params
 
 
-def loss_fn(params, x, y, remat):
+def loss_fn(params, x, y, remat, repeat=1):
+    if repeat > 1:  # the batch `repeat` times over, made inside the step (--repeat: runs out of memory)
+        x, y = jnp.tile(x, (repeat, 1)), jnp.tile(y, repeat)
     layer = jax.checkpoint(lambda h, p: jax.nn.gelu(h @ p["w"] + p["b"])) if remat else (lambda h, p: jax.nn.gelu(h @ p["w"] + p["b"]))
     names = sorted(params)
     for name in names[:-1]:
@@ -35,12 +37,13 @@ def main():
     parser.add_argument("--width", type=int, default=256)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--remat", action="store_true")
+    parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
     optimizer = optax.adam(1e-3)
 
     @functools.partial(jax.jit, donate_argnums=(0, 1))
     def train_step(params, opt_state, x, y):
-        loss, grads = jax.value_and_grad(loss_fn)(params, x, y, args.remat)
+        loss, grads = jax.value_and_grad(loss_fn)(params, x, y, args.remat, args.repeat)
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, loss
 

@@ -91,7 +91,18 @@ def hbm_headroom(s: Signals) -> Finding:
                  Gain(factor=None, basis="a bigger batch raises throughput per sample, not the step time"))
 
 
+def _what_fills(s: Signals) -> str:
+    """The top two findings of `memory.at_peak`, as a sentence to add to a message."""
+    findings = (s.at_peak or {}).get("findings") or []
+    return f". At the peak of {s.at_peak['program']}: " + "; ".join(findings) if findings else ""
+
+
 def hbm_pressure(s: Signals) -> Finding:
+    if s.out_of_memory:  # the strongest evidence there is: it did not fit
+        oom = s.out_of_memory
+        evidence = [ev("out_of_memory", oom["failed_allocation_bytes"], "memory", "memory.out_of_memory.failed_allocation_bytes")]
+        return fired(HBM_PRESSURE, f"the script ran out of device memory in {oom['function'] or 'a program'} ({oom['message'][:160]}){_what_fills(s)}", evidence,
+                     Gain(factor=None, basis="the run does not fit: nothing else matters until it does"))
     got = _headroom(s, HBM_PRESSURE)
     if isinstance(got, Finding):
         return got
@@ -99,5 +110,5 @@ def hbm_pressure(s: Signals) -> Finding:
     used = 1 - headroom
     if used < T.HBM_PRESSURE_FRACTION:
         return passed(HBM_PRESSURE, f"peak at {used:.0%} of capacity", evidence)
-    return fired(HBM_PRESSURE, f"peak at {used:.0%} of capacity: near OOM, and XLA may rematerialize to fit", evidence,
+    return fired(HBM_PRESSURE, f"peak at {used:.0%} of capacity: near OOM, and XLA may rematerialize to fit{_what_fills(s)}", evidence,
                  Gain(factor=None, basis="risk, not speed: an OOM stops the run"))

@@ -63,6 +63,8 @@ class AotStats:
     """Top-level fusions by kind (kLoop, kInput, kOutput, kCustom)."""
     collectives: dict[str, Collective]
     hlo_file: str | None
+    out_of_memory: str | None = None
+    """The TPU compiler's error when the step does not fit the slice (fits is then false)."""
     at_peak: AtPeak | None = None
     """What fills one device's HBM at the peak on the slice, by the TPU compiler's liveness."""
     at_peak_headroom_bytes: int | None = None
@@ -129,10 +131,11 @@ def _stats(raw: dict, module: HloModule | None, model_flops_per_step: float | No
         roofline_reason=roof_reason,
         peak_hbm_bytes=peak_hbm,
         hbm_capacity_bytes=capacity,
-        fits=(peak_hbm <= capacity) if (peak_hbm is not None and capacity is not None) else None,
+        fits=False if raw.get("out_of_memory") else (peak_hbm <= capacity) if (peak_hbm is not None and capacity is not None) else None,
         fusions=fusion_summary(module).fusions_by_kind if module else {},
         collectives=collectives(module) if module else {},
         hlo_file=raw.get("hlo_file"),
+        out_of_memory=raw.get("out_of_memory"),
     )
 
 

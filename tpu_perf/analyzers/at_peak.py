@@ -29,6 +29,7 @@ TOP_BUFFERS = 12
 LIVE_RANGE_SUFFIX = ".live-range.txt"
 SCHEDULED_SUFFIX = ".scheduled.hlo.txt"
 SIGNATURE_SUFFIX = ".signature.json"
+ASSIGNMENT_SUFFIX = ".buffer-assignment.txt"
 
 _PEAK_HEADER = re.compile(r"^\s*Live ranges at \d+ \(peak\):\s*$")
 _VALUE = re.compile(r"^\s+(?P<name>[\w.\-]+)\{(?P<index>[\d,\s]*)\}:\s*(?P<bytes>\d+) bytes")
@@ -36,6 +37,8 @@ _MEMORY_SPACE = re.compile(r":[^}]*S\((\d+)\)")
 _OP_NAME = re.compile(r'op_name="((?:[^"\\]|\\.)*)"')
 _FRAME_ID = re.compile(r"stack_frame_id=(\d+)")
 _SOURCE = re.compile(r'source_file="([^"]*)"\s+source_line=(\d+)')
+_ALLOCATION_ROW = re.compile(r"^allocation (\d+):")
+_ASSIGNED = re.compile(r"^\s*value: <\d+ (?P<name>\S+) @\d+> \(size=(?P<size>\d+),offset=(?P<offset>\d+)\)")
 _TABLE_ROW = re.compile(r"^(\d+) (.*)$")
 _COPIES = ("copy", "bitcast", "copy-start", "copy-done")
 _STATE = ("parameters", "optimizer_state")
@@ -72,6 +75,53 @@ class AtPeak:
     """The top two observations, in words."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class OutOfMemory:
+    """The script died out of device memory (the run is `failed`); `at_peak` is that program's."""
+
+    function: str | None
+    message: str
+    """The runtime's error line (XLA's RESOURCE_EXHAUSTED, CUDA's out of memory)."""
+    failed_allocation_bytes: int | None
+    """The allocation that could not be made, when the message gives its size."""
+
+
+_ALLOCATION = (
+    (re.compile(r"allocat\w* (\d+) bytes"), 1),
+    (re.compile(r"allocate ([\d.]+)\s*([KMGT])i?B?\b"), 0),
+    (re.compile(r"allocate ([\d.]+)\s*(GiB|MiB|KiB|TiB)"), 0),
+)
+_UNITS = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def failed_allocation(message: str) -> int | None:
+    """Bytes of the allocation an out-of-memory message names (`allocating 2199023256320 bytes`,
+    `Tried to allocate 20.00 GiB`, `allocate 1.50G`), else None."""
+    for pattern, plain in _ALLOCATION:
+        m = pattern.search(message)
+        if m:
+            return int(m.group(1)) if plain else int(float(m.group(1)) * _UNITS[m.group(2)[0]])
+    return None
+
+
+_OOM_MARKERS = ("RESOURCE_EXHAUSTED", "Out of memory", "out of memory", "OutOfMemoryError")
+
+
+def out_of_memory(run: Run, at_peak: AtPeak | None) -> OutOfMemory | None:
+    """`memory.out_of_memory`: the run failed out of device memory. The recorder names the function
+    whose call raised it; an error raised later (JAX reports a failed asynchronous step where its
+    result is read) is the step program's."""
+    raw = run.manifest.get("out_of_memory")
+    error = run.manifest.get("error")
+    if isinstance(raw, dict) and raw.get("message"):
+        function, message = str(raw.get("function")), str(raw["message"])
+    elif run.manifest.get("status") == "failed" and isinstance(error, dict) and any(m in str(error.get("message")) for m in _OOM_MARKERS):
+        function, message = (at_peak.program if at_peak else None), str(error["message"])
+    else:
+        return None
+    return OutOfMemory(function=function, message=message[:500], failed_allocation_bytes=failed_allocation(message))
+
+
 def _peak_values(text: str) -> list[tuple[str, str, int]]:
     """(value name, shape index, bytes) of each value XLA lists as live at the peak."""
     lines = text.splitlines()
@@ -84,6 +134,17 @@ def _peak_values(text: str) -> list[tuple[str, str, int]]:
         if not m:
             break
         out.append((m.group("name"), m.group("index").replace(" ", ""), int(m.group("bytes"))))
+    return out
+
+
+def _assignment(text: str) -> dict[str, tuple[int, int]]:
+    """Value (`fusion.6{0}`, `params__w.1`) -> (allocation, offset) in XLA's buffer assignment."""
+    out, allocation = {}, -1
+    for line in text.splitlines():
+        if m := _ALLOCATION_ROW.match(line):
+            allocation = int(m.group(1))
+        elif m := _ASSIGNED.match(line):
+            out[m.group("name")] = (allocation, int(m.group("offset")))
     return out
 
 
@@ -149,21 +210,25 @@ def _op_name(instr: Instruction) -> str | None:
     return m.group(1).replace("\\'", "'").replace('\\"', '"') if m else None
 
 
-def _outputs(module: HloModule) -> dict[str, int]:
-    """Value name -> output position, from the entry's ROOT tuple (through bitcasts and copies)."""
+def _outputs(module: HloModule) -> dict[tuple[str, str], int]:
+    """(value name, shape index) -> output position, from the entry's ROOT tuple (through bitcasts,
+    copies and get-tuple-elements of multi-output fusions)."""
     entry = module.computations.get(module.entry, [])
     by_name = {i.name: i for i in entry}
     root = next((i for i in entry if i.text.startswith("ROOT")), None)
     if root is None:
         return {}
     operands = root.operands if root.opcode == "tuple" else (root.name,)
-    out: dict[str, int] = {}
+    out: dict[tuple[str, str], int] = {}
     for k, name in enumerate(operands):
-        name = name.lstrip("%")
-        out.setdefault(name, k)
-        while name in by_name and by_name[name].opcode in ("bitcast", "copy", "copy-done") and by_name[name].operands:
-            name = by_name[name].operands[0].lstrip("%")
-            out.setdefault(name, k)
+        key = (name.lstrip("%"), "")
+        for _ in range(8):
+            out.setdefault(key, k)
+            instr = by_name.get(key[0])
+            if instr is None or not instr.operands or instr.opcode not in (*_COPIES, "get-tuple-element"):
+                break
+            index = re.search(r"\bindex=(\d+)", instr.text) if instr.opcode == "get-tuple-element" else None
+            key = (instr.operands[0].lstrip("%"), index.group(1) if index else key[1])
     return out
 
 
@@ -190,18 +255,19 @@ class _Classifier:
         frame = _FRAME_ID.search(instr.text)
         return self.frames.source(int(frame.group(1))) if frame else None
 
-    def _kind(self, name: str, instr: Instruction | None, op_name: str | None, dtype: str, dims: tuple[int, ...] | None, depth: int = 0) -> tuple[str, str | None]:
+    def _kind(self, name: str, index: str, instr: Instruction | None, op_name: str | None, dtype: str, dims: tuple[int, ...] | None, depth: int = 0) -> tuple[str, str | None]:
         """(category, source) of the value `name` defines."""
         if instr is not None and instr.opcode == "parameter":
             row = self._input(instr, op_name)
             return (row["category"], row["path"]) if row else ("inputs", op_name)
-        if name in self.output_of and self.output_of[name] < len(self.outputs):
-            row = self.outputs[self.output_of[name]]
+        position = self.output_of.get((name, index))
+        if position is not None and position < len(self.outputs):
+            row = self.outputs[position]
             return row["category"], row["path"]
         if instr is not None and instr.opcode in _COPIES and instr.operands and depth < 8:
             inner = self.entry.get(instr.operands[0].lstrip("%"))
             if inner is not None:
-                category, source = self._kind(inner.name, inner, _op_name(inner), dtype, dims, depth + 1)
+                category, source = self._kind(inner.name, "", inner, _op_name(inner), dtype, dims, depth + 1)
                 if category in _STATE:
                     return category, f"copy of {source}"
         if op_name and "transpose(" in op_name:
@@ -218,11 +284,30 @@ class _Classifier:
         dtype = parsed[0][0] if parsed else "?"
         space = _MEMORY_SPACE.search(shape)
         op_name = _op_name(instr) if instr else None
-        category, source = self._kind(name, instr, op_name, dtype, parsed[0][1] if parsed else None)
+        category, source = self._kind(name, index, instr, op_name, dtype, parsed[0][1] if parsed else None)
         source = source or (self._source(instr) if instr else None)
         clean = re.sub(r"\{[^}]*\}", "", shape)
         buffer = PeakBuffer(bytes=size, category=category, shape=clean, dtype=dtype, op=name + (f"{{{index}}}" if index else ""), op_name=op_name, source=source)
         return buffer, space is None or space.group(1) == "0"
+
+
+def _shared(buffers: list[PeakBuffer], assignment: dict[str, tuple[int, int]]) -> list[PeakBuffer]:
+    """One buffer per place in memory: values XLA assigned to the same allocation and offset (a
+    donated argument and the output written into it, an in-place update) count once, as the
+    argument where one of them is (else the largest)."""
+    places: dict[tuple[int, int], PeakBuffer] = {}
+    out = []
+    for b in buffers:
+        place = assignment.get(b.op.removesuffix("{}"))
+        if place is None:
+            out.append(b)
+        elif place not in places or (_derived(places[place]) and not _derived(b)):
+            places[place] = b
+    return out + list(places.values())
+
+
+def _derived(b: PeakBuffer) -> bool:
+    return b.source is None or b.source.startswith(("new ", "copy of "))
 
 
 def _state_key(source: str | None) -> str | None:
@@ -245,6 +330,14 @@ def _second_copies(buffers: list[PeakBuffer]) -> list[PeakBuffer]:
     return out
 
 
+def human_bytes(n: float) -> str:
+    """1.5 GiB, 256.0 KiB: binary units, one decimal."""
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{int(n)} B"
+
+
 def _findings(categories: dict[str, int], peak: int, buffers: list[PeakBuffer]) -> tuple[str, ...]:
     """The two largest categories, in words, with the change that shrinks each."""
     advice = {
@@ -252,7 +345,7 @@ def _findings(categories: dict[str, int], peak: int, buffers: list[PeakBuffer]) 
         "parameters": "shard them (FSDP over the data axis) or keep them in bf16",
         "activations": "rematerialise (jax.checkpoint with a policy such as dots_with_no_batch_dims_saveable) or use a smaller batch",
         "gradients": "accumulate over micro-batches or shard them with the parameters",
-        "temporaries": "look at the largest temporaries below (fusions XLA keeps whole; a smaller batch or sequence shrinks them)",
+        "temporaries": "see the largest in top_buffers (fusions XLA keeps whole; a smaller batch or sequence shrinks them)",
         "inputs": "feed a smaller batch per device, or shard the batch over more devices",
         "other": "see the largest buffers",
     }
@@ -261,7 +354,7 @@ def _findings(categories: dict[str, int], peak: int, buffers: list[PeakBuffer]) 
         if not size or not peak:
             continue
         count = sum(1 for b in buffers if b.category == name)
-        out.append(f"{name.replace('_', ' ')} is {100 * size / peak:.0f} % of the peak ({size / 2**20:.1f} MiB in {count} buffers): {advice[name]}")
+        out.append(f"{name.replace('_', ' ')} is {100 * size / peak:.0f} % of the peak ({human_bytes(size)} in {count} buffers): {advice[name]}")
     return tuple(out)
 
 
@@ -282,7 +375,8 @@ def at_peak_of(run: Run, stem: str, program: str) -> AtPeak | None:
             buffers.append(buffer)
         else:
             elsewhere += size
-    buffers = _second_copies(buffers)
+    assignment = _assignment(run.read_text(stem + ASSIGNMENT_SUFFIX)) if run.exists(stem + ASSIGNMENT_SUFFIX) else {}
+    buffers = _second_copies(_shared(buffers, assignment))
     for buffer in buffers:
         categories[buffer.category] += buffer.bytes
     peak = sum(categories.values())

@@ -3,7 +3,8 @@
 The step program is compiled with XLA's dump options (`xla_dump_to`, as text) into a scratch
 folder. XLA writes the HloLiveRange of the scheduled module there (`*-live-range.txt`: the values
 live at the peak, with their bytes) and the scheduled HLO with op metadata (file:line tables). Both
-are copied into the run (`hlo/<stem>.live-range.txt`, `hlo/<stem>.scheduled.hlo.txt`), with the
+are copied into the run (`hlo/<stem>.live-range.txt`, `hlo/<stem>.scheduled.hlo.txt`), XLA's buffer assignment (which
+values share a buffer: `hlo/<stem>.buffer-assignment.txt`), with the
 step signature's pytree paths and the category of each argument and output leaf
 (`hlo/<stem>.signature.json`). `tpu_perf.analyzers.at_peak` reads them; nothing here re-derives
 liveness.
@@ -24,6 +25,7 @@ from tpu_perf import jsonio
 LIVE_RANGE_SUFFIX = ".live-range.txt"
 SCHEDULED_SUFFIX = ".scheduled.hlo.txt"
 SIGNATURE_SUFFIX = ".signature.json"
+ASSIGNMENT_SUFFIX = ".buffer-assignment.txt"
 
 _PARAM_WORDS = ("param", "model", "weights", "variables")
 _OPT_WORDS = ("opt_state", "optimizer", "opt")
@@ -39,6 +41,18 @@ def dump_options() -> Iterator[tuple[Path, dict[str, Any]]]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+_OOM_MARKERS = ("RESOURCE_EXHAUSTED", "Out of memory", "out of memory")
+
+
+def out_of_memory(exc: BaseException) -> str | None:
+    """The first line of an out-of-device-memory error (XLA's RESOURCE_EXHAUSTED), else None."""
+    text = str(exc)
+    if not any(m in text for m in _OOM_MARKERS):
+        return None
+    line = next((ln for ln in text.splitlines() if any(m in ln for m in _OOM_MARKERS)), text)
+    return line.strip()[:500]
+
+
 def _dumped(folder: Path) -> tuple[Path, Path] | None:
     """(live-range, scheduled HLO) of the one module compiled into `folder`, if XLA wrote them."""
     ranges = sorted(folder.glob("*after_optimizations-live-range.txt"))
@@ -47,6 +61,12 @@ def _dumped(folder: Path) -> tuple[Path, Path] | None:
     live = ranges[-1]
     hlo = live.with_name(live.name.replace("-live-range.txt", ".txt"))
     return (live, hlo) if hlo.exists() else None
+
+
+def dumped_hlo(folder: Path) -> str | None:
+    """The optimized HLO XLA dumped into `folder` (also when the compile then failed out of memory)."""
+    found = _dumped(folder)
+    return found[1].read_text() if found else None
 
 
 def _arg_names(fun: Any, count: int) -> list[str]:
@@ -131,5 +151,8 @@ def save(folder: Path, stem: str, fun: Any, abstract: tuple[tuple[Any, ...], dic
         rows = {"inputs": [], "outputs": []}
     writer.write_text(stem + LIVE_RANGE_SUFFIX, live.read_text())
     writer.write_text(stem + SCHEDULED_SUFFIX, hlo.read_text())
+    assignment = live.with_name(live.name.replace("-live-range.txt", "-buffer-assignment.txt"))
+    if assignment.exists():  # which values share one buffer (donated state, in-place updates)
+        writer.write_text(stem + ASSIGNMENT_SUFFIX, assignment.read_text())
     writer.write_text(stem + SIGNATURE_SUFFIX, jsonio.dumps(rows, indent=1) + "\n")
     return stem + LIVE_RANGE_SUFFIX
