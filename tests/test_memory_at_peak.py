@@ -25,17 +25,19 @@ ADAM_BYTES = 2 * PARAM_BYTES + 4
 CATEGORIES = {"parameters", "optimizer_state", "gradients", "activations", "inputs", "temporaries", "other"}
 
 
-def record(store: Path, *options: str) -> dict:
+@pytest.fixture(scope="module")
+def adam_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    store = tmp_path_factory.mktemp("adam")
     env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
-    proc = tpu_perf_cli("record", "-q", "--no-trace", "--store", str(store), *options, str(SCRIPT), "--steps", "3", env=env)
+    proc = tpu_perf_cli("record", "-q", "--no-trace", "--store", str(store), "--topology", "v5e:2x2", str(SCRIPT), "--steps", "3", env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    (run,) = store.iterdir()
-    return json.loads(tpu_perf_cli("report", "--json", str(run), check=True).stdout)
+    return store
 
 
 @pytest.fixture(scope="module")
-def adam_report(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    return record(tmp_path_factory.mktemp("adam"), "--topology", "v5e:2x2")
+def adam_report(adam_store: Path) -> dict:
+    (run,) = adam_store.iterdir()
+    return json.loads(tpu_perf_cli("report", "--json", str(run), check=True).stdout)
 
 
 def assert_breakdown(at_peak: dict) -> None:
@@ -116,6 +118,7 @@ def test_a_step_too_big_for_a_v5e_chip_says_what_fills_it_and_sharding_makes_it_
         env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4", "JAX_PLATFORMS": "cpu"}
         proc = subprocess.run([sys.executable, str(ROOT / "tests" / "memory_scripts" / "aot_fit.py"), *options], capture_output=True, text=True, timeout=300, env=env)
         assert proc.returncode == 0, proc.stderr[-3000:]
+        assert proc.stdout.strip(), proc.stderr[-3000:]
         return json.loads(proc.stdout.strip().splitlines()[-1])
 
     params = 4 * (128 * 16384 + 7 * 16384**2 + 16384 * 10 + 8 * 16384 + 10)
@@ -128,3 +131,29 @@ def test_a_step_too_big_for_a_v5e_chip_says_what_fills_it_and_sharding_makes_it_
     assert sharded["fits"] is True and sharded["at_peak_headroom_bytes"] > 0
     assert sharded["at_peak"]["categories"]["parameters"] == pytest.approx(params / 4, rel=0.05)
     assert sharded["at_peak"]["categories"]["optimizer_state"] == pytest.approx(2 * params / 4, rel=0.05)
+
+
+@pytest.mark.slow
+def test_the_run_page_memory_tab_shows_the_breakdown(adam_store: Path, adam_report: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    from tpu_perf.views import format as fmt
+
+    monkeypatch.setenv("TPU_PERF_STORE", str(adam_store))
+    monkeypatch.setenv("TPU_PERF_CACHE_DIR", str(tmp_path / "cache"))
+    at = AppTest.from_string("from tpu_perf.dashboard.screens import run\nrun.render()\n", default_timeout=60)
+    at.query_params["run"] = adam_report["run"]["id"]
+    at.run()
+    assert not at.exception
+    tables = [d.value for d in at.dataframe if "category" in d.value.columns]
+    assert len(tables) == 2  # the step on the host devices, and on the v5e slice
+    for table, at_peak in zip(tables, (adam_report["memory"]["at_peak"], adam_report["aot"]["at_peak"]), strict=True):
+        assert list(table["bytes"]) == [fmt.bytes_(b["bytes"]) for b in at_peak["top_buffers"]]
+        assert list(table["source"]) == [b["source"] for b in at_peak["top_buffers"]]
+    bars = [c for c in at.get("plotly_chart") if '"barmode":"stack"' in c.proto.spec.replace(" ", "")]
+    assert len(bars) == 2
+    from tpu_perf.dashboard.at_peak import compare_frame
+
+    side = compare_frame({"a": adam_report, "b": {"memory": {"at_peak": None}}}).set_index("at the peak")
+    at_peak = adam_report["memory"]["at_peak"]
+    assert side.loc["optimizer state", "a"] == fmt.bytes_(at_peak["categories"]["optimizer_state"]) and side.loc["peak", "b"] == "n/a"

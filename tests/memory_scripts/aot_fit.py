@@ -62,7 +62,7 @@ def main():
     record_topologies(fn, (args.topology,), jit=jax.jit, jax=jax, writer=writer, warn=lambda m: print(m, file=sys.stderr), log=lambda m: None)
     writer.finish("completed", 0)
     (aot,) = analyze_aot(load_run(writer.url))
-    print(dumps(to_jsonable(aot)))
+    print(dumps(to_jsonable(aot), indent=None))
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tpu_perf.views import format as fmt
+from tpu_perf.views.aot import aot_entries
 
 TOP_ROWS = 10
 
@@ -45,8 +46,7 @@ def render_at_peak(doc: dict[str, Any]) -> RenderableType | None:
         parts.append(Text(f"The script ran out of device memory in {oom['function'] or 'an unknown program'}{failed}: {oom['message']}", style="red"))
     if memory.get("at_peak"):
         parts.append(at_peak_table(memory["at_peak"], "Memory at the peak"))
-    aots = doc.get("aot")
-    for aot in aots if isinstance(aots, list) else [aots] if aots else []:
+    for aot in aot_entries(doc):
         if aot.get("at_peak"):
             fits = {True: "fits", False: "does NOT fit", None: "fit unknown"}[aot["fits"]]
             headroom = f", headroom {fmt.bytes_(aot['at_peak_headroom_bytes'])} of {fmt.bytes_(aot['hbm_capacity_bytes'])} per device" if aot.get("at_peak_headroom_bytes") is not None else ""
