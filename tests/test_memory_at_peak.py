@@ -157,3 +157,15 @@ def test_the_run_page_memory_tab_shows_the_breakdown(adam_store: Path, adam_repo
     side = compare_frame({"a": adam_report, "b": {"memory": {"at_peak": None}}}).set_index("at the peak")
     at_peak = adam_report["memory"]["at_peak"]
     assert side.loc["optimizer state", "a"] == fmt.bytes_(at_peak["categories"]["optimizer_state"]) and side.loc["peak", "b"] == "n/a"
+
+
+@pytest.mark.slow
+def test_sgd_momentum_with_remat(tmp_path: Path) -> None:
+    proc = tpu_perf_cli("record", "-q", "--no-trace", "--store", str(tmp_path), str(SCRIPT), "--steps", "3", "--optimizer", "momentum", "--remat", env={"JAX_PLATFORMS": "cpu"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (run,) = tmp_path.iterdir()
+    at_peak = json.loads(tpu_perf_cli("report", "--json", str(run), check=True).stdout)["memory"]["at_peak"]
+    assert sum(at_peak["categories"].values()) == pytest.approx(at_peak["peak_bytes"], rel=0.02)
+    assert at_peak["categories"]["parameters"] == pytest.approx(PARAM_BYTES, rel=0.05)
+    assert at_peak["categories"]["optimizer_state"] == pytest.approx(PARAM_BYTES, rel=0.05)  # one momentum per parameter
+    assert all(b["shape"] and b["source"] for b in at_peak["top_buffers"])

@@ -1,4 +1,4 @@
-"""An MLP trained with optax.adam, its state donated: the memory at-peak test's program.
+"""An MLP trained with optax.adam (or SGD with momentum), its state donated: the memory at-peak tests' program.
 
     python tests/memory_scripts/adam_mlp.py --steps 4
 """
@@ -38,8 +38,9 @@ def main():
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--remat", action="store_true")
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--optimizer", choices=("adam", "momentum"), default="adam")
     args = parser.parse_args()
-    optimizer = optax.adam(1e-3)
+    optimizer = optax.adam(1e-3) if args.optimizer == "adam" else optax.sgd(1e-2, momentum=0.9)
 
     @functools.partial(jax.jit, donate_argnums=(0, 1))
     def train_step(params, opt_state, x, y):

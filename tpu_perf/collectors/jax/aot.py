@@ -135,7 +135,7 @@ def _cost(compiled: Any) -> dict[str, float]:
     return {k: float(v) for k, v in (cost or {}).items()}
 
 
-def compile_for_topology(state: FunctionState, name: str, *, jit: Callable[..., Any], jax: Any, writer: Any = None, warn: Callable[[str], None] = print) -> tuple[dict[str, Any], str]:
+def compile_for_topology(state: FunctionState, name: str, *, jit: Callable[..., Any], jax: Any, writer: Any = None, warn: Callable[[str], None] = lambda message: None) -> tuple[dict[str, Any], str]:
     """(raw facts, optimized HLO text) of `state`'s step compiled for slice `name`."""
     targets = _slice_devices(name, jax)
     moves = ShardingMap(name, list(jax.devices()), targets, jax)
