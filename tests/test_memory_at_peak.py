@@ -169,3 +169,12 @@ def test_sgd_momentum_with_remat(tmp_path: Path) -> None:
     assert at_peak["categories"]["parameters"] == pytest.approx(PARAM_BYTES, rel=0.05)
     assert at_peak["categories"]["optimizer_state"] == pytest.approx(PARAM_BYTES, rel=0.05)  # one momentum per parameter
     assert all(b["shape"] and b["source"] for b in at_peak["top_buffers"])
+
+
+def test_the_failed_allocation_is_read_from_each_runtime_message() -> None:
+    from tpu_perf.analyzers.at_peak import failed_allocation
+
+    assert failed_allocation("JaxRuntimeError: INTERNAL: Error dispatching computation: Out of memory allocating 6938519928900 bytes.") == 6938519928900
+    assert failed_allocation("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of 15.77 GiB") == 20 * 2**30
+    assert failed_allocation("RESOURCE_EXHAUSTED: Error allocating device buffer: Attempting to allocate 1.50G. That was not possible.") == int(1.5 * 2**30)
+    assert failed_allocation("RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required for HLO temporaries (21.14G) exceeds available HBM (15.75G).") is None
