@@ -109,6 +109,16 @@ def test_pytorch_parameters_gradients_and_optimizer_state_from_the_tensors(tmp_p
     assert state["optimizer_state_bytes"] == pytest.approx(2 * params, rel=0.05)  # exp_avg, exp_avg_sq (+ step counts)
     assert state["optimizers"] == ["Adam"] and state["device"] == "cpu"
     assert state["device_peak_bytes"] is None and state["remainder_bytes"] is None  # a CPU reports no device peak
+    # had it died of CUDA's OOM, hbm-pressure would name these bytes
+    import dataclasses
+
+    from tpu_perf import load_run
+    from tpu_perf.advise.memory import hbm_pressure
+    from tpu_perf.advise.signals import build_signals
+
+    oom = {"function": None, "message": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB", "failed_allocation_bytes": 20 * 2**30}
+    finding = hbm_pressure(dataclasses.replace(build_signals(load_run(str(run))), out_of_memory=oom))
+    assert finding.outcome == "fired" and f"Parameters {params / 2**30:.2f} GiB" in finding.reason and "(Adam)" in finding.reason
 
 
 @pytest.mark.slow

@@ -92,9 +92,15 @@ def hbm_headroom(s: Signals) -> Finding:
 
 
 def _what_fills(s: Signals) -> str:
-    """The top two findings of `memory.at_peak`, as a sentence to add to a message."""
+    """The top two findings of `memory.at_peak` (PyTorch: its tensors' bytes), as a sentence to add to a message."""
     findings = (s.at_peak or {}).get("findings") or []
-    return f". At the peak of {s.at_peak['program']}: " + "; ".join(findings) if findings else ""
+    if findings:
+        return f". At the peak of {s.at_peak['program']}: " + "; ".join(findings)
+    t = s.torch_state
+    if t:
+        gib = {k: t[k] / 2**30 for k in ("parameters_bytes", "gradients_bytes", "optimizer_state_bytes")}
+        return f". Parameters {gib['parameters_bytes']:.2f} GiB, gradients {gib['gradients_bytes']:.2f} GiB, optimizer state {gib['optimizer_state_bytes']:.2f} GiB ({', '.join(t['optimizers'])})"
+    return ""
 
 
 def hbm_pressure(s: Signals) -> Finding:

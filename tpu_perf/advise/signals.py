@@ -97,6 +97,8 @@ class Signals:
     """The report's `memory.at_peak`: what is live at the step's peak, by category (XLA's liveness)."""
     out_of_memory: dict[str, Any] | None = None
     """The report's `memory.out_of_memory`: the run died out of device memory."""
+    torch_state: dict[str, Any] | None = None
+    """The report's `memory.torch_state`: PyTorch parameter, gradient and optimizer-state bytes."""
     # multi-process jobs
     processes: int | None = None
     hosts: list[dict[str, Any]] = field(default_factory=list)
@@ -193,7 +195,7 @@ def build_signals(run: Run, doc: dict[str, Any] | None = None, *, target: str | 
         breakdown=_usable_breakdown(doc), programs_in_trace=_programs_in_trace(run),
         peak_bytes=mem.get("peak_bytes"), peak_source=mem.get("peak_source"), capacity_bytes=capacity, capacity_from=capacity_from,
         fixed_bytes=mem.get("fixed_bytes"), duty_cycle_pct=(doc.get("runtime") or {}).get("duty_cycle_pct"),
-        at_peak=mem.get("at_peak"), out_of_memory=mem.get("out_of_memory"),
+        at_peak=mem.get("at_peak"), out_of_memory=mem.get("out_of_memory"), torch_state=mem.get("torch_state"),
         processes=(doc.get("job") or {}).get("processes"), hosts=list(doc.get("hosts") or []), stragglers=list(doc.get("stragglers") or []),
     )
 
