@@ -182,7 +182,7 @@ def test_sgd_momentum_with_remat(tmp_path: Path) -> None:
 
 
 def test_the_failed_allocation_is_read_from_each_runtime_message() -> None:
-    from tpu_perf.analyzers.at_peak import failed_allocation
+    from tpu_perf.analyzers.out_of_memory import failed_allocation
 
     assert failed_allocation("JaxRuntimeError: INTERNAL: Error dispatching computation: Out of memory allocating 6938519928900 bytes.") == 6938519928900
     assert failed_allocation("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of 15.77 GiB") == 20 * 2**30

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tpu_perf.analyzers.at_peak import AtPeak, OutOfMemory
+from tpu_perf.analyzers.at_peak import AtPeak
 from tpu_perf.analyzers.flops import run_chip
+from tpu_perf.analyzers.out_of_memory import OutOfMemory
 from tpu_perf.analyzers.timeline import best_positions, best_rows, rows_in, steady_window
 from tpu_perf.analyzers.torch_state import TorchState
 from tpu_perf.store import Run

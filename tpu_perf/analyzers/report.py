@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from tpu_perf.analyzers.aot import AotStats, analyze_aot
-from tpu_perf.analyzers.at_peak import out_of_memory, step_at_peak
+from tpu_perf.analyzers.at_peak import step_at_peak
 from tpu_perf.analyzers.compiles import CompileStats, analyze_compiles
 from tpu_perf.analyzers.flops import FlopsStats, analyze_flops
 from tpu_perf.analyzers.hosts import HostsSection, analyze_hosts
 from tpu_perf.analyzers.memory import MemoryStats, analyze_memory
 from tpu_perf.analyzers.mfu import MfuSummary, analyze_model_mfu, summarize_mfu
+from tpu_perf.analyzers.out_of_memory import out_of_memory
 from tpu_perf.analyzers.programs import HloSection, analyze_hlo_section
 from tpu_perf.analyzers.runinfo import RunInfo, analyze_run_info
 from tpu_perf.analyzers.runtime import RuntimeStats, analyze_runtime
