@@ -19,7 +19,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from tpu_perf.collectors.jax import choice
+from tpu_perf.collectors.jax import at_peak, choice
 from tpu_perf.collectors.jax.ready import Call, SyncStamper, wait_ready
 from tpu_perf.collectors.jax.wrappers import OuterCalls
 from tpu_perf.collectors.session import Recorder
@@ -109,6 +109,8 @@ class JitTracker:
         from jax._src import core
 
         self.outer = OuterCalls(recorder.now)
+        self.oom: tuple[FunctionState, str] | None = None
+        """The function whose call ran out of device memory, and the error's first line."""
         self._clean = getattr(core, "trace_state_clean", None)
         self._tracer = jax.core.Tracer
         self._array = jax.Array
@@ -177,6 +179,10 @@ class JitTracker:
         self.tracing = state
         try:
             out = state.jitted(*args, **kwargs)
+        except Exception as exc:  # out of device memory: keep what it takes to explain it (at_peak.py)
+            if self.oom is None and at_peak.out_of_memory(exc):
+                state.abstract_args, self.oom = self._abstract(args, kwargs), (state, at_peak.out_of_memory(exc))
+            raise
         finally:
             self.tracing = None
         rec.waited(dispatched, rec.now())  # dispatch blocks once the device's queue is full

@@ -9,7 +9,7 @@ import streamlit as st
 
 from tpu_perf.analyzers import compare, ops_compare, verdict
 from tpu_perf.analyzers.run_values import fingerprint
-from tpu_perf.dashboard import data, export, figures, kpi_table, nav, shape, why, widgets
+from tpu_perf.dashboard import at_peak, data, export, figures, kpi_table, nav, shape, why, widgets
 
 PRICE = "price_per_chip_hour"
 
@@ -227,4 +227,5 @@ def render() -> None:
     _export(checked, loaded, baseline, said, rows)
     _steps(docs, loaded)
     _memory(loaded)
+    at_peak.render_compare(docs)
     _ops_and_fusion(docs, loaded, baseline)

@@ -13,6 +13,7 @@ from tpu_perf.analyzers import compare, ops_compare
 from tpu_perf.dashboard import (
     advice_tab,
     aot,
+    at_peak,
     data,
     figures,
     hosts_tab,
@@ -97,6 +98,7 @@ def _memory(doc: dict[str, Any], ref: data.RunRef) -> None:
         widgets.missing("Memory samples", "No memory time series in this run.")
     else:
         st.plotly_chart(figures.memory_timeline([(ref.name, samples)], title="Memory in use (devices and host)"), width="stretch", key="run_memory")
+    at_peak.render(doc)
 
 
 def _ops(doc: dict[str, Any]) -> None:
