@@ -147,7 +147,7 @@ def record(
         tags=_parse_tags(tag),
         options=options,
         log=lambda line: err.print(line, highlight=False, markup=False, soft_wrap=True),
-        on_created=lambda w: err.print(f"tpu-perf: recording run {w.run_id} into {w.url}", highlight=False),
+        on_created=lambda w: err.print(f"tpu-perf: recording run {w.run_id} into {w.url}", highlight=False, markup=False),
     )
     _print_summary(result.url, store)
     code = result.outcome.exit_code
@@ -189,7 +189,7 @@ def _print_summary(url: str, store: str) -> None:
     try:
         report = build_report(load_run(url), summary=True)
     except TpuPerfError as exc:
-        err.print(f"tpu-perf: run saved at {url}, but it cannot be summarised: {exc}")
+        err.print(f"tpu-perf: run saved at {url}, but it cannot be summarised: {exc}", highlight=False, markup=False)
         return
     s, r = report.steps, report.run
     device = f" ({fmt.seconds(s.device_median_s)} on the device)" if s.device_median_s is not None else ""
@@ -198,9 +198,10 @@ def _print_summary(url: str, store: str) -> None:
         f"utilisation {fmt.percent(report.mfu.value)}; folder {url}\n"
         f"tpu-perf: see it with `tpu-perf report {r.id}" + (f" --store {store}" if store != layout.DEFAULT_STORE else "") + "`",
         highlight=False,
+        markup=False,
     )
     for warning in r.warnings:
-        err.print(f"tpu-perf: warning: {warning}", style="yellow", highlight=False)
+        err.print(f"tpu-perf: warning: {warning}", style="yellow", highlight=False, markup=False)
 
 
 @app.command()
@@ -231,36 +232,55 @@ def report(
 @app.command("ls")
 def ls(store: StoreOption = layout.DEFAULT_STORE, as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False) -> None:
     """List the runs in a store: id, name, status, start, steps, median step time (a multi-process
-    job is one run; its steps are process 0's)."""
-    from tpu_perf.analyzers.steps import analyze_steps
-    from tpu_perf.store import list_runs
+    job is one run; its steps are process 0's). A damaged run is listed as `damaged`, with why."""
+    from rich.text import Text
+
+    from tpu_perf.store.reader import scan_runs
     from tpu_perf.store.writable import check_readable_store
     from tpu_perf.views import format as fmt
     from tpu_perf.views.report import STATUS_STYLE
 
     check_readable_store(store)
-    rows = []
-    for run in list_runs(store):
-        try:
-            stats = analyze_steps(run)
-            count, median = stats.count, stats.median_s
-        except TpuPerfError:
-            count, median = None, None
-        processes = int(run.manifest.get("process_count") or len(run.hosts)) if run.is_job else 1
-        rows.append({"id": run.id, "name": run.name, "status": run.status, "started_at": run.started_at, "steps": count, "median_s": median, "processes": processes, "url": run.url})
+    runs, damaged = scan_runs(store)
+    rows = [_ls_row(run) for run in runs]
+    rows += [{"id": d.run_id, "name": None, "status": "damaged", "started_at": None, "steps": None, "median_s": None, "processes": 1, "url": d.url, "damage": d.reason} for d in damaged]
+    rows.sort(key=lambda r: r["id"])
     if as_json:
         sys.stdout.write(dumps(rows) + "\n")
         return
     if not rows:
-        err.print(f"no runs in {store}; record one with `tpu-perf record train.py`")
+        err.print(f"no runs in {store}; record one with `tpu-perf record train.py`", markup=False, highlight=False)
         return
-    table = Table(title=f"runs in {store}", title_justify="left")
+    table = Table(title=Text(f"runs in {store}"), title_justify="left")
     for col in ("id", "name", "status", "started", "steps", "median step"):
         table.add_column(col, no_wrap=col == "id", min_width=len(rows[0]["id"]) if col == "id" else None)  # ids are copied whole
     for r in rows:
-        name = r["name"] if r["processes"] == 1 else f"{r['name']} ×{r['processes']} processes"
-        table.add_row(r["id"], name, f"[{STATUS_STYLE.get(r['status'], '')}]{r['status']}[/]", fmt.timestamp(r["started_at"]), str(r["steps"] if r["steps"] is not None else "n/a"), fmt.seconds(r["median_s"]))
+        name = str(r["name"] or "") if r["processes"] == 1 else f"{r['name']} ×{r['processes']} processes"
+        steps = str(r["steps"]) if r["steps"] is not None else "n/a"
+        if r.get("damage"):
+            name, steps = f"{r['url']}: {r['damage']}", "n/a"
+        table.add_row(Text(r["id"]), Text(name), Text(r["status"], style=STATUS_STYLE.get(r["status"], "red")), fmt.timestamp(r["started_at"]), steps, fmt.seconds(r["median_s"]))
     out.print(table)
+
+
+def _ls_row(run: Any) -> dict[str, Any]:
+    """One healthy run's `ls` row; a table that fails its check makes the row `damaged`, with why."""
+    from tpu_perf.analyzers.steps import analyze_steps
+    from tpu_perf.store.reader import DamagedRunError
+
+    damage = None
+    try:
+        stats = analyze_steps(run)
+        count, median = stats.count, stats.median_s
+    except DamagedRunError as exc:
+        count, median, damage = None, None, exc.damage
+    except TpuPerfError:
+        count, median = None, None
+    processes = int(run.manifest.get("process_count") or len(run.hosts)) if run.is_job else 1
+    row = {"id": run.id, "name": run.name, "status": run.status, "started_at": run.started_at, "steps": count, "median_s": median, "processes": processes, "url": run.url}
+    if damage is not None:
+        row.update(status="damaged", url=damage.url, damage=damage.reason)
+    return row
 
 
 COMMAND_MODULES: tuple[str, ...] = ("importer", "mfu", "chips", "dashboard", "check", "doctor", "advise")

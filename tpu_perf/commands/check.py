@@ -110,7 +110,7 @@ def check_command(
             with open(summary, "a", encoding="utf-8") as f:
                 f.write(text + "\n")
         except OSError as exc:
-            err.print(f"tpu-perf: warning: $GITHUB_STEP_SUMMARY {summary}: cannot append ({exc.strerror or exc})", style="yellow", highlight=False)
+            err.print(f"tpu-perf: warning: $GITHUB_STEP_SUMMARY {summary}: cannot append ({exc.strerror or exc})", style="yellow", highlight=False, markup=False)
     if github:  # to stderr beside --json, so stdout stays one JSON document (the runner reads both)
         for line in github_annotations(result):
             (sys.stderr if as_json else sys.stdout).write(line + "\n")
@@ -170,6 +170,6 @@ def baseline_save(
     except OSError as exc:
         raise UsageError(f"--out {path}: cannot write ({exc.strerror or exc}); give a writable path") from None
     bad = [v.run_id for v in values if v.status != "completed"]
-    err.print(f"tpu-perf: saved baseline {name!r} ({len(values)} runs) to {path}; use it with `tpu-perf check --baseline file:{path} --candidate ...`", highlight=False)
+    err.print(f"tpu-perf: saved baseline {name!r} ({len(values)} runs) to {path}; use it with `tpu-perf check --baseline file:{path} --candidate ...`", highlight=False, markup=False)
     if bad:
-        err.print(f"tpu-perf: warning: runs {', '.join(bad)} did not complete; `check` will call this baseline BAD_DATA", style="yellow", highlight=False)
+        err.print(f"tpu-perf: warning: runs {', '.join(bad)} did not complete; `check` will call this baseline BAD_DATA", style="yellow", highlight=False, markup=False)
