@@ -19,7 +19,7 @@ from rich.console import Console
 from typer.core import TyperCommand
 
 from tpu_perf.errors import DataError, RunNotFoundError, TpuPerfError, UsageError
-from tpu_perf.store import layout
+from tpu_perf.store import Damage, DamagedRunError, layout
 
 SIDES = ("--baseline", "--candidate")
 
@@ -129,6 +129,13 @@ def _write(path: Path, text: str, *, flag: str) -> None:
         raise UsageError(f"{flag} {path}: cannot write ({exc.strerror or exc}); give a writable path") from None
 
 
+def _skip_note(flag: str, run_id: str, damage: Damage) -> None:
+    """One line for a damaged run a `tag:`/`name:` selector passed over (the check goes on)."""
+    from tpu_perf.cli import err
+
+    err.print(f"tpu-perf: note: {flag}: skipped damaged run {run_id}: {damage}", style="yellow", highlight=False, markup=False)
+
+
 def side_values(selectors: Sequence[str], store: str, *, flag: str) -> list[Any]:
     """RunValues of every run the selectors name (runs in the store, entries of baseline files)."""
     from tpu_perf.analyzers.run_values import RunValues, run_values
@@ -138,7 +145,16 @@ def side_values(selectors: Sequence[str], store: str, *, flag: str) -> list[Any]
         raise UsageError(f"{flag}: give at least one run selector (id, name:NAME, tag:KEY=VALUE, file:PATH.json)")
     try:
         selection = select(selectors, store, flag=flag)
-        values = [run_values(run) for run in selection.runs]
+        values = []
+        for run in selection.runs:
+            try:
+                values.append(run_values(run))
+            except DamagedRunError as exc:
+                if run.id not in selection.grouped:
+                    raise
+                _skip_note(flag, run.id, exc.damage)
+        for damage in selection.skipped:
+            _skip_note(flag, damage.run_id, damage)
     except RunNotFoundError as exc:
         raise UsageError(str(exc)) from None
     except DataError as exc:

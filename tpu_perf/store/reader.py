@@ -219,10 +219,10 @@ class Run:
         except DataError:
             raise
         except PermissionError:
-            raise DataError(f"{to_url(self._fs, parquet)}: not readable by this user; ask its owner to `chmod a+r` it (docs/store.md: permissions)") from None
+            raise DamagedRunError(Damage(to_url(self._fs, parquet), UNREADABLE)) from None
         except Exception as exc:  # pyarrow raises many types for damaged files
             bad = parquet if self._fs.exists(parquet) else jsonl
-            raise DataError(f"{to_url(self._fs, bad)}: cannot be read ({type(exc).__name__}: {exc})") from None
+            raise DamagedRunError(Damage(to_url(self._fs, bad), f"cannot be read ({type(exc).__name__}: {str(exc)[:200]})")) from None
         problem = problem or values_problem(name, frame)
         if problem:
             raise DamagedRunError(Damage(to_url(self._fs, bad), problem))
@@ -270,7 +270,7 @@ def _read_manifest(fs: Any, path: str) -> dict[str, Any]:
     except IsADirectoryError:
         raise DamagedRunError(Damage(url, "is a folder, not a file")) from None
     except PermissionError:
-        raise DamagedRunError(Damage(url, "not readable by this user; ask its owner to `chmod a+r` it (docs/store.md: permissions)")) from None
+        raise DamagedRunError(Damage(url, UNREADABLE)) from None
     except OSError as exc:
         raise DamagedRunError(Damage(url, f"cannot be read ({exc.strerror or type(exc).__name__})")) from None
     if len(data) > MAX_MANIFEST_BYTES:
@@ -284,6 +284,8 @@ def _read_manifest(fs: Any, path: str) -> dict[str, Any]:
         raise DamagedRunError(Damage(url, problem))
     return manifest
 
+
+UNREADABLE = "not readable by this user; ask its owner to `chmod a+r` it, or record with umask 002 in a team store (docs/store.md: permissions)"
 
 MISSING_TABLE = "missing (the run wrote this table; it was deleted or not copied): its numbers are unknown, not zero"
 
@@ -299,15 +301,25 @@ def check_run(folder: str | Path, fs: Any = None) -> Damage | None:
         fs, folder = filesystem(str(folder))
     folder = str(folder)
     try:
-        run = _open_run(fs, folder)
-        for host in run.hosts or (run,):
-            for table in ("steps", "compiles"):
-                _check_table_schema(host, table)
+        _open_checked(fs, folder)
     except DamagedRunError as exc:
         return dataclasses.replace(exc.damage, run_id=_folder_name(folder))
     except DataError as exc:
         return Damage(to_url(fs, folder), str(exc), _folder_name(folder))
     return None
+
+
+CHECKED_TABLES = ("steps", "compiles")
+"""Tables whose schema (Parquet footer) is checked when a store is listed: those every listing reads."""
+
+
+def _open_checked(fs: Any, folder: str) -> Run:
+    """`_open_run`, and the checked tables' footers against their schemas (DamagedRunError if not)."""
+    run = _open_run(fs, folder)
+    for host in run.hosts or (run,):
+        for table in CHECKED_TABLES:
+            _check_table_schema(host, table)
+    return run
 
 
 def _check_table_schema(run: Run, table: str) -> None:
@@ -320,7 +332,7 @@ def _check_table_schema(run: Run, table: str) -> None:
             with run._fs.open(parquet, "rb") as f:
                 problem = schema_problem(table, pq.ParquetFile(f, pre_buffer=False).schema_arrow)
     except PermissionError:
-        problem = "not readable by this user; ask its owner to `chmod a+r` it (docs/store.md: permissions)"
+        problem = UNREADABLE
     except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for damaged files
         problem = f"cannot be read ({type(exc).__name__}: {str(exc)[:160]})"
     if problem:
@@ -468,7 +480,7 @@ def scan_runs(store: str | None = None) -> tuple[list[Run], list[Damage]]:
     runs, damaged = [], []
     for d in dirs:
         try:
-            runs.append(_open_run(fs, d))
+            runs.append(_open_checked(fs, d))
         except DamagedRunError as exc:
             damaged.append(dataclasses.replace(exc.damage, run_id=_folder_name(d)))
         except DataError as exc:

@@ -16,7 +16,8 @@ from typing import Any
 
 from tpu_perf import jsonio
 from tpu_perf.errors import DataError, RunNotFoundError, UsageError
-from tpu_perf.store.reader import Run, list_runs, load_run
+from tpu_perf.store.manifest import Damage
+from tpu_perf.store.reader import Run, load_run, scan_runs
 from tpu_perf.store.writer import write_atomic
 
 BASELINE_KIND = "tpu-perf-baseline"
@@ -30,36 +31,47 @@ class Selection:
     runs: tuple[Run, ...]
     saved: tuple[dict[str, Any], ...]
     """One dict per saved run (`RunValues.to_dict()` layout), from `file:` selectors."""
+    grouped: frozenset[str] = frozenset()
+    """Ids of the runs a `tag:` or `name:` selector found: one of them that turns out damaged is
+    skipped with a note (a run named by its id is an error instead)."""
+    skipped: tuple[Damage, ...] = ()
+    """Damaged runs in the store, passed over by `tag:` and `name:` selectors."""
 
 
 def select(selectors: Sequence[str], store: str, *, flag: str) -> Selection:
     """Resolve every selector of one side; a selector that matches nothing is an error naming it."""
     runs: dict[str, Run] = {}
     saved: list[dict[str, Any]] = []
+    grouped: set[str] = set()
+    skipped: dict[str, Damage] = {}
     for selector in selectors:
         kind, sep, rest = selector.partition(":")
         if sep and kind == "file":
             saved += read_baseline_file(rest, flag=flag)["runs"]
         elif sep and kind in ("tag", "name"):
-            for run in _matching(kind, rest, store, flag=flag):
+            found, damaged = _matching(kind, rest, store, flag=flag)
+            for run in found:
                 runs.setdefault(run.id, run)
+                grouped.add(run.id)
+            skipped.update((d.run_id, d) for d in damaged)
         else:
             run = load_run(selector, store=store)
             runs.setdefault(run.id, run)
-    return Selection(runs=tuple(runs.values()), saved=tuple(saved))
+    return Selection(runs=tuple(runs.values()), saved=tuple(saved), grouped=frozenset(grouped), skipped=tuple(skipped.values()))
 
 
-def _matching(kind: str, value: str, store: str, *, flag: str) -> list[Run]:
+def _matching(kind: str, value: str, store: str, *, flag: str) -> tuple[list[Run], list[Damage]]:
+    listed, damaged = scan_runs(store)
     if kind == "tag":
         key, sep, wanted = value.partition("=")
         if not sep or not key:
             raise UsageError(f"{flag} tag:{value}: expected tag:KEY=VALUE, e.g. tag:repeat=20261201-0612")
-        found = [r for r in list_runs(store) if r.tags.get(key) == wanted]
+        found = [r for r in listed if r.tags.get(key) == wanted]
     else:
-        found = [r for r in list_runs(store) if r.name == value]
+        found = [r for r in listed if r.name == value]
     if not found:
-        raise RunNotFoundError(f"{flag} {kind}:{value}: no run in {store} matches; `tpu-perf ls --store {store}` lists them")
-    return found
+        raise RunNotFoundError(f"{flag} {kind}:{value}: no run in {store} matches" + (f" ({len(damaged)} damaged run(s) could not be read)" if damaged else "") + f"; `tpu-perf ls --store {store}` lists them")
+    return found, damaged
 
 
 def read_baseline_file(path: str | Path, *, flag: str = "file:") -> dict[str, Any]:
