@@ -234,11 +234,23 @@ def test_markdown_escaping_shows_user_text_literally() -> None:
     assert "\\[bold\\]x\\[/\\]" in doc and "\\<script\\>" in doc and "<script>" not in doc
 
 
+def _drop_root_file_access() -> None:
+    """In a child before exec: drop CAP_DAC_OVERRIDE (1) and CAP_DAC_READ_SEARCH (2) from the
+    bounding set (prctl PR_CAPBSET_DROP, 24), so the exec'd root process obeys file modes."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in (1, 2):
+        if libc.prctl(24, cap, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+
 @pytest.mark.slow
 def test_unreadable_files_are_one_line_naming_them(fuzzed: dict, recorded: Path) -> None:
     """A run.json or table another user's umask left unreadable: that run is damaged with a line
-    saying whose file and what to do; the rest of the store lists. As root, the commands run as
-    `nobody` (root reads everything), in a subprocess."""
+    saying whose file and what to do; the rest of the store lists. As root, the commands run in a
+    subprocess without the capabilities that let root read any file (CAP_DAC_OVERRIDE,
+    CAP_DAC_READ_SEARCH), so file modes apply to it as to any user."""
     base = Path(tempfile.mkdtemp(prefix="tpu-perf-perm-"))
     try:
         base.chmod(0o755)
@@ -250,7 +262,7 @@ def test_unreadable_files_are_one_line_naming_them(fuzzed: dict, recorded: Path)
         for path in store.rglob("*"):
             if path.name not in ("run.json", "steps.parquet") or path.stat().st_mode & 0o444:
                 path.chmod(path.stat().st_mode | 0o444 | (0o111 if path.is_dir() else 0))
-        demote = (lambda: (os.setgid(65534), os.setuid(65534))) if os.geteuid() == 0 else None
+        demote = _drop_root_file_access if os.geteuid() == 0 else None
         env = {**user_env(), "PYTHONPATH": str(ROOT), "HOME": str(base), "COLUMNS": "300"}
 
         def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -264,7 +276,7 @@ def test_unreadable_files_are_one_line_naming_them(fuzzed: dict, recorded: Path)
             assert rows[run_id]["status"] == "damaged" and "not readable by this user" in rows[run_id]["damage"] and file in rows[run_id]["url"]
             report = run("report", "--store", str(store), run_id)
             assert report.returncode == 3 and len(_lines(report.stderr)) == 1 and f"{file}: not readable by this user" in report.stderr and "chmod" in report.stderr
-        (store).chmod(0o700)
+        store.chmod(0)  # no one may list it, its owner neither
         closed = run("ls", "--store", str(store))
         assert closed.returncode == 3 and len(_lines(closed.stderr)) == 1 and "not readable" in closed.stderr, closed.stderr
     finally:
