@@ -98,6 +98,9 @@ DAMAGING: dict[str, Callable[[Path], None]] = {
     "steps not parquet": _garbage("steps.parquet", b"PAR1 this is not a parquet file PAR1"),
     "compiles wrong schema": lambda f: pd.DataFrame({"x": [1]}).to_parquet(f / "compiles.parquet"),
     "compiles missing": lambda f: (f / "compiles.parquet").unlink(),
+    "steps.parquet a folder": lambda f: ((f / "steps.parquet").unlink(), (f / "steps.parquet").mkdir()),
+    "run.json 17 MiB": lambda f: (f / "run.json").write_bytes(b'{"id": "x", "pad": "' + b"a" * (17 << 20) + b'"}'),
+    "tables a string": _edit(tables="steps"),
     "steps missing": lambda f: (f / "steps.parquet").unlink(),
 }
 """Damage that makes the run unreadable: `report` is one line, exit 3; `ls` lists it as damaged.

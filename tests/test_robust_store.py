@@ -220,6 +220,31 @@ def test_dashboard_pages_on_a_fuzzed_store(fuzzed: dict, tmp_path: Path, monkeyp
     assert _snapshot(store) == before
 
 
+@pytest.mark.slow
+def test_invalid_event_times_are_dropped_with_a_note(tmp_path: Path) -> None:
+    """A Kineto trace with a NaN timestamp, an infinite one and a negative duration: those three
+    events are dropped with one note naming the file, never summarised; the rest imports."""
+    import numpy as np
+
+    doc = json.loads(gzip.open(ROOT / "tests" / "data" / "cpu_only_rank34.pt.trace.json.gz").read())
+    events = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+    events[0]["ts"], events[1]["dur"], events[2]["ts"] = float("nan"), -5.0, float("inf")
+    trace = tmp_path / "bad_times.pt.trace.json"
+    trace.write_text(json.dumps(doc))
+    result = run_cli("import", "--store", str(tmp_path / "runs"), str(trace))
+    assert result.crash is None and result.code == 0, result.err
+    notes = [line for line in _lines(result.err) if "note:" in line]
+    assert len(notes) == 1 and str(trace) in notes[0] and f"dropped 3 of {len(events)} events" in notes[0]
+    run = next((tmp_path / "runs").iterdir())
+    manifest = json.loads((run / "run.json").read_text())
+    assert manifest["status"] == "completed" and "dropped 3" in manifest["warnings"][0]
+    timeline = json.loads(run_cli("report", "--json", str(run)).out)
+    assert timeline["run"]["warnings"] and "dropped 3" in timeline["run"]["warnings"][0]
+    import pandas as pd
+
+    assert np.isfinite(pd.read_parquet(run / "timeline.parquet")[["start_s", "end_s"]].to_numpy(dtype=float)).all()
+
+
 def test_markdown_escaping_shows_user_text_literally() -> None:
     """`md()` escapes every character Markdown, HTML, tables or LaTeX would act on, and only those:
     unescaping gives the text back, and no special character is left bare."""

@@ -71,6 +71,7 @@ class RunManifest(msgspec.Struct):
     module: str | None = None
     config: dict[str, Any] | None = None
     hardware: dict[str, Any] | None = None
+    tables: list[str] | None = None
 
 
 TIME_FIELDS = ("started_at", "ended_at", "heartbeat_at")

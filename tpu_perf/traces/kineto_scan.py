@@ -19,6 +19,7 @@ import gzip
 import json
 import math
 import re
+import warnings
 import zlib
 from array import array
 from pathlib import Path
@@ -286,4 +287,33 @@ def scan(path: Path, *, max_bytes: int | None = None) -> tuple[dict[str, Any], d
             raise DataError(f"{path}: truncated JSON (the trace ends before its closing brace); re-export the trace")
     finally:
         r.close()
-    return header, out.cols
+    return header, _valid_times(Path(path), out.cols)
+
+
+class InvalidEventsWarning(UserWarning):
+    """Events whose time or duration is outside its domain were dropped from a trace (one line)."""
+
+
+MAX_EVENT_US = 7 * 24 * 3600 * 1e6
+"""No event lasts a week: a longer duration is damage (Kineto times are microseconds)."""
+
+
+def _valid_times(path: Path, cols: dict[str, Any]) -> dict[str, Any]:
+    """The columns without events whose start is not finite, or whose duration is negative,
+    infinite or over a week; a warning says how many were dropped. Never summarised."""
+    import numpy as np
+
+    ts, dur = np.frombuffer(cols["ts"], dtype=float), np.frombuffer(cols["dur"], dtype=float)
+    keep = np.isfinite(ts) & (np.isnan(dur) | ((dur >= 0) & (dur <= MAX_EVENT_US)))
+    dropped = int(len(keep) - keep.sum())
+    if not dropped:
+        return cols
+    first = int(np.flatnonzero(~keep)[0])
+    warnings.warn(f"{path}: dropped {dropped} of {len(keep)} events whose timestamp is not finite or whose duration is negative or absurd (first: ts {float(ts[first])!r}, dur {float(dur[first])!r})", InvalidEventsWarning, stacklevel=3)
+    out: dict[str, Any] = {}
+    for key, values in cols.items():
+        if isinstance(values, array):
+            out[key] = array("d", np.frombuffer(values, dtype=float)[keep].tobytes())
+        else:
+            out[key] = [v for v, k in zip(values, keep, strict=True) if k]
+    return out
