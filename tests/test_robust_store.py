@@ -383,3 +383,32 @@ def test_crafted_trace_files_end_bounded(crafted: dict[str, Path], tmp_path: Pat
         assert elapsed < 30, (name, elapsed)
         assert _peak_rss_mib_of_children() < 1024, (name, _peak_rss_mib_of_children())
     assert not store.exists() or not any(store.iterdir())
+
+
+def test_a_second_interrupt_while_the_trace_is_read_is_said(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second Ctrl-C while the trace window becomes op tables: the run still finishes, and its
+    warnings say the ops and timeline tables are missing (before: they were silently absent). The
+    KeyboardInterrupt is raised where a real one lands, in the trace reader."""
+    from tpu_perf.collectors.record import record
+    from tpu_perf.collectors.runner import resolve_target
+    from tpu_perf.collectors.session import RecordOptions
+    from tpu_perf.store import load_run
+    from tpu_perf.traces import ingest
+
+    script = tmp_path / "train.py"
+    script.write_text("print('trained')\n")
+
+    def with_a_trace(writer: object) -> None:  # a Kineto capture in the run's trace window folder
+        trace = Path(writer.dir) / "trace"  # type: ignore[attr-defined]
+        trace.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ROOT / "tests" / "data" / "cpu_only_rank34.pt.trace.json.gz", trace / "rank34.pt.trace.json.gz")
+
+    def interrupted(path: Path, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ingest, "read_traces", interrupted)
+    result = record(resolve_target(str(script), None, []), store=str(tmp_path / "runs"), options=RecordOptions(trace_steps=None, progress=False), log=lambda line: None, on_created=with_a_trace)
+    run = load_run(result.url)
+    assert run.status == "completed" and (Path(result.url) / "trace" / "rank34.pt.trace.json.gz").exists()
+    assert any("ops, timeline and device tables are missing" in w for w in run.manifest["warnings"])
+    assert not (Path(result.url) / "ops.parquet").exists()
