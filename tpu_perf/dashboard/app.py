@@ -22,7 +22,7 @@ def main() -> None:
     if PRICE not in st.session_state:  # a new session: the URL's price, if it has a usable one
         st.session_state[PRICE], problem = nav.price_from_url(st.query_params.get(PRICE_PARAM))
     with st.sidebar:
-        st.caption(f"Store: {fmt.md(data.store_location())}")
+        st.caption(f"Store: {fmt.md_code(data.store_location())}")
         if problem:
             st.warning(problem)
         st.number_input("Price per chip-hour (USD)", min_value=0.0, step=0.1, format="%.2f", key=PRICE, help="For cost per million tokens on the compare page; 0 hides it. Kept in the URL (`price=`).")

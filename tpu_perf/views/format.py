@@ -18,6 +18,13 @@ def md(text: object) -> str:
     return _MARKDOWN_SPECIAL.sub(r"\\\1", str(text))
 
 
+def md_code(text: object) -> str:
+    """User text (a path, an id) as a Markdown code span, shown literally; `md()` where the text
+    itself holds a backtick (it would end the span)."""
+    text = str(text)
+    return f"`{text}`" if "`" not in text and text.strip() == text and text else md(text)
+
+
 def seconds(value: float | None) -> str:
     if value is None:
         return "n/a"

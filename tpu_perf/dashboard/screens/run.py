@@ -213,7 +213,7 @@ def render() -> None:
         return
     r = doc["run"]
     started = f"imported {fmt.timestamp(r.get('started_at'))}" if r.get("imported") else f"{r['status']} · started {fmt.timestamp(r.get('started_at'))}"
-    st.markdown(f"### {widgets.STATUS_ICON.get(r['status'], '')} {fmt.md(r['name'])}  \n{fmt.md(r['id'])} · {fmt.md(started)} · {fmt.md(r.get('url'))}")
+    st.markdown(f"### {widgets.STATUS_ICON.get(r['status'], '')} {fmt.md(r['name'])}  \n{fmt.md_code(r['id'])} · {fmt.md(started)} · {fmt.md_code(r.get('url'))}")
     st.caption("Imported with:" if r.get("imported") else "Recorded with:")
     st.code(" ".join(map(str, r.get("command") or [])), language="bash")
     if r.get("error"):
