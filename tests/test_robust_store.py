@@ -32,6 +32,7 @@ from tpu_perf.store import check_run, scan_runs
 from tpu_perf.views.format import md
 
 EXAMPLE = str(ROOT / "examples" / "jax_mlp.py")
+DATA_TRACE = ROOT / "tests" / "data" / "cpu_only_rank34.pt.trace.json.gz"
 HEALTHY = ("20300101-000000-00000a", "20300101-000000-00000b")
 """Two untouched copies of the recording; the second is named `[bold]x[/]`."""
 
@@ -157,6 +158,8 @@ def test_every_reading_command_on_a_fuzzed_store(fuzzed: dict, recorded: Path, w
                 expect(result.code == 3, f"{name}: {command} exit {result.code}, expected 3")
                 expect(len(_lines(result.err)) == 1 and run_id in result.err and not result.out.strip(), f"{name}: {command} said {result.err!r} {result.out[:200]!r}")
             expect(check_run(store / run_id) is not None or "durations" in name, f"{name}: check_run found no damage")  # values are checked when the table is read
+            if name == "schema_version a string":  # before: "schema_version 1 is newer than this tpu-perf reads (1)"
+                expect("field schema_version: expected an integer, got str '1'" in report.err, f"{name}: {report.err!r}")
             continue
         expect(row["status"] != "damaged", f"{name}: listed as damaged: {row.get('damage')}")
         for command, result in (("report", report), ("advise", advise), ("report --json", as_json)):
@@ -412,3 +415,25 @@ def test_a_second_interrupt_while_the_trace_is_read_is_said(tmp_path: Path, monk
     assert run.status == "completed" and (Path(result.url) / "trace" / "rank34.pt.trace.json.gz").exists()
     assert any("ops, timeline and device tables are missing" in w for w in run.manifest["warnings"])
     assert not (Path(result.url) / "ops.parquet").exists()
+
+
+def test_early_checks_are_one_line_before_anything_runs(tmp_path: Path) -> None:
+    """`--topology` names a TPU the catalogue knows before the script starts; `--store` that is a
+    file is one line (exit 2) in every command that reads or writes a store."""
+    marker = tmp_path / "ran"
+    script = tmp_path / "train.py"
+    script.write_text(f"open({str(marker)!r}, 'w').close()\n")
+    for topology, said in (("zz9:1x1", "unknown chip"), ("v100:2x2", "is not a TPU"), ("v6e:0x2", "at least one chip")):
+        result = run_cli("record", "--store", str(tmp_path / "runs"), "--topology", topology, str(script))
+        assert result.crash is None and result.code == 2 and len(_lines(result.err)) == 1 and said in result.err, result.err
+    assert not marker.exists() and not (tmp_path / "runs").exists()
+    a_file = tmp_path / "store.txt"
+    a_file.write_text("not a store")
+    store = ("--store", str(a_file))
+    commands = (("ls", *store), ("ls", "--json", *store), ("report", "x", *store), ("advise", "x", *store), ("import", str(DATA_TRACE), *store), ("check", "--baseline", "name:a", "--candidate", "name:b", *store),
+                ("baseline", "save", "b", "name:a", "--out", str(tmp_path / "b.json"), *store), ("record", *store, str(script)))  # fmt: skip
+    for command in commands:
+        result = run_cli(*command)
+        assert result.crash is None and result.code == 2, (command, result.code, result.err)
+        assert len(_lines(result.err)) == 1 and f"--store {a_file}: is a file" in result.err, (command, result.err)
+    assert not marker.exists() and a_file.read_text() == "not a store"
