@@ -199,7 +199,10 @@ def finish_recording(writer: RunWriter, rec: Recorder, outcome: Outcome, uninsta
     try:
         rec.finish()
         _end_warnings(rec)
-        _trace_tables(writer, rec)
+        try:
+            _trace_tables(writer, rec)
+        except KeyboardInterrupt:  # a second Ctrl-C while the trace is read: say so, finish the run
+            rec.warn("interrupted while the trace window was turned into op tables: ops, timeline and device tables are missing; the trace files are kept (`tpu-perf import RUN_FOLDER/trace` reads them)")
     finally:
         for undo in reversed(uninstalls):
             undo()

@@ -19,7 +19,7 @@ from rich.console import Console
 from typer.core import TyperCommand
 
 from tpu_perf.errors import DataError, RunNotFoundError, TpuPerfError, UsageError
-from tpu_perf.store import layout
+from tpu_perf.store import Damage, DamagedRunError, layout
 
 SIDES = ("--baseline", "--candidate")
 
@@ -114,7 +114,7 @@ def check_command(
             with open(summary, "a", encoding="utf-8") as f:
                 f.write(text + "\n")
         except OSError as exc:
-            err.print(f"tpu-perf: warning: $GITHUB_STEP_SUMMARY {summary}: cannot append ({exc.strerror or exc})", style="yellow", highlight=False)
+            err.print(f"tpu-perf: warning: $GITHUB_STEP_SUMMARY {summary}: cannot append ({exc.strerror or exc})", style="yellow", highlight=False, markup=False)
     if github:  # to stderr beside --json, so stdout stays one JSON document (the runner reads both)
         for line in github_annotations(result):
             (sys.stderr if as_json else sys.stdout).write(line + "\n")
@@ -144,6 +144,13 @@ def _write(path: Path, text: str, *, flag: str) -> None:
         raise UsageError(f"{flag} {path}: cannot write ({exc.strerror or exc}); give a writable path") from None
 
 
+def _skip_note(flag: str, run_id: str, damage: Damage) -> None:
+    """One line for a damaged run a `tag:`/`name:` selector passed over (the check goes on)."""
+    from tpu_perf.cli import err
+
+    err.print(f"tpu-perf: note: {flag}: skipped damaged run {run_id}: {damage}", style="yellow", highlight=False, markup=False)
+
+
 def side_values(selectors: Sequence[str], store: str, *, flag: str) -> list[Any]:
     """RunValues of every run the selectors name (runs in the store, entries of baseline files)."""
     from tpu_perf.analyzers.run_values import RunValues, run_values
@@ -154,7 +161,16 @@ def side_values(selectors: Sequence[str], store: str, *, flag: str) -> list[Any]
         raise UsageError(f"{flag}: give at least one run selector (id, name:NAME, tag:KEY=VALUE, file:PATH.json)")
     try:
         selection = select(expand_history(selectors, store, flag=flag), store, flag=flag)
-        values = [run_values(run) for run in selection.runs]
+        values = []
+        for run in selection.runs:
+            try:
+                values.append(run_values(run))
+            except DamagedRunError as exc:
+                if run.id not in selection.grouped:
+                    raise
+                _skip_note(flag, run.id, exc.damage)
+        for damage in selection.skipped:
+            _skip_note(flag, damage.run_id, damage)
     except RunNotFoundError as exc:
         raise UsageError(str(exc)) from None
     except DataError as exc:
@@ -186,6 +202,6 @@ def baseline_save(
     except OSError as exc:
         raise UsageError(f"--out {path}: cannot write ({exc.strerror or exc}); give a writable path") from None
     bad = [v.run_id for v in values if v.status != "completed"]
-    err.print(f"tpu-perf: saved baseline {name!r} ({len(values)} runs) to {path}; use it with `tpu-perf check --baseline file:{path} --candidate ...`", highlight=False)
+    err.print(f"tpu-perf: saved baseline {name!r} ({len(values)} runs) to {path}; use it with `tpu-perf check --baseline file:{path} --candidate ...`", highlight=False, markup=False)
     if bad:
-        err.print(f"tpu-perf: warning: runs {', '.join(bad)} did not complete; `check` will call this baseline BAD_DATA", style="yellow", highlight=False)
+        err.print(f"tpu-perf: warning: runs {', '.join(bad)} did not complete; `check` will call this baseline BAD_DATA", style="yellow", highlight=False, markup=False)

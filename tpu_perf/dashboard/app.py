@@ -8,6 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from tpu_perf.dashboard import data, nav
+from tpu_perf.views import format as fmt
 
 PRICE = "price_per_chip_hour"  # session_state key: USD per chip-hour for cost per 1M tokens; 0 = not given
 PRICE_PARAM = "price"  # the URL's copy of it, so a shared or reloaded link keeps the price
@@ -21,7 +22,7 @@ def main() -> None:
     if PRICE not in st.session_state:  # a new session: the URL's price, if it has a usable one
         st.session_state[PRICE], problem = nav.price_from_url(st.query_params.get(PRICE_PARAM))
     with st.sidebar:
-        st.caption(f"Store: `{data.store_location()}`")
+        st.caption(f"Store: {fmt.md_code(data.store_location())}")
         if problem:
             st.warning(problem)
         st.number_input("Price per chip-hour (USD)", min_value=0.0, step=0.1, format="%.2f", key=PRICE, help="For cost per million tokens on the compare page; 0 hides it. Kept in the URL (`price=`).")

@@ -25,14 +25,15 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from tpu_perf import __version__, list_runs, load_run
+from tpu_perf import __version__, load_run
 from tpu_perf.analyzers import report as report_module
 from tpu_perf.analyzers.compare import dig, peak_device_bytes
 from tpu_perf.analyzers.hosts import steps_by_host
 from tpu_perf.analyzers.step_phases import step_phases
 from tpu_perf.analyzers.timeline import best_rows
+from tpu_perf.errors import TpuPerfError
 from tpu_perf.jsonio import dumps
-from tpu_perf.store import Run, layout
+from tpu_perf.store import Run, layout, scan_runs
 from tpu_perf.store.fs import filesystem, join
 from tpu_perf.store.writer import write_atomic
 
@@ -67,10 +68,12 @@ def list_refs(store: str) -> tuple[list[RunRef], list[str]]:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            runs = list_runs(store)
-        except Exception as exc:  # an unreadable store is shown, never a crashed page
+            runs, damaged = scan_runs(store)
+        except TpuPerfError as exc:  # an unreadable store is shown, never a crashed page
+            return [], [str(exc)]
+        except Exception as exc:
             return [], [f"{store}: cannot be listed ({type(exc).__name__}: {exc})"]
-    errors = [str(w.message) for w in caught]
+    errors = [f"damaged run {d.run_id}: {d}" for d in damaged] + [str(w.message) for w in caught]
     refs = []
     for run in runs:
         try:

@@ -10,11 +10,11 @@ from xml.etree import ElementTree as ET
 
 from rich import box
 from rich.console import Group, RenderableType
-from rich.table import Table
 from rich.text import Text
 
 from tpu_perf.analyzers.regression import PRECEDENCE, Check, CheckResult, Verdict
 from tpu_perf.views import format as fmt
+from tpu_perf.views.format import PlainTable as Table
 
 STYLE: dict[Verdict, str] = {
     Verdict.PASS: "green", Verdict.IMPROVEMENT: "bold green", Verdict.CHANGED: "cyan",
@@ -101,7 +101,7 @@ def render_markdown(result: CheckResult) -> str:
         "|---|---|---|---|---|---|---|",
     ]
     for check in sorted(result.checks, key=lambda c: (not c.decides, order[c.verdict])):
-        detail = check.message.replace("|", "\\|")
+        detail = fmt.md(check.message)
         lines.append(f"| {check.name} | {ICON[check.verdict] if check.decides else ''} {shown_verdict(check)} | {summary(check, check.baseline_value, check.baseline)} | {summary(check, check.candidate_value, check.candidate)} | {change(check)} | {cvs(check)} | {detail} |")
     return "\n".join(lines) + "\n"
 

@@ -7,13 +7,13 @@ from typing import Any
 
 from rich.console import Group, RenderableType
 from rich.panel import Panel
-from rich.table import Table
 from rich.text import Text
 
 from tpu_perf.analyzers.report import Report
 from tpu_perf.views import format as fmt
 from tpu_perf.views.aot import render_aot
 from tpu_perf.views.at_peak import render_at_peak
+from tpu_perf.views.format import PlainTable as Table
 from tpu_perf.views.hosts import render_hosts
 from tpu_perf.views.torch_compile import render_torch_compile
 from tpu_perf.views.traces import render_trace_tables

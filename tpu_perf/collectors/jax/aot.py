@@ -36,8 +36,18 @@ class AotError(RuntimeError):
 def parse_topology(text: str) -> str:
     """Check a `--topology` value (`v6e:2x2`, `v5p:2x2x1`) before anything runs; returns it."""
     name = text.strip()
-    if not _TOPOLOGY.match(name):
+    match = _TOPOLOGY.match(name)
+    if not match:
         raise UsageError(f"--topology {text!r}: expected CHIP:SHAPE such as v6e:2x2, v5e:2x4 or v5p:2x2x1")
+    from tpu_perf.hardware import lookup_chip
+    from tpu_perf.hardware.chips import unknown_chip_message
+
+    chip = lookup_chip(match["chip"])
+    if chip is None or not chip.name.startswith("tpu"):
+        what = unknown_chip_message("--topology", match["chip"]) if chip is None else f"--topology {match['chip']!r}: {chip.name} is not a TPU"
+        raise UsageError(f"{what}; a topology is a TPU slice such as v6e:2x2, v5e:2x4 or v5p:2x2x1 (checked before the script runs)")
+    if any(int(d) == 0 for d in match["dims"].split("x")):
+        raise UsageError(f"--topology {text!r}: a slice has at least one chip along each axis")
     return name
 
 

@@ -215,13 +215,13 @@ def render() -> None:
         return
     r = doc["run"]
     started = f"imported {fmt.timestamp(r.get('started_at'))}" if r.get("imported") else f"{r['status']} · started {fmt.timestamp(r.get('started_at'))}"
-    st.markdown(f"### {widgets.STATUS_ICON.get(r['status'], '')} {r['name']}  \n`{r['id']}` · {started} · `{r.get('url')}`")
+    st.markdown(f"### {widgets.STATUS_ICON.get(r['status'], '')} {fmt.md(r['name'])}  \n{fmt.md_code(r['id'])} · {fmt.md(started)} · {fmt.md_code(r.get('url'))}")
     st.caption("Imported with:" if r.get("imported") else "Recorded with:")
     st.code(" ".join(map(str, r.get("command") or [])), language="bash")
     if r.get("error"):
-        st.error(f"The script failed: {r['error']}")
+        st.error(f"The script failed: {fmt.md(r['error'])}")
     for warning in r.get("warnings") or []:
-        st.warning(warning)
+        st.warning(fmt.md(warning))
     findings, problem = data.advice(ref)
     fired = sum(f["outcome"] == "fired" for f in findings or [])
     parts: list[tuple[str, Callable[[], None]]] = [

@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from tpu_perf.dashboard import data, nav, widgets
+from tpu_perf.views import format as fmt
 
 LIVE_REFRESH_S = 2.0
 """While a run in the store is recording, the table is re-read this often."""
@@ -89,11 +90,11 @@ def _rows(refs: list[data.RunRef]) -> list[dict]:
 def _body(listed: tuple[list[data.RunRef], list[str]] | None = None) -> None:
     store = data.store_location()
     refs, errors = listed or data.list_refs(store)
-    st.caption(f"Store `{store}`: {len(refs)} run(s)" + (" · live: a run is recording, refreshing every 2 s" if any(r.status == "running" for r in refs) else ""))
+    st.caption(f"Store {fmt.md_code(store)}: {len(refs)} run(s)" + (" · live: a run is recording, refreshing every 2 s" if any(r.status == "running" for r in refs) else ""))
     for message in errors:
         widgets.error_card("A run folder cannot be read", message)
     if not refs:
-        st.info(f"No runs in `{store}` yet. Record one with `tpu-perf record --store {store} train.py`.")
+        st.info(f"No runs in {fmt.md_code(store)} yet. Record one with `tpu-perf record --store STORE train.py`.")
         return
     rows = _rows(refs)
     shown_rows = _filtered(rows)
