@@ -31,10 +31,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tpu_perf.errors import DataError, RunNotFoundError
+from tpu_perf.errors import DataError, RunNotFoundError, UsageError
 from tpu_perf.store import layout
 from tpu_perf.store.fs import filesystem, is_local, join
-from tpu_perf.store.reader import Run, _open_run
+from tpu_perf.store.reader import Run, _open_checked, _open_run
 
 INDEX_DIR = ".index"
 ROW_FILE = "index.parquet"
@@ -105,12 +105,13 @@ def known_rows(store: str, run_ids: list[str]) -> dict[str, dict[str, Any]]:
 
 
 def _read_row_file(fs: Any, folder: str) -> dict[str, Any] | None:
-    """A run folder's own row, None when it has none or it cannot be read (then it is rebuilt)."""
+    """A run folder's own row, None when it has none, it cannot be read, or it is another run's (a
+    folder copied under a new name carries the original's row file): then it is rebuilt."""
     try:
         rows = _read_files(fs, [join(folder, ROW_FILE)])
     except (OSError, pa.ArrowException, ValueError, KeyError):
         return None
-    return rows[0] if rows else None
+    return rows[0] if rows and rows[0].get("id") == folder.rstrip("/").rsplit("/", 1)[-1] else None
 
 
 def _index_files(fs: Any, base: str) -> list[str]:
@@ -136,12 +137,16 @@ def _read_files(fs: Any, files: list[str]) -> list[dict[str, Any]]:
 def read_rows(store: str) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """The compacted rows by id (newest `indexed_at` per id) and the parts they came from."""
     fs, base = filesystem(store)
+    if fs.exists(base) and not fs.isdir(base):
+        raise UsageError(f"--store {store}: is a file, not a folder; give the folder that holds the runs")
     for _attempt in range(5):
-        files = _index_files(fs, base)
         try:
+            files = _index_files(fs, base)
             rows = _read_files(fs, files)
         except FileNotFoundError:  # merged and deleted by a compacting reader: list again
             continue
+        except PermissionError:  # another user's index: a cache, so rows come from the run folders
+            return {}, []
         except (OSError, pa.ArrowException) as exc:
             raise DataError(f"{join(base, INDEX_DIR)}: the runs index cannot be read ({type(exc).__name__}: {exc}); delete the folder to rebuild it") from None
         merged: dict[str, dict[str, Any]] = {}
@@ -160,6 +165,10 @@ def _store_ids(fs: Any, base: str) -> dict[str, str]:
         names = fs.ls(base, detail=False)
     except FileNotFoundError:
         return {}
+    except NotADirectoryError:
+        raise UsageError(f"--store {base}: lies under a file, not a folder; give the folder that holds the runs") from None
+    except PermissionError:
+        raise DataError(f"{base}: the store folder is not readable by this user; ask its owner to `chmod a+rx` it (docs/store.md: permissions)") from None
     found = {}
     for path in names:
         name = path.rstrip("/").rsplit("/", 1)[-1]
@@ -180,8 +189,10 @@ def compact(store: str, rows: list[dict[str, Any]], merged_files: list[str]) -> 
             pass  # another reader merged it too
 
 
-def _usable(row: dict[str, Any] | None, version: int) -> bool:
-    return row is not None and (row.get("index_version") or 0) >= version and row.get("status") in layout.FINAL_STATUSES
+def _usable(row: dict[str, Any] | None, version: int, run_id: str) -> bool:
+    """A stored row stands for the folder `run_id` when it is of this version, final, and its own
+    (a folder copied under another name carries the original's row file: rebuilt)."""
+    return row is not None and row.get("id") == run_id and (row.get("index_version") or 0) >= version and row.get("status") in layout.FINAL_STATUSES
 
 
 def runs_index(store: str, *, summarize: Summarize, damaged: Damaged, version: int) -> list[dict[str, Any]]:
@@ -195,11 +206,11 @@ def runs_index(store: str, *, summarize: Summarize, damaged: Damaged, version: i
     fresh = 0
     for run_id, path in present.items():
         row = stored.get(run_id)
-        if _usable(row, version):
+        if _usable(row, version, run_id):
             rows.append(row)  # type: ignore[arg-type]
             continue
         row = _read_row_file(fs, path)
-        if not _usable(row, version):
+        if not _usable(row, version, run_id):
             row = _summarize_folder(fs, path, run_id, summarize, damaged)
             if row is None:
                 continue
@@ -225,7 +236,7 @@ def _summarize_folder(fs: Any, path: str, run_id: str, summarize: Summarize, dam
     try:
         if not fs.exists(join(path, layout.MANIFEST)):
             return None
-        run = _open_run(fs, path)
+        run = _open_checked(fs, path) if is_local(path) else _open_run(fs, path)  # robust-store's check: tables' footers too where that is cheap
     except RunNotFoundError:
         return None
     except Exception as exc:  # a damaged manifest is a damaged run, listed as such
