@@ -234,10 +234,11 @@ class Recorder:
         self.sync()
         self.steps.end(source, self.now())
 
-    def span(self, source: str, start: float, end: float, *, traced: bool = False, step_num: int | None = None, device_known: bool = True, interleaved: bool = False) -> None:
+    def span(self, source: str, start: float, end: float, *, traced: bool = False, step_num: int | None = None, device_known: bool = True, interleaved: bool = False, busy: bool = False, instrumented: bool = False) -> None:
         """A complete step from dispatch to device completion (any thread may call this);
-        `device_known` False: `end` is when tpu-perf looked, an upper bound of the device time."""
-        self.steps.span(source, start, end, traced=traced, step_num=step_num, device_known=device_known, interleaved=interleaved)
+        `device_known` False: `end` is when tpu-perf looked, an upper bound of the device time.
+        `busy`: the step's device time is the reported device work inside its iteration."""
+        self.steps.span(source, start, end, traced=traced, step_num=step_num, device_known=device_known, interleaved=interleaved, busy=busy, instrumented=instrumented)
 
     def waited(self, start: float, end: float) -> None:
         """The loop was blocked in a framework call from `start` to `end` (a device sync, a
