@@ -57,6 +57,9 @@ class Breakdown:
     """Seconds added to a recorder time to get the trace time (`steps` windows)."""
     annotations_agree: bool | None = None
     """Whether the trace's own step marks agree with the recorder's steps; None without both."""
+    device_check: dict[str, float | None] | None = None
+    """`steps` windows: the recorder's device time against the trace's (the union of the step's device
+    ops, mean over lanes) over the traced steps: `recorded_median_s`, `trace_median_s`, `difference_median_s`."""
 
 
 def _device_lanes(tl: pd.DataFrame) -> list[str]:
@@ -97,6 +100,21 @@ def _agree(marks: pd.DataFrame, windows: pd.DataFrame) -> bool:
     got = float(pd.to_numeric(marks["end_s"] - marks["start_s"]).median())
     want = float((windows["end_s"] - windows["start_s"]).median())
     return want > 0 and abs(got - want) <= AGREE * want
+
+
+def _device_check(run: Run, per_step: pd.DataFrame) -> dict[str, float | None] | None:
+    steps = run.table("steps")
+    if per_step.empty or "device_s" not in steps:
+        return None
+    trace = per_step.assign(busy=per_step[list(OP_CLASSES)].sum(axis=1)).groupby("step")["busy"].mean()
+    recorded = pd.to_numeric(steps.set_index("step")["device_s"], errors="coerce").reindex(trace.index)
+    both = recorded.notna()
+    diff = (recorded[both] - trace[both])
+    return {
+        "recorded_median_s": float(recorded[both].median()) if both.any() else None,
+        "trace_median_s": float(trace.median()),
+        "difference_median_s": float(diff.median()) if both.any() else None,
+    }
 
 
 def _label_window(lane_ev: pd.DataFrame, host_ev: pd.DataFrame, start: float, end: float) -> dict[str, float]:
@@ -160,7 +178,9 @@ def analyze_breakdown(run: Run) -> Breakdown:
     per_step = pd.DataFrame(rows, columns=["lane", "step", "step_s", *PARTS])
     total = per_step["step_s"].sum()
     fractions = {p: float(per_step[p].sum() / total) for p in PARTS} if total > 0 else {}
+    check = _device_check(run, per_step) if source == "recorder" else None
     return Breakdown(
+        device_check=check,
         per_step=per_step if how != "trace" else empty, fractions=fractions, window=how, steps_from=source,
         alignment_error_s=error, clock_offset_s=offset, annotations_agree=agree,
     )

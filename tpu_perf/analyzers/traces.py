@@ -73,6 +73,7 @@ class TraceSection:
     breakdown_steps: list[dict[str, Any]]
     breakdown_alignment_error_s: float | None
     breakdown_steps_from: str | None
+    breakdown_device_check: dict[str, float | None] | None
     breakdown_annotations_agree: bool | None
     devices: list[dict[str, Any]]
     device_step_count: int
@@ -87,6 +88,7 @@ class TraceSection:
             "breakdown_detail": {
                 "window": self.breakdown_window, "steps_from": self.breakdown_steps_from, "steps": self.breakdown_steps,
                 "alignment_error_s": self.breakdown_alignment_error_s, "annotations_agree": self.breakdown_annotations_agree,
+                "device_check": self.breakdown_device_check,
             },
             "devices": self.devices,
             "device_steps": {"count": self.device_step_count, "median_s": self.device_step_median_s, "source": self.device_step_source},
@@ -108,6 +110,7 @@ def analyze_trace_tables(run: Run) -> TraceSection:
         breakdown_steps=bd.per_step.to_dict("records")[:200],
         breakdown_alignment_error_s=bd.alignment_error_s,
         breakdown_steps_from=bd.steps_from,
+        breakdown_device_check=bd.device_check,
         breakdown_annotations_agree=bd.annotations_agree,
         devices=[{k: r.get(k) for k in device_keys} for r in (devices.to_dict("records") if not devices.empty else [])],
         device_step_count=int(len(steps)),

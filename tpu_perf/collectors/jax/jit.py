@@ -155,7 +155,10 @@ class JitTracker:
             state.abstract_args = self._abstract(args, kwargs)
         if timed:
             state.out_ids = frozenset(map(id, out_leaves))
-            call = Call(state, start, traced, state.out_ids, out_leaves)
+            # one output tells when the call finished (they share one completion event): the smallest,
+            # so that watching it keeps little memory alive, and the least likely to be donated
+            watched = [min(out_leaves, key=lambda x: getattr(x, "nbytes", 0))] if out_leaves else []
+            call = Call(state, start, traced, state.out_ids, watched)
             if state is step_fn:
                 call.interleaved, self._interleaved = self._interleaved, False
                 call.instrumented = stopped_at is not None

@@ -34,7 +34,7 @@ class Call:
     traced: bool
     ids: frozenset[int]
     leaves: list[Any]
-    """The outputs, kept only until the call is stamped: holding them longer keeps device buffers alive."""
+    """One output (the smallest) watched for readiness, kept only until the call is stamped."""
     end: float | None = None
     exact: bool = True
     """False when `end` is only when tpu-perf looked, not when the outputs became ready."""
