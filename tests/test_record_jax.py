@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, tpu_perf_cli, user_env
+from tests.invariants import check_run
 from tpu_perf import load_run
 from tpu_perf.analyzers.report import build_report
 
@@ -40,7 +41,7 @@ def test_median_step_time_matches_synchronized_measurement(auto_run) -> None:
     """Two clocks, the same steps: the iteration against the script's call-to-call time, the device
     view against its call-to-ready time."""
     run, selfm = auto_run
-    doc = build_report(run).to_dict()
+    doc = check_run(run)
     steps = run.steps.iloc[:-1]  # the last step has no next call in the script's own clock
     # The script's own timer also sees the end of the trace window (stop_trace runs at the start of
     # step 6, in its iteration, which is marked instrumented): leave the steps around it out of the comparison.

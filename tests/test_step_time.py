@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import DATA, ROOT, tpu_perf_cli
+from invariants import check_run
 
 from tpu_perf import load_run
 from tpu_perf.analyzers.report import build_report
@@ -23,7 +24,7 @@ def _record(store: Path, script: Path, out: Path, *args: str) -> tuple[object, d
     proc = tpu_perf_cli("record", "-q", "--store", str(store), "--no-trace", str(script), str(out), *args)
     assert proc.returncode == 0, proc.stderr
     run = load_run(next(store.iterdir()))
-    return run, build_report(run).to_dict(), json.loads(out.read_text())
+    return run, check_run(run), json.loads(out.read_text())
 
 
 @pytest.fixture(scope="module")

@@ -38,6 +38,10 @@ DEFAULT_SAMPLE_INTERVAL_S = 1.0
 """Runtime sampling period: measured cost at this rate is far under 1 % of a loop (docs/runtime.md)."""
 
 
+TRACE_EXTRA_STEPS = 8
+"""Steps the trace window may stay open past its end while the traced steps' device work runs
+(a TPU queues a few steps ahead; a host that queues more is not followed further)."""
+
 @dataclass(kw_only=True)
 class RecordOptions:
     """What `tpu-perf record` was asked for; stored in run.json under `config`."""
@@ -112,6 +116,10 @@ class Recorder:
         self._syncs: list[Callable[[], None]] = []
         self._finalizers: list[Callable[[], None]] = []
         self._before_close: list[Callable[[], None]] = []
+        self.traced_in_flight: Callable[[], bool] = lambda: False
+        """Whether device work dispatched inside the trace window is still running (set by the JAX
+        collector): the window stays open until it is done, so a loop that queues steps ahead of
+        the device gets its traced steps' device work into the trace."""
         self._drains: list[Callable[[], None]] = []
         self._boundary_hooks: list[Callable[[int], None]] = []
         self._compile_lock = threading.Lock()
@@ -256,7 +264,7 @@ class Recorder:
             start, stop = window
             if not trace.active and start <= index < stop:
                 self._trace_call(trace, trace.start, active=True)
-            elif trace.active and index >= stop:
+            elif trace.active and index >= stop and (index >= stop + TRACE_EXTRA_STEPS or not self.traced_in_flight()):
                 self._trace_call(trace, trace.stop, active=False)
         for hook in self._boundary_hooks:
             hook(index)

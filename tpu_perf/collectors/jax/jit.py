@@ -80,6 +80,7 @@ class JitTracker:
         self._compiles = 0
         self._ready: list[Call] = []
         self.watcher = ReadyWatcher(recorder.now, self._finished)
+        recorder.traced_in_flight = self.watcher.traced_pending
         self._lost: dict[int, list[Call]] = {}
         """Per function (id of its state), calls whose outputs were donated before seen ready."""
         self._step_index = 0  # index of the next step-function call (spans are written later)

@@ -98,6 +98,11 @@ class ReadyWatcher:
                 self._thread.start()
             self._cv.notify_all()
 
+    def traced_pending(self) -> bool:
+        """Whether a call dispatched inside the trace window is still running."""
+        with self._cv:
+            return any(c.traced for c in self._calls)
+
     def settle(self, timeout_s: float = 600.0) -> None:
         """Block until every watched call is finished (end of the run, the step function chosen)."""
         deadline = time.monotonic() + timeout_s
