@@ -36,6 +36,12 @@ ALIGN_SLACK_S = 0.001
 when the offset is measured: the two clocks are the same machine's wall clock, read microseconds
 apart; a wider slack would take the previous step's program for this one's."""
 
+QUEUED = 0.5
+"""Recorder windows do not frame the device's work when the recorder saw the device busy for most
+of the traced iterations but the trace holds under this share of that work inside them: the host
+queued the traced steps far ahead (dispatch without back-pressure) and the device ran them after
+their iterations. The breakdown then falls back to the whole trace (shares only)."""
+
 AGREE = 0.25
 """Trace step marks agree with the recorder's steps when as many and their median length is within this."""
 
@@ -149,6 +155,19 @@ def classified_timeline(run: Run) -> pd.DataFrame:
     return run.derived("classified_timeline", derive)
 
 
+def analyze_windows(tl: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
+    """One row per (device lane, window): `step_s` and seconds per part."""
+    host = tl[tl["kind"].isin(["compile", "input"])]
+    rows = []
+    for lane in _device_lanes(tl):
+        lane_ev = tl[(tl["lane"] == lane) & tl["kind"].isin([*OP_CLASSES, "program"])]
+        own = windows[windows["device"] == lane] if (windows["device"] == lane).any() else windows.drop_duplicates("step")
+        for w in own.itertuples(index=False):
+            parts = _label_window(lane_ev, host, float(w.start_s), float(w.end_s))
+            rows.append({"lane": lane, "step": int(w.step), "step_s": float(w.end_s - w.start_s), **parts})
+    return pd.DataFrame(rows, columns=["lane", "step", "step_s", *PARTS])
+
+
 def analyze_breakdown(run: Run) -> Breakdown:
     """Breakdown per window for every device lane of the trace timeline."""
     tl = classified_timeline(run)
@@ -167,18 +186,16 @@ def analyze_breakdown(run: Run) -> Breakdown:
     else:
         span = tl[tl["kind"] != "step"]
         windows, how = pd.DataFrame({"device": [None], "step": [0], "start_s": [span["start_s"].min()], "end_s": [span["end_s"].max()]}), "trace"
-    host = tl[tl["kind"].isin(["compile", "input"])]
-    rows = []
-    for lane in _device_lanes(tl):
-        lane_ev = tl[(tl["lane"] == lane) & tl["kind"].isin([*OP_CLASSES, "program"])]
-        own = windows[windows["device"] == lane] if (windows["device"] == lane).any() else windows.drop_duplicates("step")
-        for w in own.itertuples(index=False):
-            parts = _label_window(lane_ev, host, float(w.start_s), float(w.end_s))
-            rows.append({"lane": lane, "step": int(w.step), "step_s": float(w.end_s - w.start_s), **parts})
-    per_step = pd.DataFrame(rows, columns=["lane", "step", "step_s", *PARTS])
+    per_step = analyze_windows(tl, windows)
     total = per_step["step_s"].sum()
     fractions = {p: float(per_step[p].sum() / total) for p in PARTS} if total > 0 else {}
     check = _device_check(run, per_step) if source == "recorder" else None
+    if check and check["recorded_median_s"] and check["trace_median_s"] < QUEUED * check["recorded_median_s"]:
+        span = tl[tl["kind"] != "step"]
+        whole = analyze_windows(tl, pd.DataFrame({"device": [None], "step": [0], "start_s": [span["start_s"].min()], "end_s": [span["end_s"].max()]}))
+        total = whole["step_s"].sum()
+        fractions = {p: float(whole[p].sum() / total) for p in PARTS} if total > 0 else {}
+        return Breakdown(per_step=empty, fractions=fractions, window="trace", alignment_error_s=error, clock_offset_s=offset, annotations_agree=agree, device_check=check)
     return Breakdown(
         device_check=check,
         per_step=per_step if how != "trace" else empty, fractions=fractions, window=how, steps_from=source,

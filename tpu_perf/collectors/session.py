@@ -38,9 +38,9 @@ DEFAULT_SAMPLE_INTERVAL_S = 1.0
 """Runtime sampling period: measured cost at this rate is far under 1 % of a loop (docs/runtime.md)."""
 
 
-TRACE_EXTRA_STEPS = 8
+TRACE_EXTRA_STEPS = 64
 """Steps the trace window may stay open past its end while the traced steps' device work runs
-(a TPU queues a few steps ahead; a host that queues more is not followed further)."""
+(a TPU queues a few steps ahead; a host without back-pressure may queue many)."""
 
 @dataclass(kw_only=True)
 class RecordOptions:
