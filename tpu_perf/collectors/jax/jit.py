@@ -81,6 +81,7 @@ class JitTracker:
         self._ready: list[Call] = []
         self.watcher = ReadyWatcher(recorder.now, self._finished)
         recorder.traced_in_flight = self.watcher.traced_pending
+        self._multi: bool | None = None
         self._lost: dict[int, list[Call]] = {}
         """Per function (id of its state), calls whose outputs were donated before seen ready."""
         self._step_index = 0  # index of the next step-function call (spans are written later)
@@ -130,6 +131,10 @@ class JitTracker:
         carried = sum(1 for x in arg_leaves if id(x) in state.out_ids) if (state.out_ids and step_fn is None) else 0
         if step_fn is None:
             choice.observe(state, arg_leaves, state.out_ids)
+        if timed and self._holds_back():  # a multi-process job: the host waits where the device does (own work vs waits)
+            blocked = rec.now()
+            self._wait(state)
+            rec.waited(blocked, rec.now())
         stopped_at = None
         if state is step_fn:
             tracing, before = rec.trace_active, rec.now()
@@ -202,6 +207,20 @@ class JitTracker:
                     self.rec.span(self.source, call.start, end, traced=call.traced, interleaved=call.interleaved, busy=True, instrumented=call.instrumented)
                 elif self.step_fn is None and len(call.state.spans) < MAX_BUFFERED_CALLS:
                     call.state.spans.append((call.start, end, call.traced, call.exact))
+
+    def _holds_back(self) -> bool:
+        """In a multi-process job each process waits for its previous step before dispatching the
+        next, as before: the hosts' own work and their waits in collectives (the straggler view,
+        docs/multihost.md) need the host to block where the device does. A single process never waits."""
+        if self._multi is None:
+            try:
+                multi = self.jax.process_count() > 1
+            except Exception:
+                multi = False
+            if self.step_fn is None and not multi:
+                return False  # jax.distributed may start later: asked again until the step is known
+            self._multi = multi
+        return self._multi
 
     def _finished(self, call: Call) -> None:
         """From the watcher, in dispatch order: a call whose outputs are ready (or were donated unseen)."""
