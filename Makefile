@@ -2,6 +2,7 @@
 #   make demo   creates .venv, installs tpu-perf, records examples/jax_mlp.py and prints its report
 #   make test   creates both environments below, installs tpu-perf with its test dependencies in
 #               each and runs the test suite: tests/test_torch_tpu.py in .venv-torch-tpu, the rest in .venv
+#   make test-fast  the inner loop: every test not marked `slow` (no recording in a subprocess), in .venv
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -12,11 +13,11 @@ TT_BIN := $(TORCH_TPU_VENV)/bin
 STORE ?= tpu-perf-runs
 # tpu = jax[tpu]: jax with the libtpu it pins. torch is pinned to the CPU build this machine's pip
 # cache holds; an open range pulls CUDA (GBs).
-EXTRAS ?= tpu,torch,traces,dashboard,remote,dev,test-jax
+EXTRAS ?= tpu,torch,traces,dashboard,remote,notebook,dev,test-jax,test-frameworks
 TORCH_TPU_EXTRAS ?= torch-tpu,traces,dev
 TORCH_TPU_TESTS := tests/test_torch_tpu.py
 
-.PHONY: install install-torch-tpu demo test lint bench clean
+.PHONY: install install-torch-tpu demo test test-fast lint bench clean
 
 $(BIN)/tpu-perf: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,9 +41,13 @@ demo: install
 	$(BIN)/tpu-perf record --store $(STORE) --name demo examples/jax_mlp.py --steps 60
 	$(BIN)/tpu-perf report --store $(STORE) $$(ls $(STORE) | sort | tail -n 1)  # run ids sort by start: the run just recorded
 
+# --durations=25: the slowest tests, printed at the end of every full run, so a slow one is seen.
 test: install install-torch-tpu
-	$(BIN)/python -m pytest -q --ignore=$(TORCH_TPU_TESTS)
-	$(TT_BIN)/python -m pytest -q $(TORCH_TPU_TESTS)
+	$(BIN)/python -m pytest -q --durations=25 --ignore=$(TORCH_TPU_TESTS)
+	$(TT_BIN)/python -m pytest -q --durations=25 $(TORCH_TPU_TESTS)
+
+test-fast: install
+	$(BIN)/python -m pytest -q -m "not slow" --durations=10 --ignore=$(TORCH_TPU_TESTS)
 
 lint: install
 	$(BIN)/ruff check tpu_perf tests bench examples

@@ -4,7 +4,9 @@ Simulates runs whose step time has a known run-to-run noise (log-normal, sigma =
 known slowdown, and judges every draw with `check_metric`, the very function `tpu-perf check` calls.
 Beside it, on the same draws, the gate most CI benchmark jobs use: one run against one run with a
 fixed 3 % threshold. Target at 2 % noise, 5 runs a side: false REGRESSION <= 1 %, detection of a
-6 % slowdown >= 95 %.
+6 % slowdown >= 95 %. Last, the case a noisy CI machine makes: 3 runs a side at 9 % noise, a
+candidate twice as slow (REGRESSION however high the CV: its interval lies wholly beyond the
+margin) and an unchanged one (never called a regression or an improvement).
 
     python bench/gate_noise.py [--draws 20000] [--runs 5] [--seed 0]
 """
@@ -59,6 +61,11 @@ def main() -> None:
             f"{alt[Verdict.REGRESSION]:>7.1%} {alt[Verdict.INCONCLUSIVE]:>8.1%} {alt[Verdict.PASS]:>7.1%} | "
             f"{one_vs_one(base, same):>8.1%} {one_vs_one(base, slow):>8.1%}"
         )
+    base, same = (np.exp(rng.normal(0.0, 0.09, size=(args.draws, 3))) for _ in range(2))
+    slow = 2.0 * np.exp(rng.normal(0.0, 0.09, size=(args.draws, 3)))
+    null, alt = verdict_rates(base, same, options), verdict_rates(base, slow, options)
+    print(f"3 runs a side, 9 % noise: 2x slower -> REGRESSION {alt[Verdict.REGRESSION]:.2%} (BAD_DATA {alt[Verdict.BAD_DATA]:.2%}); "
+          f"unchanged -> REGRESSION {null[Verdict.REGRESSION]:.2%}, IMPROVEMENT {null[Verdict.IMPROVEMENT]:.2%}, BAD_DATA {null[Verdict.BAD_DATA]:.1%}")
     print(f"({time.perf_counter() - started:.1f} s)")
 
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -52,24 +56,142 @@ def tpu_perf_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None
     return proc
 
 
+def report_doc(run: str | Path, store: str | Path | None = None) -> dict:
+    """What `tpu-perf report --json [--store STORE] RUN` prints, computed in this process (the same
+    load_run, build_report, advice and JSON boundary as the command): for tests about the report's
+    numbers, not the command. Each command keeps a CLI test of its own."""
+    from tpu_perf.advise.document import report_advice
+    from tpu_perf.analyzers.report import build_report
+    from tpu_perf.jsonio import dumps
+    from tpu_perf.store import load_run
+
+    loaded = load_run(str(run), store=None if store is None else str(store))
+    report = build_report(loaded)
+    return json.loads(dumps({**report.to_dict(), "advice": report_advice(loaded, report)}))
+
+
+def advice_doc(run: str | Path, store: str | Path | None = None, target: str | None = None) -> dict:
+    """What `tpu-perf advise --json [--store STORE] [--target T] RUN` prints, computed in this process."""
+    from tpu_perf.advise import advise
+    from tpu_perf.advise.document import advice_document
+    from tpu_perf.jsonio import dumps
+    from tpu_perf.store import load_run
+
+    loaded = load_run(str(run), store=None if store is None else str(store))
+    return json.loads(dumps(advice_document(loaded, advise(loaded, target=target))))
+
+
+def tpu_perf_clis(*arg_lists: Sequence[str], env: dict[str, str] | None = None, timeout: float = 300) -> list[subprocess.CompletedProcess[str]]:
+    """Several independent `python -m tpu_perf ARGS` at once (for tests that are not about timing:
+    the processes share the machine's cores); their results in the order given."""
+    full_env = {**user_env(), "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), **(env or {})}
+    procs = [subprocess.Popen([sys.executable, "-m", "tpu_perf", *args], env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for args in arg_lists]
+    results = []
+    for args, proc in zip(arg_lists, procs, strict=True):
+        out, err = proc.communicate(timeout=timeout)
+        results.append(subprocess.CompletedProcess([sys.executable, "-m", "tpu_perf", *args], proc.returncode, out, err))
+    return results
+
+
 @pytest.fixture
 def store(tmp_path: Path) -> Path:
     return tmp_path / "runs"
+
+
+# -- recordings made once per session ----------------------------------------------------------------
+def copy_run(run_dir: Path, dest_store: Path) -> Path:
+    """A private copy of a recorded run folder in `dest_store` (created): for a test that damages it."""
+    dest_store.mkdir(parents=True, exist_ok=True)
+    return Path(shutil.copytree(run_dir, dest_store / run_dir.name, symlinks=True))
+
+
+class Recordings:
+    """`tpu-perf record ARGS` made once per session per distinct (ARGS, env), each in a store of its own.
+
+    `run(*args)` returns the run folder; tests must only read it. A test that damages a run takes
+    `copy(*args, dest_store=...)`. Keys are the exact argument list: a test that needs other steps,
+    flags or a store holding several runs records its own."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        """A session folder for the recordings' own outputs (a script's OUT file)."""
+        self._runs: dict[tuple[tuple[str, ...], tuple[tuple[str, str], ...]], Path] = {}
+
+    def run(self, *args: str, env: dict[str, str] | None = None) -> Path:
+        key = (args, tuple(sorted((env or {}).items())))
+        if key not in self._runs:
+            store = self.root / f"store{len(self._runs)}" / "runs"
+            tpu_perf_cli("record", "--store", str(store), *args, env=env, check=True)
+            (run_dir,) = [p for p in store.iterdir() if (p / "run.json").exists()]
+            self._runs[key] = run_dir
+        return self._runs[key]
+
+    def copy(self, *args: str, dest_store: Path, env: dict[str, str] | None = None) -> Path:
+        return copy_run(self.run(*args, env=env), dest_store)
+
+
+@pytest.fixture(scope="session")
+def recordings(tmp_path_factory: pytest.TempPathFactory) -> Recordings:
+    """The session's shared recordings (see `Recordings`): record a script once, read it in many tests."""
+    return Recordings(tmp_path_factory.mktemp("recordings"))
+
+
+def start_recording(store: Path, script: Path, args: Sequence[str], env: dict[str, str], *record_args: str) -> subprocess.Popen[str]:
+    """`tpu-perf record -q --store STORE [RECORD_ARGS] SCRIPT ARGS` started in the background, as
+    one process of a job would be (stdout and stderr together)."""
+    full = {**user_env(), "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu", **env}
+    cmd = [sys.executable, "-m", "tpu_perf", "record", "-q", "--store", str(store), *record_args, str(script), *args]
+    return subprocess.Popen(cmd, env=full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def record_job(store: Path, script: Path, args: Sequence[str], envs: Sequence[dict[str, str]], timeout: float = 300) -> None:
+    """One recording per process of a job, all with the same command, started at once; waits for
+    all and fails with their output."""
+    procs = [start_recording(store, script, args, env) for env in envs]
+    outputs = [p.communicate(timeout=timeout)[0] for p in procs]
+    for p, out in zip(procs, outputs, strict=True):
+        assert p.returncode == 0, out
+
+
+@pytest.fixture(scope="session")
+def jax_job(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """A real 2-process JAX job (jax.distributed with gloo collectives on CPU, 20 steps), process 1
+    doing 50 ms more own work per step: one run with a shard per process, alone in its store.
+    {"store": Path, "dir": run folder, "report": its `report --json`}. Read only."""
+    store = tmp_path_factory.mktemp("jax-job") / "runs"
+    coordinator = f"127.0.0.1:{free_port()}"
+    record_job(store, MULTIHOST_SCRIPTS / "jax_spmd.py", ["20", "1", "0.05"], [{"PROCESS_ID": str(i), "COORDINATOR": coordinator} for i in range(2)])
+    (run_dir,) = [p for p in store.iterdir() if (p / "run.json").exists()]
+    doc = json.loads(tpu_perf_cli("report", "--store", str(store), run_dir.name, "--json", check=True).stdout)
+    return {"store": store, "dir": run_dir, "report": doc}
 
 
 WRONG_LIBTPU = "libtpu==0.0.52"
 """torch-tpu 0.2.0's libtpu: not the one jax 0.10.2 pins (0.0.42.*), so a real mismatched pair."""
 
 
+TEST_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tpu-perf-tests"
+"""Downloads the tests reuse between sessions (never results): delete it to download again."""
+
+
 @pytest.fixture(scope="session")
-def wrong_libtpu(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def wrong_libtpu() -> Path:
     """A folder holding a real libtpu wheel that jax did not choose, installed with pip --target.
 
     Put first on PYTHONPATH (or given to `tpu-perf doctor --site`), it shadows the environment's
-    libtpu the way a hand-built environment with the wrong pin would."""
-    target = tmp_path_factory.mktemp("wrong-libtpu")
-    proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), WRONG_LIBTPU], capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, f"pip install --target {target} {WRONG_LIBTPU} failed:\n{proc.stderr[-2000:]}"
+    libtpu the way a hand-built environment with the wrong pin would. Installed once into TEST_CACHE
+    (about 30 s and 480 MB) and reused by later sessions; read only."""
+    target = TEST_CACHE / WRONG_LIBTPU.replace("==", "-")
+    if not (target / "libtpu").is_dir():
+        TEST_CACHE.mkdir(parents=True, exist_ok=True)
+        partial = Path(tempfile.mkdtemp(prefix=target.name + ".partial-", dir=TEST_CACHE))
+        proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(partial), WRONG_LIBTPU], capture_output=True, text=True, timeout=900)
+        assert proc.returncode == 0, f"pip install --target {partial} {WRONG_LIBTPU} failed:\n{proc.stderr[-2000:]}"
+        try:
+            partial.rename(target)  # atomic: another session (an xdist worker) may have won the race
+        except OSError:
+            shutil.rmtree(partial, ignore_errors=True)
+    assert (target / "libtpu").is_dir(), f"{target}: no libtpu package in the cached install"
     return target
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import ROOT, tpu_perf_cli
+from tests.conftest import ROOT, advice_doc, report_doc, tpu_perf_cli
 from tpu_perf import load_run
 from tpu_perf.advise.rules import AFTER_RULES, RULES
 
@@ -28,7 +28,10 @@ def _record(store: Path, name: str, *args: str) -> Path:
 
 
 def _advise(store: Path, name: str, *extra: str) -> dict:
-    return json.loads(tpu_perf_cli("advise", "--store", str(store), name, "--json", *extra, check=True).stdout)
+    """`advise --json [--target T]` computed in this process (conftest `advice_doc`); the command's
+    own JSON is checked against it in test_report_shows_the_top_findings."""
+    assert extra in ((), ("--target", "v6e")), extra
+    return advice_doc(name, store, target=extra[1] if extra else None)
 
 
 def _outcomes(doc: dict) -> dict[str, str]:
@@ -149,16 +152,15 @@ def _from_hlo(run, report: dict, name: str, tile: int) -> float | KeyError:
 def _from_tables(run, name: str) -> float | None:
     """Evidence the report has no key for, recomputed here from the run's own tables."""
     steps, compiles = run.steps, run.compiles
-    first_end, last_end = steps["end_time_s"].iloc[0], steps["end_time_s"].iloc[-1]
-    late = compiles[(compiles["time_s"] > first_end) & (compiles["time_s"] <= last_end)]
     jax_counts = run.manifest.get("jax") or {}
     table = run.table("timeline")
+    compiled = steps["compiled"].astype(bool).to_numpy()
+    warmup = 1 if compiled.all() else max(1, int(np.argmin(compiled)))  # leading compiled steps; the first when all compiled
     return {
-        "after_first_wall_s": steps["start_time_s"].iloc[-1] - steps["start_time_s"].iloc[1] + steps["duration_s"].iloc[-1],
-        "late_compiles": int((late["event"] == "backend_compile").sum()),
-        "late_compile_s": late.loc[late["event"] != "cache_hit", "duration_s"].sum(),
-        "steps_after_first_count": len(steps) - 1,
-        "recompile_excess_s": _excess(steps),
+        "after_warmup_wall_s": steps["duration_s"].iloc[warmup:].sum(),
+        "steps_after_warmup_count": len(steps) - warmup,
+        "recompile_excess_s": _excess(run, steps, warmup),
+        "torch_syncs": ((run.manifest.get("torch") or {}).get("syncs") or {}).get("count"),
         "fetched_step_calls": jax_counts.get("fetched_step_calls"),
         "step_calls": jax_counts.get("step_calls"),
         "fetches_per_step": jax_counts.get("fetched_step_calls", 0) / jax_counts["step_calls"] if jax_counts.get("step_calls") else None,
@@ -169,11 +171,18 @@ def _from_tables(run, name: str) -> float | None:
     }.get(name, KeyError(name))
 
 
-def _excess(steps) -> float:
-    iteration = steps["start_time_s"].shift(-1) - steps["start_time_s"]
-    iteration.iloc[-1] = steps["duration_s"].iloc[-1]
-    later, compiled = iteration.iloc[1:], steps["compiled"].astype(bool).iloc[1:]
-    return float((later[compiled] - later[~compiled].median()).clip(lower=0).sum())
+def _excess(run, steps, warmup: int) -> float:
+    """Steps after warm-up holding a recompile (a compile of a function compiled before, or of the
+    step function), beyond the median step after warm-up that did not compile."""
+    c = run.compiles
+    backend = c[c["event"] == "backend_compile"].sort_values("time_s")
+    step_fn = _step_fn(run)
+    again = backend["function"].duplicated() | (backend["function"] == f"jit({step_fn})")
+    times = backend.loc[again, "time_s"].to_numpy()
+    after = steps.iloc[warmup:]
+    holds = np.array([((times > a) & (times <= b)).any() for a, b in zip(after["start_time_s"], after["end_time_s"], strict=True)])
+    durations, compiled = after["duration_s"].to_numpy(float), after["compiled"].astype(bool).to_numpy()
+    return float(np.clip(durations[holds] - np.median(durations[~compiled]), 0, None).sum())
 
 
 def _step_fn(run) -> str | None:
@@ -183,7 +192,7 @@ def _step_fn(run) -> str | None:
 
 def _evidence_checked(store: Path, name: str, *extra: str) -> int:
     run = load_run(str(next(p for p in store.iterdir() if p.is_dir() and json.loads((p / "run.json").read_text())["name"] == name)))
-    report = json.loads(tpu_perf_cli("report", "--json", "--store", str(store), name, check=True).stdout)
+    report = report_doc(name, store)
     checked = 0
     for f in _advise(store, name, *extra)["findings"]:
         if f["outcome"] != "fired":
@@ -200,10 +209,7 @@ def _evidence_checked(store: Path, name: str, *extra: str) -> int:
             else:
                 expected = _resolve(report, e["path"])
             if isinstance(expected, KeyError) and e["name"].startswith("compiles_of_"):
-                fn = e["name"].removeprefix("compiles_of_").removesuffix("_count")
-                first_end = run.steps["end_time_s"].iloc[0]
-                c = run.compiles
-                expected = int(((c["event"] == "backend_compile") & (c["function"] == fn) & (c["time_s"] > first_end)).sum())
+                expected = report["compile"]["after_warmup_functions"][e["name"].removeprefix("compiles_of_").removesuffix("_count")]
             assert not isinstance(expected, KeyError), f"{f['id']}: evidence {e['name']} ({e['path']}) found in neither the report nor the tables"
             if isinstance(expected, list | dict) or expected is None:
                 continue
@@ -228,16 +234,25 @@ def test_bundled_examples_fire_no_high_finding(tmp_path, script, args) -> None:
     doc = _advise(store, "example", "--target", "v6e")
     high = [f["id"] for f in doc["findings"] if f["outcome"] == "fired" and f["severity"] == "high"]
     assert high == [], f"{script}: {high}"
-    report = json.loads(tpu_perf_cli("report", "--json", "--store", str(store), "example", check=True).stdout)
-    assert report["advice"] == [f for f in _advise(store, "example")["findings"] if f["outcome"] == "fired"][:3]
+    report = report_doc("example", store)
+    own = _advise(store, "example")
+    step_time = [f for f in own["findings"] if f["outcome"] == "fired" and f["id"] not in own["also"]]
+    assert report["advice"]["top"] == step_time[:3] and [f["id"] for f in report["advice"]["also"]] == own["also"]
+    assert report["advice"]["conclusion"] == own["conclusion"]
 
 
 def test_report_shows_the_top_findings(jax_runs) -> None:
     report = json.loads(tpu_perf_cli("report", "--json", "--store", str(jax_runs), "defective", check=True).stdout)
-    fired = [f for f in _advise(jax_runs, "defective")["findings"] if f["outcome"] == "fired"]
-    assert [f["id"] for f in report["advice"]] == [f["id"] for f in fired[:3]] and len(report["advice"]) == 3
-    gains = [f["expected_gain"]["factor"] for f in report["advice"] if f["expected_gain"] and f["expected_gain"]["factor"]]
+    assert report == report_doc("defective", jax_runs)  # the command prints what the tests compute in-process
+    advice = json.loads(tpu_perf_cli("advise", "--store", str(jax_runs), "defective", "--json", check=True).stdout)
+    assert advice == _advise(jax_runs, "defective")
+    fired = [f for f in advice["findings"] if f["outcome"] == "fired"]
+    top = report["advice"]["top"]
+    assert [f["id"] for f in top] == [f["id"] for f in fired[:3]] and len(top) == 3
+    gains = [f["expected_gain"]["factor"] for f in top if f["expected_gain"] and f["expected_gain"]["factor"]]
     assert gains == sorted(gains, reverse=True)
+    assert {"unrolled-loop", "no-donation"} <= {f["id"] for f in report["advice"]["also"]}  # compile time and memory: not step-time fixes
+    assert report["advice"]["conclusion"].startswith("next: ")
     text = tpu_perf_cli("report", "--store", str(jax_runs), "defective", check=True, env={"COLUMNS": "200"}).stdout
     assert "Advice" in text and fired[0]["id"] in text
     terminal = tpu_perf_cli("advise", "--store", str(jax_runs), "defective", "--all", check=True, env={"COLUMNS": "200"}).stdout

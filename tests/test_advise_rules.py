@@ -52,8 +52,8 @@ def test_hlo_rules_on_a_healthy_program(mlp_hlo) -> None:
 def base(**changes) -> Signals:
     s = Signals(
         framework="jax", platform="cpu", run_chip=None, target=V6E, target_from="--target",
-        steps=40, traced_steps=3, iteration_median_s=0.1, device_median_s=0.095, host_median_s=0.005, after_first_wall_s=3.9,
-        compiles=10, compile_total_s=2.0, late_compiles=0, late_compile_s=0.0, late_functions={}, recompile_excess_s=0.0, distinct_compiled=8,
+        steps=40, traced_steps=3, iteration_median_s=0.1, device_median_s=0.095, host_median_s=0.005, after_warmup_wall_s=3.9, steps_after_warmup=39,
+        compiles=10, compile_total_s=2.0, late_compiles=0, late_compile_s=0.0, late_functions={}, first_compiles_after_warmup={}, pmap_compiles=0, recompile_excess_s=0.0, distinct_compiled=8,
         compile_cache_events=0, compile_cache_env=None, step_program=True, jitted_functions=3,
         torch_graphs=None, graph_breaks=None, graph_break_reasons=[], torch_recompile_reasons=[],
         step_calls=40, fetched_step_calls=2,
@@ -82,7 +82,9 @@ def test_recompilation_threshold() -> None:
     share = T.RECOMPILE_TIME_SHARE * 3.9
     assert recompilation(base(late_compiles=2, recompile_excess_s=share * (1 + EPS))).outcome == "fired"
     assert recompilation(base(late_compiles=2, recompile_excess_s=share * (1 - EPS))).outcome == "passed"
-    assert recompilation(base(late_compiles=None, after_first_wall_s=None)).outcome == "not_evaluable"
+    assert recompilation(base(late_compiles=None, after_warmup_wall_s=None)).outcome == "not_evaluable"
+    unknown = recompilation(base(compiles=None, compile_total_s=None, late_compiles=None, late_compile_s=None))
+    assert unknown.outcome == "not_evaluable" and "not heard" in unknown.reason  # unknown compiles are not zero compiles
 
 
 def test_host_sync_threshold() -> None:
@@ -166,16 +168,25 @@ def test_fp32_matmul_threshold_and_bf16_seen_through_cpu_converts() -> None:
     assert no_target.outcome == "not_evaluable" and "--target" in no_target.reason
 
 
-def test_mxu_padding_threshold() -> None:
-    # one dot whose m is padded: waste = 1 - m / pad(m) with n = k = 256 (tile 256)
-    def waste_for(m):
-        return _analysis(lambda x, w: x @ w, jnp.ones((m, 256)), jnp.ones((256, 256)), tile=256)
+def test_mxu_padding_counts_only_removable_padding_on_the_roofline() -> None:
+    # one compute-bound dot (intensity ~1000 FLOPs/byte > v6e's ridge) whose m is just above a tile multiple
+    def dot(m, n=4096):
+        return _analysis(lambda x, w: x @ w, jnp.ones((m, 4096), jnp.bfloat16), jnp.ones((4096, n), jnp.bfloat16), tile=256)
 
-    a = waste_for(224)  # 1 - 224/256 = 12.5 %
-    assert a.padding_waste == pytest.approx(1 - 224 / 256)
-    assert mxu_padding(base(hlo_target=a)).outcome == "fired"
-    b = waste_for(240)  # 6.25 %
-    assert mxu_padding(base(hlo_target=b)).outcome == "passed"
+    a = dot(2048 + 32)  # padded to 2304, trimmed to 2048: 1 - 2048/2304 = 11.1 % of the matmul time
+    fired = mxu_padding(base(hlo_target=a))
+    assert fired.outcome == "fired" and fired.expected_gain.kind == "estimate"
+    assert fired.gain_factor == pytest.approx(1 / (1 - 0.6 * (1 - 2048 / 2304)), rel=1e-6)  # Amdahl: matmuls are 60 % of the step
+    no_trace = mxu_padding(base(hlo_target=a, breakdown={}))
+    assert no_trace.expected_gain.kind == "upper_bound" and no_trace.gain_factor == pytest.approx(2304 / 2048, rel=1e-6)
+    assert mxu_padding(base(hlo_target=dot(4096 + 64))).outcome == "passed"  # 1 - 4096/4352 = 5.9 %: below the bar
+    below_tile = dot(224)  # 12.5 % of the work is padding, but 224 < 256 cannot lose it: a larger m fills it at the same time
+    assert below_tile.padding_waste == pytest.approx(1 - 224 / 256)
+    assert mxu_padding(base(hlo_target=below_tile)).outcome == "passed"
+    fixed = mxu_padding(base(hlo_target=a, fixed_dims={a.dots[0].name: frozenset({"m"})}))  # m is the data's: not the user's
+    assert fixed.outcome == "passed"
+    small = _analysis(lambda x, w: x @ w, jnp.ones((2080, 512), jnp.bfloat16), jnp.ones((512, 512), jnp.bfloat16), tile=256)
+    assert mxu_padding(base(hlo_target=small)).outcome == "passed"  # memory-bound on v6e: padding costs no time
     assert mxu_padding(base(hlo_target=None)).outcome == "not_evaluable"
     assert mxu_padding(base(hlo_target=a, target=None)).outcome == "not_evaluable"
 
@@ -215,6 +226,9 @@ def test_no_compile_cache_threshold() -> None:
     assert no_compile_cache(base(compile_total_s=T.STARTUP_COMPILE_S - EPS)).outcome == "passed"
     assert no_compile_cache(base(compile_total_s=60.0, compile_cache_events=3)).outcome == "passed"
     assert no_compile_cache(base(compiles=0)).outcome == "not_evaluable"
+    assert no_compile_cache(base(compiles=None, compile_total_s=None)).outcome == "not_evaluable"
+    fired = no_compile_cache(base(compile_total_s=30.0))
+    assert (fired.benefit, fired.expected_gain.amount, fired.expected_gain.unit) == ("compile_time", 30.0, "compile_s")
 
 
 def test_exposed_collectives_threshold() -> None:
@@ -238,6 +252,44 @@ def test_device_idle_fires_only_when_unexplained() -> None:
 
 def test_ranking_puts_the_biggest_gain_first() -> None:
     s = base(late_compiles=30, recompile_excess_s=2.0, fetched_step_calls=40, breakdown={**base().breakdown, "host": 0.25})
-    ids = [f.id for f in advise_signals(s).fired]
+    advice = advise_signals(s)
+    ids = [f.id for f in advice.fired]
     assert ids[0] == "recompilation"  # 3.9 / 1.9 = 2.05x beats 1 / 0.75 = 1.33x
     assert set(ids) >= {"recompilation", "host-sync", "input-bound"}
+    assert advice.next_fix.id == "recompilation" and not advice.nothing_left
+
+
+def test_compile_time_and_memory_findings_go_to_the_also_list() -> None:
+    s = base(alias_bytes=0, peak_bytes=4 << 30, hlo_instructions=100)
+    advice = advise_signals(s)
+    assert [f.id for f in advice.also] == ["no-donation", "hbm-headroom"] and advice.step_time == []
+    donation = advice.also[0].expected_gain
+    assert (donation.benefit, donation.unit, donation.amount) == ("memory", "bytes", float(8 << 20))
+    assert advice.nothing_left and advice.next_fix is None
+    assert advice.conclusion().startswith("nothing left would make the step faster on tpu-v6e")
+    assert [f.id for f in advice.fired][-2:] == ["no-donation", "hbm-headroom"]  # after every step-time finding
+
+
+def test_every_expected_gain_says_estimate_or_upper_bound() -> None:
+    s = base(late_compiles=30, recompile_excess_s=2.0, fetched_step_calls=40, alias_bytes=0, peak_bytes=4 << 30,
+             breakdown={**base().breakdown, "host": 0.25, "collective": 0.2, "device_idle": 0.4})
+    fired = advise_signals(s).fired
+    assert len(fired) >= 6
+    for f in fired:
+        g = f.expected_gain
+        assert g is not None and g.basis and g.kind in ("estimate", "upper_bound", "none")
+        assert (g.factor is None) == (g.kind == "none") or g.benefit != "step_time"
+
+
+def test_torch_host_syncs_are_counted_per_step() -> None:
+    torch_base = base(framework="torch", step_calls=None, fetched_step_calls=None, torch_syncs=21, torch_sync_steps=40)
+    assert host_sync(torch_base).outcome == "fired"  # 21 / 40 > 0.5
+    assert host_sync(replace(torch_base, torch_syncs=20)).outcome == "passed"
+    assert host_sync(replace(torch_base, torch_syncs=None, torch_sync_steps=None)).outcome == "not_evaluable"
+
+
+def test_pmap_step_is_not_op_by_op() -> None:
+    pmapped = base(step_program=False, programs_in_trace=None, jitted_functions=0, distinct_compiled=T.OP_BY_OP_UNJITTED_PROGRAMS + 5)
+    assert op_by_op(pmapped).outcome == "fired"  # without pmap compiles: an eager script
+    seen = op_by_op(replace(pmapped, pmap_compiles=2))
+    assert seen.outcome == "passed" and "pmap" in seen.reason

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, tpu_perf_cli
+from conftest import ROOT, report_doc, tpu_perf_cli
 
 from tpu_perf.store import load_run
 
@@ -26,7 +26,7 @@ def record(store: Path, script: str, *topologies: str, env: dict[str, str] | Non
     args = [a for t in topologies for a in ("--topology", t)]
     proc = tpu_perf_cli("record", "-q", "--no-trace", "--store", str(store), *args, *options, str(SCRIPTS / script), env={**FOUR_CPUS, **(env or {})})
     runs = sorted(store.iterdir(), key=lambda p: p.stat().st_mtime) if store.exists() else []
-    doc = json.loads(tpu_perf_cli("report", "--json", str(runs[-1]), check=True).stdout) if runs else {}
+    doc = report_doc(runs[-1]) if runs else {}  # `report --json`, computed in this process
     return proc, doc
 
 
@@ -49,6 +49,7 @@ def assert_matches(aot: dict, ref: dict) -> None:
         assert "left optimal_seconds unset" in aot["optimal_step_reason"] and aot["roofline_reason"] == aot["optimal_step_reason"]
 
 
+@pytest.mark.slow
 def test_two_slices_equal_a_direct_compile_and_repeat_exactly(tmp_path: Path) -> None:
     proc, first = record(tmp_path / "a", "dp_mlp.py", "v6e:2x2", "v5e:2x2")
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -69,6 +70,7 @@ def test_two_slices_equal_a_direct_compile_and_repeat_exactly(tmp_path: Path) ->
     assert "all-reduce" in hlo and ":T(" in hlo  # the TPU compiler's layouts, not the CPU program
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", ["mesh_transformer.py", "jit_shardings.py"])
 def test_mesh_axes_and_jit_shardings_move_to_the_slice(tmp_path: Path, script: str) -> None:
     # the transformer's shapes as a Hugging Face config: the model-FLOPs variant of the roofline MFU
@@ -90,6 +92,7 @@ def test_mesh_axes_and_jit_shardings_move_to_the_slice(tmp_path: Path, script: s
     assert raw["meshes"][0]["axis_names"] == expected_axes
 
 
+@pytest.mark.slow
 def test_a_device_count_that_differs_from_the_slice_is_one_line(tmp_path: Path) -> None:
     proc, doc = record(tmp_path, "jit_shardings.py", "v6e:2x4")
     assert proc.returncode == 3, proc.stderr[-3000:]
@@ -106,6 +109,7 @@ def test_a_malformed_slice_name_stops_before_the_script_runs(tmp_path: Path) -> 
     assert not tmp_path.exists() or not any(tmp_path.iterdir())
 
 
+@pytest.mark.slow
 def test_report_and_dashboard_show_the_slice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     proc, doc = record(tmp_path, "jit_shardings.py", "v6e:2x2")
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -95,6 +95,7 @@ def test_calibration_measures_saves_and_is_found(tmp_path) -> None:
     assert calibrated_peak(saved, "tpu-v6e", "bf16") is None
 
 
+@pytest.mark.slow
 def test_calibrate_command_json(tmp_path) -> None:
     store = tmp_path / "runs"
     proc = tpu_perf_cli("calibrate", "--store", str(store), "--save", "--size", "128", "--json", check=True)

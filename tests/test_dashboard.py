@@ -17,19 +17,23 @@ import urllib.request
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import psutil
 import pytest
-from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from tests.conftest import ROOT, tpu_perf_cli  # noqa: E402
+from tests.conftest import ROOT, advice_doc, tpu_perf_cli  # noqa: E402
 from tpu_perf.dashboard import shape  # noqa: E402
 from tpu_perf.views import format as fmt  # noqa: E402
 
+if TYPE_CHECKING:
+    from streamlit.testing.v1 import AppTest
+
 EXAMPLE = str(ROOT / "examples" / "jax_mlp.py")
 TOKENS_PER_STEP = 4096
+
+pytestmark = pytest.mark.slow  # records real scripts in subprocesses (and serves them)
 
 
 @pytest.fixture(scope="session")
@@ -52,6 +56,10 @@ def env(dash_store: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> di
 
 
 def page(name: str) -> AppTest:
+    """A page's AppTest. Streamlit is imported here, not at the top: collecting the suite (make
+    test-fast too, which leaves this module out) skips its import."""
+    from streamlit.testing.v1 import AppTest
+
     return AppTest.from_string(f"from tpu_perf.dashboard.screens import {name}\n{name}.render()\n", default_timeout=60)
 
 
@@ -190,7 +198,7 @@ def test_compare_cost_per_million_tokens(env: dict) -> None:
     at.query_params["runs"] = f"{narrow['run']['id']},{wide['run']['id']}"
     at.session_state["price_per_chip_hour"] = 3.0
     at.run()
-    cost = 3.0 * wide["flops"]["devices"] * (1e6 / wide["steps"]["tokens_per_s"]) / 3600
+    cost = 3.0 * wide["flops"]["chips"] * (1e6 / wide["steps"]["tokens_per_s"]) / 3600
     cells = kpi_table(at)
     assert cells[("Cost / 1M tokens", "wide")][0] == shape.money(cost)
     assert cells[("Cost / 1M tokens", "narrow")][0] == "n/a"  # the run without tokens per step
@@ -293,9 +301,10 @@ def _serve(store: Path, cache: Path) -> Iterator[str]:
         proc.wait(timeout=20)
 
 
-@pytest.fixture
-def server(dash_store: dict, tmp_path: Path) -> Iterator[str]:
-    with _serve(dash_store["store"], tmp_path / "cache") as url:
+@pytest.fixture(scope="session")
+def server(dash_store: dict, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One `tpu-perf dashboard` of dash_store for the session's browser tests (each its own browser)."""
+    with _serve(dash_store["store"], tmp_path_factory.mktemp("dash-server") / "cache") as url:
         yield url
 
 
@@ -446,7 +455,7 @@ def test_compare_page_opens_with_the_verdict(mixed: dict) -> None:
     at.run()
     assert not at.exception
     first = at.markdown[0].value  # the verdict comes before any KPI, chart or table
-    found = re.search(r"fast is ([0-9.]+)x faster per step than slow \(95 % interval ([0-9.]+)x–([0-9.]+)x over (\d+) and (\d+) steady steps\)", first)
+    found = re.search(r"fast is ([0-9.]+)x faster per step than slow \(steady step time: 90 % interval ([0-9.]+)x–([0-9.]+)x, batch means over (\d+) and (\d+) steps[);]", first)
     assert found, first
     ratio, low, high = (float(found.group(i)) for i in (1, 2, 3))
     # the script's own clock, as the verdict estimates it: the geometric mean of the steady iterations
@@ -455,6 +464,12 @@ def test_compare_page_opens_with_the_verdict(mixed: dict) -> None:
     assert 1 < low <= ratio <= high
     assert (int(found.group(4)), int(found.group(5))) == (slow["steps"]["steady"], fast["steps"]["steady"])
     assert not at.warning  # same chip, flags and versions: no banner
+    cli = tpu_perf_cli("check", "--store", str(mixed["store"]), "--baseline", slow["run"]["id"], "--candidate", fast["run"]["id"], "--json")
+    doc = json.loads(cli.stdout)  # the page and `tpu-perf check` agree: verdict and ratio
+    basis = next(c for c in doc["checks"] if c["metric"] == doc["basis"])
+    assert (doc["basis"], basis["verdict"], cli.returncode) == ("step_time", "IMPROVEMENT", 0)
+    assert ratio == pytest.approx(1 / basis["ratio"], rel=0.006)  # as shown: two decimals
+    assert doc["sentence"] in first
 
 
 def test_compare_never_rates_a_failed_run_and_names_what_differs(mixed: dict) -> None:
@@ -497,9 +512,12 @@ def test_compare_groups_of_repeats_get_the_checks_verdict(repeat_store: Path, tm
     assert cli.returncode == expected["exit_code"]
     shown = " ".join(e.value for e in (*at.success, *at.error))
     assert f"repeat={groups['0.01']} (2 runs) against repeat={groups['0.03']} (2 runs): {expected['verdict']}, exit {expected['exit_code']} (" in shown
-    step = next(c for c in expected["checks"] if c["metric"] == "step_time")
-    assert step["message"] in shown
-    assert any(e.label == "Run by run" for e in at.expander)
+    basis = next(c for c in expected["checks"] if c["metric"] == expected["basis"])
+    assert basis["message"] in shown
+    first = at.markdown[0].value  # the sentence, read off the same check
+    speed = re.search(r"(?:is|looks) ([0-9.]+)x (faster|slower) per step than", first)
+    assert speed and {"IMPROVEMENT": "faster", "REGRESSION": "slower"}.get(basis["verdict"], speed.group(2)) == speed.group(2), first
+    assert float(speed.group(1)) == pytest.approx(basis["ratio"] ** (-1 if speed.group(2) == "faster" else 1), rel=0.006)
 
 
 def test_urls_name_one_run_or_say_which_cannot_be_shown(env: dict) -> None:
@@ -689,9 +707,8 @@ def test_browser_downloads_a_kineto_trace(import_store: dict, tmp_path: Path) ->
 
 # -- why, advice, axes, export ------------------------------------------------------------------------
 def _advice(store: Path, name: str) -> dict[str, dict]:
-    """`tpu-perf advise NAME --all --json`: every rule's finding by id."""
-    doc = json.loads(tpu_perf_cli("advise", "--store", str(store), name, "--all", "--json", check=True).stdout)
-    return {f["id"]: f for f in doc["findings"]}
+    """`tpu-perf advise NAME --json` (every rule's finding), computed in this process, by id."""
+    return {f["id"]: f for f in advice_doc(name, store)["findings"]}
 
 
 def test_compare_why_names_findings_on_one_side_the_breakdown_and_settings(mixed: dict) -> None:
@@ -787,7 +804,7 @@ def test_step_time_axes_linear_and_wall_clock(env: dict) -> None:
     assert fig["layout"]["xaxis"]["title"]["text"] == "time since start (s)"
 
 
-def test_browser_why_axes_export_price_and_advice(dash_store: dict, tmp_path: Path) -> None:
+def test_browser_why_axes_export_price_and_advice(server: str, dash_store: dict, tmp_path: Path) -> None:
     """In Chromium at 1280 px: the Why block in the first screen under the verdict, the linear/log
     and wall-clock toggles, the Markdown export holding `tpu-perf check --markdown`'s table for the
     same runs, the CSV export, the price kept in the URL, and the run page's Advice tab."""
@@ -800,7 +817,7 @@ def test_browser_why_axes_export_price_and_advice(dash_store: dict, tmp_path: Pa
     md = tmp_path / "check.md"
     tpu_perf_cli("check", "--store", str(store), "--baseline", narrow["run"]["id"], "--candidate", wide["run"]["id"], "--markdown", str(md))
     advice = _advice(store, "wide")
-    with _serve(store, tmp_path / "cache") as server, sync_api.sync_playwright() as p:
+    with sync_api.sync_playwright() as p:
         browser = p.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=CHROMIUM, args=CHROMIUM_ARGS, viewport={"width": 1280, "height": 1000}, accept_downloads=True)
         try:
             page = browser.new_page()
@@ -851,25 +868,9 @@ def test_browser_why_axes_export_price_and_advice(dash_store: dict, tmp_path: Pa
 
 # -- a multi-process job -----------------------------------------------------------------------------
 @pytest.fixture(scope="session")
-def job_store(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """A real 2-process JAX job (jax.distributed with gloo collectives on CPU, 20 steps), process 1
-    doing 50 ms more own work per step: one run with a shard per process, and its report."""
-    from tests.conftest import MULTIHOST_SCRIPTS, free_port, user_env
-
-    store = tmp_path_factory.mktemp("job") / "runs"
-    coordinator = f"127.0.0.1:{free_port()}"
-    procs = [
-        subprocess.Popen([sys.executable, "-m", "tpu_perf", "record", "-q", "--store", str(store), str(MULTIHOST_SCRIPTS / "jax_spmd.py"), "20", "1", "0.05"],
-                         env={**user_env(), "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu", "PROCESS_ID": str(i), "COORDINATOR": coordinator},
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        for i in range(2)
-    ]  # fmt: skip
-    for proc in procs:
-        out = proc.communicate(timeout=300)[0]
-        assert proc.returncode == 0, out
-    (run_dir,) = [p for p in store.iterdir() if (p / "run.json").exists()]
-    doc = json.loads(tpu_perf_cli("report", "--store", str(store), run_dir.name, "--json", check=True).stdout)
-    return {"store": store, "report": doc, "dir": run_dir}
+def job_store(jax_job: dict) -> dict:
+    """The session's 2-process JAX job (conftest `jax_job`), process 1 doing 50 ms more own work per step."""
+    return jax_job
 
 
 def _host_steps(run_dir: Path) -> dict[int, np.ndarray]:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, tpu_perf_cli
+from tests.conftest import ROOT, Recordings, tpu_perf_cli
 from tpu_perf import load_run
 from tpu_perf.errors import DataError, RunNotFoundError
 from tpu_perf.store.reader import TornLineWarning
@@ -38,6 +38,7 @@ def test_non_python_script_is_a_usage_error(tmp_path: Path) -> None:
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_script_raising_at_step_k_keeps_k_steps_and_traceback(tmp_path: Path) -> None:
     proc = tpu_perf_cli("record", "-q", "--no-trace", "--store", str(tmp_path / "runs"), str(SCRIPT), str(tmp_path / "o.json"), "--steps", "10", "--fail-at", "6")
     assert proc.returncode == 1
@@ -69,6 +70,7 @@ def _wait_for_steps(store: Path, count: int, timeout: float = 120) -> Path:
     raise AssertionError(f"no {count} steps flushed in {timeout} s")
 
 
+@pytest.mark.slow
 def test_sigint_marks_run_interrupted_and_keeps_steps(tmp_path: Path) -> None:
     proc, store = _start_recording(tmp_path, 10_000)
     run_dir = _wait_for_steps(store, 8)
@@ -81,6 +83,7 @@ def test_sigint_marks_run_interrupted_and_keeps_steps(tmp_path: Path) -> None:
     assert (run_dir / "steps.parquet").exists() and not (run_dir / "steps.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_sigkill_leaves_a_loadable_crashed_run(tmp_path: Path) -> None:
     proc, store = _start_recording(tmp_path, 10_000)
     run_dir = _wait_for_steps(store, 8)
@@ -96,13 +99,16 @@ def test_sigkill_leaves_a_loadable_crashed_run(tmp_path: Path) -> None:
     assert json.loads(report.stdout)["run"]["status"] == "crashed"
 
 
-def _finished_run(tmp_path: Path) -> Path:
-    tpu_perf_cli("record", "-q", "--no-trace", "--store", str(tmp_path / "runs"), str(SCRIPT), str(tmp_path / "o.json"), "--steps", "4", check=True)
-    return next((tmp_path / "runs").iterdir())
+def _finished_run(recordings: Recordings, tmp_path: Path) -> Path:
+    """A private copy, in tmp_path/runs, of a finished 4-step recording made once per session
+    (conftest `recordings`): the tests damage it."""
+    args = ("-q", "--no-trace", str(SCRIPT), str(recordings.root / "selftimed-o.json"), "--steps", "4")
+    return recordings.copy(*args, dest_store=tmp_path / "runs")
 
 
-def test_corrupt_manifest_is_one_line_error_naming_the_file(tmp_path: Path) -> None:
-    run_dir = _finished_run(tmp_path)
+@pytest.mark.slow
+def test_corrupt_manifest_is_one_line_error_naming_the_file(recordings: Recordings, tmp_path: Path) -> None:
+    run_dir = _finished_run(recordings, tmp_path)
     (run_dir / "run.json").write_text('{"id": "x", "status": ')
     with pytest.raises(DataError, match="run.json: damaged manifest"):
         load_run(run_dir)
@@ -113,8 +119,9 @@ def test_corrupt_manifest_is_one_line_error_naming_the_file(tmp_path: Path) -> N
     assert (run_dir / "steps.parquet").exists()  # nothing else touched
 
 
-def test_torn_last_line_is_dropped_with_a_warning(tmp_path: Path) -> None:
-    run_dir = _finished_run(tmp_path)
+@pytest.mark.slow
+def test_torn_last_line_is_dropped_with_a_warning(recordings: Recordings, tmp_path: Path) -> None:
+    run_dir = _finished_run(recordings, tmp_path)
     steps = load_run(run_dir).steps
     (run_dir / "steps.parquet").unlink()
     lines = [json.dumps(r) for r in steps.to_dict("records")]
@@ -126,8 +133,9 @@ def test_torn_last_line_is_dropped_with_a_warning(tmp_path: Path) -> None:
     assert any(issubclass(w.category, TornLineWarning) and "steps.jsonl" in str(w.message) for w in caught)
 
 
-def test_damaged_middle_line_is_an_error_naming_the_file(tmp_path: Path) -> None:
-    run_dir = _finished_run(tmp_path)
+@pytest.mark.slow
+def test_damaged_middle_line_is_an_error_naming_the_file(recordings: Recordings, tmp_path: Path) -> None:
+    run_dir = _finished_run(recordings, tmp_path)
     steps = load_run(run_dir).steps
     (run_dir / "steps.parquet").unlink()
     lines = [json.dumps(r) for r in steps.to_dict("records")]
@@ -137,8 +145,9 @@ def test_damaged_middle_line_is_an_error_naming_the_file(tmp_path: Path) -> None
         _ = load_run(run_dir).steps
 
 
-def test_unknown_run_id_lists_close_matches(tmp_path: Path) -> None:
-    run_dir = _finished_run(tmp_path)
+@pytest.mark.slow
+def test_unknown_run_id_lists_close_matches(recordings: Recordings, tmp_path: Path) -> None:
+    run_dir = _finished_run(recordings, tmp_path)
     run_id = run_dir.name
     typo = run_id[:-1] + ("0" if run_id[-1] != "0" else "1")
     with pytest.raises(RunNotFoundError, match=f"close matches: {run_id}"):

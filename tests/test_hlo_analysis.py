@@ -41,6 +41,7 @@ def test_scan_is_a_while_loop() -> None:
     assert res.while_loops >= 1 and res.dots
 
 
+@pytest.mark.slow
 def test_xla_dump_folder(tmp_path: Path) -> None:
     script = tmp_path / "s.py"
     script.write_text(textwrap.dedent("""

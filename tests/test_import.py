@@ -82,6 +82,7 @@ TORCH_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_import_pytorch_cpu_trace_made_here(store: Path, tmp_path: Path) -> None:
     (tmp_path / "t.py").write_text(TORCH_SCRIPT)
     subprocess.run([sys.executable, str(tmp_path / "t.py"), str(tmp_path / "tb")], check=True, capture_output=True, timeout=120)
@@ -120,6 +121,7 @@ def test_import_missing_path_is_usage_error(store: Path, tmp_path: Path) -> None
     assert proc.returncode == 2 and "nope" in proc.stderr
 
 
+@pytest.mark.slow
 def test_record_writes_op_tables_from_its_trace_window(store: Path, tmp_path: Path) -> None:
     script = tmp_path / "train.py"
     script.write_text(textwrap.dedent("""

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 from conftest import MULTIHOST_SCRIPTS as SCRIPTS
-from conftest import ROOT, free_port, tpu_perf_cli, user_env
+from conftest import ROOT, free_port, report_doc, start_recording, tpu_perf_cli, user_env
+from conftest import record_job as record_job_at
 
 from tpu_perf.store import list_runs
 
@@ -21,21 +22,17 @@ pytestmark = pytest.mark.slow
 
 
 def start(store: Path, script: str, args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
-    full = {**user_env(), "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu", **env}
-    cmd = [sys.executable, "-m", "tpu_perf", "record", "-q", "--store", str(store), str(SCRIPTS / script), *args]
-    return subprocess.Popen(cmd, env=full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return start_recording(store, SCRIPTS / script, args, env)
 
 
 def record_job(store: Path, script: str, args: list[str], envs: list[dict[str, str]], timeout: float = 240) -> None:
     """Start one recording per process with the same command, wait for all, fail with their output."""
-    procs = [start(store, script, args, env) for env in envs]
-    outputs = [p.communicate(timeout=timeout)[0] for p in procs]
-    for p, out in zip(procs, outputs, strict=True):
-        assert p.returncode == 0, out
+    record_job_at(store, SCRIPTS / script, args, envs, timeout)
 
 
 def report(store: Path, run_id: str) -> dict:
-    return json.loads(tpu_perf_cli("report", "--json", "--store", str(store), run_id, check=True).stdout)
+    """`report --json` computed in this process (conftest `report_doc`): the command is tested elsewhere."""
+    return report_doc(run_id, store)
 
 
 def only_run(store: Path) -> dict:
@@ -44,13 +41,13 @@ def only_run(store: Path) -> dict:
     return listed[0]
 
 
-def test_a_jax_distributed_job_is_one_run_and_its_slow_process_is_named(tmp_path: Path) -> None:
-    store, coordinator = tmp_path / "runs", f"127.0.0.1:{free_port()}"
-    record_job(store, "jax_spmd.py", ["20", "1", "0.05"], [{"PROCESS_ID": str(i), "COORDINATOR": coordinator} for i in range(2)])
+def test_a_jax_distributed_job_is_one_run_and_its_slow_process_is_named(jax_job: dict) -> None:
+    """The session's 2-process job (conftest `jax_job`: jax_spmd.py 20 1 0.05, its report --json)."""
+    store = jax_job["store"]
     run = only_run(store)
     assert run["processes"] == 2 and run["status"] == "completed" and run["steps"] == 20
     assert sorted(p.name for p in (store / run["id"] / "hosts").iterdir()) == ["0", "1"]
-    doc = report(store, run["id"])
+    doc = jax_job["report"]
     assert doc["job"]["processes"] == 2 and doc["job"]["missing"] == [] and doc["job"]["steps_from"] == 0
     assert [(h["process_index"], h["steps"], h["status"]) for h in doc["hosts"]] == [(0, 20, "completed"), (1, 20, "completed")]
     fast, slow = doc["hosts"]
@@ -149,3 +146,32 @@ def test_ranks_started_by_torch_multiprocessing_spawn_make_the_job_run(tmp_path:
     assert [(h["process_index"], h["steps"]) for h in doc["hosts"]] == [(0, 20), (1, 20)]
     [straggler] = doc["stragglers"]
     assert straggler["process_index"] == 1 and straggler["extra_s"] == pytest.approx(0.05, abs=0.025)
+
+
+# -- launchers: torchrun and python -m torch.distributed.run start the ranks -------------------
+def launch(store: Path, launcher: list[str], record: list[str], cwd: Path | None = None) -> dict:
+    """Run a 2-process gloo job through a launcher; the job's single run from `ls`."""
+    env = {**user_env(), "PYTHONPATH": str(ROOT), "PATH": f"{Path(sys.executable).parent}:{user_env().get('PATH', '')}"}
+    cmd = [*launcher, "--nproc-per-node", "2", "--master-port", str(free_port()), *record]
+    proc = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    return only_run(store)
+
+
+def test_torchrun_no_python_runs_tpu_perf_on_every_rank(tmp_path: Path) -> None:
+    """`torchrun --nproc-per-node 2 --no-python tpu-perf record train.py`: one run, 2 hosts."""
+    store = tmp_path / "runs"
+    torchrun = str(Path(sys.executable).parent / "torchrun")
+    run = launch(store, [torchrun], ["--no-python", "tpu-perf", "record", "-q", "--no-trace", "--store", str(store), str(SCRIPTS / "torch_ddp.py"), "8", "0", "0"])
+    assert run["processes"] == 2 and run["status"] == "completed" and run["steps"] == 8
+    assert sorted(p.name for p in (store / run["id"] / "hosts").iterdir()) == ["0", "1"]
+
+
+def test_python_m_torch_distributed_run_with_a_module(tmp_path: Path) -> None:
+    """`python -m torch.distributed.run ... -m tpu_perf record -m ddppkg.train ARGS`: the module's
+    arguments are its own, and the job is one run with 2 hosts."""
+    store = tmp_path / "runs"
+    run = launch(store, [sys.executable, "-m", "torch.distributed.run"], ["-m", "tpu_perf", "record", "-q", "--no-trace", "--store", str(store), "-m", "ddppkg.train", "8", "0", "0"], cwd=SCRIPTS)
+    assert run["processes"] == 2 and run["status"] == "completed" and run["steps"] == 8
+    doc = report(store, run["id"])
+    assert [(h["process_index"], h["steps"]) for h in doc["hosts"]] == [(0, 8), (1, 8)]  # "8" reached the module

@@ -76,6 +76,7 @@ def test_gradient_accumulation_is_one_step_per_update(tmp: Path) -> None:
     assert doc["flops"]["programs_per_step"] == 2
     per_step = dict(zip(run.programs["function"], run.programs["calls_per_step"], strict=True))
     assert per_step == {"apply_updates": 1, "accumulate": 4}
+    assert doc["steps"]["micro_batches"] == 4  # a hand-written loop: the micro-batch program 4 times per update
 
 
 def test_scanned_layers_count_every_trip(tmp: Path) -> None:

@@ -8,12 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, tpu_perf_cli, user_env
+from tests.conftest import ROOT, report_doc, tpu_perf_cli, user_env
 from tests.invariants import check_run
 from tpu_perf import load_run
 from tpu_perf.analyzers.report import build_report
 
 SCRIPT = ROOT / "tests" / "scripts" / "jax_selftimed.py"
+
+pytestmark = pytest.mark.slow  # records real scripts in subprocesses (and serves them)
 
 
 def record(store: Path, out: Path, *script_args: str, record_args: tuple[str, ...] = ()) -> tuple[object, dict]:
@@ -236,10 +238,10 @@ def test_top_ops_carry_fusion_kinds_from_the_step_hlo(auto_run) -> None:
 
 
 def test_a_loop_with_no_detectable_step_says_how_to_mark_steps(tmp_path: Path) -> None:
-    proc = tpu_perf_cli("record", "-q", "--store", str(tmp_path / "runs"), str(ROOT / "tests" / "scripts" / "jax_pmap.py"))
+    proc = tpu_perf_cli("record", "-q", "--store", str(tmp_path / "runs"), str(ROOT / "tests" / "scripts" / "jax_eager.py"))
     assert proc.returncode == 0, proc.stderr
     run = load_run(next((tmp_path / "runs").iterdir()))
     assert run.status == "completed" and run.steps.empty
     assert any("no training steps found" in w and "tpu_perf.step()" in w for w in run.manifest["warnings"])
     assert "no training steps found" in proc.stderr
-    assert json.loads(tpu_perf_cli("report", "--json", run.url, check=True).stdout)["steps"]["count"] == 0
+    assert report_doc(run.url)["steps"]["count"] == 0

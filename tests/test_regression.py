@@ -150,7 +150,10 @@ def test_overall_precedence_and_exit_codes() -> None:
     assert overall(checks(V.PASS, V.INCONCLUSIVE)) == (V.INCONCLUSIVE, 3)
     assert overall(checks(V.PASS, V.INCONCLUSIVE), inconclusive_ok=True) == (V.INCONCLUSIVE, 0)
     assert overall(checks(V.INCONCLUSIVE, V.REGRESSION)) == (V.REGRESSION, 1)
-    assert overall(checks(V.REGRESSION, V.BAD_DATA)) == (V.BAD_DATA, 4)
+    assert overall(checks(V.REGRESSION, V.BAD_DATA)) == (V.REGRESSION, 1)  # a definite regression is not hidden by another metric's noise
+    unusable = [Check(name="runs", verdict=V.BAD_DATA, message="candidate run r1 failed"), *checks(V.REGRESSION)]
+    assert overall(unusable) == (V.BAD_DATA, 4)  # a failed run cannot be judged at all
+    assert overall([*checks(V.PASS), Check(name="step_time", verdict=V.REGRESSION, message="", decides=False)]) == (V.PASS, 0)
     assert overall(checks(V.BAD_DATA, V.NOT_COMPARABLE, V.REGRESSION)) == (V.NOT_COMPARABLE, 5)
 
 

@@ -17,6 +17,8 @@ from conftest import MULTIHOST_SCRIPTS, ROOT, free_port, tpu_perf_cli, user_env
 
 BUCKET = "team-runs"
 
+pytestmark = pytest.mark.slow  # records real scripts in subprocesses (and serves them)
+
 
 @pytest.fixture(scope="module")
 def s3_env() -> Iterator[dict[str, str]]:
@@ -64,7 +66,8 @@ def test_record_ls_report_advise_check_dashboard_on_an_s3_store(s3_env: dict[str
     assert advice["run"]["id"] == listed[0]["id"] and advice["findings"]
     checked = tpu_perf_cli("check", "--json", "--store", store, "--baseline", "s3-run", "--candidate", "s3-run", env=s3_env)
     step = next(c for c in json.loads(checked.stdout)["checks"] if c["metric"] == "step_time")
-    assert checked.returncode == 4 and step["baseline"] == [pytest.approx(doc["steps"]["median_s"])]  # read; one run a side is BAD_DATA
+    assert step["baseline"] == [pytest.approx(doc["steps"]["median_s"])] and step["method"] == "batch means"  # read; one run a side: an interval over its steps
+    assert checked.returncode == 0 and step["verdict"] == "PASS" and step["ratio"] == 1.0  # a run against itself
     page = (  # the dashboard's run page, in a process of its own (no other test's Streamlit state)
         "from streamlit.testing.v1 import AppTest\n"
         "at = AppTest.from_string('from tpu_perf.dashboard.screens import run\\nrun.render()\\n', default_timeout=60)\n"
@@ -76,13 +79,28 @@ def test_record_ls_report_advise_check_dashboard_on_an_s3_store(s3_env: dict[str
     assert shown.startswith("ElementList()") and listed[0]["id"] in shown, shown
 
 
+def _wait_for_streamed_steps(s3_env: dict[str, str], prefix: str, count: int, proc: subprocess.Popen[str], timeout: float = 120) -> None:
+    """Until a run under PREFIX has COUNT steps in the steps.jsonl it streams to the store."""
+    import s3fs
+
+    fs = s3fs.S3FileSystem(endpoint_url=s3_env["FSSPEC_S3_ENDPOINT_URL"])
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        fs.invalidate_cache()
+        for path in fs.glob(f"{prefix}/*/steps.jsonl"):
+            if fs.cat(path).count(b"\n") >= count:
+                return
+        time.sleep(0.3)
+    raise AssertionError(f"no {count} steps streamed to s3://{prefix} (recording exit code {proc.poll()})")
+
+
 def test_a_killed_recording_has_its_steps_on_the_store(s3_env: dict[str, str], tmp_path: Path) -> None:
     script = tmp_path / "loop.py"
     script.write_text(LOOP)
     store = f"s3://{BUCKET}/killed"
     env = {**user_env(), **s3_env, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "tpu_perf", "record", "-q", "--store", store, "--no-trace", str(script), "1000"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    time.sleep(15)
+    _wait_for_streamed_steps(s3_env, f"{BUCKET}/killed", 20, proc)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     listed = json.loads(tpu_perf_cli("ls", "--json", "--store", store, env=s3_env, check=True).stdout)

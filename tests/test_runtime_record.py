@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ROOT, tpu_perf_cli
+from conftest import ROOT, tpu_perf_cli, tpu_perf_clis
 from metric_server import TOTAL_BYTES, MetricServer
 from recording import record_in_process
 
@@ -76,6 +76,7 @@ def killed_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return {"proc": proc, "out": out, "err": err, "killed_at": killed_at, "run": load_run(str(run_dir)), "store": store, "server": server}
 
 
+@pytest.mark.slow
 def test_training_completes_when_service_dies(killed_run: dict) -> None:
     proc, run = killed_run["proc"], killed_run["run"]
     assert proc.returncode == 0, killed_run["err"]
@@ -84,6 +85,7 @@ def test_training_completes_when_service_dies(killed_run: dict) -> None:
     assert len(run.steps) >= 35  # the steps after the kill were recorded too
 
 
+@pytest.mark.slow
 def test_timeline_shows_the_gap(killed_run: dict) -> None:
     run, killed_at = killed_run["run"], killed_run["killed_at"]
     libtpu = run.memory[run.memory["source"] == "libtpu"]
@@ -110,6 +112,7 @@ def test_timeline_shows_the_gap(killed_run: dict) -> None:
     assert (host["time_s"] > killed_at + 0.5).sum() >= 3
 
 
+@pytest.mark.slow
 def test_report_json_and_terminal(killed_run: dict) -> None:
     run, store = killed_run["run"], killed_run["store"]
     proc = tpu_perf_cli("report", run.id, "--store", str(store), "--json", check=True)
@@ -153,6 +156,7 @@ def test_stalled_service_does_not_slow_the_loop(tmp_path: Path) -> None:
     print("stalled service: median step", np.median(durations), "max", max(durations))
 
 
+@pytest.mark.slow
 def test_absent_service_is_skipped_with_one_info_line(tmp_path: Path) -> None:
     script = tmp_path / "loop.py"
     script.write_text("import time, tpu_perf\nfor i in range(5):\n    tpu_perf.step(i)\n    time.sleep(0.05)\n")
@@ -170,13 +174,15 @@ def test_bad_address_is_a_usage_error(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "--tpu-metrics-addr 'nowhere'" in proc.stderr
 
 
+@pytest.mark.slow
 def test_recording_a_script_without_a_framework_exits_cleanly_every_time(tmp_path: Path) -> None:
-    """Many recordings in a row, each with a metric service that never answers and fast sampling:
-    every one exits with the script's code, with no native abort at interpreter exit."""
+    """Many recordings (four at a time), each with a metric service that never answers and fast
+    sampling: every one exits with the script's code, with no native abort at interpreter exit."""
     script = tmp_path / "plain.py"
     script.write_text("import time\nfor i in range(3):\n    time.sleep(0.02)\n")
-    for i in range(8):
-        proc = tpu_perf_cli("record", "--store", str(tmp_path / "runs"), "--quiet", "--tpu-metrics-addr", "127.0.0.1:9", "--sample-interval", "0.02", str(script))
+    args = ("record", "--store", str(tmp_path / "runs"), "--quiet", "--tpu-metrics-addr", "127.0.0.1:9", "--sample-interval", "0.02", str(script))
+    procs = tpu_perf_clis(*[args] * 4) + tpu_perf_clis(*[args] * 4)
+    for i, proc in enumerate(procs):
         assert proc.returncode == 0, f"recording {i}: exit {proc.returncode}\n{proc.stderr}"
         assert "terminate called" not in proc.stderr and "Aborted" not in proc.stderr
     assert len(list((tmp_path / "runs").iterdir())) == 8

@@ -43,6 +43,7 @@ def _tiles(steps) -> bool:
     return bool((steps["end_time_s"].iloc[:-1].to_numpy() == steps["start_time_s"].iloc[1:].to_numpy()).all())
 
 
+@pytest.mark.slow
 def test_jax_host_work_and_float_loss_are_in_the_step(jax_hostwork) -> None:
     run, doc, own = jax_hostwork
     s = doc["steps"]
@@ -57,6 +58,7 @@ def test_jax_host_work_and_float_loss_are_in_the_step(jax_hostwork) -> None:
     assert _tiles(run.steps)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sync, mark", [("none", "auto"), ("device_get", "auto"), ("print", "annotation"), ("float", "explicit")])
 def test_every_loop_shape_reports_its_iteration(tmp_path: Path, sync: str, mark: str) -> None:
     """No sync, a fetch of a metrics dict, printing a device value; automatic, annotated or
@@ -71,6 +73,7 @@ def test_every_loop_shape_reports_its_iteration(tmp_path: Path, sync: str, mark:
     assert s["host_median_s"] == pytest.approx(s["median_s"] - s["device_median_s"], rel=0.1)
 
 
+@pytest.mark.slow
 def test_jax_steps_sum_to_the_loop_wall_time(jax_hostwork) -> None:
     run, _, own = jax_hostwork
     steps = run.steps.iloc[:-1]  # the script's clock has no end for its last iteration
@@ -79,6 +82,7 @@ def test_jax_steps_sum_to_the_loop_wall_time(jax_hostwork) -> None:
     assert len(device) >= len(run.steps) - 3 and (device <= run.steps.loc[device.index, "duration_s"] + 1e-9).all()
 
 
+@pytest.mark.slow
 def test_torch_host_work_and_item_are_in_the_step(torch_hostwork) -> None:
     run, doc, own = torch_hostwork
     s = doc["steps"]
@@ -90,6 +94,7 @@ def test_torch_host_work_and_item_are_in_the_step(torch_hostwork) -> None:
     assert _tiles(run.steps)
 
 
+@pytest.mark.slow
 def test_report_shows_the_iteration_and_the_device_view(jax_hostwork) -> None:
     run, doc, _ = jax_hostwork
     text = tpu_perf_cli("report", run.url, env={"COLUMNS": "160"}, check=True).stdout

@@ -55,6 +55,7 @@ def subprocessed_pid() -> int:
     return proc.pid
 
 
+@pytest.mark.slow
 def test_record_into_an_fsspec_memory_store() -> None:
     store = "memory://tpu-perf-test-store"
     script = ROOT / "examples" / "jax_mlp.py"

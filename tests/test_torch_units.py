@@ -41,6 +41,7 @@ def test_importing_tpu_perf_does_not_import_torch() -> None:
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode,status,code", [("raise", "failed", 1), ("sigint", "interrupted", 130)])
 def test_script_failures_keep_the_steps(tmp_path, mode, status, code) -> None:
     proc = tpu_perf_cli("record", "-q", "--store", str(tmp_path), str(SCRIPTS / "variants.py"), mode, "8")
@@ -49,6 +50,7 @@ def test_script_failures_keep_the_steps(tmp_path, mode, status, code) -> None:
     assert run.status == status and len(run.steps) == 5  # steps 0..4 finished before the fault
 
 
+@pytest.mark.slow
 def test_sigkill_leaves_a_loadable_run(tmp_path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "tpu_perf", "record", "-q", "--store", str(tmp_path), str(SCRIPTS / "variants.py"), "slow", "400"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -78,6 +78,7 @@ def jax_logdir(tmp_path_factory) -> Path:
     return tmp / "log"
 
 
+@pytest.mark.slow
 def test_cpu_jax_step_times_match_xprof_overview(jax_logdir: Path) -> None:
     xplane = next(jax_logdir.rglob("*.xplane.pb"))
     tables = read_xspace([xplane])

@@ -1,7 +1,9 @@
 """tpu-perf: record, analyse and guard the performance of ML training on TPUs (and GPUs).
 
-Public API: `step()` marks training steps from inside a script; `load_run()` and `list_runs()`
-read recorded runs; `mfu()` computes model FLOPs utilisation by a named convention.
+Public API: `step()` marks training steps from inside a script; `record()` records a block of
+code (a notebook cell) into a run; `load_run()` and `list_runs()` read recorded runs; `mfu()`
+computes model FLOPs utilisation by a named convention. `%load_ext tpu_perf` adds the `%%tpu_perf`
+cell magic and the `%tpu_perf` line magic to IPython (`tpu_perf/notebook/`).
 
 `import tpu_perf` stays light (a few milliseconds) so a training script can call `tpu_perf.step()`
 cheaply: pandas, pyarrow and the readers load on first use of the names that need them, and
@@ -16,18 +18,27 @@ from tpu_perf.marks import step
 
 if TYPE_CHECKING:
     from tpu_perf.modelflops.calculator import mfu
+    from tpu_perf.notebook.recording import record
     from tpu_perf.store import Run, list_runs, load_run
 
 __version__ = "0.1.0"
 
-__all__ = ["Run", "__version__", "list_runs", "load_run", "mfu", "step"]
+__all__ = ["Run", "__version__", "list_runs", "load_ipython_extension", "load_run", "mfu", "record", "step"]
 
 _LAZY = {
     "Run": "tpu_perf.store",
     "list_runs": "tpu_perf.store",
     "load_run": "tpu_perf.store",
     "mfu": "tpu_perf.modelflops.calculator",
+    "record": "tpu_perf.notebook.recording",
 }
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """`%load_ext tpu_perf`: the `%%tpu_perf` cell magic and the `%tpu_perf` line magic."""
+    from tpu_perf.notebook.magics import load_ipython_extension as load
+
+    load(ipython)
 
 
 def __getattr__(name: str) -> Any:

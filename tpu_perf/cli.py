@@ -6,17 +6,21 @@ Exit codes: 0 success (for `record`: the script's own exit code), 2 usage error,
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
+from typer.core import TyperCommand
 
 from tpu_perf import __version__
 from tpu_perf.collectors.session import DEFAULT_SAMPLE_INTERVAL_S
 from tpu_perf.errors import TpuPerfError, UsageError
 from tpu_perf.jsonio import dumps
 from tpu_perf.store import layout
+
+if TYPE_CHECKING:
+    from tpu_perf.collectors.session import RecordOptions
 
 app = typer.Typer(
     name="tpu-perf",
@@ -72,7 +76,16 @@ def _parse_addr(text: str | None) -> str | None:
     return text
 
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "allow_interspersed_args": False})
+class _RecordCommand(TyperCommand):
+    """`record`: its own options end at SCRIPT or after `-m MODULE`; the rest is the script's."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        from tpu_perf.commands.script_args import split_at_script
+
+        return super().parse_args(ctx, split_at_script(args, self.params))
+
+
+@app.command(cls=_RecordCommand, context_settings={"allow_extra_args": True, "allow_interspersed_args": False})
 def record(
     ctx: typer.Context,
     script: Annotated[str | None, typer.Argument(help="Training script to run as `python SCRIPT ARGS...` would.", show_default=False)] = None,
@@ -103,43 +116,34 @@ def record(
     """
     from tpu_perf.collectors.record import record as do_record
     from tpu_perf.collectors.runner import resolve_target
-    from tpu_perf.collectors.session import RecordOptions
     from tpu_perf.store.writable import check_writable_store
 
     args = list(ctx.args)
     if module and script:
         args = [script, *args]
         script = None
-    if chip:
-        from tpu_perf.hardware import lookup_chip, unknown_chip_message
-
-        if lookup_chip(chip) is None:
-            raise UsageError(unknown_chip_message("--chip", chip))
-    architecture, calibration = _model_and_calibration(model, hf_config, store)
-    addr = _parse_addr(tpu_metrics_addr)
-    target = resolve_target(script, module, args)
-    check_writable_store(store)
-    if repeat > 1:
-        from tpu_perf.commands.repeat import record_repeated
-
-        raise typer.Exit(record_repeated(repeat, sys.argv[1:], ctx.args, log=lambda line: err.print(line, highlight=False, markup=False)))
-    options = RecordOptions(
-        trace_steps=None if no_trace else _parse_window(trace_steps),
+    options = record_options(
+        store,
+        trace_steps=None if no_trace else trace_steps,
         tokens_per_step=tokens_per_step,
         flops_per_step=flops_per_step,
         chip=chip,
         warmup_steps=warmup_steps,
         model=model,
         hf_config=hf_config,
-        convention=_convention(convention),
-        architecture=architecture,
-        calibration=calibration,
-        sample_interval_s=sample_interval,
-        tpu_metrics_addr=addr,
+        convention=convention,
+        sample_interval=sample_interval,
+        tpu_metrics_addr=tpu_metrics_addr,
         batch_size=batch_size,
-        topologies=_topologies(topology),
-        progress=not quiet,
+        topology=topology,
+        quiet=quiet,
     )
+    target = resolve_target(script, module, args)
+    check_writable_store(store)
+    if repeat > 1:
+        from tpu_perf.commands.repeat import record_repeated
+
+        raise typer.Exit(record_repeated(repeat, sys.argv[1:], args if module else ctx.args, log=lambda line: err.print(line, highlight=False, markup=False)))
     result = do_record(
         target,
         store=store,
@@ -154,6 +158,58 @@ def record(
     if code == 0 and result.topologies_failed:
         code = 3  # asked for TPU compile numbers and got none: a CI gate must not pass silently
     raise typer.Exit(code)
+
+
+def record_options(
+    store: str,
+    *,
+    trace_steps: str | tuple[int, int] | None = "3:6",
+    tokens_per_step: int | None = None,
+    flops_per_step: float | None = None,
+    chip: str | None = None,
+    warmup_steps: int | None = None,
+    model: str | None = None,
+    hf_config: str | None = None,
+    convention: str | None = None,
+    sample_interval: float = DEFAULT_SAMPLE_INTERVAL_S,
+    tpu_metrics_addr: str | None = None,
+    batch_size: int | None = None,
+    topology: str | list[str] | tuple[str, ...] = (),
+    quiet: bool = False,
+) -> RecordOptions:
+    """The `record` command's options, checked before anything runs (a UsageError saying which
+    option is wrong otherwise). Shared by `tpu-perf record`, `tpu_perf.record()` and `%%tpu_perf`:
+    the keywords are the command's options (`--trace-steps 3:6` is `trace_steps="3:6"` or `(3, 6)`;
+    None turns the trace window off, as `--no-trace` does)."""
+    from tpu_perf.collectors.session import RecordOptions
+
+    if chip:
+        from tpu_perf.hardware import lookup_chip, unknown_chip_message
+
+        if lookup_chip(chip) is None:
+            raise UsageError(unknown_chip_message("--chip", chip))
+    architecture, calibration = _model_and_calibration(model, hf_config, store)
+    window = _parse_window(trace_steps) if isinstance(trace_steps, str) else trace_steps
+    try:
+        return RecordOptions(
+            trace_steps=_parse_window(f"{window[0]}:{window[1]}") if window is not None else None,
+            tokens_per_step=tokens_per_step,
+            flops_per_step=flops_per_step,
+            chip=chip,
+            warmup_steps=warmup_steps,
+            model=model,
+            hf_config=hf_config,
+            convention=_convention(convention),
+            architecture=architecture,
+            calibration=calibration,
+            sample_interval_s=sample_interval,
+            tpu_metrics_addr=_parse_addr(tpu_metrics_addr),
+            batch_size=batch_size,
+            topologies=_topologies([topology] if isinstance(topology, str) else list(topology)),
+            progress=not quiet,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _topologies(names: list[str]) -> tuple[str, ...]:
@@ -220,7 +276,7 @@ def report(
     loaded = load_run(run, store=store)
     report = build_report(loaded, convention=_convention(convention))
     doc = report.to_dict()
-    advice = report_advice(loaded, doc)  # advise composes the analyzers; they never import it
+    advice = report_advice(loaded, report)  # advise composes the analyzers; they never import it
     if as_json:
         sys.stdout.write(dumps({**doc, "advice": advice}) + "\n")
     else:
@@ -232,13 +288,24 @@ def report(
 def ls(store: StoreOption = layout.DEFAULT_STORE, as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False) -> None:
     """List the runs in a store: id, name, status, start, steps, median step time (a multi-process
     job is one run; its steps are process 0's)."""
-    from tpu_perf.analyzers.steps import analyze_steps
-    from tpu_perf.store import list_runs
     from tpu_perf.store.writable import check_readable_store
-    from tpu_perf.views import format as fmt
-    from tpu_perf.views.report import STATUS_STYLE
 
     check_readable_store(store)
+    rows = ls_rows(store)
+    if as_json:
+        sys.stdout.write(dumps(rows) + "\n")
+        return
+    if not rows:
+        err.print(f"no runs in {store}; record one with `tpu-perf record train.py`")
+        return
+    out.print(render_ls(rows, store))
+
+
+def ls_rows(store: str) -> list[dict[str, Any]]:
+    """One row per run of `store` for `ls`: id, name, status, start, steps, median step time."""
+    from tpu_perf.analyzers.steps import analyze_steps
+    from tpu_perf.store import list_runs
+
     rows = []
     for run in list_runs(store):
         try:
@@ -248,19 +315,20 @@ def ls(store: StoreOption = layout.DEFAULT_STORE, as_json: Annotated[bool, typer
             count, median = None, None
         processes = int(run.manifest.get("process_count") or len(run.hosts)) if run.is_job else 1
         rows.append({"id": run.id, "name": run.name, "status": run.status, "started_at": run.started_at, "steps": count, "median_s": median, "processes": processes, "url": run.url})
-    if as_json:
-        sys.stdout.write(dumps(rows) + "\n")
-        return
-    if not rows:
-        err.print(f"no runs in {store}; record one with `tpu-perf record train.py`")
-        return
+    return rows
+
+
+def render_ls(rows: list[dict[str, Any]], store: str) -> Table:
+    from tpu_perf.views import format as fmt
+    from tpu_perf.views.report import STATUS_STYLE
+
     table = Table(title=f"runs in {store}", title_justify="left")
     for col in ("id", "name", "status", "started", "steps", "median step"):
-        table.add_column(col, no_wrap=col == "id", min_width=len(rows[0]["id"]) if col == "id" else None)  # ids are copied whole
+        table.add_column(col, no_wrap=col == "id", min_width=len(rows[0]["id"]) if (col == "id" and rows) else None)  # ids are copied whole
     for r in rows:
         name = r["name"] if r["processes"] == 1 else f"{r['name']} ×{r['processes']} processes"
         table.add_row(r["id"], name, f"[{STATUS_STYLE.get(r['status'], '')}]{r['status']}[/]", fmt.timestamp(r["started_at"]), str(r["steps"] if r["steps"] is not None else "n/a"), fmt.seconds(r["median_s"]))
-    out.print(table)
+    return table
 
 
 COMMAND_MODULES: tuple[str, ...] = ("importer", "mfu", "chips", "dashboard", "check", "doctor", "advise")

@@ -30,7 +30,7 @@ def exposed_collectives(s: Signals) -> Finding:
         if share < T.EXPOSED_COLLECTIVE_SHARE:
             return passed(EXPOSED_COLLECTIVES, f"collectives alone ran {share:.0%} of the traced step", evidence)
         return fired(EXPOSED_COLLECTIVES, f"the device ran only collectives for {share:.0%} of the traced step", evidence,
-                     Gain(factor=1 / (1 - share), basis=f"{share:.0%} of the step is communication with no compute beside it; fully overlapped it would vanish (upper bound)"))
+                     Gain(factor=1 / (1 - share), basis=f"{share:.0%} of the step is communication with no compute beside it; fully overlapped it would vanish", kind="upper_bound"))
     if a is None:
         return not_evaluable(EXPOSED_COLLECTIVES, "no trace window and no step-program HLO: record without --no-trace")
     count = sum(a.collectives.values())

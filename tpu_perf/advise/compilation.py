@@ -60,25 +60,29 @@ NO_COMPILE_CACHE = Rule(
 
 
 def recompilation(s: Signals) -> Finding:
-    if s.late_compiles is None or s.after_first_wall_s is None:
-        return not_evaluable(RECOMPILATION, "fewer than two steps recorded: mark steps with tpu_perf.step() or jax.profiler.StepTraceAnnotation")
-    later = max(1, s.steps - 1)
+    if s.compiles is None:
+        return not_evaluable(RECOMPILATION, "this run's compiles were not heard (an imported trace, or torch-tpu's own compiles): record it with tpu-perf")
+    if s.late_compiles is None or s.after_warmup_wall_s is None or not s.steps_after_warmup:
+        return not_evaluable(RECOMPILATION, "fewer than two steps recorded, so no steps after warm-up to count recompiles in: mark steps with tpu_perf.step() or jax.profiler.StepTraceAnnotation")
+    later = s.steps_after_warmup
     per_step = s.late_compiles / later
     cost = s.recompile_excess_s if s.recompile_excess_s is not None else s.late_compile_s
-    share = (cost or 0.0) / s.after_first_wall_s if s.after_first_wall_s > 0 else None
-    evidence = [src("late_compiles", s.late_compiles), ev("steps_after_first_count", later, "steps", "steps.parquet: rows - 1"),
-                src("late_compile_s", s.late_compile_s), src("recompile_excess_s", s.recompile_excess_s), src("after_first_wall_s", s.after_first_wall_s)]
-    evidence += [ev(f"compiles_of_{name}_count", n, "compiles", f"compiles.parquet: backend_compile events of {name} after the first step") for name, n in list(s.late_functions.items())[:3]]
+    share = (cost or 0.0) / s.after_warmup_wall_s if s.after_warmup_wall_s > 0 else None
+    evidence = [src("late_compiles", s.late_compiles), ev("steps_after_warmup_count", later, "steps", "steps.parquet: rows after warm-up (analyzers/compiles.compile_warmup)"),
+                src("late_compile_s", s.late_compile_s), src("recompile_excess_s", s.recompile_excess_s), src("after_warmup_wall_s", s.after_warmup_wall_s)]
+    evidence += [ev(f"compiles_of_{name}_count", n, "compiles", f"compile.after_warmup_functions[{name}]") for name, n in list(s.late_functions.items())[:3]]
+    first = ", ".join(f"{name}" for name in list(s.first_compiles_after_warmup)[:4])
+    also = f"; first compiles of functions called now and then, not recompiles: {first}" if first else ""
     if s.late_compiles < T.RECOMPILE_MIN_COUNT or (per_step <= T.RECOMPILES_PER_STEP and (share is None or share < T.RECOMPILE_TIME_SHARE)):
-        return passed(RECOMPILATION, f"{s.late_compiles} compile(s) in the {later} steps after the first", evidence)
+        return passed(RECOMPILATION, f"{s.late_compiles} recompile(s) in the {later} steps after warm-up{also}", evidence)
     gain = None
     if share is not None and share < 1:
-        what = "in the steps that compiled, beyond a step that did not" if s.recompile_excess_s is not None else "in compile events"
-        lower = " (a lower bound for PyTorch: Dynamo's dynamic-shape graphs also run slower, without a compile event)" if s.framework == "torch" else ""
-        gain = Gain(factor=1 / (1 - share), basis=f"{share:.0%} of the wall time after the first step went {what}; fixed shapes compile once{lower}")
+        what = "in the steps that recompiled, beyond a step that did not" if s.recompile_excess_s is not None else "in recompiles"
+        lower = " (for PyTorch a lower bound: Dynamo's dynamic-shape graphs also run slower, without a compile event)" if s.framework == "torch" else ""
+        gain = Gain(factor=1 / (1 - share), basis=f"{share:.0%} of the wall time after warm-up went {what}; fixed shapes compile once{lower}", kind="estimate")
     changing = "; ".join(r["reason"].splitlines()[0][:160] for r in s.torch_recompile_reasons[:3])
     top = ", ".join(f"{name} x{n}" for name, n in list(s.late_functions.items())[:3])
-    reason = f"{s.late_compiles} compiles in the {later} steps after the first ({per_step:.2f} per step: {top})" + (f"; Dynamo: {changing}" if changing else "")
+    reason = f"{s.late_compiles} recompiles in the {later} steps after warm-up ({per_step:.2f} per step: {top})" + (f"; Dynamo: {changing}" if changing else "")
     return fired(RECOMPILATION, reason, evidence, gain)
 
 
@@ -89,20 +93,22 @@ def op_by_op(s: Signals) -> Finding:
         evidence.append(src("programs_per_step", pps))
     if s.framework == "torch":
         return _torch_op_by_op(s)
+    if s.pmap_compiles and (pps is None or pps < T.OP_BY_OP_PROGRAMS_PER_STEP):
+        return passed(OP_BY_OP, f"the step is compiled by jax.pmap ({s.pmap_compiles} pmap program compile(s))", evidence + [src("pmap_compiles", s.pmap_compiles)])
     if pps is None and s.step_program:
         return passed(OP_BY_OP, "the step is one jitted program (no trace window to count launches: record without --no-trace)", evidence)
     if s.jitted_functions is not None:
         evidence.append(src("jitted_functions", s.jitted_functions))
     eager = not s.step_program and (s.distinct_compiled >= T.OP_BY_OP_EAGER_PROGRAMS or (s.jitted_functions == 0 and s.distinct_compiled >= T.OP_BY_OP_UNJITTED_PROGRAMS))
     if not eager and (pps is None or pps < T.OP_BY_OP_PROGRAMS_PER_STEP):
-        if pps is None and not s.step_program and s.compiles == 0:
-            return not_evaluable(OP_BY_OP, "no step program, no compiles and no program launches per traced step: record the script (tpu-perf record) with its trace window")
+        if pps is None and not s.step_program and not s.compiles:
+            return not_evaluable(OP_BY_OP, "no step program, no compiles heard and no program launches per traced step: record the script (tpu-perf record) with its trace window")
         return passed(OP_BY_OP, f"{pps:.1f} programs launched per step" if pps is not None else "few programs compiled", evidence)
     gain = None
     if gaps is not None and gaps < 1:
         evidence.append(ev("trace_host_fraction", gaps, "trace", "breakdown.host"))
-        gain = Gain(factor=1 / (1 - gaps), basis=f"{gaps:.0%} of the traced step ran no device op (Python dispatching ops one by one); one compiled program removes those gaps (fusion may save more; compile time is the recompilation finding's)")
-    what = f"{pps:.0f} programs launched per step" if pps is not None else f"no jitted step ({s.jitted_functions if s.jitted_functions is not None else 'unknown'} jax.jit functions); {s.distinct_compiled} separate programs compiled"
+        gain = Gain(factor=1 / (1 - gaps), basis=f"{gaps:.0%} of the traced step ran no device op (Python dispatching ops one by one); one compiled program removes all of those gaps (fusion may save more; compile time is the recompilation finding's)", kind="upper_bound")
+    what = f"{pps:.0f} programs launched per step" if pps is not None else f"no jitted step ({s.jitted_functions if s.jitted_functions is not None else 'unknown'} jax.jit functions, no pmap); {s.distinct_compiled} separate programs compiled"
     return fired(OP_BY_OP, what, evidence, gain)
 
 
@@ -113,7 +119,7 @@ def _torch_op_by_op(s: Signals) -> Finding:
         return passed(OP_BY_OP, f"torch.compile built {s.torch_graphs} graph(s)", evidence)
     if on_tpu or (s.target is not None and s.target.kind == "tpu"):
         return fired(OP_BY_OP, "PyTorch eager (no torch.compile graphs)" + ("" if on_tpu else f": on {s.target.name} every op would be dispatched and compiled separately"), evidence,
-                     Gain(factor=None, basis="eager dispatch cost on a TPU depends on the op count; not measurable from a non-TPU run"),
+                     Gain(factor=None, basis="eager dispatch cost on a TPU depends on the op count; not measurable from a non-TPU run", kind="none"),
                      severity=None if on_tpu else "medium")  # judged for a target, not seen on it
     return passed(OP_BY_OP, "PyTorch eager on CPU/GPU launches kernels directly; pass --target to judge it for a TPU", evidence)
 
@@ -127,7 +133,15 @@ def unrolled_loop(s: Signals) -> Finding:
     if repeats < T.UNROLLED_MIN_REPEATS:
         return passed(UNROLLED_LOOP, f"repeated matmul shapes occur {repeats} time(s) each; {s.hlo.while_loops} while loop(s)", evidence)
     return fired(UNROLLED_LOOP, f"the same matmul shapes occur {repeats} times each ({s.hlo.while_loops} while loops): {repeats} unrolled copies of a layer", evidence,
-                 Gain(factor=None, basis="program size shrinks with the number of layers, and compile time for deep stacks; step time stays about the same, or rises a little where XLA fused across layers"))
+                 _compile_gain(s, repeats))
+
+
+def _compile_gain(s: Signals, repeats: int) -> Gain:
+    """Compile seconds a scanned layer saves: the step's compile shrinks about with its program."""
+    if s.step_compile_s is None:
+        return Gain(factor=None, basis="the program holds one layer body instead of several; step time stays about the same, or rises a little where XLA fused across layers", kind="none", benefit="compile_time")
+    saved = s.step_compile_s * (1 - 1 / repeats)
+    return Gain(factor=None, basis=f"the step compiled in {s.step_compile_s:.2f} s with {repeats} copies of a layer; one copy compiles in about 1/{repeats} of that (compile time grows at least linearly with program size); step time stays about the same", kind="upper_bound", benefit="compile_time", amount=saved, unit="compile_s")
 
 
 def graph_break(s: Signals) -> Finding:
@@ -139,7 +153,7 @@ def graph_break(s: Signals) -> Finding:
     if s.graph_breaks == 0:
         return passed(GRAPH_BREAK, "no graph breaks", evidence)
     reasons = "; ".join(f"{r['reason']} ({r['count']}x)" + (f" at {_where(r['detail'])}" if _where(r["detail"]) else "") for r in s.graph_break_reasons[:3])
-    return fired(GRAPH_BREAK, f"{s.graph_breaks} graph break(s): {reasons}", evidence, Gain(factor=None, basis="a break splits the step into separately compiled graphs with Python in between; the cost depends on where it falls"))
+    return fired(GRAPH_BREAK, f"{s.graph_breaks} graph break(s): {reasons}", evidence, Gain(factor=None, basis="a break splits the step into separately compiled graphs with Python in between; the cost depends on where it falls", kind="none"))
 
 
 def _where(detail: str) -> str | None:
@@ -151,6 +165,8 @@ def _where(detail: str) -> str | None:
 
 
 def no_compile_cache(s: Signals) -> Finding:
+    if s.compiles is None or s.compile_total_s is None:
+        return not_evaluable(NO_COMPILE_CACHE, "this run's compiles were not heard (an imported trace, or torch-tpu's own compiles)")
     evidence = [src("compile_total_s", s.compile_total_s), src("compile_cache_events", s.compile_cache_events)]
     if s.compiles == 0:
         return not_evaluable(NO_COMPILE_CACHE, "no compile events recorded")
@@ -161,4 +177,4 @@ def no_compile_cache(s: Signals) -> Finding:
     if s.compile_total_s < T.STARTUP_COMPILE_S:
         return passed(NO_COMPILE_CACHE, f"compiles took {s.compile_total_s:.1f} s in all", evidence)
     return fired(NO_COMPILE_CACHE, f"{s.compile_total_s:.1f} s of compiles and no compilation-cache activity", evidence,
-                 Gain(factor=None, basis="saves the start-up compiles at every restart; per-step time is unchanged"))
+                 Gain(factor=None, basis="saves the start-up compiles at every restart (the run's compile seconds); per-step time is unchanged", kind="estimate", benefit="compile_time", amount=s.compile_total_s, unit="compile_s"))

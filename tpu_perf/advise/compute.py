@@ -15,6 +15,7 @@ from tpu_perf.advise.finding import (
     not_evaluable,
     passed,
 )
+from tpu_perf.advise.padding import fixable_matmul_saving
 from tpu_perf.advise.signals import SOURCES, Signals, src
 
 FP32_MATMUL = Rule(
@@ -30,8 +31,8 @@ FP32_MATMUL = Rule(
 MXU_PADDING = Rule(
     id="mxu-padding", title="Matmul dimensions are not multiples of the MXU tile", family="compute", severity="low",
     fix=Fix(
-        summary="Choose model and batch dimensions that are multiples of the tile (128; 256 on v6e): hidden, heads x head_dim, vocab, batch x sequence.",
-        jax="vocab = -(-vocab // 256) * 256  # pad the vocabulary; d_model, d_ff, head_dim as multiples of 128/256",
+        summary="Trim model dimensions just above a multiple of the tile (128; 256 on v6e) down to it: hidden, d_ff, heads x head_dim, vocab; dimensions below one tile gain nothing in step time.",
+        jax="d_ff = (d_ff // 256) * 256  # e.g. 2100 -> 2048 on v6e; d_model, head_dim likewise",
     ),
     docs=("https://cloud.google.com/tpu/docs/performance-guide", "https://jax-ml.github.io/scaling-book/tpus/"),
 )
@@ -68,7 +69,7 @@ def fp32_matmul(s: Signals) -> Finding:
     if share <= T.FP32_MATMUL_SHARE:
         return passed(FP32_MATMUL, f"{share:.0%} of matmul FLOPs in f32", evidence)
     return fired(FP32_MATMUL, f"{share:.0%} of matmul FLOPs run in f32 on a bf16 MXU ({s.target.name})", evidence,
-                 Gain(factor=None, basis="at default precision XLA already feeds f32 matmuls to the MXU in bf16; the gain is halved memory traffic and up to 3-6x where HIGH/HIGHEST precision is set"))
+                 Gain(factor=None, basis="at default precision XLA already feeds f32 matmuls to the MXU in bf16; the gain is halved memory traffic and up to 3-6x where HIGH/HIGHEST precision is set", kind="none"))
 
 
 def mxu_padding(s: Signals) -> Finding:
@@ -77,15 +78,29 @@ def mxu_padding(s: Signals) -> Finding:
     a = s.hlo_target
     if a is None or a.padding_waste is None:
         return not_evaluable(MXU_PADDING, "no matmuls in a saved step-program HLO (JAX runs with a jitted step save it)")
+    saving = fixable_matmul_saving(a, s.fixed_dims, s.target)
     evidence = [ev("padding_waste_fraction", a.padding_waste, *SOURCES["padding_waste"]), ev("mxu_tile", a.tile, "chip", "hlo_analysis.tile_for_chip(target)"), _target_evidence(s)]
-    if a.padding_waste < T.MXU_PADDING_SHARE:
-        return passed(MXU_PADDING, f"{a.padding_waste:.0%} of the MXU work is padding", evidence)
+    if saving is None:
+        return not_evaluable(MXU_PADDING, f"no bf16 peak or HBM bandwidth for {s.target.name} in the catalogue: no roofline to price the padding on")
+    evidence += [ev("fixable_matmul_time_fraction", saving.fraction, "hlo", "advise/padding.py: 1 - roofline time of the step's matmuls with free dims trimmed to the tile / as they are"),
+                 ev("fixed_padding_fraction", saving.fixed_waste, "hlo", "advise/padding.py: MXU work padding dims the user cannot change (first layer's input features; a batch memory cannot grow)")]
+    if saving.fraction < T.MXU_PADDING_SHARE:
+        why = "" if a.padding_waste < T.MXU_PADDING_SHARE else (
+            f": the rest is of dimensions below one tile (a larger model fills it at the same step time), of the data "
+            f"({saving.fixed_waste:.0%} of the MXU work: the first layer's input channels, a batch memory cannot grow), "
+            f"or in memory-bound matmuls ({saving.memory_bound_share:.0%} of the matmul time on the roofline)")
+        return passed(MXU_PADDING, f"{a.padding_waste:.0%} of the MXU work is padding; trimming free dimensions to the tile would save {saving.fraction:.0%} of the matmul time on {s.target.name}{why}", evidence)
     worst = sorted(a.dots, key=lambda d: -d.padding_waste * d.flops)[:3]
     shapes = ", ".join(f"{d.name} {d.m}x{d.k}x{d.n}" for d in worst)
     matmul = s.breakdown.get("matmul")
-    share = matmul if matmul else 1.0
-    gain = Gain(factor=1 / (1 - a.padding_waste * share), basis=f"{a.padding_waste:.0%} of MXU work is padding" + (f", matmuls are {matmul:.0%} of the traced step" if matmul else ", assuming a matmul-bound step (upper bound)"))
-    return fired(MXU_PADDING, f"{a.padding_waste:.0%} of the MXU work on {s.target.name} ({a.tile}x{a.tile} tiles) is padding; worst: {shapes}", evidence, gain)
+    if matmul:
+        evidence.append(ev("trace_matmul_fraction", matmul, "trace", "breakdown.matmul"))
+        gain = Gain(factor=1 / (1 - matmul * saving.fraction), kind="estimate",
+                    basis=f"trimming the free dimensions to the {a.tile}-wide tile saves {saving.fraction:.0%} of the matmul time on {s.target.name}'s roofline; matmuls are {matmul:.0%} of the measured step (Amdahl)")
+    else:
+        gain = Gain(factor=1 / (1 - saving.fraction), kind="upper_bound",
+                    basis=f"trimming the free dimensions to the {a.tile}-wide tile saves {saving.fraction:.0%} of the matmul time on {s.target.name}'s roofline; the matmul share of the step is unknown (no trace), so as if the step were all matmuls")
+    return fired(MXU_PADDING, f"{a.padding_waste:.0%} of the MXU work on {s.target.name} ({a.tile}x{a.tile} tiles) is padding, {saving.fraction:.0%} of the matmul time removable; worst: {shapes}", evidence, gain)
 
 
 def small_batch(s: Signals) -> Finding:
@@ -101,4 +116,4 @@ def small_batch(s: Signals) -> Finding:
     if intensity >= T.SMALL_BATCH_RIDGE_FRACTION * ridge or headroom < T.SMALL_BATCH_MIN_HEADROOM:
         return passed(SMALL_BATCH, f"matmul intensity {intensity:.0f} FLOPs/byte vs ridge {ridge:.0f}; HBM headroom {headroom:.0%}", evidence)
     return fired(SMALL_BATCH, f"matmuls reach {intensity:.0f} FLOPs/byte, {intensity / ridge:.0%} of {s.target.name}'s ridge point, with {headroom:.0%} of HBM free", evidence,
-                 Gain(factor=None, basis="a bigger batch raises throughput per sample, not the step time; measure tokens/s after the change"))
+                 Gain(factor=None, basis="a bigger batch raises throughput per sample, not the step time; measure tokens/s after the change", kind="none", benefit="throughput"))

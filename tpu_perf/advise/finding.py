@@ -12,6 +12,12 @@ from typing import Any, Literal
 
 Severity = Literal["high", "medium", "low"]
 Outcome = Literal["fired", "passed", "not_evaluable"]
+GainKind = Literal["estimate", "upper_bound", "none"]
+"""`estimate`: this run's numbers with a model of the fix; `upper_bound`: the most the fix can give
+(e.g. the waiting time removed entirely); `none`: no honest number (the basis says why)."""
+Benefit = Literal["step_time", "compile_time", "memory", "throughput", "risk"]
+"""What the fix improves. Only `step_time` findings are proposed as the next fix for a faster step;
+the others go in the "also" list with their own figure."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,10 +43,17 @@ class Fix:
 
 @dataclass(frozen=True, kw_only=True)
 class Gain:
-    """Expected step-time factor (old step / new step) if the fix is applied; None: no honest estimate."""
+    """Expected step-time factor (old step / new step) if the fix is applied; None: no honest estimate.
+
+    A finding whose fix saves compile time or memory rather than step time has `benefit` saying so
+    and its own figure in `amount` (`unit`: `compile_s`, `bytes`)."""
 
     factor: float | None
     basis: str
+    kind: GainKind
+    benefit: Benefit = "step_time"
+    amount: float | None = None
+    unit: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,9 +86,16 @@ class Finding:
     def gain_factor(self) -> float | None:
         return self.expected_gain.factor if self.expected_gain else None
 
+    @property
+    def benefit(self) -> Benefit:
+        return self.expected_gain.benefit if self.expected_gain else "step_time"
+
 
 def fired(rule: Rule, reason: str, evidence: list[Evidence], gain: Gain | None, *, severity: Severity | None = None) -> Finding:
-    """`severity` overrides the rule's, for a finding judged for a target rather than seen on it."""
+    """`severity` overrides the rule's, for a finding judged for a target rather than seen on it.
+    A fired finding always has an expected gain: without one, it says there is no number and why."""
+    if gain is None:
+        gain = Gain(factor=None, basis="this run's data gives no number for it (the evidence shows what was seen)", kind="none")
     return Finding(id=rule.id, title=rule.title, family=rule.family, severity=severity or rule.severity, outcome="fired", reason=reason, evidence=evidence, fix=rule.fix, expected_gain=gain, docs=rule.docs)
 
 

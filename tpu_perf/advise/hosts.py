@@ -35,5 +35,5 @@ def straggler(s: Signals) -> Finding:
     it = s.iteration_median_s
     gain = None
     if it and 0 < worst["extra_s"] < it:
-        gain = Gain(factor=it / (it - worst["extra_s"]), basis=f"every process waits {worst['extra_s'] * 1e3:.3g} ms per step for this one; evened out, the job's step loses that wait")
+        gain = Gain(factor=it / (it - worst["extra_s"]), basis=f"every process waits {worst['extra_s'] * 1e3:.3g} ms per step for this one; evened out, the job's step loses that wait", kind="estimate")
     return fired(STRAGGLER, worst["text"], evidence, gain)

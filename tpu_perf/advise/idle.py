@@ -35,5 +35,5 @@ def device_idle(s: Signals, others: list[Finding]) -> Finding:
     explained = [f.id for f in others if f.outcome == "fired" and f.id in EXPLAINS_IDLE]
     if explained:
         return passed(DEVICE_IDLE, f"idle time explained by: {', '.join(explained)}", evidence)
-    gain = Gain(factor=1 / (1 - idle), basis=f"the device idled {idle:.0%} of the traced step inside its programs (upper bound)") if idle is not None and idle < 1 else None
+    gain = Gain(factor=1 / (1 - idle), basis=f"the device idled {idle:.0%} of the traced step inside its programs; all of it removed", kind="upper_bound") if idle is not None and idle < 1 else None
     return fired(DEVICE_IDLE, "the device idled " + (f"{idle:.0%} of the traced step" if idle is not None else f"(duty cycle {s.duty_cycle_pct:.0f} %)"), evidence, gain)

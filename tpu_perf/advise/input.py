@@ -58,25 +58,30 @@ def overlap_gain(s: Signals) -> tuple[Gain | None, list[Evidence]]:
     if s.iteration_median_s and s.device_median_s is not None and s.host_median_s:
         host, dev = s.host_median_s, s.device_median_s
         basis = f"host work {host * 1e3:.3g} ms per step would overlap {dev * 1e3:.3g} ms of device work"
-        return Gain(factor=s.iteration_median_s / max(dev, host), basis=basis), [src("iteration_median_s", s.iteration_median_s), src("device_median_s", dev), src("host_median_s", host)]
+        return Gain(factor=s.iteration_median_s / max(dev, host), basis=basis + " (perfect overlap)", kind="upper_bound"), [src("iteration_median_s", s.iteration_median_s), src("device_median_s", dev), src("host_median_s", host)]
     share = host_share(s)
     if share:
         basis = f"{share:.0%} of the traced step had no device work; overlapped, the step is the longer of the two"
-        return Gain(factor=1 / max(share, 1 - share), basis=basis), [ev("trace_host_fraction", share, "trace", _share_path(s))]
+        return Gain(factor=1 / max(share, 1 - share), basis=basis, kind="upper_bound"), [ev("trace_host_fraction", share, "trace", _share_path(s))]
     return None, []
 
 
 def host_sync(s: Signals) -> Finding:
-    if s.framework == "torch":
-        return not_evaluable(HOST_SYNC, "device-to-host fetches are counted by the JAX collector only; for PyTorch/XLA see PT_XLA_DEBUG_LEVEL=2 (TransferFromDevice per step)")
     rate = s.fetches_per_step
     if rate is None:
-        return not_evaluable(HOST_SYNC, "no fetch counts: record the run with this tpu-perf (the JAX collector counts fetches of step outputs)")
-    evidence = [src("fetched_step_calls", s.fetched_step_calls), src("step_calls", s.step_calls), src("fetches_per_step", rate)]
+        return not_evaluable(HOST_SYNC, "no fetch counts: record the run with this tpu-perf (the JAX collector counts fetches of step outputs; the PyTorch collector, .item()/.cpu()/.tolist()/printing a tensor in the steps)")
+    if s.framework == "torch":
+        evidence = [src("torch_syncs", s.torch_syncs), ev("steps_count", s.torch_sync_steps, "steps", "steps.count"), src("fetches_per_step", rate)]
+        what = f"{s.torch_syncs} device-to-host transfers (.item(), .cpu(), .tolist(), .numpy(), printing a tensor) in {s.torch_sync_steps} steps"
+    else:
+        evidence = [src("fetched_step_calls", s.fetched_step_calls), src("step_calls", s.step_calls), src("fetches_per_step", rate)]
+        what = f"{s.fetched_step_calls} of {s.step_calls} steps fetched an output to the host right after dispatch"
     if rate <= T.FETCHES_PER_STEP:
-        return passed(HOST_SYNC, f"{rate:.2f} fetches of step outputs per step", evidence)
+        return passed(HOST_SYNC, f"{rate:.2f} fetches to the host per step", evidence)
     gain, more = overlap_gain(s)
-    return fired(HOST_SYNC, f"{s.fetched_step_calls} of {s.step_calls} steps fetched an output to the host right after dispatch", evidence + more, gain)
+    if gain is None:
+        gain = Gain(factor=None, basis="the host waits for the device at each fetch; the cost is the host work that could overlap the device, not measured on this run (no device/host split)", kind="none")
+    return fired(HOST_SYNC, what, evidence + more, gain)
 
 
 def input_bound(s: Signals) -> Finding:
@@ -98,5 +103,5 @@ def input_bound(s: Signals) -> Finding:
     fetch = s.fetches_per_step
     if fetch is not None and fetch > T.FETCHES_PER_STEP:
         evidence.append(src("fetches_per_step", fetch))
-    gain = Gain(factor=1 / (1 - share), basis=f"the device waited {share:.0%} of the step for the host; an input pipeline that keeps up removes the wait") if share < 1 else None
+    gain = Gain(factor=1 / (1 - share), basis=f"the device waited {share:.0%} of the step for the host; an input pipeline that keeps up removes all of the wait", kind="upper_bound") if share < 1 else None
     return fired(INPUT_BOUND, f"the device waited for the host {share:.0%} of the step", evidence, gain)

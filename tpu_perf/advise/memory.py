@@ -61,7 +61,7 @@ def no_donation(s: Signals) -> Finding:
     if alias >= T.DONATION_MIN_FRACTION * s.output_bytes:
         return passed(NO_DONATION, f"{alias / s.output_bytes:.0%} of the outputs reuse donated inputs", evidence)
     return fired(NO_DONATION, f"the step returns {s.output_bytes / 2**20:.1f} MiB and only {alias / 2**20:.1f} MiB reuse donated inputs", evidence,
-                 Gain(factor=None, basis=f"frees about {(s.output_bytes - alias) / 2**20:.1f} MiB of device memory at the peak; step time stays about the same"))
+                 Gain(factor=None, basis=f"frees about {(s.output_bytes - alias) / 2**20:.1f} MiB of device memory at the peak (the outputs not aliased); step time stays about the same", kind="estimate", benefit="memory", amount=float(s.output_bytes - alias), unit="bytes"))
 
 
 def _headroom(s: Signals, rule: object) -> tuple[float, list[Evidence]] | Finding:
@@ -88,7 +88,7 @@ def hbm_headroom(s: Signals) -> Finding:
     else:
         more = ""
     return fired(HBM_HEADROOM, f"{headroom:.0%} of HBM ({s.capacity_bytes / 2**30:.1f} GiB) unused at the peak{more}", evidence,
-                 Gain(factor=None, basis="a bigger batch raises throughput per sample, not the step time"))
+                 Gain(factor=None, basis="unused HBM at the peak; a bigger batch raises throughput per sample, not the step time", kind="estimate", benefit="memory", amount=float(s.capacity_bytes - s.peak_bytes), unit="bytes"))
 
 
 def hbm_pressure(s: Signals) -> Finding:
@@ -100,4 +100,4 @@ def hbm_pressure(s: Signals) -> Finding:
     if used < T.HBM_PRESSURE_FRACTION:
         return passed(HBM_PRESSURE, f"peak at {used:.0%} of capacity", evidence)
     return fired(HBM_PRESSURE, f"peak at {used:.0%} of capacity: near OOM, and XLA may rematerialize to fit", evidence,
-                 Gain(factor=None, basis="risk, not speed: an OOM stops the run"))
+                 Gain(factor=None, basis="risk, not speed: an OOM stops the run", kind="none", benefit="risk", amount=float(s.capacity_bytes - s.peak_bytes), unit="bytes"))

@@ -36,12 +36,17 @@ AFTER_RULES: tuple[Callable[[Signals, list[Finding]], Finding], ...] = (idle.dev
 
 SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
 OUTCOME_ORDER = {"fired": 0, "passed": 1, "not_evaluable": 2}
+WORTH_FACTOR = 1.05
+"""A fix for step time is proposed as the next step when it promises at least 5 % (the bench's
+no-slowdown tolerance; below it, run-to-run noise on a busy machine is as large)."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class Advice:
     findings: list[Finding]
-    """Every rule's finding, ranked: fired first (by expected gain, then severity), then passed, then not evaluable."""
+    """Every rule's finding, ranked: fired step-time findings by expected gain (unquantified last),
+    then fired findings for compile time, memory, throughput or risk (the "also" list), then passed,
+    then not evaluable."""
     target: str | None
     target_from: str | None
 
@@ -49,10 +54,40 @@ class Advice:
     def fired(self) -> list[Finding]:
         return [f for f in self.findings if f.outcome == "fired"]
 
+    @property
+    def step_time(self) -> list[Finding]:
+        """Fired findings whose fix is meant to shorten the step, largest expected gain first."""
+        return [f for f in self.fired if f.benefit == "step_time"]
 
-def rank_key(f: Finding) -> tuple[int, float, int]:
+    @property
+    def also(self) -> list[Finding]:
+        """Fired findings whose fix saves compile time or memory, or is a risk: not step-time fixes."""
+        return [f for f in self.fired if f.benefit != "step_time"]
+
+    @property
+    def nothing_left(self) -> bool:
+        """No fired finding promises >= 1.05x step time: nothing left that would make the step faster."""
+        return not any((f.gain_factor or 0.0) >= WORTH_FACTOR for f in self.step_time)
+
+    @property
+    def next_fix(self) -> Finding | None:
+        """The step-time fix to apply next: the first that promises >= 1.05x."""
+        return next((f for f in self.step_time if (f.gain_factor or 0.0) >= WORTH_FACTOR), None)
+
+    def conclusion(self) -> str:
+        """One sentence: the next step-time fix, or that nothing left would make the step faster."""
+        where = f" on {self.target}" if self.target else ""
+        nxt = self.next_fix
+        if nxt is not None:
+            return f"next: {nxt.id} ({nxt.gain_factor:.2f}x step time{where}, {nxt.expected_gain.kind.replace('_', ' ') if nxt.expected_gain else 'estimate'})"
+        unquantified = [f.id for f in self.step_time if f.gain_factor is None]
+        more = f"; {', '.join(unquantified)} fired without a number to promise (see why)" if unquantified else ""
+        return f"nothing left would make the step faster{where}: no finding promises {WORTH_FACTOR:.2f}x or more{more}"
+
+
+def rank_key(f: Finding) -> tuple[int, int, int, float, int]:
     gain = f.gain_factor
-    return (OUTCOME_ORDER[f.outcome], -(gain if gain is not None else 1.0), SEVERITY_ORDER[f.severity])
+    return (OUTCOME_ORDER[f.outcome], f.benefit != "step_time", gain is None, -(gain or 1.0), SEVERITY_ORDER[f.severity])
 
 
 def advise_signals(signals: Signals) -> Advice:

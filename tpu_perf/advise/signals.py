@@ -1,7 +1,7 @@
 """The numbers the rules read, computed once per run: `Signals`, built by `build_signals`.
 
 Rules never read tables or the report themselves: this module is the one adapter between the
-analyzers' output and the advisor, so a change in the report's shape changes one function here.
+analyzers' typed `Report` and the advisor, so a change in the report changes one function here.
 Each field is None when its data is missing; `SOURCES` says where each comes from, and rules copy
 that into their evidence.
 """
@@ -14,14 +14,20 @@ from typing import Any
 
 import numpy as np
 
+from tpu_perf.advise import thresholds as T
 from tpu_perf.advise.dot_dtypes import dot_flops_share_by_source_dtype
 from tpu_perf.advise.finding import Evidence, ev
+from tpu_perf.advise.padding import fixed_dot_dims
+from tpu_perf.analyzers.compiles import after_warmup_compiles, compile_warmup
 from tpu_perf.analyzers.flops import run_chip
 from tpu_perf.analyzers.hlo import HloModule, run_hlo
-from tpu_perf.analyzers.hlo_analysis import HloAnalysis, analyze_hlo, tile_for_chip
-from tpu_perf.analyzers.report import build_report
+from tpu_perf.analyzers.hlo_analysis import DotInfo, HloAnalysis, analyze_hlo, tile_for_chip
+from tpu_perf.analyzers.memory import MemoryStats
+from tpu_perf.analyzers.report import Report, build_report
 from tpu_perf.analyzers.steps import run_steps
+from tpu_perf.analyzers.traces import TraceSection
 from tpu_perf.hardware import Chip, lookup_chip
+from tpu_perf.jsonio import to_jsonable
 from tpu_perf.store import Run
 
 OP_PARTS = ("matmul", "collective", "data_movement", "compute")
@@ -42,19 +48,27 @@ class Signals:
     iteration_median_s: float | None
     device_median_s: float | None
     host_median_s: float | None
-    after_first_wall_s: float | None
-    """The iterations after the first step, summed (start of step 1 to the end of the last)."""
-    # compiles
-    compiles: int
-    compile_total_s: float
+    after_warmup_wall_s: float | None
+    """The iterations after warm-up, summed (the window `compile.after_warmup` counts in)."""
+    steps_after_warmup: int | None
+    # compiles (None: the recorder could not hear them: imported traces, torch-tpu)
+    compiles: int | None
+    compile_total_s: float | None
     late_compiles: int | None
-    """Backend compiles after the first step ended (shapes or dtypes that changed; new functions)."""
+    """The report's `compile.after_warmup`: recompiles after warm-up (analyzers/compiles.py's one
+    definition: the step function, or a function compiled before; not first compiles of occasional
+    functions). None: unknown (no steps, or compiles not heard)."""
     late_compile_s: float | None
-    """All compile work (trace, lower, backend compile) after the first step ended."""
+    """The report's `compile.after_warmup_s`: backend compile seconds of those recompiles."""
     recompile_excess_s: float | None
-    """What the steps that compiled after the first took beyond a step that did not: the whole cost
+    """What the steps after warm-up that recompiled took beyond a step that did not: the whole cost
     of a changed shape (compiling, and the slow paths around it), not only the compile events."""
     late_functions: dict[str, int]
+    first_compiles_after_warmup: dict[str, int]
+    """The report's `compile.other_after_warmup`: first compiles of functions called now and then."""
+    pmap_compiles: int
+    """Backend compiles of pmap programs (`pmap(f)`, or `jit(_fun)`: pmap as jit of shard_map in jax
+    >= 0.7): a compiled step the op-by-op rule must not call eager."""
     distinct_compiled: int
     compile_cache_events: int
     compile_cache_env: str | None
@@ -67,9 +81,17 @@ class Signals:
     graph_breaks: int | None
     graph_break_reasons: list[dict[str, Any]]
     torch_recompile_reasons: list[dict[str, Any]]
-    # host syncs (JAX collector counters)
+    # host syncs (JAX collector counters; the PyTorch collector's device-to-host transfers)
     step_calls: int | None
     fetched_step_calls: int | None
+    torch_syncs: int | None = None
+    """Device-to-host transfers (`.item()`, `.cpu()`, `.tolist()`, `.numpy()`, printing a tensor)
+    during the recorded steps (collectors/torch/syncs.py); None where not counted."""
+    torch_sync_steps: int | None = None
+    """The run's recorded steps (steps.count), the denominator of transfers per step."""
+    batch_size: int | None = None
+    fixed_dims: dict[str, frozenset[str]] = field(default_factory=dict)
+    """Per step-program dot: which of m, n, k the user cannot change (advise/padding.py)."""
     # HLO of the step program
     hlo: HloAnalysis | None
     hlo_target: HloAnalysis | None
@@ -101,6 +123,8 @@ class Signals:
 
     @property
     def fetches_per_step(self) -> float | None:
+        if self.framework == "torch":
+            return self.torch_syncs / self.torch_sync_steps if self.torch_syncs is not None and self.torch_sync_steps else None
         if not self.step_calls or self.fetched_step_calls is None:
             return None
         return self.fetched_step_calls / self.step_calls
@@ -122,16 +146,19 @@ SOURCES: dict[str, tuple[str, str]] = {
     "iteration_median_s": ("steps", "steps.median_s (median over steady steps of duration_s, the wall-clock iteration)"),
     "device_median_s": ("steps", "steps.device_median_s (median over steady steps of device_s, dispatch to outputs ready)"),
     "host_median_s": ("steps", "steps.host_median_s (median over steady steps of duration_s - device_s)"),
-    "after_first_wall_s": ("steps", "steps.parquet: start_time_s[last] - start_time_s[1] + duration_s[last] (the iterations after the first)"),
-    "late_compiles": ("compiles", "compiles.parquet: backend_compile events with end_time_s[0] < time_s <= end_time_s[last]"),
-    "late_compile_s": ("compiles", "compiles.parquet: sum(duration_s) of trace/lower/backend_compile events with end_time_s[0] < time_s <= end_time_s[last]"),
-    "recompile_excess_s": ("steps", "steps.parquet: sum over steps i >= 1 that compiled of iteration[i] - median(iteration of steps i >= 1 that did not); iteration[i] = start_time_s[i+1] - start_time_s[i]"),
+    "after_warmup_wall_s": ("steps", "steps.parquet: sum(duration_s[warmup:]) (the iterations after warm-up)"),
+    "late_compiles": ("compiles", "compile.after_warmup (recompiles: the step function, or a function compiled before; analyzers/compiles.py)"),
+    "late_compile_s": ("compiles", "compile.after_warmup_s"),
+    "first_compiles_after_warmup": ("compiles", "compile.other_after_warmup (first compiles of functions called now and then: not recompiles)"),
+    "recompile_excess_s": ("steps", "steps.parquet: sum over steps after warm-up holding a recompile of duration_s - median(duration_s of steps after warm-up that did not compile)"),
+    "pmap_compiles": ("compiles", "compiles.parquet: backend_compile events of pmap(...) or jit(_fun) (pmap in jax >= 0.7)"),
+    "torch_syncs": ("steps", "run.json torch.syncs.count (device-to-host transfers in the steps)"),
     "compile_total_s": ("compiles", "compile.total_s"),
     "distinct_compiled": ("compiles", "compiles.parquet: distinct jit(...) function of backend_compile events"),
     "compile_cache_events": ("compiles", "compile.cache_hits + compile.cache_misses"),
     "graph_breaks": ("compiles", "compile.torch.graph_breaks"),
     "torch_graphs": ("compiles", "compile.torch.unique_graphs"),
-    "fetches_per_step": ("steps", "run.json jax.fetched_step_calls / jax.step_calls (JAX collector)"),
+    "fetches_per_step": ("steps", "run.json jax.fetched_step_calls / jax.step_calls (JAX collector); torch.syncs.count / steps.count (PyTorch)"),
     "fetched_step_calls": ("steps", "run.json jax.fetched_step_calls"),
     "step_calls": ("steps", "run.json jax.step_calls"),
     "jitted_functions": ("compiles", "run.json jax.jitted_functions"),
@@ -154,42 +181,44 @@ SOURCES: dict[str, tuple[str, str]] = {
 }
 
 
-def report_dict(run: Run) -> dict[str, Any]:
-    """The report as a dict: the one place the advisor reads it."""
-    return build_report(run).to_dict()
-
-
-def build_signals(run: Run, doc: dict[str, Any] | None = None, *, target: str | None = None) -> Signals:
-    """Compute every signal of `run` once. `doc` is its report dict (built here when not given)."""
-    doc = report_dict(run) if doc is None else doc
+def build_signals(run: Run, report: Report | None = None, *, target: str | None = None) -> Signals:
+    """Compute every signal of `run` once, from its typed `report` (built here when not given)."""
+    report = build_report(run) if report is None else report
     own = run_chip(run)
     tgt = lookup_chip(target) if target else None
     target_chip, target_from = (tgt, "--target") if tgt else ((own, "run") if own is not None and own.kind == "tpu" else (None, None))
-    steps_doc, comp, mem = doc.get("steps") or {}, doc.get("compile") or {}, doc.get("memory") or {}
-    torch_doc = comp.get("torch") or {}
-    it, dev, host = steps_doc.get("median_s"), steps_doc.get("device_median_s"), steps_doc.get("host_median_s")
-    late = _late_compiles(run)
-    hlo_fields = _hlo_signals(run, doc, target_chip)
+    st, comp, mem, tc = report.steps, report.compile, report.memory, report.torch_compile
     jax_counts = run.manifest.get("jax") or {}
+    syncs = (run.manifest.get("torch") or {}).get("syncs") or {}
     capacity, capacity_from = _capacity(mem, target_chip, tgt is not None)
+    steps_after, wall_after, excess = _after_warmup(run)
+    hlo_fields = _hlo_signals(run, report, target_chip)
+    batch = (run.manifest.get("config") or {}).get("batch_size")
+    memory_full = mem.peak_bytes is not None and bool(capacity) and 1 - mem.peak_bytes / capacity < T.SMALL_BATCH_MIN_HEADROOM
+    traces, hosts = report.traces, report.hosts
     return Signals(
         framework=_framework(run), platform=(run.manifest.get("hardware") or {}).get("platform"),
         run_chip=own, target=target_chip, target_from=target_from,
-        steps=int(steps_doc.get("count") or 0), traced_steps=int(steps_doc.get("traced") or (doc.get("device_steps") or {}).get("count") or 0),
-        iteration_median_s=it, device_median_s=dev, host_median_s=host, after_first_wall_s=late[0],
-        compiles=int(comp.get("count") or 0), compile_total_s=float(comp.get("total_s") or 0.0),
-        late_compiles=late[1], late_compile_s=late[2], late_functions=late[3], recompile_excess_s=_recompile_excess(run),
-        distinct_compiled=_distinct_compiled(run), compile_cache_events=int(comp.get("cache_hits") or 0) + int(comp.get("cache_misses") or 0),
+        steps=st.count, traced_steps=st.traced or (traces.device_step_count if traces is not None else 0),
+        iteration_median_s=st.median_s, device_median_s=st.device_median_s, host_median_s=st.host_median_s,
+        after_warmup_wall_s=wall_after, steps_after_warmup=steps_after,
+        compiles=comp.count if comp is not None else None, compile_total_s=comp.total_s if comp is not None else None,
+        late_compiles=comp.after_warmup if comp is not None else None, late_compile_s=comp.after_warmup_s if comp is not None else None,
+        late_functions=dict(comp.after_warmup_functions) if comp is not None else {}, first_compiles_after_warmup=dict(comp.other_after_warmup) if comp is not None else {},
+        recompile_excess_s=excess, pmap_compiles=_pmap_compiles(run),
+        distinct_compiled=_distinct_compiled(run), compile_cache_events=(comp.cache_hits or 0) + (comp.cache_misses or 0) if comp is not None else 0,
         compile_cache_env=jax_counts.get("compilation_cache_dir") or (run.manifest.get("env") or {}).get("JAX_COMPILATION_CACHE_DIR"),
-        step_program=any(p.get("is_step") for p in doc.get("programs") or []), jitted_functions=jax_counts.get("jitted_functions"),
-        torch_graphs=torch_doc.get("unique_graphs"), graph_breaks=torch_doc.get("graph_breaks") if torch_doc else None,
-        graph_break_reasons=list(torch_doc.get("graph_break_reasons") or []), torch_recompile_reasons=list(torch_doc.get("recompile_reasons") or []),
+        step_program=bool(report.hlo is not None and any(p.is_step for p in report.hlo.programs)), jitted_functions=jax_counts.get("jitted_functions"),
+        torch_graphs=tc.unique_graphs if tc is not None else None, graph_breaks=tc.graph_breaks if tc is not None else None,
+        graph_break_reasons=list(tc.graph_break_reasons) if tc is not None else [], torch_recompile_reasons=list(tc.recompile_reasons) if tc is not None else [],
         step_calls=jax_counts.get("step_calls"), fetched_step_calls=jax_counts.get("fetched_step_calls"),
-        **hlo_fields,
-        breakdown=_usable_breakdown(doc), programs_in_trace=_programs_in_trace(run),
-        peak_bytes=mem.get("peak_bytes"), peak_source=mem.get("peak_source"), capacity_bytes=capacity, capacity_from=capacity_from,
-        fixed_bytes=mem.get("fixed_bytes"), duty_cycle_pct=(doc.get("runtime") or {}).get("duty_cycle_pct"),
-        processes=(doc.get("job") or {}).get("processes"), hosts=list(doc.get("hosts") or []), stragglers=list(doc.get("stragglers") or []),
+        torch_syncs=syncs.get("count"), torch_sync_steps=st.count if syncs else None, batch_size=int(batch) if batch else None,
+        **hlo_fields, fixed_dims=_fixed_dims(run, report, batch, memory_full),
+        breakdown=_usable_breakdown(traces), programs_in_trace=_programs_in_trace(run),
+        peak_bytes=mem.peak_bytes, peak_source=mem.peak_source, capacity_bytes=capacity, capacity_from=capacity_from,
+        fixed_bytes=mem.fixed_bytes, duty_cycle_pct=report.runtime.duty_cycle_pct if report.runtime is not None else None,
+        processes=hosts.processes if hosts is not None else None,
+        hosts=to_jsonable(list(hosts.hosts)) if hosts is not None else [], stragglers=to_jsonable(list(hosts.stragglers)) if hosts is not None else [],
     )
 
 
@@ -199,11 +228,12 @@ work: host-side step annotations in a loop that never waits end at dispatch, and
 after them. Such a breakdown says nothing about input or host time, so the rules do not read it."""
 
 
-def _usable_breakdown(doc: dict[str, Any]) -> dict[str, float]:
-    parts = dict(doc.get("breakdown") or {})
-    window = (doc.get("breakdown_detail") or {}).get("window")
+def _usable_breakdown(traces: TraceSection | None) -> dict[str, float]:
+    if traces is None:
+        return {}
+    parts = dict(traces.breakdown)
     device = sum(parts.get(p, 0.0) for p in (*OP_PARTS, "device_idle"))
-    return {} if (parts and window == "steps" and device < BREAKDOWN_MIN_DEVICE_SHARE) else parts
+    return {} if (parts and traces.breakdown_window == "steps" and device < BREAKDOWN_MIN_DEVICE_SHARE) else parts
 
 
 def _framework(run: Run) -> str | None:
@@ -211,36 +241,37 @@ def _framework(run: Run) -> str | None:
     return "torch" if {"torch", "pytorch"} & set(frameworks) else ("jax" if "jax" in frameworks else (frameworks[0] if frameworks else None))
 
 
-def _late_compiles(run: Run) -> tuple[float | None, int | None, float | None, dict[str, int]]:
-    """(iterations after the first step, backend compiles in them, seconds of compile work, compiles by function).
+def _after_warmup(run: Run) -> tuple[int | None, float | None, float | None]:
+    """(steps after warm-up, their summed iterations, the recompiling steps' excess over an ordinary
+    one), in the window `compile.after_warmup` counts in (analyzers/compiles.py)."""
+    steps, late = run_steps(run), after_warmup_compiles(run)
+    if late is None or len(steps) < 2:
+        return None, None, None
+    warmup = compile_warmup(run, steps)
+    after = steps.iloc[warmup:]
+    durations = after["duration_s"].to_numpy(float)
+    wall = float(durations.sum())
+    times = late.loc[late["recompile"], "time_s"].to_numpy(float)
+    if not len(times):
+        return len(after), wall, 0.0
+    starts, ends = after["start_time_s"].to_numpy(float), after["end_time_s"].to_numpy(float)
+    holds = np.array([bool(((times > a) & (times <= b)).any()) for a, b in zip(starts, ends, strict=True)])
+    ordinary = ~after["compiled"].astype(bool).to_numpy()
+    if not ordinary.any():
+        return len(after), wall, None  # no step without a compile to compare with
+    return len(after), wall, float(np.clip(durations[holds] - np.median(durations[ordinary]), 0.0, None).sum())
 
-    After the first step rather than after warm-up: warm-up is the leading steps that compiled, so a
-    shape that changes every step from the start would hide in it."""
-    steps, compiles = run_steps(run), run.compiles
-    if len(steps) < 2:
-        return None, None, None, {}
-    start, end = float(steps["end_time_s"].iloc[0]), float(steps["end_time_s"].iloc[-1])
-    wall = float(steps["duration_s"].to_numpy(float)[1:].sum())  # steps tile the loop: iterations
-    if compiles.empty:
-        return wall, 0, 0.0, {}
-    inside = compiles[(compiles["time_s"] > start) & (compiles["time_s"] <= end)]
-    backend = inside[inside["event"] == "backend_compile"]
-    work = inside[inside["event"].isin(["trace", "lower", "backend_compile"])]
-    functions = {str(k): int(v) for k, v in backend["function"].value_counts().items()}
-    return wall, len(backend), float(work["duration_s"].sum()), functions
+
+def _pmap_compiles(run: Run) -> int:
+    c = run.compiles
+    if c.empty:
+        return 0
+    names = c.loc[c["event"] == "backend_compile", "function"].astype(str)
+    return int((names.str.startswith("pmap(") | names.isin(PMAP_PROGRAM_NAMES)).sum())
 
 
-def _recompile_excess(run: Run) -> float | None:
-    steps = run_steps(run)
-    if len(steps) < 2:
-        return None
-    later = steps["duration_s"].to_numpy(float)[1:]
-    compiled = steps["compiled"].astype(bool).to_numpy()[1:]
-    if not compiled.any():
-        return 0.0
-    if compiled.all():
-        return None  # no step without a compile to compare with
-    return float(np.clip(later[compiled] - np.median(later[~compiled]), 0.0, None).sum())
+PMAP_PROGRAM_NAMES = ("jit(_fun)",)
+"""What jax >= 0.7 names a pmap's program: pmap runs as jit of shard_map over `_fun` (jax/_src/pmap.py)."""
 
 
 def _distinct_compiled(run: Run) -> int:
@@ -249,7 +280,7 @@ def _distinct_compiled(run: Run) -> int:
     if c.empty:
         return 0
     names = c.loc[c["event"] == "backend_compile", "function"].astype(str)
-    return int(names[names.str.startswith("jit(")].nunique())
+    return int(names[names.str.startswith("jit(") & ~names.isin(PMAP_PROGRAM_NAMES)].nunique())
 
 
 def _programs_in_trace(run: Run) -> int | None:
@@ -258,21 +289,28 @@ def _programs_in_trace(run: Run) -> int | None:
     return count or None  # traces without program events (Kineto) say nothing about launches
 
 
-def _step_module(run: Run, doc: dict[str, Any]) -> tuple[dict[str, Any] | None, HloModule | None]:
-    programs = doc.get("programs") or []
-    step = next((p for p in programs if p.get("is_step")), None)
+def _step_program(run: Run, report: Report) -> tuple[dict[str, Any] | None, HloModule | None]:
+    rows = report.hlo.program_rows if report.hlo is not None else []
+    step = next((p for p in rows if p.get("is_step")), None)
     if step is None or not isinstance(step.get("hlo_file"), str) or not run.exists(step["hlo_file"]):
         return step, None
     return step, run_hlo(run, step["hlo_file"])
 
 
-def _hlo_signals(run: Run, doc: dict[str, Any], target: Chip | None) -> dict[str, Any]:
-    step, module = _step_module(run, doc)
+def _fixed_dims(run: Run, report: Report, batch: int | None, memory_full: bool) -> dict[str, frozenset[str]]:
+    _, module = _step_program(run, report)
+    return fixed_dot_dims(module, batch if memory_full else None) if module is not None else {}
+
+
+def _hlo_signals(run: Run, report: Report, target: Chip | None) -> dict[str, Any]:
+    step, module = _step_program(run, report)
     row = step or {}
+    summary = report.hlo.step if report.hlo is not None else None
     out: dict[str, Any] = {
         "argument_bytes": row.get("argument_bytes"), "output_bytes": row.get("output_bytes"), "alias_bytes": row.get("alias_bytes"),
         "step_compile_s": _step_compile_s(run, row.get("function")),
-        "hlo": None, "hlo_target": None, "hlo_instructions": (doc.get("hlo") or {}).get("top_level_instructions"), "max_dot_repeats": None, "dot_intensity_bf16": None, "dot_source_dtype_share": {},
+        "hlo": None, "hlo_target": None, "hlo_instructions": summary.summary.top_level_instructions if summary is not None else None,
+        "max_dot_repeats": None, "dot_intensity_bf16": None, "dot_source_dtype_share": {},
     }
     if module is None:
         return out
@@ -283,9 +321,16 @@ def _hlo_signals(run: Run, doc: dict[str, Any], target: Chip | None) -> dict[str
     if own.dots:
         out["max_dot_repeats"] = layer_repeats(own)
         flops = sum(d.flops for d in own.dots)
-        moved = sum(2.0 * (d.flops / (2 * d.m * d.n * d.k)) * (d.m * d.k + d.k * d.n + d.m * d.n) for d in own.dots if d.m and d.n and d.k)
+        moved = sum(dot_bytes_bf16(d) for d in own.dots)
         out["dot_intensity_bf16"] = flops / moved if moved else None
     return out
+
+
+def dot_bytes_bf16(d: DotInfo) -> float:
+    """Bytes a dot reads and writes (operands and result) at 2 bytes per element."""
+    if not (d.m and d.n and d.k):
+        return 0.0
+    return 2.0 * (d.flops / (2 * d.m * d.n * d.k)) * (d.m * d.k + d.k * d.n + d.m * d.n)
 
 
 def layer_repeats(a: HloAnalysis) -> int:
@@ -309,12 +354,12 @@ def _step_compile_s(run: Run, function: str | None) -> float | None:
     return float(rows["duration_s"].max()) if not rows.empty else None
 
 
-def _capacity(mem: dict[str, Any], target: Chip | None, explicit: bool) -> tuple[int | None, str | None]:
+def _capacity(mem: MemoryStats, target: Chip | None, explicit: bool) -> tuple[int | None, str | None]:
     """Per-device HBM to judge against: the target's when `--target` names one, else the run's."""
     if explicit and target is not None and target.hbm_bytes_per_device:
         return target.hbm_bytes_per_device, f"catalogue:{target.name}"
-    if mem.get("capacity_bytes"):
-        return int(mem["capacity_bytes"]), "memory.capacity_bytes"
+    if mem.capacity_bytes:
+        return int(mem.capacity_bytes), "memory.capacity_bytes"
     if target is not None and target.hbm_bytes_per_device:
         return target.hbm_bytes_per_device, f"catalogue:{target.name}"
     return None, None

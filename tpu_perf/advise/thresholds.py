@@ -53,7 +53,8 @@ FP32_MATMUL_SHARE = 0.5
 f32 operands are emulated in several bf16 passes or converted)."""
 
 MXU_PADDING_SHARE = 0.10
-"""tpu-perf: 10 % of the MXU work spent on padding (tiles 128x128, 256x256 on v6e: FACTS.md)."""
+"""tpu-perf: 10 % of the step's matmul time (the target's roofline) removable by trimming the
+dimensions the user controls to the MXU tile (128x128, 256x256 on v6e: FACTS.md)."""
 
 EXPOSED_COLLECTIVE_SHARE = 0.10
 """torch-tb-profiler: communication > 10 % of the step; XProf flags collectives at 15 %."""

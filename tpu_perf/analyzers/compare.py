@@ -36,18 +36,36 @@ def peak_device_bytes(doc: Mapping[str, Any]) -> int | None:
 SECONDS_PER_HOUR = 3600.0
 
 
-def chips(doc: Mapping[str, Any]) -> int | None:
+def devices(doc: Mapping[str, Any]) -> int | None:
     """Devices the step runs on (the report's FLOPs devices, else the hardware's device count)."""
     value = dig(doc, "flops.devices") or dig(doc, "run.hardware.device_count")
     return int(value) if value else None
 
 
+def chips(doc: Mapping[str, Any]) -> float | None:
+    """Physical chips the step runs on: devices / devices per chip (an Ironwood chip is 2 devices).
+    What a price per chip-hour is multiplied by; None when the device count is unknown."""
+    n = devices(doc)
+    if not n:
+        return None
+    per_chip = dig(doc, "flops.devices_per_chip") or 1
+    return n / int(per_chip)
+
+
 def cost_per_million_tokens(doc: Mapping[str, Any], price_per_chip_hour: float | None) -> float | None:
-    """price x chips x hours per million tokens, at the steady-state tokens/s; None when unknown."""
+    """price per chip-hour x chips x hours per million tokens, at the steady-state tokens/s; None when unknown."""
     tokens_per_s, n = dig(doc, "steps.tokens_per_s"), chips(doc)
     if not price_per_chip_hour or not tokens_per_s or not n:
         return None
     return price_per_chip_hour * n * (1e6 / tokens_per_s) / SECONDS_PER_HOUR
+
+
+def cost_per_step(doc: Mapping[str, Any], price_per_chip_hour: float | None) -> float | None:
+    """price per chip-hour x chips x the all-in hours per step (every step after the first); None when unknown."""
+    step_s, n = dig(doc, "steps.all_in_s"), chips(doc)
+    if not price_per_chip_hour or not step_s or not n:
+        return None
+    return price_per_chip_hour * n * step_s / SECONDS_PER_HOUR
 
 
 UNITS = ("seconds", "fraction", "rate", "bytes", "money", "flops", "tflops")
@@ -84,6 +102,7 @@ def _mfu_missing(doc: Mapping[str, Any]) -> str:
 
 KPIS: tuple[Kpi, ...] = (
     Kpi(label="Median step time", value=lambda d: dig(d, "steps.median_s"), unit="seconds", lower_is_better=True, help="steps.median_s: steady-state median of the wall-clock iteration (warm-up, compiled and traced steps excluded)", why_missing=_steps_missing),
+    Kpi(label="All-in step time", value=lambda d: dig(d, "steps.all_in_s"), unit="seconds", lower_is_better=True, help="steps.all_in_s: wall time per step over every step after the first (recompiles, evals and trace windows included)", why_missing=lambda d: "fewer than 2 steps"),
     Kpi(label="p10 step time", value=lambda d: dig(d, "steps.p10_s"), unit="seconds", lower_is_better=True, help="steps.p10_s: 10th percentile of the steady iterations", why_missing=_steps_missing),
     Kpi(label="p90 step time", value=lambda d: dig(d, "steps.p90_s"), unit="seconds", lower_is_better=True, help="steps.p90_s: 90th percentile of the steady iterations (stragglers, host stalls)", why_missing=_steps_missing),
     Kpi(label="Device time / step", value=lambda d: dig(d, "steps.device_median_s"), unit="seconds", lower_is_better=True, help="steps.device_median_s: dispatch to outputs ready, median", why_missing=lambda d: "the framework's device time per step is not measured (PyTorch steps, imports)"),
@@ -109,7 +128,8 @@ def kpi_rows(docs: Mapping[str, Mapping[str, Any]], baseline: str, price_per_chi
     unknown value on either side)."""
     kpis = list(KPIS)
     if price_per_chip_hour:
-        kpis.append(Kpi(label="Cost / 1M tokens", value=lambda d: cost_per_million_tokens(d, price_per_chip_hour), unit="money", lower_is_better=True, help="price x chips x hours per 1M tokens", why_missing=lambda d: "needs tokens/s: record with `--tokens-per-step N`"))
+        kpis.append(Kpi(label="Cost / 1M tokens", value=lambda d: cost_per_million_tokens(d, price_per_chip_hour), unit="money", lower_is_better=True, help="price per chip-hour x chips (devices / devices per chip) x hours per 1M tokens at the steady tokens/s", why_missing=lambda d: "needs tokens/s: record with `--tokens-per-step N`"))
+        kpis.append(Kpi(label="Cost / step", value=lambda d: cost_per_step(d, price_per_chip_hour), unit="money", lower_is_better=True, help="price per chip-hour x chips (devices / devices per chip) x the all-in hours per step", why_missing=lambda d: "needs the all-in step time and the device count"))
     rows = []
     for kpi in kpis:
         base = kpi.value(docs[baseline]) if baseline in docs else None

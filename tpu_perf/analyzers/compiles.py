@@ -62,31 +62,62 @@ def analyze_compiles(run: Run) -> CompileStats:
     if compiles.empty:
         return CompileStats(count=0, total_s=0.0, after_warmup=0, after_warmup_s=0.0, cache_hits=0, cache_misses=0)
     backend = compiles[compiles["event"] == "backend_compile"]
-    steps = run_steps(run)
-    warmup = warmup_count(steps, (run.manifest.get("config") or {}).get("warmup_steps"))
-    if steps.empty or warmup >= len(steps):
-        late = backend.iloc[0:0]
-    else:
-        warm_end = float(steps["end_time_s"].iloc[warmup - 1])
-        last_end = float(steps["end_time_s"].iloc[-1])
-        late = backend[(backend["time_s"] > warm_end) & (backend["time_s"] <= last_end)]
-    step_fn = _step_function(steps)
-    others = late.iloc[0:0]
-    if step_fn is not None and not late.empty:
-        is_step = late["function"].isin({step_fn, f"jit({step_fn})"})
-        others, late = late[~is_step], late[is_step]
+    late = after_warmup_compiles(run)
+    recompiles, others = (None, None) if late is None else (late[late["recompile"]], late[~late["recompile"]])
     slowest = backend.sort_values("duration_s", ascending=False).head(5)
     return CompileStats(
         count=len(backend),
         total_s=float(backend["duration_s"].sum()),
-        after_warmup=len(late),
-        after_warmup_s=float(late["duration_s"].sum()),
-        after_warmup_functions={str(k): int(v) for k, v in late["function"].value_counts().items()},
+        after_warmup=None if recompiles is None else len(recompiles),
+        after_warmup_s=None if recompiles is None else float(recompiles["duration_s"].sum()),
+        after_warmup_functions={} if recompiles is None else _by_function(recompiles),
         cache_hits=int((compiles["event"] == "cache_hit").sum()),
         cache_misses=int((compiles["event"] == "cache_miss").sum()),
         slowest=[SlowCompile(function=str(f), duration_s=float(d)) for f, d in zip(slowest["function"], slowest["duration_s"], strict=True)],
-        other_after_warmup={str(k): int(v) for k, v in others["function"].value_counts().items()},
+        other_after_warmup={} if others is None else _by_function(others),
     )
+
+
+def after_warmup_compiles(run: Run) -> pd.DataFrame | None:
+    """Backend compiles after warm-up, each with `recompile`: the one definition of a recompile that
+    the report (`compile.after_warmup`) and the advisor (`recompilation`) share.
+
+    A recompile is a compile of the step function (the detected `auto:jit(NAME)`), or of a function
+    that had already compiled earlier in the run (a new shape or dtype for it). The first compile of
+    a function the loop calls now and then (an eval step, metrics, a checkpoint helper, Keras's
+    `test_step` at the end of an epoch) is not one: it compiles once and is cached. Warm-up is the
+    leading steps that compiled (`--warmup-steps` overrides); when every step compiled, only the
+    first is warm-up, so a shape that changes every step does not hide in it. None: no steps, so
+    no warm-up to count after (unknown, not zero)."""
+    steps = run_steps(run)
+    if steps.empty:
+        return None
+    compiles = run.compiles
+    if compiles.empty:
+        return pd.DataFrame({"time_s": pd.Series(dtype=float), "duration_s": pd.Series(dtype=float), "function": pd.Series(dtype=str), "recompile": pd.Series(dtype=bool)})
+    backend = compiles[compiles["event"] == "backend_compile"]
+    warmup = compile_warmup(run, steps)
+    if warmup >= len(steps):
+        return backend.iloc[0:0].assign(recompile=pd.Series(dtype=bool))
+    warm_end, last_end = float(steps["end_time_s"].iloc[warmup - 1]), float(steps["end_time_s"].iloc[-1])
+    backend = backend.sort_values("time_s", kind="stable")
+    seen_before = backend["function"].duplicated(keep="first").to_numpy()
+    step_fn = _step_function(steps)
+    is_step = backend["function"].isin({step_fn, f"jit({step_fn})"}).to_numpy() if step_fn is not None else False
+    late = (backend["time_s"] > warm_end).to_numpy() & (backend["time_s"] <= last_end).to_numpy()
+    return backend.assign(recompile=seen_before | is_step)[late]
+
+
+def compile_warmup(run: Run, steps: pd.DataFrame) -> int:
+    """Warm-up steps for counting recompiles: the leading steps that compiled (`--warmup-steps`
+    overrides), but only the first when every step compiled."""
+    override = (run.manifest.get("config") or {}).get("warmup_steps")
+    warmup = warmup_count(steps, override)
+    return 1 if override is None and warmup >= len(steps) > 1 else warmup
+
+
+def _by_function(rows: pd.DataFrame) -> dict[str, int]:
+    return {str(k): int(v) for k, v in rows["function"].value_counts().items()}
 
 
 def _step_function(steps: pd.DataFrame) -> str | None:

@@ -36,8 +36,14 @@ def _loops(run: Run, row: pd.Series) -> tuple[float, int]:
     return loops.extra_flops, loops.unknown_trip_loops
 
 
+def _step_calls(row: pd.Series) -> int:
+    """Calls of the step program per step: 1, or k when it accumulates itself (optax.MultiSteps)."""
+    calls = pd.to_numeric(row.get("calls_per_step"), errors="coerce")
+    return int(calls) if pd.notna(calls) and calls >= 1 else 1
+
+
 def iteration_flops(run: Run, programs: pd.DataFrame, step_row: pd.Series) -> IterationFlops:
-    rows = [(step_row, 1)]
+    rows = [(step_row, _step_calls(step_row))]
     if "calls_per_step" in programs:
         others = programs[~programs["is_step"].astype(bool) & (programs["calls_per_step"].fillna(0) > 0) & programs["flops"].notna()]
         rows += [(row, int(row["calls_per_step"])) for _, row in others.iterrows()]

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from tpu_perf.analyzers import batch_means
 from tpu_perf.analyzers.run_values import FINGERPRINT_FIELDS, RunValues
 from tpu_perf.analyzers.welch import Comparison, compare_samples, cv, geomean, t_quantile
 
@@ -48,10 +49,12 @@ class Verdict(StrEnum):
 
 
 PRECEDENCE: tuple[Verdict, ...] = (
-    Verdict.NOT_COMPARABLE, Verdict.BAD_DATA, Verdict.REGRESSION, Verdict.INCONCLUSIVE,
+    Verdict.NOT_COMPARABLE, Verdict.REGRESSION, Verdict.BAD_DATA, Verdict.INCONCLUSIVE,
     Verdict.IMPROVEMENT, Verdict.CHANGED, Verdict.PASS,
 )
-"""When checks disagree, the first of these that any check has is the overall verdict."""
+"""When checks disagree, the first of these that any deciding check has is the overall verdict: a
+definite REGRESSION in one metric is not hidden by another metric's BAD_DATA. One exception
+(`overall`): runs that cannot be judged at all (failed, too few) are BAD_DATA before anything."""
 
 EXIT_CODES: dict[Verdict, int] = {
     Verdict.PASS: 0, Verdict.IMPROVEMENT: 0, Verdict.CHANGED: 0, Verdict.REGRESSION: 1,
@@ -105,12 +108,19 @@ class Metric:
     value: Callable[[RunValues], float | None]
     statistical: bool
     """True: noisy, judged by the interval; False: deterministic, compared directly."""
+    samples: Callable[[RunValues], tuple[float, ...]] | None = None
+    """A single run's steps behind the value (for a batch-means interval with one run a side)."""
+    geometric: bool = True
+    """Single runs: compare geometric means of the steps (True) or plain means (False: all-in)."""
+    steady: bool = False
+    """Stands on the steady median: does not decide when a run's comparison must be all-in."""
 
 
 METRICS: tuple[Metric, ...] = (
-    Metric(name="mfu", label="MFU", unit="fraction", lower_is_better=False, value=lambda r: r.mfu, statistical=True),
-    Metric(name="step_time", label="step time", unit="s", lower_is_better=True, value=lambda r: r.step_s, statistical=True),
-    Metric(name="tokens_per_s", label="tokens/s", unit="tokens/s", lower_is_better=False, value=lambda r: r.tokens_per_s, statistical=True),
+    Metric(name="mfu", label="MFU", unit="fraction", lower_is_better=False, value=lambda r: r.mfu, statistical=True, steady=True),
+    Metric(name="step_time", label="step time", unit="s", lower_is_better=True, value=lambda r: r.step_s, statistical=True, steady=True, samples=lambda r: r.steady_samples_s),
+    Metric(name="all_in_step_time", label="all-in step time", unit="s", lower_is_better=True, value=lambda r: r.all_in_s, statistical=True, samples=lambda r: r.all_in_samples_s, geometric=False),
+    Metric(name="tokens_per_s", label="tokens/s", unit="tokens/s", lower_is_better=False, value=lambda r: r.tokens_per_s, statistical=True, steady=True),
     Metric(name="peak_memory", label="peak memory", unit="bytes", lower_is_better=True, value=lambda r: r.peak_memory_bytes, statistical=False),
     Metric(name="compiles", label="compiles after warm-up", unit="count", lower_is_better=True, value=lambda r: r.compiles_after_warmup, statistical=False),
 )
@@ -144,6 +154,12 @@ class Check:
     candidate_cv: float | None = None
     runs_needed: int | None = None
     """Runs per side that would likely decide an INCONCLUSIVE check (None: not inconclusive, or > 1000)."""
+    method: str | None = None
+    """How the interval was made: "per-run values" (Welch on logs) or "batch means" (one run a side)."""
+    decides: bool = True
+    """False: shown, but not part of the overall verdict (a steady metric when the basis is all-in)."""
+    sample_sizes: tuple[int, int] | None = None
+    """What the interval stands on, a side: runs (per-run values) or steps (batch means)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -155,12 +171,20 @@ class CheckResult:
     baseline_runs: tuple[str, ...] = ()
     candidate_runs: tuple[str, ...] = ()
     differing_fields: tuple[str, ...] = ()
+    basis: str = "step_time"
+    """The timed metric the speed verdict stands on: step_time, or all_in_step_time when a run's
+    steady sample is too small or leaves out too much (`all_in.needs_all_in`)."""
+    basis_reason: str | None = None
+    """Why the basis is all-in, naming the run(s); None on the steady basis."""
+    sentence: str | None = None
+    """The verdict in words (`verdict.speed_sentence`), set by whoever knows the sides' names."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION, "verdict": self.verdict, "exit_code": self.exit_code,
             "baseline_runs": list(self.baseline_runs), "candidate_runs": list(self.candidate_runs),
-            "differing_fields": list(self.differing_fields), "options": asdict(self.options),
+            "differing_fields": list(self.differing_fields), "basis": self.basis, "basis_reason": self.basis_reason, "sentence": self.sentence,
+            "options": asdict(self.options),
             "checks": [_check_dict(c) for c in self.checks],
         }
 
@@ -173,12 +197,14 @@ def _check_dict(check: Check) -> dict[str, Any]:
         "baseline": list(check.baseline), "candidate": list(check.candidate),
         "baseline_cv": check.baseline_cv, "candidate_cv": check.candidate_cv,
         "runs_needed": check.runs_needed, "unit": check.unit, "lower_is_better": check.lower_is_better,
-        "message": check.message,
+        "method": check.method, "sample_sizes": list(check.sample_sizes) if check.sample_sizes else None,
+        "decides": check.decides, "message": check.message,
     }
 
 
-def check_metric(metric: Metric, baseline: Sequence[float | None], candidate: Sequence[float | None], options: CheckOptions) -> Check:
-    """The verdict on one metric from per-run values: the function `check` and the noise bench share."""
+def check_metric(metric: Metric, baseline: Sequence[float | None], candidate: Sequence[float | None], options: CheckOptions, *, steps: tuple[Sequence[float], Sequence[float]] | None = None) -> Check:
+    """The verdict on one metric from per-run values: the function `check` and the noise bench share.
+    `steps`: one run a side, the steps behind each value (an interval by batch means over them)."""
     base, cand = tuple(baseline), tuple(candidate)
     common = {"name": metric.name, "unit": metric.unit, "lower_is_better": metric.lower_is_better, "baseline": base, "candidate": cand}
     missing = [f"{sum(v is None for v in values)} of {len(values)} {side} runs" for side, values in (("baseline", base), ("candidate", cand)) if not values or None in values]
@@ -186,12 +212,28 @@ def check_metric(metric: Metric, baseline: Sequence[float | None], candidate: Se
         return Check(**common, verdict=Verdict.BAD_DATA, message=f"{metric.label} unknown (n/a) on {' and '.join(missing)}")
     if not metric.statistical:
         return _deterministic_check(metric, base, cand, options, common)
+    if steps is not None and len(base) == len(cand) == 1:
+        return _single_run_check(metric, steps, options, common)
     return _statistical_check(metric, base, cand, options, common)  # type: ignore[arg-type]
+
+
+def _single_run_check(metric: Metric, steps: tuple[Sequence[float], Sequence[float]], options: CheckOptions, common: dict[str, Any]) -> Check:
+    """One run a side: the interval over each run's steps by batch means (`analyzers.batch_means`)."""
+    b, c = (tuple(v for v in side if v > 0) for side in steps)
+    comp = batch_means.compare_runs(b, c, alpha=options.alpha, geometric=metric.geometric)
+    if comp is None:
+        return Check(**common, verdict=Verdict.BAD_DATA, method=batch_means.METHOD, message=f"{metric.label}: {len(b)} and {len(c)} steps, too few for an interval over steps (4 a run at least); run more steps or record `--repeat`")
+    center = (lambda v: geomean(v)) if metric.geometric else (lambda v: float(np.mean(v)))
+    numbers = {"ratio": comp.ratio, "low": comp.low, "high": comp.high, "baseline_value": center(b), "candidate_value": center(c)}
+    verdict, message = interval_verdict(comp, lower_is_better=metric.lower_is_better, margin=options.margin, label=metric.label)
+    message += f"; {batch_means.METHOD} over {len(b)} and {len(c)} steps (one run a side: run-to-run noise not in the interval)"
+    return Check(**common, **numbers, verdict=verdict, message=message, method=batch_means.METHOD, sample_sizes=(len(b), len(c)))
 
 
 def _statistical_check(metric: Metric, base: tuple[float, ...], cand: tuple[float, ...], options: CheckOptions, common: dict[str, Any]) -> Check:
     if any(v <= 0 for v in (*base, *cand)):
         return Check(**common, verdict=Verdict.BAD_DATA, message=f"{metric.label} has a zero or negative value; cannot compare ratios")
+    common = {**common, "method": "per-run values", "sample_sizes": (len(base), len(cand))}
     cvs = {"baseline_cv": cv(base), "candidate_cv": cv(cand)}
     short = [f"{side} has {len(v)} run" for side, v in (("baseline", base), ("candidate", cand)) if len(v) < 2]
     if short:
@@ -199,9 +241,13 @@ def _statistical_check(metric: Metric, base: tuple[float, ...], cand: tuple[floa
     noisy = [f"{side} CV {value:.1%}" for side, value in (("baseline", cvs["baseline_cv"]), ("candidate", cvs["candidate_cv"])) if value is not None and value > options.max_cv]
     comp = compare_samples(base, cand, alpha=options.alpha)
     numbers = {**cvs, "ratio": comp.ratio, "low": comp.low, "high": comp.high, "baseline_value": geomean(base), "candidate_value": geomean(cand)}
-    if noisy:
-        return Check(**common, **numbers, verdict=Verdict.BAD_DATA, message=f"{metric.label}: {', '.join(noisy)} above --max-cv {options.max_cv:.0%}: too noisy to judge; quiet the machine or raise --max-cv")
     verdict, message = interval_verdict(comp, lower_is_better=metric.lower_is_better, margin=options.margin, label=metric.label)
+    strict = compare_samples(base, cand, alpha=options.alpha / NOISY_STRICTNESS) if noisy else None
+    if strict is not None and beyond_margin(strict, margin=options.margin):  # noise did not prevent the decision
+        sure = f"{(1 - options.alpha / NOISY_STRICTNESS):.0%}"
+        return Check(**common, **numbers, verdict=verdict, message=f"{message}; even its {sure} bound ({_percent(strict.low if strict.low > 1 else strict.high)}) is beyond the margin, so the {', '.join(noisy)} does not stop the verdict")
+    if noisy:
+        return Check(**common, **numbers, verdict=Verdict.BAD_DATA, message=f"{metric.label}: {', '.join(noisy)} above --max-cv {options.max_cv:.0%}: too noisy to judge ({_percent(comp.ratio)}, interval {_percent(comp.low)} .. {_percent(comp.high)}); quiet the machine or raise --max-cv")
     needed = runs_needed(comp, lower_is_better=metric.lower_is_better, margin=options.margin, alpha=options.alpha) if verdict == Verdict.INCONCLUSIVE else None
     if verdict == Verdict.INCONCLUSIVE:
         message += f"; about {needed} runs a side would decide it" if needed else "; more than 1000 runs a side would be needed"
@@ -222,6 +268,20 @@ def interval_verdict(comp: Comparison, *, lower_is_better: bool, margin: float, 
     if bad_hi <= limit:
         return Verdict.PASS, f"{change}: no worse than the {margin:.0%} margin"
     return Verdict.INCONCLUSIVE, f"{change}: the interval straddles the {margin:.0%} margin"
+
+
+NOISY_STRICTNESS = 5
+"""Above --max-cv a verdict still stands when the interval at alpha / this (99 % a side by default)
+lies wholly beyond the margin: 3 runs a side at 9 % noise then call a 2x slowdown a REGRESSION every
+time and an unchanged candidate a regression or improvement well under 1 % of the time
+(bench/gate_noise.py)."""
+
+
+def beyond_margin(comp: Comparison, *, margin: float) -> bool:
+    """The whole interval lies beyond the margin, on either side: a decision whatever the noise."""
+    limit = math.log1p(margin)
+    low, high = math.log(comp.low), math.log(comp.high)
+    return low > limit or high < -limit
 
 
 def _percent(ratio: float) -> str:
@@ -290,15 +350,24 @@ def _aot_checks(name: str, baseline: Sequence[RunValues], candidate: Sequence[Ru
     return checks
 
 
+def single_runs(baseline: Sequence[RunValues], candidate: Sequence[RunValues]) -> bool:
+    """One run a side: timed metrics get an interval over steps (batch means), not over runs."""
+    return len(baseline) == len(candidate) == 1
+
+
 def default_metrics(baseline: Sequence[RunValues], candidate: Sequence[RunValues]) -> tuple[str, ...]:
-    """MFU when every run has it, else step time (+ tokens/s when known); memory; compiles; aot."""
+    """MFU when every run has it (repeats), else step time (+ tokens/s when known); the all-in step
+    time always (a candidate that recompiles cannot pass on its few fast steps); memory; compiles; aot."""
     runs = (*baseline, *candidate)
 
     def everywhere(metric: str) -> bool:
         return bool(runs) and all(METRIC_BY_NAME[metric].value(r) is not None for r in runs)
 
-    names = ["mfu"] if everywhere("mfu") else ["step_time", *(["tokens_per_s"] if everywhere("tokens_per_s") else [])]
-    names += [m for m in ("peak_memory", "compiles") if everywhere(m)]
+    if single_runs(baseline, candidate):
+        names = ["step_time"]
+    else:
+        names = ["mfu"] if everywhere("mfu") else ["step_time", *(["tokens_per_s"] if everywhere("tokens_per_s") else [])]
+    names += [m for m in ("all_in_step_time", "peak_memory", "compiles") if everywhere(m)]
     if baseline and candidate and all(r.aot for r in runs):
         names += list(AOT_METRICS)
     return tuple(names)
@@ -323,23 +392,36 @@ def fingerprint_check(baseline: Sequence[RunValues], candidate: Sequence[RunValu
     return Check(name="fingerprint", verdict=Verdict.PASS, message=message), tuple(differing)
 
 
-def runs_check(baseline: Sequence[RunValues], candidate: Sequence[RunValues], options: CheckOptions) -> Check:
-    """BAD_DATA when a side has < 2 runs, a run did not complete, or a run has too few steady steps."""
+def runs_check(baseline: Sequence[RunValues], candidate: Sequence[RunValues], options: CheckOptions, *, all_in: bool = False) -> Check:
+    """BAD_DATA when a side has < 2 runs (unless both have one: intervals over steps), a run did not
+    complete, or a run has too few steady steps and no all-in basis to fall back on (`all_in`)."""
     problems = []
+    single = single_runs(baseline, candidate)
     for side, runs in (("baseline", baseline), ("candidate", candidate)):
-        if len(runs) < 2:
+        if len(runs) < 2 and not single:
             problems.append(f"{side} has {len(runs)} run(s); record at least 2 (5 recommended) with `tpu-perf record --repeat 5`")
         problems += [f"{side} run {r.run_id} {r.status}" for r in runs if r.status != "completed"]
-        problems += [f"{side} run {r.run_id} has {r.steady_steps} steady steps (< {options.min_steady_steps}); run more steps" for r in runs if r.status == "completed" and r.steady_steps < options.min_steady_steps]
+        if not all_in:
+            problems += [f"{side} run {r.run_id} has {r.steady_steps} steady steps (< {options.min_steady_steps}); run more steps" for r in runs if r.status == "completed" and r.steady_steps < options.min_steady_steps]
     if problems:
         return Check(name="runs", verdict=Verdict.BAD_DATA, message="; ".join(problems))
-    return Check(name="runs", verdict=Verdict.PASS, message=f"{len(baseline)} baseline and {len(candidate)} candidate runs completed")
+    how = "; one run a side: intervals over each run's steps (batch means), run-to-run noise not in them (`record --repeat` measures it)" if single else ""
+    return Check(name="runs", verdict=Verdict.PASS, message=f"{len(baseline)} baseline and {len(candidate)} candidate runs completed{how}")
+
+
+def all_in_basis(baseline: Sequence[RunValues], candidate: Sequence[RunValues]) -> str | None:
+    """Why the speed verdict must stand on all-in step times, naming each run; None: steady is fine."""
+    reasons = [f"{side} run {r.name} ({r.run_id}): {r.all_in_reason}" for side, runs in (("baseline", baseline), ("candidate", candidate)) for r in runs if r.all_in_reason]
+    return "; ".join(reasons) or None
 
 
 def overall(checks: Sequence[Check], *, inconclusive_ok: bool = False) -> tuple[Verdict, int]:
-    """The verdict by precedence (NOT_COMPARABLE > BAD_DATA > REGRESSION > INCONCLUSIVE > ...) and its exit code."""
-    present = {c.verdict for c in checks}
-    verdict = next((v for v in PRECEDENCE if v in present), Verdict.PASS)
+    """The verdict by precedence (NOT_COMPARABLE > REGRESSION > BAD_DATA > INCONCLUSIVE > ...) over
+    the deciding checks, and its exit code; runs that cannot be judged at all are BAD_DATA first."""
+    present = {c.verdict for c in checks if c.decides}
+    unusable = any(c.name == "runs" and c.verdict == Verdict.BAD_DATA for c in checks)
+    order = PRECEDENCE if not unusable else (Verdict.NOT_COMPARABLE, Verdict.BAD_DATA, *PRECEDENCE[1:])
+    verdict = next((v for v in order if v in present), Verdict.PASS)
     code = EXIT_CODES[verdict]
     return verdict, 0 if (verdict == Verdict.INCONCLUSIVE and inconclusive_ok) else code
 
@@ -348,8 +430,10 @@ def check_sets(baseline: Sequence[RunValues], candidate: Sequence[RunValues], op
     """Compare two sets of runs on every chosen metric; the whole answer of `tpu-perf check`."""
     options = options or CheckOptions()
     fp, differing = fingerprint_check(baseline, candidate, options.ignore_fingerprint)
-    checks = [fp, runs_check(baseline, candidate, options)]
-    for name in options.metrics or default_metrics(baseline, candidate):
+    names = options.metrics or default_metrics(baseline, candidate)
+    reason = all_in_basis(baseline, candidate) if "all_in_step_time" in names else None
+    checks = [fp, runs_check(baseline, candidate, options, all_in=reason is not None)]
+    for name in names:
         if name in AOT_METRICS:
             checks += _aot_checks(name, baseline, candidate, options)
             continue
@@ -358,10 +442,16 @@ def check_sets(baseline: Sequence[RunValues], candidate: Sequence[RunValues], op
         if len(sources) > 1:  # device samples against XLA's estimate: different quantities
             checks.append(Check(name=name, verdict=Verdict.BAD_DATA, unit=metric.unit, message=f"peak memory comes from different sources ({', '.join(sorted(map(str, sources)))}); compare runs measured the same way"))
             continue
-        checks.append(check_metric(metric, [metric.value(r) for r in baseline], [metric.value(r) for r in candidate], options))
+        steps = (metric.samples(baseline[0]), metric.samples(candidate[0])) if metric.samples and single_runs(baseline, candidate) else None
+        check = check_metric(metric, [metric.value(r) for r in baseline], [metric.value(r) for r in candidate], options, steps=steps)
+        if reason and metric.steady:  # the steady median hides what the all-in time shows: it does not decide
+            check = replace(check, decides=False, message=f"{check.message} (not deciding: all-in step time decides, {reason})")
+        elif not reason and name == "all_in_step_time" and check.verdict not in (Verdict.REGRESSION, Verdict.IMPROVEMENT):
+            check = replace(check, decides=False, message=f"{check.message} (not deciding: on the steady basis the all-in time is a guard that only a definite change turns into the verdict)")
+        checks.append(check)
     verdict, code = overall(checks, inconclusive_ok=options.inconclusive_ok)
     return CheckResult(
         verdict=verdict, exit_code=code, checks=tuple(checks), options=options,
         baseline_runs=tuple(r.run_id for r in baseline), candidate_runs=tuple(r.run_id for r in candidate),
-        differing_fields=differing,
+        differing_fields=differing, basis="all_in_step_time" if reason else "step_time", basis_reason=reason,
     )

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tpu_perf.analyzers.all_in import Exclusion, needs_all_in
 from tpu_perf.analyzers.flops import run_chip
 from tpu_perf.store import Run
 
@@ -48,6 +49,19 @@ class RunValues:
     fingerprint: Mapping[str, str | None] = field(default_factory=dict)
     aot: tuple[Mapping[str, Any], ...] = ()
     """TPU compile metrics per topology (the report's `aot` section), empty when the run has none."""
+    all_in_s: float | None = None
+    """Wall time per step over every step after the first (`analyzers.all_in`)."""
+    excluded: tuple[Exclusion, ...] = ()
+    excluded_share: float | None = None
+    steady_samples_s: tuple[float, ...] = ()
+    """The steady steps' iterations in order: a single run's interval (batch means); not saved."""
+    all_in_samples_s: tuple[float, ...] = ()
+    """The iterations of every step after the first, in order (the all-in time's steps); not saved."""
+
+    @property
+    def all_in_reason(self) -> str | None:
+        """Why this run's comparisons must use the all-in time (`all_in.needs_all_in`); None: the steady median will do."""
+        return needs_all_in(self.steady_steps, self.excluded_share)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -55,6 +69,7 @@ class RunValues:
             "mfu": self.mfu, "tokens_per_s": self.tokens_per_s, "peak_memory_bytes": self.peak_memory_bytes,
             "peak_memory_source": self.peak_memory_source, "compiles_after_warmup": self.compiles_after_warmup,
             "steady_steps": self.steady_steps, "fingerprint": dict(self.fingerprint), "aot": [dict(a) for a in self.aot],
+            "all_in_s": self.all_in_s, "excluded": [vars(e) for e in self.excluded], "excluded_share": self.excluded_share,
         }
 
     @classmethod
@@ -72,7 +87,8 @@ class RunValues:
             peak_memory_bytes=None if memory is None else int(memory), peak_memory_source=data.get("peak_memory_source"),
             compiles_after_warmup=None if compiles is None else int(compiles), steady_steps=int(data.get("steady_steps") or 0),
             fingerprint={str(k): None if v is None else str(v) for k, v in dict(data.get("fingerprint") or {}).items()},
-            aot=_aot_entries(data.get("aot")),
+            aot=_aot_entries(data.get("aot")), all_in_s=num("all_in_s"), excluded_share=num("excluded_share"),
+            excluded=tuple(Exclusion(**e) for e in data.get("excluded") or ()),
         )
 
 
@@ -95,7 +111,21 @@ def run_values(run: Run) -> RunValues:
         steady_steps=steps.steady,
         fingerprint=fingerprint(run),
         aot=tuple({k: getattr(a, k) for k in AOT_FIELDS} for a in report.aot or ()),
+        all_in_s=steps.all_in_s, excluded=steps.excluded, excluded_share=steps.excluded_share,
+        **step_samples(run, steps.warmup),
     )
+
+
+def step_samples(run: Run, warmup: int) -> dict[str, tuple[float, ...]]:
+    """The steady iterations and the iterations after the first step, in order (a single run's interval)."""
+    from tpu_perf.analyzers.steps import run_steps, steady_mask
+
+    steps = run_steps(run)
+    if steps.empty:
+        return {"steady_samples_s": (), "all_in_samples_s": ()}
+    durations = steps["duration_s"].to_numpy(dtype=float)
+    steady = durations[steady_mask(steps, warmup).to_numpy()]
+    return {"steady_samples_s": tuple(float(d) for d in steady if d == d), "all_in_samples_s": tuple(float(d) for d in durations[1:] if d == d)}
 
 
 AOT_FIELDS: tuple[str, ...] = ("topology", "chip", "chips", "flops_per_step", "peak_hbm_bytes", "optimal_step_s")

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from tpu_perf.analyzers.all_in import Exclusion, all_in
 from tpu_perf.store import Run
 from tpu_perf.store.layout import source_rank
 
@@ -49,6 +50,18 @@ class StepStats:
     """Why `device_median_s` is None, when it is."""
     interleaved: int = 0
     """Steps that also ran an eval or a checkpoint (flagged while recording): left out of steady state."""
+    micro_batches: int | None = None
+    """Micro-batches per step when a step is an optimizer update over several (gradient
+    accumulation: optax.MultiSteps, a hand-written loop, backward() calls per optimizer step);
+    None where the collector did not see how many."""
+    all_in_s: float | None = None
+    """Wall time per step over every step after the first (`analyzers.all_in`): recompiles, evals and
+    trace windows included. Beside `median_s` everywhere: a median of few steady steps can hide them."""
+    all_in_steps: int = 0
+    excluded: tuple[Exclusion, ...] = ()
+    """What the steady sample leaves out, per reason: how many steps and how much wall time."""
+    excluded_share: float | None = None
+    """Share of the time after the first step that the steady sample leaves out."""
 
 
 def run_steps(run: Run) -> pd.DataFrame:
@@ -156,11 +169,14 @@ def analyze_steps(run: Run, *, warmup_steps: int | None = None) -> StepStats:
     after = steps.iloc[warmup:]
     own_work = 0 if run.manifest.get("imported") else int((mask & _extra_work(steps)).sum())
     note = f"every steady step ran inside tpu-perf's trace window or FLOP count, or an eval: the statistics include those {own_work} slower steps (record more steps, or move --trace-steps)" if own_work else None
+    accumulation = run.manifest.get("accumulation") or {}
+    note = "; ".join(n for n in (note, accumulation.get("note")) if n) or None
 
     def stat(fn: object) -> float | None:
         return float(fn(durations)) if durations.size else None  # type: ignore[operator]
 
     median = stat(np.median)
+    whole = all_in(steps, mask, warmup)
     return StepStats(
         count=len(steps),
         warmup=warmup,
@@ -183,4 +199,9 @@ def analyze_steps(run: Run, *, warmup_steps: int | None = None) -> StepStats:
         note=note,
         device_reason=None if device_median is not None else _device_unknown(run, device_seen, int(mask.sum())),
         interleaved=int(_flags(steps["interleaved"].fillna(False)).sum()) if "interleaved" in steps else 0,
+        micro_batches=accumulation.get("micro_batches"),
+        all_in_s=whole.all_in_s,
+        all_in_steps=whole.all_in_steps,
+        excluded=whole.exclusions,
+        excluded_share=whole.excluded_share,
     )

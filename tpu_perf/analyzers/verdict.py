@@ -1,23 +1,23 @@
-"""The compare page's first lines: which run is faster per step, by how much, and whether the
-comparison is fair at all. Values in, sentences out (no Streamlit, no store).
+"""The verdict in words: which side is faster per step, by how much, on what basis, and what the
+number leaves out. Values in, sentences out (no Streamlit, no store).
 
-The interval is Welch's (`welch.compare_samples`) on the logs of each run's steady per-step
-iteration times: it says how sure the ratio is *within these two runs*. Steps of one run are not
-independent draws of a fresh process, so run-to-run noise is not in it; `tpu-perf check` with
-several runs a side (`--repeat`) measures that. A failed or crashed run gets no ratio at all: its
-steps stop where it broke, so "faster" would be a statement about a run that did not finish.
+ONE verdict engine: the sentence is read off `regression.check_sets`' result, the code behind
+`tpu-perf check`, so the compare page, `check` and the Markdown export say the same thing with the
+same estimator, margin (3 %) and interval: per-run values for repeat groups, batch means over each
+run's steps for one run a side (`analyzers.batch_means`). The speed claim stands on the result's
+`basis`: the steady step time, or the all-in step time (`analyzers.all_in`) when a run's steady
+sample is too small or leaves out too much. A failed or crashed run gets no ratio at all.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from tpu_perf.analyzers.regression import CheckResult
-from tpu_perf.analyzers.run_values import FINGERPRINT_FIELDS
-from tpu_perf.analyzers.welch import compare_samples
+from tpu_perf.analyzers.all_in import exclusions_text
+from tpu_perf.analyzers.regression import Check, CheckResult, Verdict
+from tpu_perf.analyzers.run_values import FINGERPRINT_FIELDS, RunValues
 
 NO_DELTA_STATUSES: Mapping[str, str] = {
     "failed": "failed (its steps stop where the script raised)",
@@ -25,25 +25,12 @@ NO_DELTA_STATUSES: Mapping[str, str] = {
 }
 """Statuses whose numbers are not compared: why, in words."""
 
-CONFIDENCE = 0.95
-"""Two-sided level of the per-step interval."""
-
 Kind = Literal["faster", "slower", "same", "unclear", "unknown", "not_compared"]
 
-SAME_WIDTH = 1.10
-"""An interval around 1 narrower than this (high / low) says "the same"; a wider one says "unclear"."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Side:
-    """One run as the verdict needs it."""
-
-    label: str
-    status: str
-    steady_s: tuple[float, ...]
-    """Steady-state per-step iteration times in seconds (warm-up, compiled, traced steps left out)."""
-    median_s: float | None
-    mfu: float | None
+BASIS_WORDS: Mapping[str, str] = {
+    "step_time": "steady step time",
+    "all_in_step_time": "all-in wall time per step (every step after the first)",
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,11 +45,9 @@ class Sentence:
     """Baseline step time / candidate step time (> 1: the candidate is faster); None when unknown."""
     low: float | None = None
     high: float | None = None
-
-
-def no_delta_reason(side: Side) -> str | None:
-    """Why no number of this run is compared (failed, crashed); None when it can be."""
-    return NO_DELTA_STATUSES.get(side.status)
+    verdict: Verdict | None = None
+    """The basis check's verdict (what `tpu-perf check --json` says for that metric)."""
+    basis: str | None = None
 
 
 def _ratio(value: float) -> str:
@@ -73,50 +58,70 @@ def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value * 100:.1f} %"
 
 
-def _mfu(baseline: Side, candidate: Side) -> str:
-    if baseline.mfu is None and candidate.mfu is None:
+def _mfu(baseline: Sequence[RunValues], candidate: Sequence[RunValues]) -> str:
+    if len(baseline) != 1 or len(candidate) != 1 or (baseline[0].mfu is None and candidate[0].mfu is None):
         return ""
-    return f", MFU {_pct(baseline.mfu)} → {_pct(candidate.mfu)}"
+    return f", MFU {_pct(baseline[0].mfu)} → {_pct(candidate[0].mfu)} (steady)"
 
 
-def _usable(values: Sequence[float]) -> tuple[float, ...]:
-    return tuple(v for v in values if v is not None and math.isfinite(v) and v > 0)
+def _interval(check: Check, result: CheckResult) -> str:
+    """"90 % interval 5.10x–7.31x, batch means over 13 and 13 steps" in speed-up terms."""
+    level = f"{(1 - 2 * result.options.alpha) * 100:.0f} %"
+    if check.low is None or check.high is None:
+        return "no interval"
+    lo, hi = sorted((1 / check.high, 1 / check.low))
+    n = check.sample_sizes or (len(check.baseline), len(check.candidate))
+    how = f"over {n[0]} and {n[1]} runs" if check.method == "per-run values" else f"{check.method} over {n[0]} and {n[1]} steps"
+    return f"{level} interval {_ratio(lo)}–{_ratio(hi)}, {how}"
 
 
-def compare_steps(baseline: Side, candidate: Side) -> Sentence:
-    """One sentence: "B is 1.38x faster per step than A (1.31–1.45x), MFU 41.0 % → 56.0 %"."""
-    a, b = baseline.label, candidate.label
-    for side in (candidate, baseline):
-        reason = no_delta_reason(side)
-        if reason:
-            return Sentence(candidate=b, baseline=a, kind="not_compared", text=f"{b} is not compared with {a}: {side.label} {reason}.")
-    base, cand = _usable(baseline.steady_s), _usable(candidate.steady_s)
-    if len(base) >= 2 and len(cand) >= 2:
-        comp = compare_samples(base, cand, alpha=(1 - CONFIDENCE) / 2)
-        speedup, low, high = 1 / comp.ratio, 1 / comp.high, 1 / comp.low
-        steps = f"over {len(base)} and {len(cand)} steady steps"
-    elif baseline.median_s and candidate.median_s:
-        speedup, low, high = baseline.median_s / candidate.median_s, None, None
-        steps = "from the medians; too few steady steps for an interval"
-    else:
-        missing = " and ".join(s.label for s in (baseline, candidate) if not s.median_s and len(_usable(s.steady_s)) < 2)
-        return Sentence(candidate=b, baseline=a, kind="unknown", text=f"{b} vs {a}: no steady step time for {missing}, so no speed comparison{_mfu(baseline, candidate)}.")
+def left_out(label: str, run: RunValues) -> str | None:
+    """"bad's steady median leaves out 10 of 14 steps: 9 compiled a new program (1.2 s), ..."; None
+    when it leaves out only what every run does (the first step, the unended last step)."""
+    total = sum(e.steps for e in run.excluded)
+    routine = sum(e.steps for e in run.excluded if e.reason == "tail") + min(1, sum(e.steps for e in run.excluded if e.reason == "warmup"))
+    if total <= routine:
+        return None
+    steps = len(run.all_in_samples_s) + 1 if run.all_in_samples_s else None
+    of = f" of {steps}" if steps else ""
+    return f"{label}'s steady median leaves out {total}{of} steps: {exclusions_text(run.excluded)}"
 
-    def note(lo: float | None, hi: float | None) -> str:
-        return steps if lo is None or hi is None else f"{CONFIDENCE * 100:.0f} % interval {_ratio(lo)}–{_ratio(hi)} {steps}"
 
+def speed_sentence(baseline: str, candidate: str, base_runs: Sequence[RunValues], cand_runs: Sequence[RunValues], result: CheckResult) -> Sentence:
+    """One sentence on the candidate against the baseline, from `check_sets`' result on their runs."""
+    a, b = baseline, candidate
+    for label, runs in ((b, cand_runs), (a, base_runs)):
+        broken = next((r for r in runs if r.status in NO_DELTA_STATUSES), None)
+        if broken:
+            return Sentence(candidate=b, baseline=a, kind="not_compared", text=f"{b} is not compared with {a}: {label} {NO_DELTA_STATUSES[broken.status]}.")
+    check = next((c for c in result.checks if c.name == result.basis), None)
+    common = {"candidate": b, "baseline": a, "basis": result.basis}
+    if check is None or check.ratio is None:
+        missing = [label for label, runs in ((a, base_runs), (b, cand_runs)) if any(r.step_s is None and r.all_in_s is None for r in runs)]
+        why = f"no steady step time for {' and '.join(missing)}" if missing else (check.message if check else "no step time on a side")
+        return Sentence(**common, kind="unknown", text=f"{b} vs {a}: {why}, so no speed comparison{_mfu(base_runs, cand_runs)}.", verdict=check.verdict if check else None)
+    speedup = 1 / check.ratio
+    low, high = (1 / check.high, 1 / check.low) if check.low and check.high else (None, None)
+    margin = f"{result.options.margin:.0%}"
+    looks = f"{_ratio(speedup)} faster" if speedup >= 1 else f"{_ratio(1 / speedup)} slower"
     kind: Kind
-    if low is not None and high is not None and low <= 1 <= high and high / low <= SAME_WIDTH:
-        kind, text = "same", f"{b} and {a} take the same time per step within noise ({b} is {_ratio(speedup)} as fast; {note(low, high)})"
-    elif low is not None and high is not None and low <= 1 <= high:
-        looks, shown = (f"{_ratio(speedup)} faster", (low, high)) if speedup >= 1 else (f"{_ratio(1 / speedup)} slower", (1 / high, 1 / low))
-        kind, text = "unclear", f"No clear winner: {b} looks {looks} per step than {a}, but the {note(*shown)} includes no change; more steps would decide it"
-    elif speedup >= 1:
-        kind, text = "faster", f"{b} is {_ratio(speedup)} faster per step than {a} ({note(low, high)})"
+    if check.verdict == Verdict.IMPROVEMENT:
+        kind, text = "faster", f"{b} is {looks} per step than {a}"
+    elif check.verdict == Verdict.REGRESSION:
+        kind, text = "slower", f"{b} is {looks} per step than {a}"
+    elif check.verdict == Verdict.BAD_DATA:
+        kind, text = "unclear", f"No clear winner: {b} looks {looks} per step than {a}, but {check.message}"
+    elif low is not None and high is not None and 1 / (1 + result.options.margin) <= low and high <= 1 + result.options.margin:
+        kind, text = "same", f"{b} and {a} take the same time per step within the {margin} margin ({b} is {_ratio(speedup)} as fast)"
     else:
-        slow = (None, None) if low is None or high is None else (1 / high, 1 / low)
-        kind, text = "slower", f"{b} is {_ratio(1 / speedup)} slower per step than {a} ({note(*slow)})"
-    return Sentence(candidate=b, baseline=a, kind=kind, text=text + _mfu(baseline, candidate) + ".", speedup=speedup, low=low, high=high)
+        kind, text = "unclear", f"No clear winner: {b} looks {looks} per step than {a}, but the interval reaches past the {margin} margin or includes no change"
+    parts = [f"{BASIS_WORDS.get(result.basis, result.basis)}: {_interval(check, result)}"]
+    if result.basis_reason:
+        parts.append(f"the steady median is not used: {result.basis_reason}")
+    if len(base_runs) == 1 and len(cand_runs) == 1:
+        parts += [t for t in (left_out(a, base_runs[0]), left_out(b, cand_runs[0])) if t]
+    parts += [f"but {c.name.replace('_', ' ')} is {c.verdict.value} ({c.message.split(':')[0]})" for c in result.checks if c.decides and c.name in ("step_time", "all_in_step_time") and c is not check and c.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT) and c.verdict != check.verdict]
+    return Sentence(**common, kind=kind, text=f"{text} ({'; '.join(parts)}){_mfu(base_runs, cand_runs)}.", speedup=speedup, low=low, high=high, verdict=check.verdict)
 
 
 def differing_fields(fingerprints: Mapping[str, Mapping[str, str | None]]) -> dict[str, dict[str, str]]:
@@ -169,7 +174,7 @@ def repeat_groups(tags: Mapping[str, Mapping[str, str]]) -> dict[str, list[str]]
 
 def group_sentence(baseline: str, candidate: str, result: CheckResult) -> str:
     """`tpu-perf check`'s answer for two repeat groups as one line: verdict, exit code and its
-    meaning, the step-time change and every check that did not pass."""
-    shown = [c.message for c in result.checks if c.name == "step_time" or c.verdict.value not in ("PASS", "IMPROVEMENT")]
+    meaning, the basis metric's change and every deciding check that did not pass."""
+    shown = [c.message for c in result.checks if c.name == result.basis or (c.decides and c.verdict.value not in ("PASS", "IMPROVEMENT"))]
     sides = f"repeat={candidate} ({len(result.candidate_runs)} runs) against repeat={baseline} ({len(result.baseline_runs)} runs)"
     return f"{sides}: {result.verdict.value}, exit {result.exit_code} ({MEANINGS.get(result.verdict.value, '')}). " + "; ".join(dict.fromkeys(shown)) + "."

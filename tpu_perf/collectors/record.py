@@ -56,21 +56,35 @@ def _trace_tables(writer: RunWriter, rec: Recorder) -> None:
 
 
 def _manifest(target: Target, options: RecordOptions, *, name: str | None, tags: dict[str, str] | None) -> dict[str, Any]:
-    """The first run.json: what runs, where, with which versions and settings."""
+    """The first run.json of a script's run."""
+    return base_manifest(
+        options,
+        name=name or (target.path.stem if target.path else str(target.module)),
+        tags=tags,
+        command=[target.display, *target.args],
+        script=str(target.path) if target.path else None,
+        module=target.module,
+        source=target.path or Path.cwd(),
+    )
+
+
+def base_manifest(options: RecordOptions, *, name: str, tags: dict[str, str] | None, command: list[str], script: str | None, module: str | None, source: Path) -> dict[str, Any]:
+    """The first run.json: what runs, where, with which versions and settings (`source`: where
+    the git state is read)."""
     return {
-        "name": name or (target.path.stem if target.path else target.module),
+        "name": name,
         "tags": tags or {},
         "status": "running",
         "exit_code": None,
-        "command": [target.display, *target.args],
+        "command": command,
         "argv": sys.argv,
         "cwd": os.getcwd(),
-        "script": str(target.path) if target.path else None,
-        "module": target.module,
+        "script": script,
+        "module": module,
         "started_at": time.time(),
         "pid": os.getpid(),
         "host": layout.hostname(),
-        "git": environment.git_state(target.path or Path.cwd()),
+        "git": environment.git_state(source),
         "versions": environment.versions(),
         "env": environment.relevant_env(),
         "host_facts": environment.host_facts(),
@@ -109,6 +123,38 @@ def record_call(
     """Call `run` (the script, or a spawned worker's function) in this process while collectors
     write a run with `manifest` into `store`. `shard`: this process's shard of a job whose id
     `TPU_PERF_RUN_ID` gives (a spawned worker: its index)."""
+    writer, rec, uninstalls = start_recording(manifest, store=store, options=options, log=log, on_created=on_created, shard=shard)
+    outcome = Outcome("crashed", 1)
+    try:
+        outcome = run()
+    finally:
+        if not rec.forked:  # a forked child ends here too: nothing of the run is its to write
+            url = finish_recording(writer, rec, outcome, uninstalls)
+    if rec.forked:
+        forks.end_child(outcome.exit_code)
+    failed = [t for t in options.topologies if not (writer.dir / layout.aot_json(t)).exists()]
+    spawned = writer.manifest.get("spawned")
+    if spawned and outcome.status == "completed" and rec.steps.closed == 0:
+        # the training ran in spawned workers, recorded as their job's run: this launcher's own
+        # run holds no step, so the job's run stands for the command
+        writer.discard()
+        return RecordResult(spawned["job"], writer.job_url(spawned["job"]), outcome, rec.warnings, failed)
+    return RecordResult(writer.run_id, url, outcome, rec.warnings, failed)
+
+
+def start_recording(
+    manifest: dict[str, Any],
+    *,
+    store: str,
+    options: RecordOptions,
+    log: Callable[[str], None],
+    on_created: Callable[[RunWriter], None] | None = None,
+    shard: str | None = None,
+) -> tuple[RunWriter, Recorder, list[Callable[[], None]]]:
+    """Create the run, hook the frameworks (now, or when first imported) and start the recorder.
+
+    Returns the writer, the recorder and the collectors' undo functions, which `finish_recording`
+    takes back (`record_call` for a script, `tpu_perf.record` for a block of a notebook)."""
     job_id, start_shard = job.start_shard()
     member = job.from_environment()
     if job_id is not None:
@@ -136,22 +182,7 @@ def record_call(
     for framework, spec in FRAMEWORK_COLLECTORS.items():
         imports.when_imported(framework, hook(framework, spec))
     rec.start()
-    outcome = Outcome("crashed", 1)
-    try:
-        outcome = run()
-    finally:
-        if not rec.forked:  # a forked child ends here too: nothing of the run is its to write
-            url = _close(writer, rec, outcome, uninstalls)
-    if rec.forked:
-        forks.end_child(outcome.exit_code)
-    failed = [t for t in options.topologies if not (writer.dir / layout.aot_json(t)).exists()]
-    spawned = writer.manifest.get("spawned")
-    if spawned and outcome.status == "completed" and rec.steps.closed == 0:
-        # the training ran in spawned workers, recorded as their job's run: this launcher's own
-        # run holds no step, so the job's run stands for the command
-        writer.discard()
-        return RecordResult(spawned["job"], writer.job_url(spawned["job"]), outcome, rec.warnings, failed)
-    return RecordResult(writer.run_id, url, outcome, rec.warnings, failed)
+    return writer, rec, uninstalls
 
 
 def _end_warnings(rec: Recorder) -> None:
@@ -164,8 +195,9 @@ def _end_warnings(rec: Recorder) -> None:
         rec.warn(f"no trace window: --trace-steps {window[0]}:{window[1]} starts after the last step ({steps} steps ran); pass a window inside the run")
 
 
-def _close(writer: RunWriter, rec: Recorder, outcome: Outcome, uninstalls: list[Callable[[], None]]) -> str:
-    """End of the script in the recording process: finalise, undo the hooks, write the manifest."""
+def finish_recording(writer: RunWriter, rec: Recorder, outcome: Outcome, uninstalls: list[Callable[[], None]]) -> str:
+    """End of the script (or the recorded block) in the recording process: finalise, undo the
+    hooks, write the manifest with the outcome's status; returns the run's URL."""
     imports.clear()
     try:
         rec.finish()

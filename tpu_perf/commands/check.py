@@ -88,7 +88,10 @@ def check_command(
     Exit codes: 0 PASS/IMPROVEMENT, 1 REGRESSION, 2 usage error, 3 INCONCLUSIVE, 4 BAD_DATA,
     5 NOT_COMPARABLE (docs/ci.md says what to do about each).
     """
+    from dataclasses import replace
+
     from tpu_perf.analyzers.regression import CheckOptions, check_sets
+    from tpu_perf.analyzers.verdict import speed_sentence
     from tpu_perf.jsonio import dumps
     from tpu_perf.views.check import github_annotations, render_check, render_junit, render_markdown
 
@@ -99,6 +102,7 @@ def check_command(
     base = side_values(baseline, baseline_store or store, flag="--baseline")
     cand = side_values(candidate, store, flag="--candidate")
     result = check_sets(base, cand, options)
+    result = replace(result, sentence=speed_sentence(*side_labels(base, cand), base, cand, result).text)
     if junit:
         _write(junit, render_junit(result), flag="--junit")
     text = render_markdown(result)
@@ -119,6 +123,17 @@ def check_command(
     else:
         out.print(render_check(result))
     raise typer.Exit(result.exit_code)
+
+
+def side_labels(base: Sequence[Any], cand: Sequence[Any]) -> tuple[str, str]:
+    """The sides as the verdict sentence names them: run names (as the compare page labels them) for
+    one run a side, else "the baseline (N runs)" and "the candidate (N runs)"."""
+    from tpu_perf.analyzers.compare import labels_for
+
+    if len(base) == len(cand) == 1:
+        first, second = labels_for([(base[0].run_id, base[0].name), (cand[0].run_id, cand[0].name)])
+        return first, second
+    return f"the baseline ({len(base)} runs)", f"the candidate ({len(cand)} runs)"
 
 
 def _write(path: Path, text: str, *, flag: str) -> None:

@@ -23,10 +23,8 @@ def _finding(i: int, f: dict[str, Any]) -> None:
         st.markdown(f"#### {f['title']}\n`{f['id']}` · {f['severity']} · {f['family']}")
         st.markdown(f"**Why:** {f['reason']}")
         gain = f.get("expected_gain")
-        if gain and gain.get("factor") is not None:
-            st.markdown(f"**Expected gain:** {gain_text(gain)} step time ({gain.get('basis')})")
-        elif gain:
-            st.markdown(f"**Expected gain:** no step-time estimate; {gain.get('basis')}")
+        if gain:
+            st.markdown(f"**Expected gain:** {gain_text(gain)}: {gain.get('basis')}")
         if f.get("evidence"):
             st.dataframe(tables.evidence_table(f["evidence"]), hide_index=True, width="stretch", key=f"evidence_{i}")
         fix = f.get("fix") or {}
@@ -40,18 +38,28 @@ def _finding(i: int, f: dict[str, Any]) -> None:
             st.caption("Read more: " + " · ".join(f"[{d}]({d})" if str(d).startswith("http") else str(d) for d in f["docs"]))
 
 
-def render(findings: list[dict[str, Any]] | None, problem: str | None) -> None:
+def render(findings: list[dict[str, Any]] | None, problem: str | None, summary: dict[str, Any] | None = None) -> None:
+    """`summary`: the advisor's `next`, `nothing_left`, `also` and `conclusion` (`data.advice_summary`)."""
     if findings is None:
         st.info(f"No advice for this run: {problem or 'unknown reason'}.", icon=":material/info:")
         return
     fired = [f for f in findings if f["outcome"] == "fired"]
+    also_ids = set((summary or {}).get("also") or [])
+    step = [f for f in fired if f["id"] not in also_ids]
+    also = [f for f in fired if f["id"] in also_ids]
     others = [f for f in findings if f["outcome"] != "fired"]
     counts = {o: sum(f["outcome"] == o for f in others) for o in ("passed", "not_evaluable")}
-    st.markdown(f"**{len(fired)} of {len(findings)} rules fired**, largest expected gain first; {counts['passed']} passed, {counts['not_evaluable']} could not be checked. The same as `tpu-perf advise RUN --all`.")
+    st.markdown(f"**{len(fired)} of {len(findings)} rules fired**, largest expected step-time gain first; {counts['passed']} passed, {counts['not_evaluable']} could not be checked. The same as `tpu-perf advise RUN --all`.")
+    if summary and summary.get("conclusion"):
+        (st.success if summary.get("nothing_left") else st.info)(summary["conclusion"], icon=":material/flag:")
     if not fired:
         st.success("No finding fired on this run.", icon=":material/check_circle:")
-    for i, f in enumerate(fired):
+    for i, f in enumerate(step):
         _finding(i, f)
+    if also:
+        st.markdown("##### Also: not step time\nThese save compile time or memory, or are a risk; each shows its own figure. They are not proposed as the next fix for a faster step.")
+        for i, f in enumerate(also, start=len(step)):
+            _finding(i, f)
     with st.expander(f"Rules that passed or could not be checked ({len(others)})"):
         st.dataframe(
             pd.DataFrame([{"rule": f["id"], "title": f["title"], "outcome": OUTCOME_WORDS[f["outcome"]], "why": f.get("reason") or ""} for f in others], columns=["rule", "title", "outcome", "why"]),

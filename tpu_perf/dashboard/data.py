@@ -29,7 +29,7 @@ from tpu_perf import __version__, list_runs, load_run
 from tpu_perf.analyzers import report as report_module
 from tpu_perf.analyzers.compare import dig, peak_device_bytes
 from tpu_perf.analyzers.hosts import steps_by_host
-from tpu_perf.analyzers.steps import run_steps, steady_mask
+from tpu_perf.analyzers.step_phases import step_phases
 from tpu_perf.analyzers.timeline import best_rows
 from tpu_perf.jsonio import dumps
 from tpu_perf.store import Run, layout
@@ -163,25 +163,30 @@ def open_run(url: str, stamp: float) -> Run:
 
 
 def _build(url: str, stamp: float) -> bytes:
+    built = None
     try:
-        got = {"doc": report_module.build_report(open_run(url, stamp)).to_dict(), "error": None}
+        built = report_module.build_report(open_run(url, stamp))
+        got = {"doc": built.to_dict(), "error": None}
     except Exception as exc:  # a run that fails to load gets an error card
         got = {"doc": None, "error": f"{url}: {type(exc).__name__}: {exc}"}
-    got["advice"], got["advice_error"] = _advise(url, stamp, got["doc"])
+    document, got["advice_error"] = _advise(url, stamp, built)
+    got["advice"] = document["findings"] if document else None
+    got["advice_summary"] = {k: document[k] for k in ("next", "nothing_left", "also", "conclusion", "target")} if document else None
     return dumps(got, indent=None).encode()
 
 
-def _advise(url: str, stamp: float, doc: dict[str, Any] | None) -> tuple[list[dict[str, Any]] | None, str | None]:
-    """Every rule's finding (`tpu-perf advise --all --json`'s `findings`), built with the report so
-    a comparison's runs are advised on the loader threads too; an advisor error is said, not raised."""
-    if doc is None:
+def _advise(url: str, stamp: float, built: report_module.Report | None) -> tuple[dict[str, Any] | None, str | None]:
+    """`tpu-perf advise --all --json`'s document (every rule's finding, the next fix, the "also"
+    list, the conclusion), built with the report so a comparison's runs are advised on the loader
+    threads too; an advisor error is said, not raised."""
+    if built is None:
         return None, None
     try:
         from tpu_perf.advise import advise
         from tpu_perf.advise.document import advice_document
 
         run = open_run(url, stamp)
-        return advice_document(run, advise(run, doc))["findings"], None
+        return advice_document(run, advise(run, built)), None
     except Exception as exc:  # the report still shows; the advice part says why it is missing
         return None, f"the advisor failed on {url}: {type(exc).__name__}: {exc}"
 
@@ -215,6 +220,11 @@ def advice(ref: RunRef) -> tuple[list[dict[str, Any]] | None, str | None]:
     return got.get("advice"), got.get("advice_error") or got.get("error")
 
 
+def advice_summary(ref: RunRef) -> dict[str, Any] | None:
+    """The advisor's `next`, `nothing_left`, `also`, `conclusion` and `target` for the run, or None."""
+    return _report(ref.url, ref.stamp).get("advice_summary")
+
+
 @st.cache_data(max_entries=256, show_spinner=False)
 def table(url: str, stamp: float, name: str) -> pd.DataFrame:
     """A run table by name; empty when the run has none."""
@@ -223,19 +233,8 @@ def table(url: str, stamp: float, name: str) -> pd.DataFrame:
 
 @st.cache_data(max_entries=256, show_spinner=False)
 def step_frame(url: str, stamp: float, warmup: int) -> pd.DataFrame:
-    """The steps the analyzers use, with a `phase` per step (warm-up, steady, or excluded) and
-    `t_s`, when the step started, in seconds since the run started (the wall-clock x-axis)."""
-    run = open_run(url, stamp)
-    steps = run_steps(run)
-    if steps.empty or "duration_s" not in steps:
-        return pd.DataFrame(columns=["step", "duration_s", "phase", "t_s"])
-    steady = steady_mask(steps, warmup)
-    phase = pd.Series("excluded (compiled or traced)", index=steps.index)
-    phase[steady] = "steady"
-    phase.iloc[:warmup] = "warm-up"
-    start = pd.to_numeric(steps["start_time_s"], errors="coerce") if "start_time_s" in steps else pd.Series(float("nan"), index=steps.index)
-    origin = run.started_at if run.started_at is not None else start.min()
-    return pd.DataFrame({"step": range(len(steps)), "duration_s": steps["duration_s"].astype(float), "phase": phase, "t_s": start.astype(float) - float(origin)})
+    """The steps the analyzers use, with their phase and start (`analyzers.step_phases`)."""
+    return step_phases(open_run(url, stamp), warmup)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)

@@ -3,14 +3,14 @@ candidate against the baseline) and CSV (every KPI of every run, in SI units, wi
 
 The check is `check_sets` with its default options and its table is `views.check.render_markdown`,
 the code behind `tpu-perf check --markdown`, so the exported table is the one CI writes for the
-same runs (a single run a side is BAD_DATA there too: check needs repeats to measure noise).
+same runs, and the verdict sentence (`verdict.speed_sentence`) is read off that same result.
 """
 
 from __future__ import annotations
 
 import io
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pandas as pd
@@ -31,6 +31,8 @@ class Checked:
     result: CheckResult
     groups: bool
     """True: the sides are `repeat=` groups (`baseline` and `candidate` are group names)."""
+    sentence: verdict.Sentence
+    """The verdict in words, from `result` (also in `result.sentence`)."""
 
 
 def repeat_groups(docs: Mapping[str, Mapping[str, Any]]) -> dict[str, list[str]]:
@@ -49,11 +51,50 @@ def checks(docs: Mapping[str, Mapping[str, Any]], refs: Mapping[str, data.RunRef
             values[label] = run_values(data.open_run(refs[label].url, refs[label].stamp))
         return values[label]
 
+    def checked(base: str, cand: str, base_labels: Sequence[str], cand_labels: Sequence[str], groups: bool) -> Checked:
+        b, c = [of(x) for x in base_labels], [of(x) for x in cand_labels]
+        names = (f"repeat={base}", f"repeat={cand}") if groups else (base, cand)
+        result = check_sets(b, c)
+        said = verdict.speed_sentence(*names, b, c, result)
+        return Checked(baseline=base, candidate=cand, result=replace(result, sentence=said.text), groups=groups, sentence=said)
+
     groups = repeat_groups(docs)
     if len(groups) >= 2:
         base = next((g for g, labels in groups.items() if baseline in labels), next(iter(groups)))
-        return [Checked(baseline=base, candidate=g, result=check_sets([of(x) for x in groups[base]], [of(x) for x in labels]), groups=True) for g, labels in groups.items() if g != base]
-    return [Checked(baseline=baseline, candidate=label, result=check_sets([of(baseline)], [of(label)]), groups=False) for label in docs if label != baseline]
+        return [checked(base, g, groups[base], labels, True) for g, labels in groups.items() if g != base]
+    return [checked(baseline, label, [baseline], [label], False) for label in docs if label != baseline]
+
+
+KPI_CHECKS: Mapping[str, str] = {
+    "Median step time": "step_time", "All-in step time": "all_in_step_time", "MFU": "mfu",
+    "Tokens/s": "tokens_per_s", "Peak HBM": "peak_memory",
+}
+"""KPI rows whose change a check of the verdict judges; every other delta is shown grey."""
+
+
+def claims(rows: pd.DataFrame, checked: Sequence[Checked]) -> list[bool]:
+    """Per KPI row: may its delta be coloured? Only where the verdict can claim it: a deciding check
+    of that metric whose interval excludes no change (deterministic ones: REGRESSION/IMPROVEMENT),
+    for a run whose verdict is not "No clear winner" (that colours nothing)."""
+    by_run: dict[str, Checked] = {}
+    for c in checked:
+        if not c.groups:
+            by_run[c.candidate] = c
+    out = []
+    for kpi, run in zip(rows["kpi"], rows["run"], strict=True):
+        c = by_run.get(run)
+        check = next((x for x in c.result.checks if x.name == KPI_CHECKS.get(kpi)), None) if c else None
+        out.append(check is not None and c is not None and c.sentence.kind != "unclear" and claimable(check))
+    return out
+
+
+def claimable(check: Any) -> bool:
+    """A check's change is a claim: it decides, and its interval excludes 1 (or, without one, it is REGRESSION/IMPROVEMENT)."""
+    if not check.decides or check.ratio is None:
+        return False
+    if check.low is not None and check.high is not None:
+        return check.low > 1 or check.high < 1
+    return check.verdict.value in ("REGRESSION", "IMPROVEMENT")
 
 
 def comparison_markdown(sentences: Sequence[str], checked: Sequence[Checked], ids: Mapping[str, str], mismatch: str | None) -> str:

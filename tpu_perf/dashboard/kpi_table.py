@@ -29,7 +29,8 @@ CSS = """
 
 
 def _delta(change: float | None, lower_is_better: bool, neutral: bool = False) -> str:
-    """"−64.2 % faster"-style change, coloured by whether it is better; empty when unknown."""
+    """"−64.2 % faster"-style change, coloured by whether it is better; empty when unknown.
+    `neutral`: grey, whatever the sign (a workload property, or a change the verdict cannot claim)."""
     if change is None or (isinstance(change, float) and math.isnan(change)):
         return ""
     if abs(change) < 0.0005:
@@ -42,7 +43,8 @@ def _delta(change: float | None, lower_is_better: bool, neutral: bool = False) -
 def _cell(row: pd.Series) -> str:
     if isinstance(row["why"], str):
         return f'<td><span class="tp-v tp-na" title="{html.escape(str(row["why"]))}">n/a</span></td>'
-    return f'<td><span class="tp-v">{html.escape(str(row["shown"]))}</span>{_delta(row["delta"], bool(row["lower_is_better"]), bool(row.get("neutral", False)))}</td>'
+    grey = bool(row.get("neutral", False)) or row.get("claim") is False
+    return f'<td><span class="tp-v">{html.escape(str(row["shown"]))}</span>{_delta(row["delta"], bool(row["lower_is_better"]), grey)}</td>'
 
 
 def kpi_table_html(rows: pd.DataFrame, labels: list[str], headers: Mapping[str, str], baseline: str) -> str:

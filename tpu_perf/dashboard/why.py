@@ -27,11 +27,22 @@ SHOWN_FINDINGS = 4
 OUTCOME_WORDS = {"passed": "passed", "not_evaluable": "could not be checked"}
 
 
-def finding_line(d: FindingDiff) -> tuple[str, str]:
-    """One differing finding in Markdown (where it fired, why, the gain) and what the other runs said."""
+GAIN_BASIS: dict[str | None, str] = {
+    "all_in_step_time": "the verdict above compares all-in wall time per step, so the two need not match",
+    "step_time": "the verdict above compares steady step time",
+    None: "no verdict above to compare it with",
+}
+"""How an advisor's expected gain relates to the verdict's basis, said beside every gain."""
+
+
+def finding_line(d: FindingDiff, basis: str | None = None) -> tuple[str, str]:
+    """One differing finding in Markdown (where it fired, why, the gain) and what the other runs said.
+    The gain is the advisor's estimate (`tpu-perf advise` states what it stands on); beside it, the
+    verdict's basis, so a 14x gain under a 2x verdict is not read as a contradiction."""
     where = ", ".join(f"**{label}**" for label in d.fired)
-    gains = [g for g in d.gains.values() if g is not None]
-    gain = f" Expected gain if fixed: {gain_text({'factor': max(gains)})} step time." if gains else ""
+    gains = {label: g for label, g in d.gains.items() if g is not None}
+    best = max(gains, key=lambda label: gains[label]) if gains else None
+    gain = f" Expected gain if fixed on {best}: {gain_text({'factor': gains[best]})} of its step time, the advisor's estimate ({GAIN_BASIS.get(basis, GAIN_BASIS[None])})." if best else ""
     why = "; ".join(d.reasons[label].rstrip(".") for label in d.fired if d.reasons.get(label))
     others = "; ".join(f"{label}: {OUTCOME_WORDS.get(outcome, outcome)}" + (f" ({reason})" if reason else "") for label, (outcome, reason) in d.others.items())
     return f"**[{d.severity}] {d.title}** (`{d.id}`) on {where} only: {why}.{gain}", others
@@ -52,13 +63,13 @@ def largest_change(table: pd.DataFrame, baseline: str, label: str) -> str | None
     return f"{label}: largest change in where the step goes is **{part}**, {sign}{fmt.seconds(abs(float(moved[part])))} per step{share} against {baseline}."
 
 
-def _finding(d: FindingDiff) -> None:
-    line, others = finding_line(d)
+def _finding(d: FindingDiff, basis: str | None) -> None:
+    line, others = finding_line(d, basis)
     st.markdown(line)
     st.caption(others)
 
 
-def _findings(refs: Mapping[str, data.RunRef]) -> None:
+def _findings(refs: Mapping[str, data.RunRef], basis: str | None) -> None:
     found: dict[str, list[dict[str, Any]]] = {}
     for label, ref in refs.items():
         findings, problem = data.advice(ref)
@@ -75,11 +86,11 @@ def _findings(refs: Mapping[str, data.RunRef]) -> None:
         return
     st.markdown("**Advisor findings on some runs only** (`tpu-perf advise RUN` gives each one's evidence and fix):")
     for d in result.differing[:SHOWN_FINDINGS]:
-        _finding(d)
+        _finding(d, basis)
     if len(result.differing) > SHOWN_FINDINGS:
         with st.expander(f"{len(result.differing) - SHOWN_FINDINGS} more"):
             for d in result.differing[SHOWN_FINDINGS:]:
-                _finding(d)
+                _finding(d, basis)
     if result.everywhere:
         st.caption(f"Fired on every run (no difference): {', '.join(result.everywhere)}.")
 
@@ -129,11 +140,11 @@ def _config(refs: Mapping[str, data.RunRef]) -> None:
         st.dataframe(diff, width="stretch", key="cmp_config")
 
 
-def render(docs: Mapping[str, dict[str, Any]], refs: Mapping[str, data.RunRef], baseline: str) -> None:
-    """The block, in its own container (`st-key-why` in the page)."""
+def render(docs: Mapping[str, dict[str, Any]], refs: Mapping[str, data.RunRef], baseline: str, *, basis: str | None = None) -> None:
+    """The block, in its own container (`st-key-why` in the page); `basis`: the verdict's timed metric."""
     with st.container(border=True, key="why"):
         st.subheader("Why")
-        _findings(refs)
+        _findings(refs, basis)
         st.markdown("**Where each step's time goes**")
         _breakdown(docs, baseline)
         st.markdown("**Configuration and environment**")

@@ -66,6 +66,11 @@ def values(check: Check, side: tuple[float | None, ...]) -> str:
     return ", ".join(value(check, v) for v in side) if side else ""
 
 
+def shown_verdict(check: Check) -> str:
+    """The check's verdict, in brackets when it does not decide the overall one (a steady metric on the all-in basis)."""
+    return check.verdict.value if check.decides else f"({check.verdict.value}, not deciding)"
+
+
 def render_check(result: CheckResult) -> RenderableType:
     """The terminal view: the verdict first, then one row per check."""
     head = Text.assemble(Text(f" {result.verdict.value} ", style=f"reverse {STYLE[result.verdict]}"), f"  exit {result.exit_code}  ", f"{len(result.baseline_runs)} baseline vs {len(result.candidate_runs)} candidate runs")
@@ -74,13 +79,13 @@ def render_check(result: CheckResult) -> RenderableType:
         table.add_column(col, no_wrap=True)
     for c in result.checks:
         if not (c.baseline or c.candidate):
-            table.add_row(c.name, Text(c.verdict.value, style=STYLE[c.verdict]))
+            table.add_row(c.name, Text(shown_verdict(c), style=STYLE[c.verdict] if c.decides else "dim"))
             continue
         cv = "/".join("n/a" if v is None else f"{v * 100:.1f}" for v in (c.baseline_cv, c.candidate_cv)) + "%" if c.baseline_cv is not None or c.candidate_cv is not None else ""
         ratio = "n/a" if c.ratio is None else f"{(c.ratio - 1) * 100:+.1f}%"
-        table.add_row(c.name, Text(c.verdict.value, style=STYLE[c.verdict]), value(c, c.baseline_value), value(c, c.candidate_value), ratio, cv)
+        table.add_row(c.name, Text(shown_verdict(c), style=STYLE[c.verdict] if c.decides else "dim"), value(c, c.baseline_value), value(c, c.candidate_value), ratio, cv)
     notes = Text("\n".join(f"{c.name}: {c.message}" for c in result.checks))
-    return Group(head, table, notes)
+    return Group(head, *([Text(result.sentence)] if result.sentence else []), table, notes)
 
 
 def render_markdown(result: CheckResult) -> str:
@@ -91,26 +96,27 @@ def render_markdown(result: CheckResult) -> str:
         "",
         f"{len(result.baseline_runs)} baseline vs {len(result.candidate_runs)} candidate runs; margin {result.options.margin:.0%}, alpha {result.options.alpha}, max CV {result.options.max_cv:.0%}.",
         "",
+        *([f"**{result.sentence}**", ""] if result.sentence else []),
         "| check | verdict | baseline | candidate | change [interval] | CV base / cand | detail |",
         "|---|---|---|---|---|---|---|",
     ]
-    for check in sorted(result.checks, key=lambda c: order[c.verdict]):
+    for check in sorted(result.checks, key=lambda c: (not c.decides, order[c.verdict])):
         detail = check.message.replace("|", "\\|")
-        lines.append(f"| {check.name} | {ICON[check.verdict]} {check.verdict.value} | {summary(check, check.baseline_value, check.baseline)} | {summary(check, check.candidate_value, check.candidate)} | {change(check)} | {cvs(check)} | {detail} |")
+        lines.append(f"| {check.name} | {ICON[check.verdict] if check.decides else ''} {shown_verdict(check)} | {summary(check, check.baseline_value, check.baseline)} | {summary(check, check.candidate_value, check.candidate)} | {change(check)} | {cvs(check)} | {detail} |")
     return "\n".join(lines) + "\n"
 
 
 def render_junit(result: CheckResult) -> str:
     """JUnit XML, one testcase per check; failures and skips agree with the exit code."""
-    failures = sum(c.verdict in FAILURES for c in result.checks)
-    skipped = sum(c.verdict == Verdict.INCONCLUSIVE for c in result.checks)
+    failures = sum(c.verdict in FAILURES and c.decides for c in result.checks)
+    skipped = sum(c.verdict == Verdict.INCONCLUSIVE and c.decides for c in result.checks)
     suite = ET.Element("testsuite", name="tpu-perf check", tests=str(len(result.checks)), failures=str(failures), errors="0", skipped=str(skipped))
     for check in result.checks:
         case = ET.SubElement(suite, "testcase", classname="tpu-perf.check", name=check.name)
         text = check.message + (f"\nbaseline: {values(check, check.baseline)}\ncandidate: {values(check, check.candidate)}" if check.baseline else "")
-        if check.verdict in FAILURES:
+        if check.verdict in FAILURES and check.decides:
             ET.SubElement(case, "failure", type=check.verdict.value, message=check.message).text = text
-        elif check.verdict == Verdict.INCONCLUSIVE:
+        elif check.verdict == Verdict.INCONCLUSIVE and check.decides:
             ET.SubElement(case, "skipped", message=f"INCONCLUSIVE: {check.message}")
         else:
             ET.SubElement(case, "system-out").text = f"{check.verdict.value}: {text}"
@@ -123,7 +129,7 @@ def render_junit(result: CheckResult) -> str:
 def github_annotations(result: CheckResult) -> list[str]:
     """`::error` for failures, `::warning` for INCONCLUSIVE and CHANGED, one line each."""
     lines = []
-    for check in result.checks:
+    for check in (c for c in result.checks if c.decides):
         level = "error" if check.verdict in FAILURES else "warning" if check.verdict in (Verdict.INCONCLUSIVE, Verdict.CHANGED) else None
         if level:
             message = _escape(f"{check.verdict.value}: {check.message}")

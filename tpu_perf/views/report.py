@@ -51,8 +51,9 @@ def _header(doc: dict[str, Any]) -> RenderableType:
 def _steps(doc: dict[str, Any]) -> RenderableType:
     s, c = doc["steps"], doc.get("compile") or {}
     rows = [
-        ("steps", f"{s['count']} ({s['warmup']} warm-up, {s['steady']} steady, {s['traced']} traced; source {s['source'] or 'none'})"),
-        ("step time", f"median {fmt.seconds(s['median_s'])}  p10 {fmt.seconds(s['p10_s'])}  p90 {fmt.seconds(s['p90_s'])}  mean {fmt.seconds(s['mean_s'])}  (wall-clock iteration)"),
+        ("steps", f"{s['count']} ({s['warmup']} warm-up, {s['steady']} steady, {s['traced']} traced; source {s['source'] or 'none'})" + (f"; each an optimizer update over {s['micro_batches']} micro-batches" if (s.get("micro_batches") or 1) > 1 else "")),
+        ("step time", f"median {fmt.seconds(s['median_s'])}  p10 {fmt.seconds(s['p10_s'])}  p90 {fmt.seconds(s['p90_s'])}  mean {fmt.seconds(s['mean_s'])}  (wall-clock iteration, steady steps)"),
+        ("all-in", _all_in(s)),
         ("device / host", _device_view(s)),
         ("throughput", f"{fmt.number(s['steps_per_s'])} steps/s" + (f", {fmt.number(s['tokens_per_s'], 4)} tokens/s" if s.get("tokens_per_s") else "")),
     ]
@@ -61,10 +62,24 @@ def _steps(doc: dict[str, Any]) -> RenderableType:
     if c.get("count") is None:
         rows.append(("compile", f"n/a ({c.get('reason') or 'unknown'})"))
     else:
-        rows.append(("compile", f"{c['count']} compiles, {fmt.seconds(c['total_s'])}; after warm-up: {c['after_warmup']} ({fmt.seconds(c['after_warmup_s'])})"))
+        late = "n/a (no steps to count after)" if c["after_warmup"] is None else f"{c['after_warmup']} recompiles ({fmt.seconds(c['after_warmup_s'])})"
+        rows.append(("compile", f"{c['count']} compiles, {fmt.seconds(c['total_s'])}; after warm-up: {late}"))
     if c.get("after_warmup"):
         rows.append(("recompiled", ", ".join(f"{k} x{v}" for k, v in c["after_warmup_functions"].items())))
     return _kv(rows, "Steps")
+
+
+def _all_in(s: dict[str, Any]) -> str:
+    """All-in step time and what the steady median leaves out (`analyzers.all_in`)."""
+    from tpu_perf.analyzers.all_in import Exclusion, exclusions_text, needs_all_in
+
+    if s.get("all_in_s") is None:
+        return "n/a (fewer than 2 steps)"
+    left_out = exclusions_text([Exclusion(**e) for e in s.get("excluded") or ()], fmt.seconds)
+    share = "" if s.get("excluded_share") is None else f", {s['excluded_share']:.0%} of the time after the first step"
+    why = needs_all_in(int(s["steady"]), s.get("excluded_share"))
+    warn = f"; comparisons use the all-in time: {why}" if why else ""
+    return f"{fmt.seconds(s['all_in_s'])} per step over the {s['all_in_steps']} steps after the first; the steady median leaves out {left_out}{share}{warn}"
 
 
 def _device_view(s: dict[str, Any]) -> str:

@@ -135,6 +135,8 @@ def _cost(compiled: Any) -> dict[str, float]:
 
 def compile_for_topology(state: FunctionState, name: str, *, jit: Callable[..., Any], jax: Any) -> tuple[dict[str, Any], str]:
     """(raw facts, optimized HLO text) of `state`'s step compiled for slice `name`."""
+    if state.kind == "pmap":
+        raise AotError(f"--topology {name}: a jax.pmap step maps over this machine's devices and cannot be compiled for a slice; write it with jax.jit and shardings")
     targets = _slice_devices(name, jax)
     moves = ShardingMap(name, list(jax.devices()), targets, jax)
     args, kwargs = state.abstract_args or ((), {})

@@ -10,8 +10,9 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from tpu_perf.collectors.jax import distributed
+from tpu_perf.collectors.jax import accumulation, distributed
 from tpu_perf.collectors.jax.aot import record_topologies
+from tpu_perf.collectors.jax.existing import adopt_jitted
 from tpu_perf.collectors.jax.jit import JitTracker
 from tpu_perf.collectors.jax.profiler import JaxProfilers
 from tpu_perf.collectors.jax.programs import analyse_programs
@@ -152,14 +153,32 @@ class CompileListener:
         return undo
 
 
+def _identity(x: Any) -> Any:
+    return x
+
+
+def accumulation_facts(step_fn: Any, rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """`run.json` `accumulation`: micro-batches per optimizer update, and what said so."""
+    if step_fn is not None and step_fn.micro_batches is not None:
+        k, by = step_fn.micro_batches or None, step_fn.accumulated_by
+        note = None if k else f"{by} with a schedule: each call of the step function is counted as a step (micro-batches per update unknown)"
+        return {"micro_batches": k, "by": by, "note": note}
+    loops = [int(r["calls_per_step"]) for r in rows if not r.get("is_step") and (r.get("calls_per_step") or 0) >= 2]
+    if loops:  # a hand-written loop: a micro-batch program N times, then the update
+        return {"micro_batches": max(loops), "by": "loop", "note": None}
+    return None
+
+
 def install(rec: Recorder, jax: ModuleType) -> Callable[[], None]:
     """Hook `jax` (already imported by the script) into `rec`; returns the undo function."""
     import jax.profiler
 
     tracker = JitTracker(rec, jax)
-    original_jit = jax.jit
+    original_jit, original_pmap = jax.jit, jax.pmap
     jax.jit = tracker.wrap_jit(original_jit)
-    undos = [tracker.stamper.install(jax), _patch_step_annotation(rec, jax), patch_pjit(jax.jit), tracker.outer.install(), distributed.install(rec, jax)]
+    jax.pmap = tracker.wrap_jit(original_pmap, kind="pmap")
+    undos = [tracker.stamper.install(jax), _patch_step_annotation(rec, jax), patch_pjit(jax.jit), tracker.outer.install(), distributed.install(rec, jax), accumulation.install(tracker.accumulates)]
+    rec.adopters.append(lambda spaces: adopt_jitted(tracker, spaces, jit_type=type(original_jit(_identity))))
     listener = CompileListener(rec, tracker)
     undos.append(listener.install())
     rec.add_sync(tracker.sync_all)
@@ -193,12 +212,15 @@ def install(rec: Recorder, jax: ModuleType) -> Callable[[], None]:
         rows = analyse_programs(tracker.functions, tracker.step_fn, rec, jax)
         if rows:
             rec.writer.write_table("programs", rows)
+        accumulated = accumulation_facts(tracker.step_fn, rows)
+        if accumulated:
+            rec.writer.update_manifest(accumulation=accumulated)
         record_topologies(tracker.step_fn, rec.options.topologies, jit=original_jit, jax=jax, writer=rec.writer, warn=rec.warn, log=rec.log)
 
     rec.add_finalizer(finalize)
 
     def uninstall() -> None:
-        jax.jit = original_jit
+        jax.jit, jax.pmap = original_jit, original_pmap
         for undo in reversed(undos):
             undo()
 

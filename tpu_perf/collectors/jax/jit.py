@@ -64,6 +64,28 @@ class FunctionState:
     last_end: float | None = None
     reads_state: bool = False
     """It consumed the step function's outputs (the train state): a micro-batch program, or an eval."""
+    kind: str = "jit"
+    """`jit`, `pmap`, or `aot` (a `jit(f).lower(...).compile()` result the script calls)."""
+    compiled: Any = None
+    """For `aot`: the script's own compiled program (its cost analysis is the step's)."""
+    micro_batches: int | None = None
+    """Calls per optimizer update when the function accumulates gradients itself (optax.MultiSteps
+    traced inside it); 0: it does, with a schedule tpu-perf cannot read; None: it does not."""
+    accumulated_by: str | None = None
+    """What accumulates: `optax.MultiSteps`, `keras gradient_accumulation_steps`."""
+
+
+@dataclass
+class _Group:
+    """Calls of an accumulating step function that make one optimizer update (one step)."""
+
+    start: float
+    traced: bool
+    exact: bool
+    interleaved: bool
+    end: float = 0.0
+    calls: int = 0
+    instrumented: bool = False
 
 
 class JitTracker:
@@ -87,6 +109,9 @@ class JitTracker:
         self._step_index = 0  # index of the next step-function call (spans are written later)
         self._drain_lock = threading.Lock()
         self._interleaved = False
+        self._group: _Group | None = None
+        self.tracing: FunctionState | None = None
+        """The function whose call is under way (it is being traced if it compiles now)."""
         from jax._src import core
 
         self.outer = OuterCalls(recorder.now)
@@ -95,7 +120,8 @@ class JitTracker:
         self._array = jax.Array
 
     # -- wrapping -------------------------------------------------------------------------------
-    def wrap_jit(self, original_jit: Any) -> Any:
+    def wrap_jit(self, original_jit: Any, kind: str = "jit") -> Any:
+        """`jax.jit` (or `jax.pmap`, kind `pmap`) whose functions' calls the tracker sees."""
         tracker = self
 
         @functools.wraps(original_jit)
@@ -104,12 +130,14 @@ class JitTracker:
                 return lambda f: jit(f, *args, **kwargs)
             jitted = original_jit(fun, *args, **kwargs)
             name = getattr(fun, "__name__", None) or getattr(fun, "__qualname__", None) or repr(fun)
-            state = FunctionState(name=str(name), jitted=jitted, fun=fun, jit_kwargs=dict(kwargs))
-            with tracker._lock:
-                tracker.functions.append(state)
-            return TrackedJit(jitted, state, tracker)
+            return TrackedJit(jitted, tracker.add(FunctionState(name=str(name), jitted=jitted, fun=fun, jit_kwargs=dict(kwargs), kind=kind)), tracker)
 
         return jit
+
+    def add(self, state: FunctionState) -> FunctionState:
+        with self._lock:
+            self.functions.append(state)
+        return state
 
     def note_compile(self) -> None:
         self._compiles += 1
@@ -137,10 +165,12 @@ class JitTracker:
             rec.waited(blocked, rec.now())
         stopped_at = None
         if state is step_fn:
-            tracing, before = rec.trace_active, rec.now()
-            rec.before_step(self._step_index)
-            if tracing and not rec.trace_active:  # the window closed here: its cost is this step's, not the last traced one's
-                stopped_at = before
+            k = step_fn.micro_batches or 1
+            if self._step_index % k == 0:
+                tracing, before = rec.trace_active, rec.now()
+                rec.before_step(self._step_index // k)
+                if tracing and not rec.trace_active:  # the window closed here: its cost is this step's, not the last traced one's
+                    stopped_at = before
             self._step_index += 1
         elif step_fn is not None:
             if state.calls_in_steps < OCCASIONAL * step_fn.calls_in_steps:
@@ -151,14 +181,18 @@ class JitTracker:
         compiles_before = self._compiles
         dispatched = rec.now()
         start = self._start(state, dispatched) if stopped_at is None else stopped_at
-        out = state.jitted(*args, **kwargs)
+        self.tracing = state
+        try:
+            out = state.jitted(*args, **kwargs)
+        finally:
+            self.tracing = None
         rec.waited(dispatched, rec.now())  # dispatch blocks once the device's queue is full
         out_leaves = [x for x in self.jax.tree_util.tree_leaves(out) if isinstance(x, self._array)]
         state.calls += 1
         if rec.steps.source is not None:
             state.calls_in_steps += 1
         if state.abstract_args is None or self._compiles != compiles_before:
-            state.abstract_args = self._abstract(args, kwargs)
+            state.abstract_args = self._abstract(args, kwargs, sharded=state.kind != "pmap")
         if timed:
             state.out_ids = frozenset(map(id, out_leaves))
             # one output tells when the call finished (they share one completion event): the smallest,
@@ -204,7 +238,7 @@ class JitTracker:
             for call in ready:
                 end = call.end if call.end is not None else call.start
                 if call.state is self.step_fn:
-                    self.rec.span(self.source, call.start, end, traced=call.traced, interleaved=call.interleaved, busy=True, instrumented=call.instrumented)
+                    self._step_span(call.start, end, call.traced, call.exact, call.interleaved, call.instrumented)
                 elif self.step_fn is None and len(call.state.spans) < MAX_BUFFERED_CALLS:
                     call.state.spans.append((call.start, end, call.traced, call.exact))
 
@@ -256,8 +290,38 @@ class JitTracker:
         self.step_fn = chosen
         spans, chosen.spans = chosen.spans, []
         self._step_index = len(spans)
-        for start, end, traced, _exact in spans:
-            self.rec.span(self.source, start, end, traced=traced, busy=True)
+        for start, end, traced, exact in spans:
+            self._step_span(start, end, traced, exact, False)
+
+    def _step_span(self, start: float, end: float, traced: bool, exact: bool, interleaved: bool, instrumented: bool = False) -> None:
+        """One call of the step function; with accumulation, every k-th call ends a step that
+        began at the first call of its group."""
+        k = (self.step_fn.micro_batches or 1) if self.step_fn is not None else 1
+        g = self._group
+        if g is None:
+            g = self._group = _Group(start, traced, exact, interleaved, instrumented=instrumented)
+        else:
+            g.traced, g.exact, g.interleaved = g.traced or traced, g.exact and exact, g.interleaved or interleaved
+            g.instrumented = g.instrumented or instrumented
+        g.calls += 1
+        g.end = end
+        if g.calls >= k:
+            self._group = None
+            self.rec.span(self.source, g.start, end, traced=g.traced, interleaved=g.interleaved, busy=True, instrumented=g.instrumented)
+
+    def accumulates(self, optimizer: Any, by: str) -> None:
+        """An accumulating optimizer's update is being traced: the function under way accumulates."""
+        from tpu_perf.collectors.jax.accumulation import every_k
+
+        state = self.tracing
+        if state is None or state.micro_batches is not None:
+            return
+        k = every_k(optimizer)
+        if k == 1:
+            return
+        state.micro_batches, state.accumulated_by = (k or 0), by
+        if k is None:
+            self.rec.warn(f"{state.name}: {by} with a schedule of micro-batches; tpu-perf cannot tell the updates apart, so each call is counted as a step")
 
     def fallback(self) -> None:
         """At the end of a run with no carried state: take the most-called function as the step."""
@@ -271,7 +335,7 @@ class JitTracker:
             return
         called = [f for f in self.functions if len(f.spans) >= 2]
         if not called:
-            self.rec.warn("no training steps found: no jitted function was called twice at top level (jax.pmap and ahead-of-time compiled calls are not seen); mark steps with tpu_perf.step() or jax.profiler.StepTraceAnnotation")
+            self.rec.warn("no training steps found: no jitted function was called twice at top level mark steps with tpu_perf.step() or jax.profiler.StepTraceAnnotation")
             return
         chosen = max(called, key=lambda f: len(f.spans))
         self.rec.warn(f"no jitted function carried state between calls; took the most-called one, {chosen.name}, as the step (mark steps with tpu_perf.step() to be sure)")
@@ -292,12 +356,17 @@ class JitTracker:
     def close(self) -> None:
         self.sync_all()
         self.drain()
+        g = self._group
+        if g is not None and g.calls:  # the run ended inside an update's micro-batches
+            self._group = None
+            self.rec.span(self.source, g.start, g.end, traced=g.traced, device_known=g.exact, interleaved=g.interleaved)
 
-    def _abstract(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    def _abstract(self, args: tuple[Any, ...], kwargs: dict[str, Any], *, sharded: bool = True) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """Shapes, dtypes and (unless `sharded` is false: pmap places its own) shardings."""
         jax = self.jax
 
         def spec(x: Any) -> Any:
-            if isinstance(x, jax.Array):
+            if isinstance(x, jax.Array) and sharded:
                 return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding)
             if hasattr(x, "shape") and hasattr(x, "dtype"):
                 return jax.ShapeDtypeStruct(x.shape, x.dtype)
@@ -320,8 +389,13 @@ class TrackedJit:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._tracker.call(self._state, args, kwargs)
 
-    def __getattr__(self, name: str) -> Any:  # lower, trace, eval_shape, clear_cache, ...
+    def __getattr__(self, name: str) -> Any:  # trace, eval_shape, clear_cache, ...
         return getattr(self._jitted, name)
+
+    def lower(self, *args: Any, **kwargs: Any) -> Any:
+        """The real `Lowered`, whose `compile()` gives a program the tracker sees called (AOT)."""
+        lowered = self._jitted.lower(*args, **kwargs)
+        return TrackedLowered(lowered, self._state, self._tracker) if self._state.kind != "aot" else lowered
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:  # jitted methods
         if obj is None:
@@ -330,3 +404,24 @@ class TrackedJit:
 
     def __repr__(self) -> str:
         return f"<tpu-perf tracked {self._jitted!r}>"
+
+
+class TrackedLowered:
+    """A `jax.stages.Lowered` whose `compile()` is tracked: calls of the compiled program are steps
+    like the jitted function's (one `FunctionState` per compiled program)."""
+
+    __slots__ = ("_lowered", "_state", "_tracker")
+
+    def __init__(self, lowered: Any, state: FunctionState, tracker: JitTracker) -> None:
+        self._lowered = lowered
+        self._state = state
+        self._tracker = tracker
+
+    def compile(self, *args: Any, **kwargs: Any) -> Any:
+        compiled = self._lowered.compile(*args, **kwargs)
+        s = self._state
+        state = FunctionState(name=s.name, jitted=compiled, fun=s.fun, jit_kwargs=s.jit_kwargs, kind="aot" if s.kind == "jit" else s.kind, compiled=compiled)
+        return TrackedJit(compiled, self._tracker.add(state), self._tracker)
+
+    def __getattr__(self, name: str) -> Any:  # as_text, cost_analysis, compiler_ir, ...
+        return getattr(self._lowered, name)

@@ -3,6 +3,8 @@
 Taken after the script ended, from abstract arguments (shapes, dtypes, shardings) captured when the
 function last compiled, so no timed step pays for it. The price is one more lower-and-compile per
 program at the end of `record` (XLA's in-memory caches usually make it cheaper than the first).
+An ahead-of-time compiled program the script called (`jit(f).lower(...).compile()`) is analysed as
+it is. Cost analysis is per device (a pmap's too); `devices` scales it to the whole step.
 """
 
 from __future__ import annotations
@@ -39,8 +41,14 @@ def _cost(compiled: Any) -> dict[str, float]:
     return dict(cost or {})
 
 
-def _device_count(abstract: Any, jax: Any) -> int:
+def _device_count(abstract: Any, compiled: Any, jax: Any) -> int:
+    """Devices the program runs on: its arguments' shardings, or the compiled program's (a pmap's
+    arguments may sit on one device; its program runs on every device it maps over)."""
     counts = [len(leaf.sharding.device_set) for leaf in jax.tree_util.tree_leaves(abstract) if getattr(leaf, "sharding", None) is not None]
+    try:
+        counts += [len(s.device_set) for s in jax.tree_util.tree_leaves(compiled.input_shardings) if hasattr(s, "device_set")]
+    except Exception:  # an executable that does not say: the arguments tell
+        pass
     return max(counts, default=1)
 
 
@@ -48,7 +56,7 @@ def analyse_program(state: FunctionState, *, is_step: bool, rec: Recorder, jax: 
     """Compile `state`'s function for its last signature and return one `programs` row."""
     args, kwargs = state.abstract_args or ((), {})
     t0 = time.perf_counter()
-    compiled = state.jitted.lower(*args, **kwargs).compile()
+    compiled = state.compiled if state.compiled is not None else state.jitted.lower(*args, **kwargs).compile()
     seconds = time.perf_counter() - t0
     cost = _cost(compiled)
     row: dict[str, Any] = {
@@ -60,7 +68,8 @@ def analyse_program(state: FunctionState, *, is_step: bool, rec: Recorder, jax: 
         "bytes_accessed": cost.get("bytes accessed"),
         "transcendentals": cost.get("transcendentals"),
         "optimal_seconds": cost.get("optimal_seconds"),
-        "devices": _device_count((args, kwargs), jax),
+        "devices": _device_count((args, kwargs), compiled, jax),
+        "kind": state.kind,
         "analysis_s": seconds,
     }
     memory = compiled.memory_analysis()
@@ -88,7 +97,7 @@ def calls_per_step(state: FunctionState, step_fn: FunctionState | None) -> int:
     if step_fn is None:
         return 0
     if state is step_fn:
-        return 1
+        return step_fn.micro_batches or 1  # optax.MultiSteps: k calls make one update
     if not state.reads_state:
         return 0
     ratio = state.calls_in_steps / step_fn.calls_in_steps if step_fn.calls_in_steps else 0.0

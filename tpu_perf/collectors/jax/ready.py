@@ -44,6 +44,9 @@ class Call:
     """tpu-perf's trace window closed at this call's dispatch: its iteration holds the stop."""
     lost: bool = False
     """Its outputs were deleted (donated) before they were seen ready."""
+    ready_seen: bool = False
+    """The script synced on an output that was ready already: the watcher stamps it at its next look,
+    without holding the output meanwhile."""
 
     def stamp(self, t: float, *, exact: bool = True) -> None:
         if self.end is None:
@@ -67,6 +70,8 @@ def block_ready(call: Call) -> None:
 
 def readiness(call: Call) -> bool | None:
     """True when the call's outputs are ready, False when not yet, None when all are deleted."""
+    if call.ready_seen:
+        return True
     for leaf in list(call.leaves):
         try:
             if leaf.is_deleted():
@@ -147,6 +152,15 @@ class SyncStamper:
         self.on_fetch: Callable[[Any], None] | None = None
         """Called with each array the script fetches to the host (`float`, `np.asarray`, `print`)."""
 
+    def release(self, x: Any) -> None:
+        """`x` was synced on and was ready already: stop holding its call's output (it is ready)."""
+        key = id(x)
+        for call in self.unstamped:
+            if key in call.ids:
+                call.ready_seen = True
+                call.leaves = []
+                return
+
     def seen(self, x: Any) -> None:
         if not self.unstamped:
             return
@@ -174,6 +188,8 @@ class SyncStamper:
             stamper._waited(start, stamper._now())
             if pending:
                 stamper.seen(self)
+            elif stamper.unstamped:
+                stamper.release(self)
             return result
 
         def value(self: Any) -> Any:
@@ -183,6 +199,8 @@ class SyncStamper:
             stamper._waited(start, stamper._now())
             if pending:
                 stamper.seen(self)
+            elif stamper.unstamped:
+                stamper.release(self)
             if stamper.on_fetch is not None:
                 stamper.on_fetch(self)
             return result

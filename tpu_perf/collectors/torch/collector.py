@@ -21,7 +21,8 @@ from tpu_perf.collectors.torch.compiles import DynamoCompiles, tpu_cache_stats
 from tpu_perf.collectors.torch.flops import FlopWindow
 from tpu_perf.collectors.torch.interleaved import patch_interleaved
 from tpu_perf.collectors.torch.script_profiler import ScriptProfilers
-from tpu_perf.collectors.torch.steps import OptimizerSteps, patch_profiler
+from tpu_perf.collectors.torch.steps import SOURCE, OptimizerSteps, patch_profiler
+from tpu_perf.collectors.torch.syncs import HostSyncs
 from tpu_perf.collectors.torch.trace import TorchTrace
 from tpu_perf.store import layout
 
@@ -46,6 +47,7 @@ class TorchCollector:
         self.flops = FlopWindow(rec, torch)
         self.steps = OptimizerSteps(rec, torch, self.set_device, self.flops.retry)
         self.dynamo = DynamoCompiles(rec)
+        self.syncs = HostSyncs(torch)
 
     # -- device ---------------------------------------------------------------------------------
     def set_device(self, device_type: str | None) -> None:
@@ -85,7 +87,13 @@ class TorchCollector:
         cache = tpu_cache_stats(self.torch) if self.device_type == "tpu" else None
         if cache is not None:
             facts["tpu_compile_cache"] = cache
+        syncs = self.syncs.summary()
+        if syncs is not None:
+            facts["syncs"] = syncs
         self.rec.writer.update_manifest(torch=facts)
+        micro = self.steps.micro_batches() if self.rec.steps.source == SOURCE else None
+        if micro is not None:
+            self.rec.writer.update_manifest(accumulation={"micro_batches": micro, "by": "backward", "note": None})
         if self.flops.row:
             self._write_program(self.flops.row)
 
@@ -107,6 +115,8 @@ def install(rec: Recorder, torch: ModuleType) -> Callable[[], None]:
     undo_interleaved = patch_interleaved(rec, torch)
     undo_distributed = distributed.install(rec, torch)
     undo_spawned = spawned.install(rec, torch)
+    undo_syncs = collector.syncs.install()
+    rec.on_boundary(collector.syncs.on_boundary)
     rec.add_sync(collector.sync)
     rec.on_boundary(collector.on_boundary)
     rec.offer_trace(TorchTrace(torch, lambda: Path(rec.writer.dir) / layout.TRACE_DIR, lambda: collector.device_type, script.check).control())
@@ -119,5 +129,6 @@ def install(rec: Recorder, torch: ModuleType) -> Callable[[], None]:
         undo_interleaved()
         undo_distributed()
         undo_spawned()
+        undo_syncs()
 
     return uninstall

@@ -44,6 +44,9 @@ class OptimizerSteps:
         self._device_known = False
         self._handles: list[Any] = []
         self._compiling = torch.compiler.is_compiling
+        self._backwards = 0
+        self.backwards_per_step: list[int] = []
+        """`Tensor.backward()` calls between consecutive optimizer steps: micro-batches per update."""
 
     def install(self) -> None:
         optim = importlib.import_module("torch.optim.optimizer")
@@ -58,7 +61,20 @@ class OptimizerSteps:
                 steps._step0_start = steps.rec.now()
 
         cls.__init__ = __init__
-        self._undo_init = lambda: setattr(cls, "__init__", original)
+        tensor, backward = self.torch.Tensor, self.torch.Tensor.backward
+
+        @functools.wraps(backward)
+        def counted_backward(t: Any, *args: Any, **kwargs: Any) -> Any:
+            steps._backwards += 1
+            return backward(t, *args, **kwargs)
+
+        tensor.backward = counted_backward
+
+        def undo() -> None:
+            cls.__init__ = original
+            tensor.backward = backward
+
+        self._undo_init = undo
 
     def uninstall(self) -> None:
         for handle in self._handles:
@@ -81,6 +97,8 @@ class OptimizerSteps:
         rec = self.rec
         if not rec.steps.accepts(SOURCE) or not self.cycle.ends_step(optimizer):
             return
+        self.backwards_per_step.append(self._backwards)
+        self._backwards = 0
         if rec.steps.source is None:
             self._first_step()
         else:
@@ -99,6 +117,12 @@ class OptimizerSteps:
         rec.span(SOURCE, min(self._step0_start, end), end)
         rec.before_step(rec.steps.next_index)
         rec.steps.open(SOURCE, rec.now())
+
+    def micro_batches(self) -> int | None:
+        """Backward passes per optimizer update (the median over the steps: a first or last
+        partial accumulation does not change it); None when no backward() was seen."""
+        counts = sorted(c for c in self.backwards_per_step if c > 0)
+        return counts[len(counts) // 2] if counts else None
 
     def close(self) -> None:
         """End of the script: the time after the last optimizer step belongs to no step."""

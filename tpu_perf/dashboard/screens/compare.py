@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 import pandas as pd
@@ -49,63 +48,61 @@ def _load(chosen: list[data.RunRef]) -> tuple[dict[str, dict[str, Any]], dict[st
 def _header(doc: dict[str, Any]) -> str:
     chip = data.dig(doc, "flops.chip") or data.dig(doc, "run.hardware.device_kind") or "unknown chip"
     frameworks = ", ".join(data.dig(doc, "run.frameworks") or []) or "no framework"
-    return f"{doc['run']['status']} · {chip} × {compare.chips(doc) or '?'} · {frameworks} · {doc['run']['id']}"
+    n, c = compare.devices(doc), compare.chips(doc)
+    count = "?" if n is None else f"{n}" if c in (None, n) else f"{n} devices ({c:g} chips)"
+    return f"{doc['run']['status']} · {chip} × {count} · {frameworks} · {doc['run']['id']}"
 
 
-def _side(label: str, doc: dict[str, Any], ref: data.RunRef) -> verdict.Side:
-    frame = data.step_frame(ref.url, ref.stamp, int(data.dig(doc, "steps.warmup") or 0))
-    steady = frame.loc[frame["phase"] == "steady", "duration_s"].dropna()
-    return verdict.Side(label=label, status=doc["run"]["status"], steady_s=tuple(steady.astype(float)), median_s=data.dig(doc, "steps.median_s"), mfu=doc.get("mfu"))
-
-
-def _verdict(docs: dict[str, dict[str, Any]], refs: dict[str, data.RunRef], baseline: str) -> tuple[list[str], str | None]:
-    """First thing on the page: is it fair, and which run is faster per step, by how much.
-    Returns the run-by-run sentences and the like-for-like banner (for the export)."""
+def _verdict(docs: dict[str, dict[str, Any]], refs: dict[str, data.RunRef], baseline: str) -> tuple[list[export.Checked], str | None]:
+    """First thing on the page: is it fair, and which run is faster per step, by how much: the
+    sentence read off `tpu-perf check`'s own result for the same runs (`export.checks`).
+    Returns the checks (for the export and the colours) and the like-for-like banner."""
     fingerprints = {label: fingerprint(data.open_run(ref.url, ref.stamp)) for label, ref in refs.items()}
     mismatch = verdict.mismatch_text(verdict.differing_fields(fingerprints))
     if mismatch:
         st.warning(mismatch, icon=":material/warning:")
-    sides = {label: _side(label, doc, refs[label]) for label, doc in docs.items()}
-    sentences = [verdict.compare_steps(sides[baseline], sides[label]) for label in docs if label != baseline]
+    checked = export.checks(docs, refs, baseline)
     with st.container(border=True, key="verdict"):
-        grouped = _group_verdicts(docs, refs, baseline)
-        with st.expander("Run by run", expanded=False) if grouped else contextlib.nullcontext():
-            for sentence in sentences:
-                if sentence.kind == "not_compared":
-                    st.error(sentence.text, icon=":material/block:")
-                else:
-                    st.markdown(f"**{sentence.text}**")
-        st.caption("Per-step interval: Welch's t on the logs of each run's steady step times, within these runs; run-to-run noise is not in it (`tpu-perf record --repeat N` and `tpu-perf check` measure that).")
-    return [s.text for s in sentences], mismatch
+        for c in checked:
+            if c.sentence.kind == "not_compared":
+                st.error(c.sentence.text, icon=":material/block:")
+            else:
+                st.markdown(f"**{c.sentence.text}**")
+            if c.groups:
+                text = verdict.group_sentence(c.baseline, c.candidate, c.result)
+                (st.error if c.result.exit_code else st.success)(text, icon=":material/rule:")
+        st.caption(_how(checked))
+    return checked, mismatch
 
 
-def _group_verdicts(docs: dict[str, dict[str, Any]], refs: dict[str, data.RunRef], baseline: str) -> bool:
-    """`tpu-perf check` between repeat groups (runs tagged `repeat=G`, 2+ a side); True when shown."""
-    if len(export.repeat_groups(docs)) < 2:
-        return False
-    for checked in export.checks(docs, refs, baseline):
-        text = verdict.group_sentence(checked.baseline, checked.candidate, checked.result)
-        (st.error if checked.result.exit_code else st.success)(text, icon=":material/rule:")
-    return True
+def _how(checked: list[export.Checked]) -> str:
+    """How the interval was made, in one line (the same engine and margin as `tpu-perf check`)."""
+    margin = f"{checked[0].result.options.margin:.0%}" if checked else "3 %"
+    if any(c.groups for c in checked):
+        return f"The verdict is `tpu-perf check`'s: Welch on the logs of per-run values of the repeat groups, {margin} margin."
+    return (f"The verdict is `tpu-perf check`'s on one run a side: an interval over each run's steps by batch means (contiguous batches, so "
+            f"correlated steps do not shrink it), {margin} margin; run-to-run noise is not in it (`tpu-perf record --repeat N` measures that).")
 
 
-def _export(docs: dict[str, dict[str, Any]], refs: dict[str, data.RunRef], baseline: str, said: tuple[list[str], str | None], rows: pd.DataFrame) -> None:
+def _export(checked: list[export.Checked], refs: dict[str, data.RunRef], baseline: str, said: tuple[list[str], str | None], rows: pd.DataFrame) -> None:
     """Markdown (the verdict and `tpu-perf check`'s table) and CSV (every KPI), built on click."""
     ids = {label: ref.id for label, ref in refs.items()}
     stem = "-vs-".join(ref.id for ref in refs.values()) if len(refs) <= 3 else f"{len(refs)}-runs"
     left, right, _ = st.columns([2, 2, 3])
     left.download_button(
-        "Export as Markdown", lambda: export.comparison_markdown(said[0], export.checks(docs, refs, baseline), ids, said[1]),
+        "Export as Markdown", lambda: export.comparison_markdown(said[0], checked, ids, said[1]),
         file_name=f"compare-{stem}.md", mime="text/markdown", key="export_md", icon=":material/download:",
         help="The verdict, then `tpu-perf check`'s Markdown table for each run (or repeat group) against the baseline: what `tpu-perf check --markdown` writes",
     )  # fmt: skip
     right.download_button("Export as CSV", lambda: export.comparison_csv(rows, ids, baseline), file_name=f"compare-{stem}.csv", mime="text/csv", key="export_csv", icon=":material/download:", help="every KPI of every run in SI units (s, bytes, fraction) with its change against the baseline")
 
 
-def _kpis(docs: dict[str, dict[str, Any]], baseline: str) -> pd.DataFrame:
-    """The KPI table; returns its rows (for the CSV export)."""
+def _kpis(docs: dict[str, dict[str, Any]], baseline: str, checked: list[export.Checked]) -> pd.DataFrame:
+    """The KPI table, its deltas coloured only where the verdict can claim them; returns its rows (for the CSV export)."""
     price = float(st.session_state.get(PRICE) or 0.0) or None
     rows = shape.kpi_rows(docs, baseline, price)
+    if not rows.empty:
+        rows["claim"] = export.claims(rows, checked)
     unusable = {label for label, doc in docs.items() if doc["run"]["status"] in verdict.NO_DELTA_STATUSES}
     if unusable and not rows.empty:  # no "93.9 % better" on a run that broke: no delta at all
         rows.loc[rows["run"].isin(unusable) | (baseline in unusable), "delta"] = None
@@ -223,10 +220,11 @@ def render() -> None:
         st.warning("Fewer than two of the chosen runs could be loaded; nothing to compare.")
         return
     baseline = st.selectbox("Baseline (deltas are relative to it)", list(docs), key="compare_baseline")
-    said = _verdict(docs, loaded, baseline)
-    why.render(docs, loaded, baseline)
-    rows = _kpis(docs, baseline)
-    _export(docs, loaded, baseline, said, rows)
+    checked, mismatch = _verdict(docs, loaded, baseline)
+    said = ([c.sentence.text for c in checked], mismatch)
+    why.render(docs, loaded, baseline, basis=checked[0].result.basis if checked else None)
+    rows = _kpis(docs, baseline, checked)
+    _export(checked, loaded, baseline, said, rows)
     _steps(docs, loaded)
     _memory(loaded)
     _ops_and_fusion(docs, loaded, baseline)

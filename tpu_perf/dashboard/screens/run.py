@@ -224,7 +224,7 @@ def render() -> None:
     fired = sum(f["outcome"] == "fired" for f in findings or [])
     parts: list[tuple[str, Callable[[], None]]] = [
         ("Overview", lambda: _overview(doc, ref)),
-        (f"Advice ({fired})" if findings is not None else "Advice", lambda: advice_tab.render(findings, problem)),
+        (f"Advice ({fired})" if findings is not None else "Advice", lambda: advice_tab.render(findings, problem, data.advice_summary(ref))),
     ]
     if doc.get("hosts"):  # a multi-process job
         parts.append((f"Hosts ({len(doc['hosts'])})", lambda: hosts_tab.render(doc, ref)))

@@ -1,0 +1,113 @@
+"""All-in step time and what the steady median leaves out: ONE definition, used by the report,
+`tpu-perf check`, the compare page's verdict and the advisor.
+
+- **All-in step time** (`all_in_s`): the wall time per step over every step after the first, i.e.
+  the sum of the iterations of steps 2..N divided by N-1. Consecutive iterations tile the loop, so
+  this is what the loop actually delivered once its first step (the one compile every run pays)
+  was over: every recompile, eval, checkpoint and trace window after it is in.
+- **Exclusions**: the steady median leaves out warm-up steps, steps that compiled after warm-up,
+  steps that ran an interleaved eval or checkpoint, and steps inside tpu-perf's trace window (or
+  its FLOP count). Each is stated with how many steps and how much wall time it took.
+- **Basis** (`needs_all_in`): a comparison uses all-in times, and says so, when the steady sample has
+  fewer than `MIN_STEADY_STEPS` steps or leaves out more than `MAX_EXCLUDED_SHARE` of the time of
+  the steps after the first (the steady median would then hide the defect it is asked about).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+MIN_STEADY_STEPS = 5
+"""Fewer steady steps than this: the steady median stands on too little; compare all-in."""
+MAX_EXCLUDED_SHARE = 0.25
+"""Excluded steps (after the first) taking more than this share of the time: compare all-in."""
+
+REASONS: tuple[tuple[str, str], ...] = (
+    ("compiled", "compiled a new program"),
+    ("warmup", "warm-up"),
+    ("interleaved", "ran an eval or checkpoint"),
+    ("traced", "inside the trace window or FLOP count"),
+    ("tail", "last step, unended"),
+)
+"""Why a step is left out of the steady sample, in the order a step is attributed (first reason
+wins): a step after the first that compiled says so, whether or not the warm-up count took it in
+(leading steps that compile all count as warm-up); "last step, unended": no next step ended its
+iteration, so its time is not a whole iteration."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Exclusion:
+    """Steps left out of the steady median for one reason, and the wall time they took."""
+
+    reason: str
+    """One of `REASONS`' keys: warmup | compiled | interleaved | traced | tail."""
+    label: str
+    steps: int
+    time_s: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class AllIn:
+    all_in_s: float | None
+    """Wall time per step over every step after the first; None with fewer than 2 steps."""
+    all_in_steps: int
+    """Steps it is over (count - 1; 0 when unknown)."""
+    exclusions: tuple[Exclusion, ...]
+    """Each non-empty reason a step was left out of the steady sample, in `REASONS` order."""
+    excluded_share: float | None
+    """Share of the time of the steps after the first that the steady sample leaves out."""
+
+
+def all_in(steps: pd.DataFrame, steady: np.ndarray, warmup: int) -> AllIn:
+    """All-in time and exclusions of `steps` (in order), given the steady mask and the warm-up count."""
+    if steps.empty:
+        return AllIn(all_in_s=None, all_in_steps=0, exclusions=(), excluded_share=None)
+    durations = np.nan_to_num(steps["duration_s"].to_numpy(dtype=float), nan=0.0)
+    index = np.arange(len(steps))
+    left_out = ~steady
+    flags = {
+        "warmup": index < warmup,
+        "compiled": _column(steps, "compiled") & (index > 0),
+        "interleaved": _column(steps, "interleaved"),
+        "traced": _column(steps, "traced") | _column(steps, "instrumented"),
+        "tail": _column(steps, "tail"),
+    }
+    taken = np.zeros(len(steps), dtype=bool)
+    exclusions = []
+    for key, label in REASONS:
+        mine = left_out & flags[key] & ~taken
+        taken |= mine
+        if mine.any():
+            exclusions.append(Exclusion(reason=key, label=label, steps=int(mine.sum()), time_s=float(durations[mine].sum())))
+    after = durations[1:]
+    total = float(after.sum())
+    value = total / after.size if after.size and total > 0 else None
+    excluded = float(durations[1:][left_out[1:]].sum())
+    return AllIn(all_in_s=value, all_in_steps=int(after.size), exclusions=tuple(exclusions), excluded_share=excluded / total if total > 0 else None)
+
+
+def _column(steps: pd.DataFrame, name: str) -> np.ndarray:
+    if name not in steps:
+        return np.zeros(len(steps), dtype=bool)
+    column = steps[name]
+    return (column if column.dtype == bool else column.fillna(False)).astype(bool).to_numpy()
+
+
+def needs_all_in(steady: int, excluded_share: float | None) -> str | None:
+    """Why a comparison of this run must use all-in times, in words; None when the steady median will do."""
+    if steady < MIN_STEADY_STEPS:
+        return f"only {steady} steady step{'s' if steady != 1 else ''} (< {MIN_STEADY_STEPS})"
+    if excluded_share is not None and excluded_share > MAX_EXCLUDED_SHARE:
+        return f"the steps left out take {excluded_share:.0%} of the time after the first step (> {MAX_EXCLUDED_SHARE:.0%})"
+    return None
+
+
+def exclusions_text(exclusions: Sequence[Exclusion], seconds: object = None) -> str:
+    """"9 compiled after warm-up (8.47 s), 1 warm-up (0.91 s)"; "none" when nothing was left out."""
+    fmt = seconds if callable(seconds) else (lambda s: f"{s:.3g} s")
+    parts = [f"{e.steps} {e.label} ({fmt(e.time_s)})" for e in exclusions]
+    return ", ".join(parts) if parts else "none"

@@ -1,0 +1,83 @@
+"""Device-to-host transfers per step in a PyTorch script: `.item()`, `.cpu()`, `.tolist()`,
+`.numpy()` and printing or formatting a tensor, counted while steps run.
+
+Each of these makes the host wait for the device (on torch-tpu and CUDA the queued work must finish
+before the value exists): PyTorch/XLA's debug analysis counts them as `TransferFromDevice`, and
+more than 0.5 per step is its bar (the advisor's `host-sync` rule). Calls are counted when the code
+that made them is the script's or a library's, not torch's own (printing a tensor calls `.item()`
+inside torch: one transfer, counted once) and not tpu-perf's. On a CPU run the same calls are
+counted: they are what would wait for the device on a TPU or GPU.
+
+Written to `run.json` as `torch.syncs`: `count` (calls after the first step began), `steps` (the
+steps they were counted over), `by_call` (count per method) and `steps_with_sync`.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+METHODS = ("item", "cpu", "tolist", "numpy", "__repr__", "__format__")
+"""Tensor methods that copy a value to the host (`__repr__`/`__format__`: printing a tensor)."""
+SKIP_MODULES = ("torch", "tpu_perf")
+"""Callers whose calls are not the script's: torch itself (inside printing, optimizers) and tpu-perf."""
+
+
+class HostSyncs:
+    """Counts the calls in `METHODS` made outside torch and tpu-perf, from the first step on."""
+
+    def __init__(self, torch: Any) -> None:
+        self.torch = torch
+        self.by_call: Counter[str] = Counter()
+        self.step: int | None = None
+        self.steps_with_sync: set[int] = set()
+        self._originals: dict[str, Callable[..., Any]] = {}
+        self._lock = threading.Lock()
+
+    def on_boundary(self, index: int) -> None:
+        self.step = index
+
+    def _count(self, name: str) -> None:
+        if self.step is None:
+            return
+        caller = sys._getframe(2).f_globals.get("__name__", "")
+        if caller.split(".", 1)[0] in SKIP_MODULES:
+            return
+        with self._lock:
+            self.by_call[name] += 1
+            self.steps_with_sync.add(self.step)
+
+    def install(self) -> Callable[[], None]:
+        tensor = self.torch.Tensor
+        for name in METHODS:
+            original = getattr(tensor, name, None)
+            if original is None:
+                continue
+            self._originals[name] = original
+            setattr(tensor, name, self._wrap(name, original))
+
+        def uninstall() -> None:
+            for name, original in self._originals.items():
+                setattr(tensor, name, original)
+            self._originals.clear()
+
+        return uninstall
+
+    def _wrap(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        count = self._count
+
+        def counted(self_tensor: Any, *args: Any, **kwargs: Any) -> Any:
+            count(name)
+            return original(self_tensor, *args, **kwargs)
+
+        counted.__name__, counted.__qualname__, counted.__doc__ = original.__name__, getattr(original, "__qualname__", name), original.__doc__
+        return counted
+
+    def summary(self) -> dict[str, Any] | None:
+        """`torch.syncs` for run.json; None when no step began (nothing to count per step over)."""
+        if self.step is None:
+            return None
+        return {"count": int(sum(self.by_call.values())), "steps": self.step + 1, "steps_with_sync": len(self.steps_with_sync), "by_call": dict(self.by_call)}
