@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pandas as pd
+
 from tpu_perf.analyzers.iteration import run_iteration_flops
+from tpu_perf.analyzers.programs import step_program
 from tpu_perf.analyzers.steps import StepStats
 from tpu_perf.hardware import Chip, lookup_chip
 from tpu_perf.store import Run
@@ -72,21 +75,16 @@ def step_flops(run: Run) -> tuple[float | None, str | None, int]:
     config = run.manifest.get("config") or {}
     hardware = run.manifest.get("hardware") or {}
     devices = int(hardware.get("device_count") or 1)
-    programs = run.programs
-    if not programs.empty and "devices" in programs:
-        step_rows = programs[programs["is_step"].astype(bool)] if "is_step" in programs else programs.iloc[0:0]
-        if not step_rows.empty:
-            devices = int(step_rows["devices"].iloc[0] or devices)
+    step = step_program(run.programs)
+    if step is not None and "devices" in step and pd.notna(step["devices"]) and step["devices"]:
+        devices = int(step["devices"])
     if config.get("flops_per_step"):
         return float(config["flops_per_step"]), "user", devices
-    if programs.empty or "flops" not in programs:
+    iteration = run_iteration_flops(run)
+    if step is None or iteration is None:
         return None, None, devices
-    step_rows = programs[programs["is_step"].astype(bool)]
-    if not step_rows.empty and step_rows["flops"].notna().any():
-        row = step_rows[step_rows["flops"].notna()].iloc[0]
-        source = row.get("flops_source") if "flops_source" in step_rows else None
-        return run_iteration_flops(run).flops * devices, str(source) if isinstance(source, str) else "xla_cost_analysis", devices
-    return None, None, devices
+    source = step.get("flops_source")
+    return iteration.flops * devices, str(source) if isinstance(source, str) else "xla_cost_analysis", devices
 
 
 def run_peak(run: Run, precision: str = "bf16") -> Peak:

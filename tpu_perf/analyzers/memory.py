@@ -18,6 +18,7 @@ import numpy as np
 from tpu_perf.analyzers.at_peak import AtPeak
 from tpu_perf.analyzers.flops import run_chip
 from tpu_perf.analyzers.out_of_memory import OutOfMemory
+from tpu_perf.analyzers.programs import step_program
 from tpu_perf.analyzers.timeline import best_positions, best_rows, rows_in, steady_window
 from tpu_perf.analyzers.torch_state import TorchState
 from tpu_perf.store import Run
@@ -107,8 +108,8 @@ def _xla_step(run: Run) -> tuple[int | None, int | None]:
     if programs.empty or not programs.reindex(columns=size_columns).notna().any().any():
         return None, None  # no XLA program (PyTorch runs' rows carry FLOPs only)
     programs = programs.reindex(columns=[*programs.columns, *(c for c in size_columns if c not in programs)])
-    step_rows = programs[programs["is_step"].astype(bool)]
-    rows = step_rows if not step_rows.empty else programs
+    step = step_program(programs)
+    rows = programs.loc[[step.name]] if step is not None else programs  # no step known: the largest program
     sizes = rows[["argument_bytes", "output_bytes", "temp_bytes"]].fillna(0).sum(axis=1) - rows["alias_bytes"].fillna(0)
     if "peak_bytes" in rows and rows["peak_bytes"].notna().any():
         sizes = rows["peak_bytes"].fillna(sizes)

@@ -92,7 +92,7 @@ def _ops(ev: _Events, idx: np.ndarray, lane_code: np.ndarray, lanes: list[str], 
                         "occurrences": sums["occurrences"].to_numpy(), "total_time_s": sums["total_time_s"].to_numpy(),
                         "self_time_s": sums["self_time_s"].to_numpy()})
     agg = agg.assign(program=None, fusion_kind=None, flops=None, bytes_accessed=None)
-    agg["op_class"] = classify_ops(agg["name"], agg["category"])
+    agg["op_class"] = classify_ops(agg["name"], agg["category"], kernel=True)
     return agg, group
 
 
