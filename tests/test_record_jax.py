@@ -198,7 +198,8 @@ def test_jax_tpu_pair_without_a_tpu_keeps_the_trace_window(tmp_path: Path) -> No
     assert pin is not None and pin.found is not None and pin.ok, f"this environment must hold jax's own libtpu (make test builds it): {pin}"
     _, run = _record_with_libtpu_probed(tmp_path)
     assert run.status == "completed" and len(run.steps) == 8
-    assert int(run.steps["traced"].sum()) == 3  # the default window, steps 3..5
+    traced = run.steps.loc[run.steps["traced"].astype(bool), "step"].tolist()
+    assert traced[:3] == [3, 4, 5] and len(traced) <= 3 + 1  # the default window, steps 3..5 (held open while their device work runs: docs/traces.md)
     assert run.list_files("trace") and any(f.endswith(".xplane.pb") for f in run.list_files("trace"))
     assert not [w for w in run.manifest["warnings"] if "trace" in w]
 
