@@ -83,6 +83,9 @@ class CheckOptions:
     """Fingerprint fields allowed to differ (a known version bump)."""
     inconclusive_ok: bool = False
     """INCONCLUSIVE exits 0 instead of 3."""
+    pair_by: str | None = None
+    """Tag KEY that pairs baseline and candidate runs recorded back to back (`--pair-by tag:KEY`):
+    timed metrics are judged on per-pair log ratios (`analyzers.paired`)."""
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha < 0.5:
@@ -419,7 +422,7 @@ def overall(checks: Sequence[Check], *, inconclusive_ok: bool = False) -> tuple[
     """The verdict by precedence (NOT_COMPARABLE > REGRESSION > BAD_DATA > INCONCLUSIVE > ...) over
     the deciding checks, and its exit code; runs that cannot be judged at all are BAD_DATA first."""
     present = {c.verdict for c in checks if c.decides}
-    unusable = any(c.name == "runs" and c.verdict == Verdict.BAD_DATA for c in checks)
+    unusable = any(c.name in ("runs", "pairs") and c.verdict == Verdict.BAD_DATA for c in checks)
     order = PRECEDENCE if not unusable else (Verdict.NOT_COMPARABLE, Verdict.BAD_DATA, *PRECEDENCE[1:])
     verdict = next((v for v in order if v in present), Verdict.PASS)
     code = EXIT_CODES[verdict]
@@ -433,6 +436,12 @@ def check_sets(baseline: Sequence[RunValues], candidate: Sequence[RunValues], op
     names = options.metrics or default_metrics(baseline, candidate)
     reason = all_in_basis(baseline, candidate) if "all_in_step_time" in names else None
     checks = [fp, runs_check(baseline, candidate, options, all_in=reason is not None)]
+    pairs = None
+    if options.pair_by is not None:
+        from tpu_perf.analyzers.paired import match_pairs, pairs_check
+
+        pairs, notes = match_pairs(baseline, candidate, options.pair_by)
+        checks.append(pairs_check(pairs, notes, options.pair_by))
     for name in names:
         if name in AOT_METRICS:
             checks += _aot_checks(name, baseline, candidate, options)
@@ -443,7 +452,12 @@ def check_sets(baseline: Sequence[RunValues], candidate: Sequence[RunValues], op
             checks.append(Check(name=name, verdict=Verdict.BAD_DATA, unit=metric.unit, message=f"peak memory comes from different sources ({', '.join(sorted(map(str, sources)))}); compare runs measured the same way"))
             continue
         steps = (metric.samples(baseline[0]), metric.samples(candidate[0])) if metric.samples and single_runs(baseline, candidate) else None
-        check = check_metric(metric, [metric.value(r) for r in baseline], [metric.value(r) for r in candidate], options, steps=steps)
+        if pairs is not None and metric.statistical:
+            from tpu_perf.analyzers.paired import paired_check
+
+            check = paired_check(metric, pairs, options)
+        else:
+            check = check_metric(metric, [metric.value(r) for r in baseline], [metric.value(r) for r in candidate], options, steps=steps)
         if reason and metric.steady:  # the steady median hides what the all-in time shows: it does not decide
             check = replace(check, decides=False, message=f"{check.message} (not deciding: all-in step time decides, {reason})")
         elif not reason and name == "all_in_step_time" and check.verdict not in (Verdict.REGRESSION, Verdict.IMPROVEMENT):

@@ -57,6 +57,8 @@ class RunValues:
     """The steady steps' iterations in order: a single run's interval (batch means); not saved."""
     all_in_samples_s: tuple[float, ...] = ()
     """The iterations of every step after the first, in order (the all-in time's steps); not saved."""
+    tags: Mapping[str, str] = field(default_factory=dict)
+    """The run's tags (`record --tag`): `check --pair-by tag:KEY` matches runs by one of them."""
 
     @property
     def all_in_reason(self) -> str | None:
@@ -70,6 +72,7 @@ class RunValues:
             "peak_memory_source": self.peak_memory_source, "compiles_after_warmup": self.compiles_after_warmup,
             "steady_steps": self.steady_steps, "fingerprint": dict(self.fingerprint), "aot": [dict(a) for a in self.aot],
             "all_in_s": self.all_in_s, "excluded": [vars(e) for e in self.excluded], "excluded_share": self.excluded_share,
+            "tags": dict(self.tags),
         }
 
     @classmethod
@@ -89,6 +92,7 @@ class RunValues:
             fingerprint={str(k): None if v is None else str(v) for k, v in dict(data.get("fingerprint") or {}).items()},
             aot=_aot_entries(data.get("aot")), all_in_s=num("all_in_s"), excluded_share=num("excluded_share"),
             excluded=tuple(Exclusion(**e) for e in data.get("excluded") or ()),
+            tags={str(k): str(v) for k, v in dict(data.get("tags") or {}).items()},
         )
 
 
@@ -112,6 +116,7 @@ def run_values(run: Run) -> RunValues:
         fingerprint=fingerprint(run),
         aot=tuple({k: getattr(a, k) for k in AOT_FIELDS} for a in report.aot or ()),
         all_in_s=steps.all_in_s, excluded=steps.excluded, excluded_share=steps.excluded_share,
+        tags={str(k): str(v) for k, v in run.tags.items()},
         **step_samples(run, steps.warmup),
     )
 
