@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import time
-
 from dataclasses import replace
 
 import numpy as np
