@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from tpu_perf.analyzers import batch_means
+from tpu_perf.analyzers.exact import EXACT_METRICS, exact_checks
 from tpu_perf.analyzers.run_values import FINGERPRINT_FIELDS, RunValues
 from tpu_perf.analyzers.welch import Comparison, compare_samples, cv, geomean, t_quantile
 
@@ -96,7 +97,7 @@ class CheckOptions:
         unknown = [f for f in self.ignore_fingerprint if f not in FINGERPRINT_FIELDS]
         if unknown:
             raise ValueError(f"--ignore-fingerprint {', '.join(unknown)}: unknown field; one of {', '.join(FINGERPRINT_FIELDS)}")
-        known = {m.name for m in METRICS} | set(AOT_METRICS)
+        known = {m.name for m in METRICS} | set(AOT_METRICS) | set(EXACT_METRICS)
         bad = [m for m in self.metrics or () if m not in known]
         if bad:
             raise ValueError(f"--metric {', '.join(bad)}: unknown metric; one of {', '.join(sorted(known))}")
@@ -371,6 +372,7 @@ def default_metrics(baseline: Sequence[RunValues], candidate: Sequence[RunValues
     else:
         names = ["mfu"] if everywhere("mfu") else ["step_time", *(["tokens_per_s"] if everywhere("tokens_per_s") else [])]
     names += [m for m in ("all_in_step_time", "peak_memory", "compiles") if everywhere(m)]
+    names += [m for m in EXACT_METRICS if runs and all(getattr(r, "hlo_hash" if m == "hlo" else m) is not None for r in runs)]
     if baseline and candidate and all(r.aot for r in runs):
         names += list(AOT_METRICS)
     return tuple(names)
@@ -445,6 +447,9 @@ def check_sets(baseline: Sequence[RunValues], candidate: Sequence[RunValues], op
     for name in names:
         if name in AOT_METRICS:
             checks += _aot_checks(name, baseline, candidate, options)
+            continue
+        if name in EXACT_METRICS:
+            checks += exact_checks(baseline, candidate, (name,))
             continue
         metric = METRIC_BY_NAME[name]
         sources = {r.peak_memory_source for r in (*baseline, *candidate)} if name == "peak_memory" else set()
