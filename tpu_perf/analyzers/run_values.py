@@ -61,6 +61,8 @@ class RunValues:
     """FLOPs per step (XLA's cost analysis, the FLOP counter or --flops-per-step): exact tier."""
     hlo_hash: str | None = None
     """Hash of the step's optimized HLO without metadata (`analyzers.exact`): exact tier."""
+    provenance: Mapping[str, Any] = field(default_factory=dict)
+    """Which code ran, where and how: git sha (and dirty), command, host, tpu-perf version (`provenance`)."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """The run's tags (`record --tag`): `check --pair-by tag:KEY` matches runs by one of them."""
 
@@ -77,6 +79,7 @@ class RunValues:
             "steady_steps": self.steady_steps, "fingerprint": dict(self.fingerprint), "aot": [dict(a) for a in self.aot],
             "all_in_s": self.all_in_s, "excluded": [vars(e) for e in self.excluded], "excluded_share": self.excluded_share,
             "flops_per_step": self.flops_per_step, "hlo_hash": self.hlo_hash, "tags": dict(self.tags),
+            "provenance": dict(self.provenance),
         }
 
     @classmethod
@@ -98,6 +101,7 @@ class RunValues:
             excluded=tuple(Exclusion(**e) for e in data.get("excluded") or ()),
             flops_per_step=num("flops_per_step"), hlo_hash=None if data.get("hlo_hash") is None else str(data["hlo_hash"]),
             tags={str(k): str(v) for k, v in dict(data.get("tags") or {}).items()},
+            provenance=dict(data.get("provenance") or {}),
         )
 
 
@@ -123,9 +127,20 @@ def run_values(run: Run) -> RunValues:
         aot=tuple({k: getattr(a, k) for k in AOT_FIELDS} for a in report.aot or ()),
         all_in_s=steps.all_in_s, excluded=steps.excluded, excluded_share=steps.excluded_share,
         flops_per_step=report.flops.per_step, hlo_hash=step_hlo_hash(run),
-        tags={str(k): str(v) for k, v in run.tags.items()},
+        tags={str(k): str(v) for k, v in run.tags.items()}, provenance=provenance(run),
         **step_samples(run, steps.warmup),
     )
+
+
+def provenance(run: Run) -> dict[str, Any]:
+    """Which code ran (git sha, dirty, repository root), the command, the host and tpu-perf's version,
+    from the run's manifest; None where it did not record one."""
+    m = run.manifest
+    git = m.get("git") or {}
+    return {
+        "git_sha": git.get("sha"), "git_dirty": git.get("dirty"), "git_root": git.get("root"),
+        "command": m.get("command"), "host": m.get("host"), "tpu_perf": (m.get("versions") or {}).get("tpu-perf"),
+    }
 
 
 def step_samples(run: Run, warmup: int) -> dict[str, tuple[float, ...]]:

@@ -31,11 +31,27 @@ from tpu_perf.store import layout
 from tpu_perf.store.fs import filesystem, is_local, join, to_url
 
 
+def current_umask() -> int:
+    """The process's umask (from /proc where it says, else by setting and restoring it)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write `data` to `path` through a temporary file in the same folder and a rename."""
+    """Write `data` to `path` through a temporary file in the same folder and a rename; the file
+    gets the mode a plain open() would give (0666 less the umask), not mkstemp's 0600."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~current_umask())
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -173,6 +189,7 @@ class RunWriter:
             path = self.dir / layout.parquet_name(table)
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            os.fchmod(fd, 0o666 & ~current_umask())
             os.close(fd)
             try:
                 df.to_parquet(tmp, index=False)
