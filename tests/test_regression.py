@@ -318,3 +318,20 @@ def test_aot_section_may_be_one_dict_a_list_or_absent() -> None:
     assert RunValues.from_dict({**saved, "aot": entry}).aot == (aot("v6e:2x2", 1e12, 1 << 30),)
     assert len(RunValues.from_dict({**saved, "aot": [entry, entry]}).aot) == 2
     assert RunValues.from_dict({**saved, "aot": None}).aot == ()
+
+
+def test_summary_tells_the_author_whose_failure_it_is_and_names_both_commits() -> None:
+    def with_sha(runs: list[RunValues], sha: str, **changes) -> list[RunValues]:
+        return [replace(r, run_id=f"{sha}{i}", provenance={"git_sha": sha * 40}, **changes) for i, r in enumerate(runs)]
+
+    noisy_times = (0.011, 0.020, 0.013, 0.018, 0.015)
+    base = with_sha([replace(r, step_s=t, flops_per_step=1e9, hlo_hash="aa") for r, t in zip(BASE, noisy_times, strict=True)], "a")
+    machine = check_sets(base, with_sha(base, "b"))
+    text = render_markdown(machine)
+    assert machine.verdict == Verdict.BAD_DATA and machine.commits == (("a" * 40,), ("b" * 40,))
+    assert "**Whose is it:** the machine's" in text and "the step's program is the same" in text
+    assert f"baseline {'a' * 12}; candidate {'b' * 12}" in text and "--pair-by tag:pair" in text
+    pr = check_sets(base, with_sha(base, "b", flops_per_step=1.148e9, hlo_hash="bb", peak_memory_bytes=1_300_000))
+    text = render_markdown(pr)
+    assert pr.verdict == Verdict.REGRESSION and "**Whose is it:** the PR's" in text
+    assert "FLOPs per step: 1.00 GFLOP -> 1.15 GFLOP" in text and "step HLO hash: aa -> bb" in text

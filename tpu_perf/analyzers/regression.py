@@ -182,12 +182,15 @@ class CheckResult:
     """Why the basis is all-in, naming the run(s); None on the steady basis."""
     sentence: str | None = None
     """The verdict in words (`verdict.speed_sentence`), set by whoever knows the sides' names."""
+    commits: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+    """The git shas each side's runs recorded (baseline, candidate): which code ran."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION, "verdict": self.verdict, "exit_code": self.exit_code,
             "baseline_runs": list(self.baseline_runs), "candidate_runs": list(self.candidate_runs),
             "differing_fields": list(self.differing_fields), "basis": self.basis, "basis_reason": self.basis_reason, "sentence": self.sentence,
+            "commits": {"baseline": list(self.commits[0]), "candidate": list(self.commits[1])},
             "options": asdict(self.options),
             "checks": [_check_dict(c) for c in self.checks],
         }
@@ -251,7 +254,7 @@ def _statistical_check(metric: Metric, base: tuple[float, ...], cand: tuple[floa
         sure = f"{(1 - options.alpha / NOISY_STRICTNESS):.0%}"
         return Check(**common, **numbers, verdict=verdict, message=f"{message}; even its {sure} bound ({_percent(strict.low if strict.low > 1 else strict.high)}) is beyond the margin, so the {', '.join(noisy)} does not stop the verdict")
     if noisy:
-        return Check(**common, **numbers, verdict=Verdict.BAD_DATA, message=f"{metric.label}: {', '.join(noisy)} above --max-cv {options.max_cv:.0%}: too noisy to judge ({_percent(comp.ratio)}, interval {_percent(comp.low)} .. {_percent(comp.high)}); quiet the machine or raise --max-cv")
+        return Check(**common, **numbers, verdict=Verdict.BAD_DATA, message=f"{metric.label}: {', '.join(noisy)} above --max-cv {options.max_cv:.0%}: too noisy to judge ({_percent(comp.ratio)}, interval {_percent(comp.low)} .. {_percent(comp.high)}); that is the machine's run-to-run noise, not the code: record the sides in back-to-back pairs and check with --pair-by tag:pair (docs/ci.md), or use a quieter runner")
     needed = runs_needed(comp, lower_is_better=metric.lower_is_better, margin=options.margin, alpha=options.alpha) if verdict == Verdict.INCONCLUSIVE else None
     if verdict == Verdict.INCONCLUSIVE:
         message += f"; about {needed} runs a side would decide it" if needed else "; more than 1000 runs a side would be needed"
@@ -473,4 +476,11 @@ def check_sets(baseline: Sequence[RunValues], candidate: Sequence[RunValues], op
         verdict=verdict, exit_code=code, checks=tuple(checks), options=options,
         baseline_runs=tuple(r.run_id for r in baseline), candidate_runs=tuple(r.run_id for r in candidate),
         differing_fields=differing, basis="all_in_step_time" if reason else "step_time", basis_reason=reason,
+        commits=(_commits(baseline), _commits(candidate)),
     )
+
+
+def _commits(runs: Sequence[RunValues]) -> tuple[str, ...]:
+    """The distinct git shas the runs recorded, dirty ones marked `+dirty`, in first-seen order."""
+    shas = [f"{p['git_sha']}{'+dirty' if p.get('git_dirty') else ''}" for r in runs if (p := r.provenance).get("git_sha")]
+    return tuple(dict.fromkeys(shas))

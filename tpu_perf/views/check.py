@@ -17,6 +17,7 @@ from rich.text import Text
 
 from tpu_perf.analyzers.regression import PRECEDENCE, Check, CheckResult, Verdict
 from tpu_perf.views import format as fmt
+from tpu_perf.views.check_words import author_summary
 
 STYLE: dict[Verdict, str] = {
     Verdict.PASS: "green", Verdict.IMPROVEMENT: "bold green", Verdict.CHANGED: "cyan",
@@ -99,6 +100,7 @@ def render_markdown(result: CheckResult) -> str:
         f"{len(result.baseline_runs)} baseline vs {len(result.candidate_runs)} candidate runs; margin {result.options.margin:.0%}, alpha {result.options.alpha}, max CV {result.options.max_cv:.0%}.",
         "",
         *([f"**{result.sentence}**", ""] if result.sentence else []),
+        *author_summary(result),
         "| check | verdict | baseline | candidate | change [interval] | CV base / cand | detail |",
         "|---|---|---|---|---|---|---|",
     ]
