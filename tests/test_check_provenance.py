@@ -46,3 +46,18 @@ def test_declared_chip_that_is_not_the_device_is_a_warning(tmp_path: Path) -> No
     assert any(w.startswith("--chip v6e does not match the detected device (cpu)") for w in doc["run"]["warnings"])
     same = tpu_perf_cli("record", "--store", str(tmp_path / "other"), "--no-trace", str(ROOT / "tests" / "scripts" / "gate_step.py"), "--work", "2", "--width", "32", "--steps", "10", check=True)
     assert "does not match the detected device" not in same.stderr
+
+
+def test_a_crashed_candidate_reaches_check_and_is_named_with_its_reason(tmp_path: Path) -> None:
+    store = str(tmp_path / "runs")
+    loop, crash = str(ROOT / "tests" / "scripts" / "gate_loop.py"), str(ROOT / "tests" / "scripts" / "crash_loop.py")
+    for i, (base, cand) in enumerate(((loop, loop), (loop, crash))):
+        for side, script in (("base", base), ("cand", cand)):
+            args = [script, "--steps", "10", "--work", "5"] if script == loop else [script]
+            proc = tpu_perf_cli("record", "--store", store, "--tag", f"side={side}", "--tag", f"pair={i}", "--no-trace", "-q", *args)
+            assert proc.returncode == (1 if script == crash else 0), proc.stderr
+    proc = tpu_perf_cli("check", "--store", store, "--baseline", "tag:side=base", "--candidate", "tag:side=cand", "--pair-by", "tag:pair", "--json")
+    doc = json.loads(proc.stdout)
+    runs = next(c for c in doc["checks"] if c["metric"] == "runs")
+    assert (proc.returncode, doc["verdict"]) == (4, "BAD_DATA")
+    assert runs["message"].endswith("failed: RuntimeError: out of memory in layer 3")

@@ -408,7 +408,7 @@ def runs_check(baseline: Sequence[RunValues], candidate: Sequence[RunValues], op
     for side, runs in (("baseline", baseline), ("candidate", candidate)):
         if len(runs) < 2 and not single:
             problems.append(f"{side} has {len(runs)} run(s); record at least 2 (5 recommended) with `tpu-perf record --repeat 5`")
-        problems += [f"{side} run {r.run_id} {r.status}" for r in runs if r.status != "completed"]
+        problems += [f"{side} run {r.run_id} {r.status}" + (f": {r.error}" if r.error else "") for r in runs if r.status != "completed"]
         if not all_in:
             problems += [f"{side} run {r.run_id} has {r.steady_steps} steady steps (< {options.min_steady_steps}); run more steps" for r in runs if r.status == "completed" and r.steady_steps < options.min_steady_steps]
     if problems:

@@ -61,6 +61,8 @@ class RunValues:
     """FLOPs per step (XLA's cost analysis, the FLOP counter or --flops-per-step): exact tier."""
     hlo_hash: str | None = None
     """Hash of the step's optimized HLO without metadata (`analyzers.exact`): exact tier."""
+    error: str | None = None
+    """Why a run that did not complete stopped (its recorded error message); None when it did."""
     provenance: Mapping[str, Any] = field(default_factory=dict)
     """Which code ran, where and how: git sha (and dirty), command, host, tpu-perf version (`provenance`)."""
     tags: Mapping[str, str] = field(default_factory=dict)
@@ -79,7 +81,7 @@ class RunValues:
             "steady_steps": self.steady_steps, "fingerprint": dict(self.fingerprint), "aot": [dict(a) for a in self.aot],
             "all_in_s": self.all_in_s, "excluded": [vars(e) for e in self.excluded], "excluded_share": self.excluded_share,
             "flops_per_step": self.flops_per_step, "hlo_hash": self.hlo_hash, "tags": dict(self.tags),
-            "provenance": dict(self.provenance),
+            "provenance": dict(self.provenance), "error": self.error,
         }
 
     @classmethod
@@ -101,7 +103,7 @@ class RunValues:
             excluded=tuple(Exclusion(**e) for e in data.get("excluded") or ()),
             flops_per_step=num("flops_per_step"), hlo_hash=None if data.get("hlo_hash") is None else str(data["hlo_hash"]),
             tags={str(k): str(v) for k, v in dict(data.get("tags") or {}).items()},
-            provenance=dict(data.get("provenance") or {}),
+            provenance=dict(data.get("provenance") or {}), error=None if data.get("error") is None else str(data["error"]),
         )
 
 
@@ -128,6 +130,7 @@ def run_values(run: Run) -> RunValues:
         all_in_s=steps.all_in_s, excluded=steps.excluded, excluded_share=steps.excluded_share,
         flops_per_step=report.flops.per_step, hlo_hash=step_hlo_hash(run),
         tags={str(k): str(v) for k, v in run.tags.items()}, provenance=provenance(run),
+        error=(run.manifest.get("error") or {}).get("message"),
         **step_samples(run, steps.warmup),
     )
 
