@@ -195,7 +195,7 @@ def test_mfu_is_the_default_metric_when_every_run_has_it(store: str) -> None:
     reports = [json.loads(tpu_perf_cli("report", "--store", store, "--json", run_id, check=True).stdout) for run_id in ids]
     assert all(r["mfu"] for r in reports)  # declared a v6e: utilisation against its peak
     _, doc = check_json(store, "--baseline", *ids, "--candidate", *ids)
-    assert [c["metric"] for c in doc["checks"]] == ["fingerprint", "runs", "mfu", "all_in_step_time", "peak_memory", "compiles"]
+    assert [c["metric"] for c in doc["checks"]] == ["fingerprint", "runs", "mfu", "all_in_step_time", "peak_memory", "compiles", "flops_per_step", "hlo"]
     mfu = doc["checks"][2]
     assert mfu["baseline"] == [r["mfu"] for r in reports] and mfu["ratio"] == pytest.approx(1.0)
     assert mfu["lower_is_better"] is False

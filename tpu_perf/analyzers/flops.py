@@ -70,6 +70,21 @@ def run_chip(run: Run) -> Chip | None:
     return lookup_chip(config.get("chip")) or lookup_chip(hardware.get("device_kind"))
 
 
+def chip_mismatch(run: Run) -> str | None:
+    """A warning when `--chip` names another chip than the device the run detected (its peak, and so
+    its utilisation, are then the declared chip's, not the hardware's); None when they agree or
+    either is unknown."""
+    declared = (run.manifest.get("config") or {}).get("chip")
+    kind = (run.manifest.get("hardware") or {}).get("device_kind")
+    if not declared or not kind:
+        return None
+    chip, detected = lookup_chip(declared), lookup_chip(kind)
+    if chip is not None and detected is not None and chip.name == detected.name:
+        return None
+    return (f"--chip {declared} does not match the detected device ({kind}): utilisation and MFU use "
+            f"{chip.name if chip else declared}'s peak, not this hardware's; drop --chip, or record on a {declared}")
+
+
 def step_flops(run: Run) -> tuple[float | None, str | None, int]:
     """(FLOPs per step on all devices, where from, devices the step runs on)."""
     config = run.manifest.get("config") or {}

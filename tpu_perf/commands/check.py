@@ -77,6 +77,7 @@ def check_command(
     max_cv: Annotated[float, typer.Option(help="Run-to-run coefficient of variation above which a side is BAD_DATA.")] = 0.05,
     metric: Annotated[list[str], typer.Option(help="Metric to check (mfu, step_time, tokens_per_s, peak_memory, compiles, aot_peak_hbm, aot_flops); repeatable. Default: chosen from what the runs have.", show_default=False)] = [],  # noqa: B006
     ignore_fingerprint: Annotated[list[str], typer.Option(help="Fingerprint field allowed to differ (e.g. jax after a version bump); repeatable.", show_default=False)] = [],  # noqa: B006
+    pair_by: Annotated[str | None, typer.Option(help="tag:KEY: runs sharing a value of tag KEY on both sides are a pair recorded back to back; timed metrics are judged on per-pair ratios (docs/ci.md, Paired runs).")] = None,
     inconclusive_ok: Annotated[bool, typer.Option("--inconclusive-ok", help="Exit 0 instead of 3 when the verdict is INCONCLUSIVE.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the verdict as JSON instead of the table.")] = False,
     junit: Annotated[Path | None, typer.Option(help="Write JUnit XML here (one testcase per check).", dir_okay=False)] = None,
@@ -90,13 +91,14 @@ def check_command(
     """
     from dataclasses import replace
 
+    from tpu_perf.analyzers.paired import pair_key
     from tpu_perf.analyzers.regression import CheckOptions, check_sets
     from tpu_perf.analyzers.verdict import speed_sentence
     from tpu_perf.jsonio import dumps
     from tpu_perf.views.check import github_annotations, render_check, render_junit, render_markdown
 
     try:
-        options = CheckOptions(alpha=alpha, margin=margin, max_cv=max_cv, metrics=tuple(metric) or None, ignore_fingerprint=tuple(ignore_fingerprint), inconclusive_ok=inconclusive_ok)
+        options = CheckOptions(alpha=alpha, margin=margin, max_cv=max_cv, metrics=tuple(metric) or None, ignore_fingerprint=tuple(ignore_fingerprint), inconclusive_ok=inconclusive_ok, pair_by=pair_key(pair_by) if pair_by is not None else None)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     base = side_values(baseline, baseline_store or store, flag="--baseline")

@@ -107,10 +107,22 @@ def read_baseline_file(path: str | Path, *, flag: str = "file:") -> dict[str, An
     return doc
 
 
+def saved_by() -> dict[str, Any]:
+    """Who wrote a baseline file: tpu-perf's version, the command line, the host, the git state of
+    the working directory (each run entry carries its own `provenance` and `fingerprint`)."""
+    import sys
+
+    from tpu_perf import __version__
+    from tpu_perf.collectors.environment import git_state
+    from tpu_perf.store.layout import hostname
+
+    return {"tpu_perf": __version__, "command": list(sys.argv), "host": hostname(), "git": git_state(Path.cwd())}
+
+
 def write_baseline_file(path: str | Path, name: str, runs: Sequence[Any]) -> Path:
     """Write a baseline document whole (temporary name, then rename): a reader never sees half."""
     where = Path(path)
-    doc = {"kind": BASELINE_KIND, "schema_version": BASELINE_VERSION, "name": name, "created_at": time.time(), "runs": list(runs)}
+    doc = {"kind": BASELINE_KIND, "schema_version": BASELINE_VERSION, "name": name, "created_at": time.time(), "saved_by": saved_by(), "runs": list(runs)}
     where.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(where, (jsonio.dumps(doc) + "\n").encode("utf-8"))
     return where
