@@ -1,7 +1,8 @@
 """Plotly figure builders. Each takes plain data (labels, DataFrames, dicts) and returns a figure;
 none calls Streamlit, so they can be built and checked anywhere.
 
-Runs keep one colour across every figure of a page: the n-th label gets the n-th colour.
+Runs keep one colour across every figure of a page (the n-th run of the selection gets the n-th
+colour of `palette`), breakdown parts one colour everywhere (`palette.part_colour`).
 """
 
 from __future__ import annotations
@@ -12,11 +13,10 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.colors import qualitative
 
 from tpu_perf.analyzers.ops_compare import short_name
+from tpu_perf.dashboard import palette
 
-PALETTE = qualitative.Plotly
 MIB = 2**20
 LINE_POINTS = 800
 """Most points a line is drawn with. A 10k-step run is drawn as the minimum and the maximum of
@@ -51,7 +51,7 @@ def _line(x: pd.Series | np.ndarray, y: pd.Series | np.ndarray, *, points: int =
 
 
 def colour(i: int) -> str:
-    return PALETTE[i % len(PALETTE)]
+    return palette.run_colour(i)
 
 
 def _layout(fig: go.Figure, title: str, **axes: str) -> go.Figure:
@@ -231,7 +231,7 @@ def breakdown_bars(breakdowns: Mapping[str, Mapping[str, float]]) -> go.Figure:
     for part in parts:
         values = [100 * float(breakdowns[label].get(part) or 0.0) for label in labels]
         name = part.replace("_", " ")
-        fig.add_trace(go.Bar(y=labels, x=values, name=name, orientation="h", hovertemplate="%{y}: %{x:.1f} %<extra>" + name + "</extra>"))
+        fig.add_trace(go.Bar(y=labels, x=values, name=name, orientation="h", marker_color=palette.part_colour(part), hovertemplate="%{y}: %{x:.1f} %<extra>" + name + "</extra>"))
     fig.update_layout(barmode="stack", legend_traceorder="normal")  # the legend in the bars' order, left to right
     return _layout(fig, "Step-time breakdown", xaxis_title="% of step time")
 
@@ -257,11 +257,13 @@ def top_ops(table: pd.DataFrame, labels: Sequence[str]) -> go.Figure:
     return fig
 
 
-def fusion_bars(by_kind: Mapping[str, Mapping[str, int]]) -> go.Figure:
-    """Fusions of the step program by kind (kLoop, kInput, kOutput, kCustom...), grouped by run."""
+def fusion_bars(by_kind: Mapping[str, Mapping[str, int]], runs: Sequence[str] | None = None) -> go.Figure:
+    """Fusions of the step program by kind (kLoop, kInput, kOutput, kCustom...), grouped by run;
+    each run coloured by its position in `runs` (the selection), which may hold runs not drawn."""
     kinds = sorted({k for counts in by_kind.values() for k in counts})
+    colours = palette.run_colours(runs or list(by_kind))
     fig = go.Figure()
-    for i, (label, counts) in enumerate(by_kind.items()):
-        fig.add_trace(go.Bar(x=kinds, y=[counts.get(k, 0) for k in kinds], name=label, marker_color=colour(i)))
+    for label, counts in by_kind.items():
+        fig.add_trace(go.Bar(x=kinds, y=[counts.get(k, 0) for k in kinds], name=label, marker_color=colours.get(label, palette.OTHER_PART)))
     fig.update_layout(barmode="group")
     return _layout(fig, "Fusions by kind (step program)", yaxis_title="fusions")

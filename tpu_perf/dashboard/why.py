@@ -18,7 +18,7 @@ import streamlit as st
 from tpu_perf.advise.differ import FindingDiff, compare_findings
 from tpu_perf.analyzers import compare
 from tpu_perf.analyzers.breakdown_compare import breakdown_side_by_side
-from tpu_perf.dashboard import data, figures, widgets
+from tpu_perf.dashboard import data, figures, tables, widgets
 from tpu_perf.views import format as fmt
 from tpu_perf.views.advice import gain_text
 
@@ -85,17 +85,19 @@ def _findings(refs: Mapping[str, data.RunRef]) -> None:
 
 
 def breakdown_view(table: pd.DataFrame, labels: list[str]) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """`breakdown_side_by_side` as shown: ms per step, % of step, change, with a format per column."""
-    shown = table.copy()
+    """`breakdown_side_by_side` as shown: ms per step, % of step, change, each in its unit as text
+    (`n/a` where unknown, never "None"), with a header and help per column."""
     config: dict[str, Any] = {}
+    formats: dict[str, Any] = {}
     for label in labels:
-        if f"{label} s" in shown:
-            shown[f"{label} s"] = shown[f"{label} s"] * 1e3
-            config[f"{label} s"] = st.column_config.NumberColumn(f"{label} (ms/step)", format="%.3f ms", help="mean time per traced step in this part (one device lane)")
-            config[f"{label} %"] = st.column_config.NumberColumn(f"{label} % of step", format="percent", help="share of the step time")
-        if f"Δ {label}" in shown:
-            config[f"Δ {label}"] = st.column_config.NumberColumn(f"Δ {label}", format="percent", help="change of the time per step against the baseline")
-    return shown, config
+        if f"{label} s" in table:
+            formats[f"{label} s"], formats[f"{label} %"] = tables.ms, tables.share
+            config[f"{label} s"] = st.column_config.TextColumn(f"{label} (ms/step)", help="mean time per traced step in this part (one device lane)")
+            config[f"{label} %"] = st.column_config.TextColumn(f"{label} % of step", help="share of the step time")
+        if f"Δ {label}" in table:
+            formats[f"Δ {label}"] = tables.change
+            config[f"Δ {label}"] = st.column_config.TextColumn(f"Δ {label}", help="change of the time per step against the baseline; n/a where the baseline spent no time in this part")
+    return tables.as_text(table, formats), config
 
 
 def _breakdown(docs: Mapping[str, dict[str, Any]], baseline: str) -> None:
