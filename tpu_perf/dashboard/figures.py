@@ -55,7 +55,9 @@ def colour(i: int) -> str:
 
 
 def _layout(fig: go.Figure, title: str, **axes: str) -> go.Figure:
-    fig.update_layout(title=title, margin={"l": 10, "r": 10, "t": 40, "b": 10}, legend={"orientation": "h", "y": -0.2}, height=360, **axes)
+    """Title on top; the legend at the figure's bottom edge (`yref="container"`), below the x-axis
+    title whatever the plot's height, so the two never overlap."""
+    fig.update_layout(title=title, margin={"l": 10, "r": 10, "t": 64, "b": 90}, legend={"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom", "x": 0}, height=400, **axes)
     return fig
 
 
@@ -84,7 +86,7 @@ def step_times(series: Sequence[tuple[str, pd.DataFrame]], *, log: bool = True, 
                 span = (float(warm["t_s"].min()), float((warm["t_s"] + warm["duration_s"]).max()))
             shade = span if shade is None else (min(shade[0], span[0]), max(shade[1], span[1]))
     if shade is not None and all(math.isfinite(v) for v in shade):
-        fig.add_vrect(x0=shade[0], x1=shade[1], fillcolor="grey", opacity=0.15, line_width=0, annotation_text="warm-up", annotation_position="top left")
+        fig.add_vrect(x0=shade[0], x1=shade[1], fillcolor="grey", opacity=0.15, line_width=0, annotation_text="warm-up", annotation_position="outside top left")  # above the plot, clear of the markers
     values = [float(v) for _, steps in series if not steps.empty for v in steps["duration_s"].dropna() * 1e3 if v > 0]
     if log:
         ticks = log_ticks(min(values), max(values)) if values else []
@@ -146,7 +148,8 @@ def step_distribution(series: Sequence[tuple[str, np.ndarray]]) -> go.Figure:
         values = np.asarray(durations_s, dtype=float) * 1e3
         if len(values) and not np.isnan(values).all():
             stats = box_stats(values)
-            fig.add_trace(go.Box(x=[label], name=label, marker_color=colour(i), boxpoints=False, **{k: [v] for k, v in stats.items()}))
+            fig.add_trace(go.Box(x=[short_name(label, 16)], name=label, marker_color=colour(i), boxpoints=False, **{k: [v] for k, v in stats.items()}))
+    fig.update_xaxes(tickangle=0, automargin=True)  # labels level, long names shortened in the middle (full in the legend and on hover)
     return _layout(fig, "Steady-state step time distribution", yaxis_title="step time (ms)")
 
 

@@ -114,7 +114,7 @@ def _breakdown(docs: Mapping[str, dict[str, Any]], baseline: str) -> None:
     st.dataframe(shown, column_config=config, width="stretch", key="why_breakdown")  # full width: no column cut with 4 runs
     fractions = {label: {p: float(v) for p, v in table[f"{label} %"].dropna().items()} for label in docs if f"{label} %" in table}
     chart = figures.breakdown_bars(fractions)
-    chart.update_layout(height=150 + 45 * len(fractions), legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 1, "xanchor": "right"})  # above the bars, clear of the axis title
+    chart.update_layout(height=150 + 45 * len(fractions), legend={"orientation": "h", "yref": "paper", "y": 1.02, "yanchor": "bottom", "x": 1, "xanchor": "right"})  # above the bars, clear of the axis title
     st.plotly_chart(chart, width="stretch", key="cmp_breakdown")
     for label in docs:
         if f"{label} %" not in table:
