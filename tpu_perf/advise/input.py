@@ -66,12 +66,22 @@ def overlap_gain(s: Signals) -> tuple[Gain | None, list[Evidence]]:
     return None, []
 
 
+def _no_fetch_counts(s: Signals) -> str:
+    """Why a run has no fetch counts, in the terms of this run (not "record it with this tpu-perf"
+    when it was): no JAX collector at all, or a step function it never saw called."""
+    if s.step_calls is None and s.fetched_step_calls is None and s.framework != "jax":
+        return "no fetch counts: the JAX collector counts fetches of step outputs, and it did not record this run (an import, or a run without JAX)"
+    if s.step_calls is None:
+        return "no fetch counts in this run: it was recorded by a tpu-perf whose JAX collector did not count fetches yet (record it again to check)"
+    return "no fetch counts: no call of a jitted step function was seen (steps marked with `tpu_perf.step()` around other code are not counted)"
+
+
 def host_sync(s: Signals) -> Finding:
     if s.framework == "torch":
         return not_evaluable(HOST_SYNC, "device-to-host fetches are counted by the JAX collector only; for PyTorch/XLA see PT_XLA_DEBUG_LEVEL=2 (TransferFromDevice per step)")
     rate = s.fetches_per_step
     if rate is None:
-        return not_evaluable(HOST_SYNC, "no fetch counts: record the run with this tpu-perf (the JAX collector counts fetches of step outputs)")
+        return not_evaluable(HOST_SYNC, _no_fetch_counts(s))
     evidence = [src("fetched_step_calls", s.fetched_step_calls), src("step_calls", s.step_calls), src("fetches_per_step", rate)]
     if rate <= T.FETCHES_PER_STEP:
         return passed(HOST_SYNC, f"{rate:.2f} fetches of step outputs per step", evidence)

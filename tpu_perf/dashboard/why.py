@@ -32,8 +32,15 @@ def finding_line(d: FindingDiff) -> tuple[str, str]:
     where = ", ".join(f"**{label}**" for label in d.fired)
     gains = [g for g in d.gains.values() if g is not None]
     gain = f" Expected gain if fixed: {gain_text({'factor': max(gains)})} step time." if gains else ""
-    why = "; ".join(d.reasons[label].rstrip(".") for label in d.fired if d.reasons.get(label))
-    others = "; ".join(f"{label}: {OUTCOME_WORDS.get(outcome, outcome)}" + (f" ({reason})" if reason else "") for label, (outcome, reason) in d.others.items())
+    reasons = {label: d.reasons[label].rstrip(".") for label in d.fired if d.reasons.get(label)}
+    if len(set(reasons.values())) > 1:  # different on each run: say whose
+        why = "; ".join(f"{label}: {reason}" for label, reason in reasons.items())
+    else:  # the same on every run it fired on: once, not per run
+        why = next(iter(reasons.values()), "")
+    said: dict[str, list[str]] = {}
+    for label, (outcome, reason) in d.others.items():
+        said.setdefault(OUTCOME_WORDS.get(outcome, outcome) + (f" ({reason})" if reason else ""), []).append(label)
+    others = "; ".join(f"{', '.join(labels)}: {text}" for text, labels in said.items())
     return f"**[{d.severity}] {d.title}** (`{d.id}`) on {where} only: {why}.{gain}", others
 
 
