@@ -49,19 +49,20 @@ def runs_table(rows: list[dict]) -> pd.DataFrame:
 
 
 COLUMNS = {
-    "name": st.column_config.TextColumn(width="small"),
-    "tags": st.column_config.TextColumn(width="small", help="the run's tags (key=value); click a cell to read a long one"),
-    "status": st.column_config.TextColumn(width="small"),
-    "chip": st.column_config.TextColumn(width="small", help="chip × devices"),
-    "framework": st.column_config.TextColumn(width="small"),
-    "started": st.column_config.TextColumn(width="small", help="when the run started (local time, month-day hour:minute)"),
-    "steps": st.column_config.NumberColumn(width="small", help="steps recorded (0: none, e.g. an import of a trace with no step markers)"),
-    "median step": st.column_config.TextColumn(width="small", help="steps.median_s: steady-state median; n/a when no steady step was recorded"),
-    "MFU": st.column_config.TextColumn(width="small", help="mfu of `tpu-perf report --json`; n/a without a model FLOP count and the chip's peak (see the run page)"),
-    "tokens/s": st.column_config.TextColumn(width="small", help="n/a unless recorded with --tokens-per-step N"),
-    "peak HBM": st.column_config.TextColumn(width="small", help="peak device memory; n/a without a device memory source"),
-    "id": st.column_config.TextColumn(width="medium"),
+    "name": st.column_config.TextColumn(width=82),
+    "tags": st.column_config.TextColumn(width=72, help="the run's tags (key=value); click a cell to read a long one"),
+    "status": st.column_config.TextColumn(width=76),
+    "chip": st.column_config.TextColumn(width=80, help="chip × devices"),
+    "framework": st.column_config.TextColumn("frame", width=46, help="framework"),
+    "started": st.column_config.TextColumn(width=80, help="when the run started (local time, month-day hour:minute)"),
+    "steps": st.column_config.NumberColumn(width=44, help="steps recorded (0: none, e.g. an import of a trace with no step markers)"),
+    "median step": st.column_config.TextColumn("median", width=76, help="median step time (steps.median_s, steady state); n/a when no steady step was recorded"),
+    "MFU": st.column_config.TextColumn(width=50, help="mfu of `tpu-perf report --json`; n/a without a model FLOP count and the chip's peak (see the run page)"),
+    "tokens/s": st.column_config.TextColumn(width=64, help="n/a unless recorded with --tokens-per-step N"),
+    "peak HBM": st.column_config.TextColumn("HBM", width=68, help="peak device memory; n/a without a device memory source"),
+    "id": st.column_config.TextColumn(width=165),
 }
+"""Widths in px: every column shows at 1280 px beside the sidebar (the grid scrolls past that)."""
 
 
 def _filtered(rows: list[dict]) -> list[dict]:
