@@ -604,8 +604,8 @@ def test_browser_four_runs_failed_run_and_urls(mixed_store: dict, tmp_path: Path
             assert header == names
             assert not _cut(page), "KPI table cells are cut at 1280 px with four runs"
             verdict = page.locator(".st-key-verdict").inner_text()
-            assert "fast is" in verdict and "faster per step than slow" in verdict
-            assert "failing is not compared with slow: failing failed" in verdict
+            assert "fast is" in verdict and "per step than narrow" in verdict  # the oldest run is the baseline
+            assert "failing is not compared with narrow: failing failed" in verdict
             na = page.locator(".tp-kpis .tp-na").first
             assert na.inner_text() == "n/a" and len(na.get_attribute("title") or "") > 10  # the reason, on hover
             body = page.inner_text("body")
@@ -872,6 +872,7 @@ def test_browser_why_axes_export_price_and_advice(server: str, dash_store: dict,
             fired = [f for f in advice.values() if f["outcome"] == "fired"]
             page.get_by_role("tab", name=f"Advice ({len(fired)})").click()
             page.get_by_text(fired[0]["title"]).first.wait_for(timeout=30_000)
+            _idle(page)  # the tab is built when opened, in pieces
             assert fired[0]["fix"]["summary"] in page.inner_text("body")
         finally:
             browser.close()
