@@ -319,22 +319,35 @@ def ls_rows(store: str) -> list[dict[str, Any]]:
     ]
 
 
-def render_ls(rows: list[dict[str, Any]], store: str) -> Table:
-    """The `ls` table; every cell is plain text (names, statuses and reasons are user text)."""
+LS_FULL_WIDTH = 100
+"""Below this many columns `ls` shows when a run started without the year and seconds."""
+
+
+def render_ls(rows: list[dict[str, Any]], store: str, width: int | None = None) -> Table:
+    """The runs as a table that fits the terminal (80 columns too) without cutting an id, a name or
+    a status: no vertical rules, a shorter start time when narrow, and any long cell wrapped whole
+    (`overflow="fold"`), never cut with "…". Every cell is plain text (names, statuses and reasons
+    are user text)."""
+    from rich import box
     from rich.text import Text
 
     from tpu_perf.views import format as fmt
     from tpu_perf.views.report import STATUS_STYLE
 
-    table = Table(title=Text(f"runs in {store}"), title_justify="left")
+    narrow = (width or out.width) < LS_FULL_WIDTH
+    table = Table(title=Text(f"runs in {store}"), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     for col in ("id", "name", "status", "started", "steps", "median step"):
-        table.add_column(col, no_wrap=col == "id", min_width=len(rows[0]["id"]) if (col == "id" and rows) else None)  # ids are copied whole
+        whole = col in ("id", "status", "started")
+        table.add_column(col, no_wrap=whole, overflow="fold", min_width=max(len(r[col]) for r in rows) if col in ("id", "status") and rows else None)  # ids are copied whole
     for r in rows:
         name = str(r["name"] or "") if r["processes"] == 1 else f"{r['name']} ×{r['processes']} processes"
         steps = str(r["steps"]) if r["steps"] is not None else "n/a"
         if r.get("damage"):
             name, steps = f"{r['url']}: {r['damage']}", "n/a"
-        table.add_row(Text(r["id"]), Text(name), Text(r["status"], style=STATUS_STYLE.get(r["status"], "red")), fmt.timestamp(r["started_at"]), steps, fmt.seconds(r["median_s"]))
+        started = fmt.timestamp(r["started_at"])
+        if narrow and r["started_at"] is not None:
+            started = started[5:16]  # "12-02 04:14" of "2026-12-02 04:14:48"
+        table.add_row(Text(r["id"]), Text(name), Text(r["status"], style=STATUS_STYLE.get(r["status"], "red")), started, steps, fmt.seconds(r["median_s"]))
     return table
 
 
