@@ -157,7 +157,7 @@ def test_runs_page_analyses_runs_the_index_lacks(env: dict, tmp_path: Path, monk
     assert not at.exception
     table = at.dataframe[0].value.set_index("name")
     for name, doc in env["reports"].items():
-        assert table.loc[name, "median step (ms)"] == pytest.approx(doc["steps"]["median_s"] * 1e3)
+        assert table.loc[name, "median step"] == fmt.seconds(doc["steps"]["median_s"])
     # the summaries were kept on disk, keyed on the run's stamp, for the next server to reuse
     kept = [json.loads(p.read_text()) for p in env["cache"].glob("*.json")]
     assert sorted(k["summary"]["steps"] for k in kept) == sorted(d["steps"]["count"] for d in env["reports"].values())
@@ -441,7 +441,9 @@ def test_runs_page_summary_sections_give_the_reports_numbers(env: dict) -> None:
     for doc in env["reports"].values():
         part = build_report(load_run(doc["run"]["url"]), summary=True).to_dict()
         assert set(part) == {"report_version", "options", "run", "steps", "flops", "mfu", "mfu_basis", "mfu_detail", "memory"}
-        assert part == {k: doc[k] for k in part}
+        full = {k: doc[k] for k in part}
+        full["memory"] = {k: v for k, v in full["memory"].items() if k != "at_peak"}  # XLA's liveness: the full report only
+        assert {**part, "memory": {k: v for k, v in part["memory"].items() if k != "at_peak"}} == full
         assert summarize(part) == summarize(doc) and summarize(part)["median_step_s"] == doc["steps"]["median_s"]
 
 

@@ -64,12 +64,13 @@ def _mfu(baseline: Sequence[RunValues], candidate: Sequence[RunValues]) -> str:
     return f", MFU {_pct(baseline[0].mfu)} → {_pct(candidate[0].mfu)} (steady)"
 
 
-def _interval(check: Check, result: CheckResult) -> str:
-    """"90 % interval 5.10x–7.31x, batch means over 13 and 13 steps" in speed-up terms."""
+def _interval(check: Check, result: CheckResult, *, slower: bool = False) -> str:
+    """"90 % interval 5.10x–7.31x, batch means over 13 and 13 steps", in the sentence's terms: the
+    speed-up where it says "faster", the slow-down (candidate / baseline) where it says "slower"."""
     level = f"{(1 - 2 * result.options.alpha) * 100:.0f} %"
     if check.low is None or check.high is None:
         return "no interval"
-    lo, hi = sorted((1 / check.high, 1 / check.low))
+    lo, hi = sorted((check.low, check.high) if slower else (1 / check.high, 1 / check.low))
     n = check.sample_sizes or (len(check.baseline), len(check.candidate))
     how = f"over {n[0]} and {n[1]} runs" if check.method == "per-run values" else f"{check.method} over {n[0]} and {n[1]} steps"
     return f"{level} interval {_ratio(lo)}–{_ratio(hi)}, {how}"
@@ -115,7 +116,7 @@ def speed_sentence(baseline: str, candidate: str, base_runs: Sequence[RunValues]
         kind, text = "same", f"{b} and {a} take the same time per step within the {margin} margin ({b} is {_ratio(speedup)} as fast)"
     else:
         kind, text = "unclear", f"No clear winner: {b} looks {looks} per step than {a}, but the interval reaches past the {margin} margin or includes no change"
-    parts = [f"{BASIS_WORDS.get(result.basis, result.basis)}: {_interval(check, result)}"]
+    parts = [f"{BASIS_WORDS.get(result.basis, result.basis)}: {_interval(check, result, slower=speedup < 1)}"]
     if result.basis_reason:
         parts.append(f"the steady median is not used: {result.basis_reason}")
     if len(base_runs) == 1 and len(cand_runs) == 1:

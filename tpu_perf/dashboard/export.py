@@ -20,7 +20,7 @@ from tpu_perf.analyzers.regression import CheckResult, check_sets
 from tpu_perf.analyzers.run_values import RunValues, run_values
 from tpu_perf.dashboard import data
 from tpu_perf.views.check import render_markdown
-from tpu_perf.views.format import md
+from tpu_perf.views.format import md, md_code
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,7 +100,7 @@ def claimable(check: Any) -> bool:
 
 def comparison_markdown(sentences: Sequence[str], checked: Sequence[Checked], ids: Mapping[str, str], mismatch: str | None) -> str:
     """The verdict sentences, the like-for-like banner, then `tpu-perf check`'s table per candidate."""
-    runs = ", ".join(f"{md(label)} ({md(run_id)})" for label, run_id in ids.items())
+    runs = ", ".join(f"{md(label)} ({md_code(run_id)})" for label, run_id in ids.items())
     lines = [f"## tpu-perf comparison: {runs}", ""]
     if mismatch:
         lines += [f"> {md(mismatch)}", ""]
