@@ -18,7 +18,6 @@ CORPUS = ROOT / "tests" / "corpus"
 ADVICE = ROOT / "tests" / "scripts" / "advice_corpus"
 TORCH = ROOT / "tests" / "torch_scripts"
 PLANTED = {
-    "pmap_dp": (ADVICE / "pmap_dp.py",),
     "keras_fit": (ADVICE / "keras_fit.py",),
     "flax_multisteps_mlp": (ADVICE / "flax_multisteps.py",),
     "eval_midway": (ADVICE / "jit_eval_midway.py",),
@@ -29,11 +28,9 @@ PLANTED = {
     "torch_nosync": (TORCH / "advice_item_sync.py", "--mode", "fixed"),
 }
 """The advisor's own scripts (a defect planted, or a shape the corpus lacks): name -> script, args.
-pmap_dp, keras_fit and flax_multisteps_mlp overlap tests/corpus's jax_pmap, keras_jax and
-flax_multisteps but assert what those cannot: a pmap script with no high/medium finding at all
-(jax_pmap's 512x512 f32 step really has exposed collectives, f32 matmuls, undonated state), Keras's
-test_step first compiled midway (validation after epoch 1), and MultiSteps without the corpus
-MLP's square 256x256 layers (whose forward and backward matmuls share one shape: unrolled-loop
+keras_fit and flax_multisteps_mlp overlap tests/corpus's keras_jax and flax_multisteps but
+assert what those cannot: Keras's test_step first compiled midway (validation after epoch 1), and
+MultiSteps without the corpus MLP's square 256x256 layers (whose forward and backward matmuls share one shape: unrolled-loop
 fires on them, a known false alarm of signals.layer_repeats)."""
 
 

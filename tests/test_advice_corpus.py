@@ -14,7 +14,7 @@ from tests.conftest import advice_doc, report_doc
 pytestmark = pytest.mark.slow
 TORCH_EAGER = ("torch_nosync", "hf_trainer", "lightning_module", "accelerate_loop", "torch_compile_amp")
 """Judged for the machine they ran on: eager PyTorch judged for a TPU is op-by-op by design."""
-REAL_FRAMEWORK = ("pmap_dp", "jax_pmap", "jax_aot", "eval_midway", "keras_fit", "keras_jax", "flax_cnn", "flax_multisteps_mlp", "flax_nnx", "jax_mesh", *TORCH_EAGER)
+REAL_FRAMEWORK = ("jax_pmap", "jax_aot", "eval_midway", "keras_fit", "keras_jax", "flax_cnn", "flax_multisteps_mlp", "flax_nnx", "jax_mesh", *TORCH_EAGER)
 """Scripts with no planted defect of the rules below: written as each library's users write them."""
 NEVER_ON_THESE = ("recompilation", "op-by-op", "host-sync", "graph-break", "mxu-padding", "unrolled-loop", "device-idle", "hbm-pressure")
 """Rules whose high or medium finding on REAL_FRAMEWORK would be a false alarm. Not listed: what these
@@ -42,13 +42,11 @@ def test_real_framework_scripts_fire_no_false_alarm(corpus_runs, name) -> None:
     assert doc["conclusion"]
 
 
-@pytest.mark.parametrize("name", ["jax_pmap", "pmap_dp"])
-def test_a_pmap_step_is_not_op_by_op(corpus_runs, name) -> None:
-    got = _by_id(_advise(corpus_runs, name, "v6e"))
+def test_a_pmap_step_is_not_op_by_op(corpus_runs) -> None:
+    """Its other high/medium findings are what a 512x512 f32 pmap step on 2 CPU devices has (f32
+    matmuls, undonated weights, a 1 MiB pmean a step): none of NEVER_ON_THESE (the test above)."""
+    got = _by_id(_advise(corpus_runs, "jax_pmap", "v6e"))
     assert got["op-by-op"]["outcome"] == "passed" and "pmap" in got["op-by-op"]["reason"]
-    if name == "jax_pmap":  # 512x512 f32 matmuls, undonated w, a 1 MiB pmean each step: findings it really has
-        return
-    assert not [f["id"] for f in got.values() if f["outcome"] == "fired" and f["severity"] in ("high", "medium")]
 
 
 @pytest.mark.parametrize("name,occasional", [("eval_midway", {"jit(eval_step)"}), ("keras_fit", {"jit(test_step)"})])
