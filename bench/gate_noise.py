@@ -6,7 +6,10 @@ Beside it, on the same draws, the gate most CI benchmark jobs use: one run again
 fixed 3 % threshold. Target at 2 % noise, 5 runs a side: false REGRESSION <= 1 %, detection of a
 6 % slowdown >= 95 %. Last, the case a noisy CI machine makes: 3 runs a side at 9 % noise, a
 candidate twice as slow (REGRESSION however high the CV: its interval lies wholly beyond the
-margin) and an unchanged one (never called a regression or an improvement).
+margin) and an unchanged one (never called a regression or an improvement). Then a shared CI
+machine: 5 pairs recorded back to back, each pair sharing a machine factor uniform within +-30 %
+(per-side CV ~17 %) times 2 % noise of each run's own, judged unpaired (`check_metric`) and paired
+(`paired.paired_check`, what `check --pair-by tag:pair` calls): unchanged and 10 % slower.
 
     python bench/gate_noise.py [--draws 20000] [--runs 5] [--seed 0]
 """
@@ -15,9 +18,11 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import replace
 
 import numpy as np
 
+from tpu_perf.analyzers.paired import paired_check
 from tpu_perf.analyzers.regression import METRIC_BY_NAME, CheckOptions, Verdict, check_metric
 
 NOISES = (0.01, 0.02, 0.04)
@@ -32,6 +37,29 @@ def verdict_rates(base: np.ndarray, cand: np.ndarray, options: CheckOptions) -> 
     for b, c in zip(base, cand, strict=True):
         counts[check_metric(metric, b.tolist(), c.tolist(), options).verdict] += 1
     return {v: n / len(base) for v, n in counts.items()}
+
+
+def paired_rates(base: np.ndarray, cand: np.ndarray, options: CheckOptions) -> dict[Verdict, float]:
+    """Share of draws that get each verdict from `paired_check` (column i of each side: pair i)."""
+    metric = replace(METRIC_BY_NAME["step_time"], value=lambda v: v)
+    counts: dict[Verdict, int] = dict.fromkeys(Verdict, 0)
+    for b, c in zip(base, cand, strict=True):
+        counts[paired_check(metric, list(zip(b.tolist(), c.tolist(), strict=True)), options).verdict] += 1
+    return {v: n / len(base) for v, n in counts.items()}
+
+
+def shared_machine(rng: np.random.Generator, draws: int, pairs: int, options: CheckOptions) -> None:
+    """Each pair shares a machine factor within +-30 %; each run adds 2 % of its own."""
+    factor = rng.uniform(0.7, 1.3, size=(draws, pairs))
+    base = factor * np.exp(rng.normal(0.0, 0.02, size=(draws, pairs)))
+    same = factor * np.exp(rng.normal(0.0, 0.02, size=(draws, pairs)))
+    slow = 1.10 * factor * np.exp(rng.normal(0.0, 0.02, size=(draws, pairs)))
+    side_cv = float(np.mean(np.std(base, axis=1, ddof=1) / np.mean(base, axis=1)))
+    print(f"shared machine, {pairs} pairs, factor within +-30 % (mean per-side CV {side_cv:.1%}) x 2 % own noise, {draws} draws:")
+    for name, rates in (("unpaired", verdict_rates), ("paired", paired_rates)):
+        null, alt = rates(base, same, options), rates(base, slow, options)
+        print(f"  {name:>8}: unchanged -> PASS {null[Verdict.PASS]:.1%}, false REGRESSION {null[Verdict.REGRESSION]:.2%}, BAD_DATA {null[Verdict.BAD_DATA]:.1%}; "
+              f"10 % slower -> REGRESSION {alt[Verdict.REGRESSION]:.1%}, BAD_DATA {alt[Verdict.BAD_DATA]:.1%}")
 
 
 def one_vs_one(base: np.ndarray, cand: np.ndarray) -> float:
@@ -66,6 +94,7 @@ def main() -> None:
     null, alt = verdict_rates(base, same, options), verdict_rates(base, slow, options)
     print(f"3 runs a side, 9 % noise: 2x slower -> REGRESSION {alt[Verdict.REGRESSION]:.2%} (BAD_DATA {alt[Verdict.BAD_DATA]:.2%}); "
           f"unchanged -> REGRESSION {null[Verdict.REGRESSION]:.2%}, IMPROVEMENT {null[Verdict.IMPROVEMENT]:.2%}, BAD_DATA {null[Verdict.BAD_DATA]:.1%}")
+    shared_machine(rng, args.draws, args.runs, options)
     print(f"({time.perf_counter() - started:.1f} s)")
 
 

@@ -118,6 +118,7 @@ def _steady_times(run, report: dict) -> dict[str, float]:
     after warm-up, not compiled, not the tail step, not traced (while any untraced one is left)."""
     steps = run.steps.sort_values("start_time_s").reset_index(drop=True)
     keep = (np.arange(len(steps)) >= report["steps"]["warmup"]) & ~steps["compiled"].astype(bool).to_numpy() & ~steps["tail"].astype(bool).to_numpy()
+    keep &= ~steps["instrumented"].astype(bool).to_numpy()  # the step that holds the trace window's stop
     if (keep & ~steps["traced"].astype(bool).to_numpy()).any():
         keep &= ~steps["traced"].astype(bool).to_numpy()
     iteration, device = steps["duration_s"].to_numpy(float)[keep], steps["device_s"].to_numpy(float)[keep]

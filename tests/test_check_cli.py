@@ -62,7 +62,7 @@ def side_medians(store: str, side: str) -> dict[str, float]:
     """Each run's steady median step time, by hand: drop the first step, every step that compiled,
     and the last (tail) step, which no next step ended."""
     out = {}
-    for folder in sorted(Path(store).iterdir()):
+    for folder in sorted(Path(store).glob("[!.]*")):  # (.index: the runs index)
         manifest = json.loads((folder / "run.json").read_text())
         if manifest["tags"].get("side") == side:
             steps = pd.read_parquet(folder / "steps.parquet").sort_values("start_time_s").iloc[1:-1]
@@ -191,11 +191,11 @@ def test_repeat_stops_at_the_first_failing_run_with_its_exit_code(tmp_path: Path
 
 
 def test_mfu_is_the_default_metric_when_every_run_has_it(store: str) -> None:
-    ids = [folder.name for folder in sorted(Path(store).iterdir()) if json.loads((folder / "run.json").read_text())["tags"].get("side") == "chip"]
+    ids = [folder.name for folder in sorted(Path(store).glob("[!.]*")) if json.loads((folder / "run.json").read_text())["tags"].get("side") == "chip"]
     reports = [json.loads(tpu_perf_cli("report", "--store", store, "--json", run_id, check=True).stdout) for run_id in ids]
     assert all(r["mfu"] for r in reports)  # declared a v6e: utilisation against its peak
     _, doc = check_json(store, "--baseline", *ids, "--candidate", *ids)
-    assert [c["metric"] for c in doc["checks"]] == ["fingerprint", "runs", "mfu", "all_in_step_time", "peak_memory", "compiles"]
+    assert [c["metric"] for c in doc["checks"]] == ["fingerprint", "runs", "mfu", "all_in_step_time", "peak_memory", "compiles", "flops_per_step", "hlo"]
     mfu = doc["checks"][2]
     assert mfu["baseline"] == [r["mfu"] for r in reports] and mfu["ratio"] == pytest.approx(1.0)
     assert mfu["lower_is_better"] is False

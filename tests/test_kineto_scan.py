@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import os
 from collections import Counter
 from pathlib import Path
@@ -83,11 +84,13 @@ def _hostile_doc() -> dict:
 
 def test_hostile_strings_and_types_read_as_the_stdlib_reads_them(tmp_path: Path, monkeypatch) -> None:
     doc = _hostile_doc()
-    text = json.dumps(doc, separators=(",", ":")).replace('"ts":5000', '"ts":NaN', 1)  # NaN: only the stdlib reads it
+    text = json.dumps(doc, separators=(",", ":")).replace('"ts":8000', '"ts":NaN', 1)  # NaN: only the stdlib reads it
     path = tmp_path / "hostile.json"
     path.write_text(text, encoding="utf-8")
     reference = json.loads(text)["traceEvents"]
-    expected = Counter(e["name"] for e in reference if isinstance(e, dict) and e.get("ph") == "X" and e.get("cat") == "cpu_op")
+    # an event whose start is NaN is dropped with a warning (issue 29: never summarised)
+    expected = Counter(e["name"] for e in reference if isinstance(e, dict) and e.get("ph") == "X" and e.get("cat") == "cpu_op" and math.isfinite(e["ts"]))
+    assert "null dur" not in expected
     results = []
     for window, fast in ((64, True), (1024, True), (1 << 22, True), (1024, False)):
         monkeypatch.setattr(kineto_scan, "WINDOW_BYTES", window)

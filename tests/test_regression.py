@@ -259,25 +259,51 @@ def test_saved_values_round_trip_through_json() -> None:
     assert RunValues.from_dict(json.loads(dumps(original.to_dict()))) == original
 
 
-def test_outputs_agree_with_the_exit_code() -> None:
-    slow = [replace(r, run_id=f"c{i}", step_s=r.step_s * 1.10) for i, r in enumerate(BASE)]
-    noisy = [replace(r, run_id=f"c{i}", step_s=1.02 * (1.0 + 0.02 * (i - 2))) for i, r in enumerate(BASE)]
-    for cand, failures, skipped in ((slow, 1, 0), (noisy, 0, 1)):
-        result = check_sets(BASE, cand)
-        suite = ET.fromstring(render_junit(result)).find("testsuite")
-        assert suite is not None
-        assert (int(suite.get("failures")), int(suite.get("skipped"))) == (failures, skipped)
-        assert [c.get("name") for c in suite.iter("testcase")] == [c.name for c in result.checks]
-        if failures:
-            assert suite.find("testcase/failure").get("type") == "REGRESSION"
-            assert "**REGRESSION** (exit 1)" in render_markdown(result)
-            assert github_annotations(result)[0].startswith("::error title=tpu-perf check step_time::REGRESSION: step time +10.0 %25")
-        else:
-            assert result.verdict == Verdict.INCONCLUSIVE and github_annotations(result)[0].startswith("::warning")
-    doc = check_sets(BASE, slow).to_dict()
-    assert doc["schema_version"] == 1 and doc["verdict"] == "REGRESSION" and doc["exit_code"] == 1
-    step = next(c for c in doc["checks"] if c["metric"] == "step_time")
-    assert step["interval"][0] > 1.0 and step["runs_needed"] is None
+def candidates_for_every_verdict() -> dict[tuple[Verdict, bool], tuple[list[RunValues], list[RunValues], CheckOptions]]:
+    """(verdict, --inconclusive-ok) -> baseline, candidate and options that check_sets judges so."""
+    def cand(**changes) -> list[RunValues]:
+        return [replace(r, run_id=f"c{i}", **{k: v(r, i) if callable(v) else v for k, v in changes.items()}) for i, r in enumerate(BASE)]
+
+    with_aot = [replace(r, aot=(aot("v6e:2x2", 1e12, 8 << 30),)) for r in BASE]
+    noisy = cand(step_s=lambda r, i: 1.02 * (1.0 + 0.02 * (i - 2)))
+    return {
+        (Verdict.PASS, False): (BASE, cand(), CheckOptions()),
+        (Verdict.IMPROVEMENT, False): (BASE, cand(step_s=lambda r, i: r.step_s * 0.9), CheckOptions()),
+        (Verdict.CHANGED, False): (with_aot, [replace(r, run_id=f"c{i}", aot=(aot("v6e:2x2", 1.2e12, 8 << 30),)) for i, r in enumerate(with_aot)], CheckOptions()),
+        (Verdict.INCONCLUSIVE, False): (BASE, noisy, CheckOptions()),
+        (Verdict.INCONCLUSIVE, True): (BASE, noisy, CheckOptions(inconclusive_ok=True)),
+        (Verdict.REGRESSION, False): (BASE, cand(step_s=lambda r, i: r.step_s * 1.1), CheckOptions()),
+        (Verdict.BAD_DATA, False): (BASE, cand(status=lambda r, i: "failed" if i == 4 else "completed"), CheckOptions()),
+        (Verdict.NOT_COMPARABLE, False): (BASE, cand(fingerprint=lambda r, i: {**r.fingerprint, "chip": "tpu-v5p"}), CheckOptions()),
+    }
+
+
+@pytest.mark.parametrize(("verdict", "ok"), list(candidates_for_every_verdict()))
+def test_exit_code_junit_and_annotations_agree_for_every_verdict(verdict: Verdict, ok: bool) -> None:
+    """Exit code not 0 <=> JUnit failures > 0 <=> an ::error annotation, for each verdict; an
+    INCONCLUSIVE that exits 3 is a failure in all three, one allowed by --inconclusive-ok a skip."""
+    base, cand, options = candidates_for_every_verdict()[(verdict, ok)]
+    result = check_sets(base, cand, options)
+    assert result.verdict == verdict
+    suite = ET.fromstring(render_junit(result)).find("testsuite")
+    assert suite is not None
+    failures, skipped = int(suite.get("failures")), int(suite.get("skipped"))
+    levels = [line.split(" ", 1)[0] for line in github_annotations(result)]
+    fails = result.exit_code != 0
+    assert (failures > 0, "::error" in levels) == (fails, fails), (result.exit_code, failures, levels)
+    assert f"**{verdict.value}** (exit {result.exit_code})" in render_markdown(result)
+    assert [c.get("name") for c in suite.iter("testcase")] == [c.name for c in result.checks]
+    if fails:
+        assert {f.get("type") for f in suite.iter("failure")} >= {verdict.value}
+    if verdict == Verdict.INCONCLUSIVE:
+        assert (result.exit_code, failures, skipped) == ((0, 0, 1) if ok else (3, 1, 0))
+        assert levels == (["::warning"] if ok else ["::error"])
+    if verdict == Verdict.REGRESSION:
+        assert github_annotations(result)[0].startswith("::error title=tpu-perf check step_time::REGRESSION: step time +10.0 %25")
+        doc = result.to_dict()
+        assert doc["schema_version"] == 1 and doc["verdict"] == "REGRESSION" and doc["exit_code"] == 1
+        step = next(c for c in doc["checks"] if c["metric"] == "step_time")
+        assert step["interval"][0] > 1.0 and step["runs_needed"] is None
 
 
 def test_options_reject_bad_values() -> None:
@@ -292,3 +318,20 @@ def test_aot_section_may_be_one_dict_a_list_or_absent() -> None:
     assert RunValues.from_dict({**saved, "aot": entry}).aot == (aot("v6e:2x2", 1e12, 1 << 30),)
     assert len(RunValues.from_dict({**saved, "aot": [entry, entry]}).aot) == 2
     assert RunValues.from_dict({**saved, "aot": None}).aot == ()
+
+
+def test_summary_tells_the_author_whose_failure_it_is_and_names_both_commits() -> None:
+    def with_sha(runs: list[RunValues], sha: str, **changes) -> list[RunValues]:
+        return [replace(r, run_id=f"{sha}{i}", provenance={"git_sha": sha * 40}, **changes) for i, r in enumerate(runs)]
+
+    noisy_times = (0.011, 0.020, 0.013, 0.018, 0.015)
+    base = with_sha([replace(r, step_s=t, flops_per_step=1e9, hlo_hash="aa") for r, t in zip(BASE, noisy_times, strict=True)], "a")
+    machine = check_sets(base, with_sha(base, "b"))
+    text = render_markdown(machine)
+    assert machine.verdict == Verdict.BAD_DATA and machine.commits == (("a" * 40,), ("b" * 40,))
+    assert "**Whose is it:** the machine's" in text and "the step's program is the same" in text
+    assert f"baseline {'a' * 12}; candidate {'b' * 12}" in text and "--pair-by tag:pair" in text
+    pr = check_sets(base, with_sha(base, "b", flops_per_step=1.148e9, hlo_hash="bb", peak_memory_bytes=1_300_000))
+    text = render_markdown(pr)
+    assert pr.verdict == Verdict.REGRESSION and "**Whose is it:** the PR's" in text
+    assert "FLOPs per step: 1.00 GFLOP -> 1.15 GFLOP" in text and "step HLO hash: aa -> bb" in text

@@ -151,7 +151,7 @@ def record(
         tags=_parse_tags(tag),
         options=options,
         log=lambda line: err.print(line, highlight=False, markup=False, soft_wrap=True),
-        on_created=lambda w: err.print(f"tpu-perf: recording run {w.run_id} into {w.url}", highlight=False),
+        on_created=lambda w: err.print(f"tpu-perf: recording run {w.run_id} into {w.url}", highlight=False, markup=False),
     )
     _print_summary(result.url, store)
     code = result.outcome.exit_code
@@ -238,15 +238,18 @@ def _model_and_calibration(model: str | None, hf_config: str | None, store: str)
 
 
 def _print_summary(url: str, store: str) -> None:
+    from tpu_perf.analyzers.index_row import write_index_row
     from tpu_perf.analyzers.report import build_report
     from tpu_perf.store import load_run
     from tpu_perf.views import format as fmt
 
     try:
-        report = build_report(load_run(url), summary=True)
+        run = load_run(url)
+        report = build_report(run, summary=True)
     except TpuPerfError as exc:
-        err.print(f"tpu-perf: run saved at {url}, but it cannot be summarised: {exc}")
+        err.print(f"tpu-perf: run saved at {url}, but it cannot be summarised: {exc}", highlight=False, markup=False)
         return
+    write_index_row(run, store)  # the run's row in the store's index (`ls`, `history`, selectors)
     s, r = report.steps, report.run
     device = f" ({fmt.seconds(s.device_median_s)} on the device)" if s.device_median_s is not None else ""
     err.print(
@@ -254,9 +257,10 @@ def _print_summary(url: str, store: str) -> None:
         f"utilisation {fmt.percent(report.mfu.value)}; folder {url}\n"
         f"tpu-perf: see it with `tpu-perf report {r.id}" + (f" --store {store}" if store != layout.DEFAULT_STORE else "") + "`",
         highlight=False,
+        markup=False,
     )
     for warning in r.warnings:
-        err.print(f"tpu-perf: warning: {warning}", style="yellow", highlight=False)
+        err.print(f"tpu-perf: warning: {warning}", style="yellow", highlight=False, markup=False)
 
 
 @app.command()
@@ -287,7 +291,8 @@ def report(
 @app.command("ls")
 def ls(store: StoreOption = layout.DEFAULT_STORE, as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False) -> None:
     """List the runs in a store: id, name, status, start, steps, median step time (a multi-process
-    job is one run; its steps are process 0's)."""
+    job is one run; its steps are process 0's). Read from the store's runs index (`.index/`), which
+    is rebuilt here for runs that have no row; a damaged run is listed as `damaged`, with why."""
     from tpu_perf.store.writable import check_readable_store
 
     check_readable_store(store)
@@ -296,42 +301,57 @@ def ls(store: StoreOption = layout.DEFAULT_STORE, as_json: Annotated[bool, typer
         sys.stdout.write(dumps(rows) + "\n")
         return
     if not rows:
-        err.print(f"no runs in {store}; record one with `tpu-perf record train.py`")
+        err.print(f"no runs in {store}; record one with `tpu-perf record train.py`", markup=False, highlight=False)
         return
     out.print(render_ls(rows, store))
 
 
 def ls_rows(store: str) -> list[dict[str, Any]]:
-    """One row per run of `store` for `ls`: id, name, status, start, steps, median step time."""
-    from tpu_perf.analyzers.steps import analyze_steps
-    from tpu_perf.store import list_runs
+    """One row per run of `store` for `ls`, from the runs index: id, name, status, start, steps,
+    median step time, processes, url, tags, and why a damaged run is damaged (`damage`)."""
+    from tpu_perf.analyzers.index_row import load_index
+    from tpu_perf.store.fs import filesystem, join, to_url
 
-    rows = []
-    for run in list_runs(store):
-        try:
-            stats = analyze_steps(run)
-            count, median = stats.count, stats.median_s
-        except TpuPerfError:
-            count, median = None, None
-        processes = int(run.manifest.get("process_count") or len(run.hosts)) if run.is_job else 1
-        rows.append({"id": run.id, "name": run.name, "status": run.status, "started_at": run.started_at, "steps": count, "median_s": median, "processes": processes, "url": run.url})
-    return rows
+    fs, base = filesystem(store)
+    return [
+        {"id": row["id"], "name": row["name"], "status": row["status"], "started_at": row["started_at"], "steps": row.get("steps"), "median_s": row.get("step_s"), "processes": row.get("processes") or 1, "url": to_url(fs, join(base, row["id"])), "tags": row.get("tags") or {}, "damage": row.get("error")}
+        for row in load_index(store)
+    ]
 
 
-def render_ls(rows: list[dict[str, Any]], store: str) -> Table:
+LS_FULL_WIDTH = 100
+"""Below this many columns `ls` shows when a run started without the year and seconds."""
+
+
+def render_ls(rows: list[dict[str, Any]], store: str, width: int | None = None) -> Table:
+    """The runs as a table that fits the terminal (80 columns too) without cutting an id, a name or
+    a status: no vertical rules, a shorter start time when narrow, and any long cell wrapped whole
+    (`overflow="fold"`), never cut with "…". Every cell is plain text (names, statuses and reasons
+    are user text)."""
+    from rich import box
+    from rich.text import Text
+
     from tpu_perf.views import format as fmt
     from tpu_perf.views.report import STATUS_STYLE
 
-    table = Table(title=f"runs in {store}", title_justify="left")
+    narrow = (width or out.width) < LS_FULL_WIDTH
+    table = Table(title=Text(f"runs in {store}"), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     for col in ("id", "name", "status", "started", "steps", "median step"):
-        table.add_column(col, no_wrap=col == "id", min_width=len(rows[0]["id"]) if (col == "id" and rows) else None)  # ids are copied whole
+        whole = col in ("id", "status", "started")
+        table.add_column(col, no_wrap=whole, overflow="fold", min_width=max(len(r[col]) for r in rows) if col in ("id", "status") and rows else None)  # ids are copied whole
     for r in rows:
-        name = r["name"] if r["processes"] == 1 else f"{r['name']} ×{r['processes']} processes"
-        table.add_row(r["id"], name, f"[{STATUS_STYLE.get(r['status'], '')}]{r['status']}[/]", fmt.timestamp(r["started_at"]), str(r["steps"] if r["steps"] is not None else "n/a"), fmt.seconds(r["median_s"]))
+        name = str(r["name"] or "") if r["processes"] == 1 else f"{r['name']} ×{r['processes']} processes"
+        steps = str(r["steps"]) if r["steps"] is not None else "n/a"
+        if r.get("damage"):
+            name, steps = f"{r['url']}: {r['damage']}", "n/a"
+        started = fmt.timestamp(r["started_at"])
+        if narrow and r["started_at"] is not None:
+            started = started[5:16]  # "12-02 04:14" of "2026-12-02 04:14:48"
+        table.add_row(Text(r["id"]), Text(name), Text(r["status"], style=STATUS_STYLE.get(r["status"], "red")), started, steps, fmt.seconds(r["median_s"]))
     return table
 
 
-COMMAND_MODULES: tuple[str, ...] = ("importer", "mfu", "chips", "dashboard", "check", "doctor", "advise")
+COMMAND_MODULES: tuple[str, ...] = ("importer", "mfu", "chips", "dashboard", "check", "doctor", "advise", "history")
 """Modules under tpu_perf/commands/ that add commands: each has `register(app: typer.Typer)`."""
 
 

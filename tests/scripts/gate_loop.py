@@ -1,7 +1,7 @@
 """A framework-free step whose cost is set from the command line, marked with `tpu_perf.step()`:
 the `tpu-perf check` tests' runs where the gate's statistics, not a framework, are the subject.
 
-Usage: gate_loop.py [--steps N] [--work K]
+Usage: gate_loop.py [--steps N] [--work K]   (K may be fractional: a machine factor times a work)
 Each step waits K x 0.2 ms (twice K is twice the step). A wait, not arithmetic: on a loaded shared
 machine a busy step's time is the scheduler's, and the tests need known ratios. The process starts
 in about a second (no JAX to import or compile).
@@ -14,7 +14,7 @@ import tpu_perf
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=30)
-parser.add_argument("--work", type=int, default=10)
+parser.add_argument("--work", type=float, default=10)
 args = parser.parse_args()
 
 UNIT_S = 0.0002

@@ -66,10 +66,22 @@ def overlap_gain(s: Signals) -> tuple[Gain | None, list[Evidence]]:
     return None, []
 
 
+def _no_fetch_counts(s: Signals) -> str:
+    """Why a run has no fetch counts, in the terms of this run (not "record it with this tpu-perf"
+    when it was): no JAX collector at all, or a step function it never saw called."""
+    if s.framework == "torch":
+        return "no transfer counts: the PyTorch collector counts .item()/.cpu()/.tolist()/printing a tensor per step, and it did not count them in this run (recorded by an older tpu-perf, or no steps)"
+    if s.step_calls is None and s.fetched_step_calls is None and s.framework != "jax":
+        return "no fetch counts: the JAX collector counts fetches of step outputs, and it did not record this run (an import, or a run without JAX)"
+    if s.step_calls is None:
+        return "no fetch counts in this run: it was recorded by a tpu-perf whose JAX collector did not count fetches yet (record it again to check)"
+    return "no fetch counts: no call of a jitted step function was seen (steps marked with `tpu_perf.step()` around other code are not counted)"
+
+
 def host_sync(s: Signals) -> Finding:
     rate = s.fetches_per_step
     if rate is None:
-        return not_evaluable(HOST_SYNC, "no fetch counts: record the run with this tpu-perf (the JAX collector counts fetches of step outputs; the PyTorch collector, .item()/.cpu()/.tolist()/printing a tensor in the steps)")
+        return not_evaluable(HOST_SYNC, _no_fetch_counts(s))
     if s.framework == "torch":
         evidence = [src("torch_syncs", s.torch_syncs), ev("steps_count", s.torch_sync_steps, "steps", "steps.count"), src("fetches_per_step", rate)]
         what = f"{s.torch_syncs} device-to-host transfers (.item(), .cpu(), .tolist(), .numpy(), printing a tensor) in {s.torch_sync_steps} steps"

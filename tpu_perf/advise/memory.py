@@ -91,7 +91,24 @@ def hbm_headroom(s: Signals) -> Finding:
                  Gain(factor=None, basis="unused HBM at the peak; a bigger batch raises throughput per sample, not the step time", kind="estimate", benefit="memory", amount=float(s.capacity_bytes - s.peak_bytes), unit="bytes"))
 
 
+def _what_fills(s: Signals) -> str:
+    """The top two findings of `memory.at_peak` (PyTorch: its tensors' bytes), as a sentence to add to a message."""
+    findings = (s.at_peak or {}).get("findings") or []
+    if findings:
+        return f". At the peak of {s.at_peak['program']}: " + "; ".join(findings)
+    t = s.torch_state
+    if t:
+        gib = {k: t[k] / 2**30 for k in ("parameters_bytes", "gradients_bytes", "optimizer_state_bytes")}
+        return f". Parameters {gib['parameters_bytes']:.2f} GiB, gradients {gib['gradients_bytes']:.2f} GiB, optimizer state {gib['optimizer_state_bytes']:.2f} GiB ({', '.join(t['optimizers'])})"
+    return ""
+
+
 def hbm_pressure(s: Signals) -> Finding:
+    if s.out_of_memory:  # the strongest evidence there is: it did not fit
+        oom = s.out_of_memory
+        evidence = [ev("out_of_memory", oom["failed_allocation_bytes"], "memory", "memory.out_of_memory.failed_allocation_bytes")]
+        return fired(HBM_PRESSURE, f"the script ran out of device memory in {oom['function'] or 'a program'} ({oom['message'][:160]}){_what_fills(s)}", evidence,
+                     Gain(factor=None, basis="the run does not fit: nothing else matters until it does", kind="none", benefit="risk"))
     got = _headroom(s, HBM_PRESSURE)
     if isinstance(got, Finding):
         return got
@@ -99,5 +116,5 @@ def hbm_pressure(s: Signals) -> Finding:
     used = 1 - headroom
     if used < T.HBM_PRESSURE_FRACTION:
         return passed(HBM_PRESSURE, f"peak at {used:.0%} of capacity", evidence)
-    return fired(HBM_PRESSURE, f"peak at {used:.0%} of capacity: near OOM, and XLA may rematerialize to fit", evidence,
+    return fired(HBM_PRESSURE, f"peak at {used:.0%} of capacity: near OOM, and XLA may rematerialize to fit{_what_fills(s)}", evidence,
                  Gain(factor=None, basis="risk, not speed: an OOM stops the run", kind="none", benefit="risk", amount=float(s.capacity_bytes - s.peak_bytes), unit="bytes"))

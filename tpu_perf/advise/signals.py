@@ -115,6 +115,12 @@ class Signals:
     capacity_from: str | None
     fixed_bytes: int | None
     duty_cycle_pct: float | None
+    at_peak: dict[str, Any] | None = None
+    """The report's `memory.at_peak`: what is live at the step's peak, by category (XLA's liveness)."""
+    out_of_memory: dict[str, Any] | None = None
+    """The report's `memory.out_of_memory`: the run died out of device memory."""
+    torch_state: dict[str, Any] | None = None
+    """The report's `memory.torch_state`: PyTorch parameter, gradient and optimizer-state bytes."""
     # multi-process jobs
     processes: int | None = None
     hosts: list[dict[str, Any]] = field(default_factory=list)
@@ -217,6 +223,9 @@ def build_signals(run: Run, report: Report | None = None, *, target: str | None 
         breakdown=_usable_breakdown(traces), programs_in_trace=_programs_in_trace(run),
         peak_bytes=mem.peak_bytes, peak_source=mem.peak_source, capacity_bytes=capacity, capacity_from=capacity_from,
         fixed_bytes=mem.fixed_bytes, duty_cycle_pct=report.runtime.duty_cycle_pct if report.runtime is not None else None,
+        at_peak=to_jsonable(mem.at_peak) if mem.at_peak is not None else None,
+        out_of_memory=to_jsonable(mem.out_of_memory) if mem.out_of_memory is not None else None,
+        torch_state=to_jsonable(mem.torch_state) if mem.torch_state is not None else None,
         processes=hosts.processes if hosts is not None else None,
         hosts=to_jsonable(list(hosts.hosts)) if hosts is not None else [], stragglers=to_jsonable(list(hosts.stragglers)) if hosts is not None else [],
     )

@@ -53,9 +53,10 @@ class Exclusion:
 @dataclass(frozen=True, kw_only=True)
 class AllIn:
     all_in_s: float | None
-    """Wall time per step over every step after the first; None with fewer than 2 steps."""
+    """Wall time per step over every whole step after the first (the unended last iteration is not
+    a step); None with fewer than 2 steps."""
     all_in_steps: int
-    """Steps it is over (count - 1; 0 when unknown)."""
+    """Steps it is over (count - 1, less an unended tail; 0 when unknown)."""
     exclusions: tuple[Exclusion, ...]
     """Each non-empty reason a step was left out of the steady sample, in `REASONS` order."""
     excluded_share: float | None
@@ -83,10 +84,12 @@ def all_in(steps: pd.DataFrame, steady: np.ndarray, warmup: int) -> AllIn:
         taken |= mine
         if mine.any():
             exclusions.append(Exclusion(reason=key, label=label, steps=int(mine.sum()), time_s=float(durations[mine].sum())))
-    after = durations[1:]
+    whole = ~flags["tail"]  # the last iteration, which no next step ended, is not a whole step
+    whole[0] = False
+    after = durations[whole]
     total = float(after.sum())
     value = total / after.size if after.size and total > 0 else None
-    excluded = float(durations[1:][left_out[1:]].sum())
+    excluded = float(durations[whole & left_out].sum())
     return AllIn(all_in_s=value, all_in_steps=int(after.size), exclusions=tuple(exclusions), excluded_share=excluded / total if total > 0 else None)
 
 

@@ -8,9 +8,11 @@ to run, not measurements (docs/aot.md): they are meant to be compared exactly, r
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 
+from tpu_perf.analyzers.at_peak import AtPeak, at_peak_of
 from tpu_perf.analyzers.hlo import HloModule, fusion_summary, run_hlo
 from tpu_perf.analyzers.hlo_analysis import COLLECTIVES, nbytes, shapes
 from tpu_perf.errors import DataError
@@ -61,6 +63,12 @@ class AotStats:
     """Top-level fusions by kind (kLoop, kInput, kOutput, kCustom)."""
     collectives: dict[str, Collective]
     hlo_file: str | None
+    out_of_memory: str | None = None
+    """The TPU compiler's error when the step does not fit the slice (fits is then false)."""
+    at_peak: AtPeak | None = None
+    """What fills one device's HBM at the peak on the slice, by the TPU compiler's liveness."""
+    at_peak_headroom_bytes: int | None = None
+    """hbm_capacity_bytes - at_peak.peak_bytes (negative: it does not fit)."""
 
 
 def collectives(module: HloModule) -> dict[str, Collective]:
@@ -123,10 +131,11 @@ def _stats(raw: dict, module: HloModule | None, model_flops_per_step: float | No
         roofline_reason=roof_reason,
         peak_hbm_bytes=peak_hbm,
         hbm_capacity_bytes=capacity,
-        fits=(peak_hbm <= capacity) if (peak_hbm is not None and capacity is not None) else None,
+        fits=False if raw.get("out_of_memory") else (peak_hbm <= capacity) if (peak_hbm is not None and capacity is not None) else None,
         fusions=fusion_summary(module).fusions_by_kind if module else {},
         collectives=collectives(module) if module else {},
         hlo_file=raw.get("hlo_file"),
+        out_of_memory=raw.get("out_of_memory"),
     )
 
 
@@ -150,5 +159,8 @@ def analyze_aot(run: Run, *, model_flops_per_step: float | None = None) -> tuple
         raw = _read(run, relpath)
         hlo = raw.get("hlo_file")
         module = run_hlo(run, hlo) if isinstance(hlo, str) and run.exists(hlo) else None
-        out.append(_stats(raw, module, model_flops_per_step))
+        stats = _stats(raw, module, model_flops_per_step)
+        found = at_peak_of(run, hlo.removesuffix(".hlo.txt"), stats.function) if isinstance(hlo, str) else None
+        headroom = stats.hbm_capacity_bytes - found.peak_bytes if (found is not None and stats.hbm_capacity_bytes is not None) else None
+        out.append(dataclasses.replace(stats, at_peak=found, at_peak_headroom_bytes=headroom))
     return tuple(out)

@@ -1,9 +1,19 @@
 """Step-time breakdown from the trace timeline: where each step's wall time went.
 
-Per step window and device lane, every instant gets exactly one label by a sweep line over the
-timeline's intervals (+1 at starts, -1 at ends), in priority order: collectives, matmul/convolution,
-data movement, other compute; else, with no device op running, device idle inside a program,
-compile, input pipeline, or host time between device programs. So the parts sum to the step time.
+Windows are the recorder's steps: one per traced step, from its iteration start to the next one's
+(the steps table, on the recorder's epoch clock), mapped onto the trace clock by the trace's own
+time zero (`trace_clock.zero_s` in run.json, XSpace `profile_start_time`) and then checked against
+the trace: no program can start before it was dispatched, so the smallest lag from a step's start
+to the next program start on a device is measured; a negative one (the clocks disagree) shifts the
+windows back by it, and its size is reported as the alignment error. Step marks inside the trace
+(annotations, device step lines) frame the windows only where the run has no recorder steps
+(imported traces); without either, the whole trace is one window and only shares are given.
+
+Per window and device lane, every instant gets exactly one label by a sweep line over the
+timeline's intervals, in priority order: collectives, matmul/convolution, data movement, other
+compute; else, with no device op running, device idle inside a program, compile, input pipeline,
+or host time between device programs. So the parts sum to the window. Op classes come from the
+optimized HLO where the run saved it (`tpu_perf.analyzers.op_classes`).
 """
 
 from __future__ import annotations
@@ -13,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from tpu_perf.analyzers.op_classes import reclassify, run_op_classes
 from tpu_perf.store import Run
 from tpu_perf.traces.intervals import coverage
 from tpu_perf.traces.tables import OP_CLASSES
@@ -20,23 +31,96 @@ from tpu_perf.traces.tables import OP_CLASSES
 PARTS = (*OP_CLASSES, "device_idle", "compile", "input", "host")
 """Breakdown parts; `host` is time between device programs not explained by compile or input."""
 
+ALIGN_SLACK_S = 0.001
+"""How far before a step's mapped start a program may start and still count as its first program
+when the offset is measured: the two clocks are the same machine's wall clock, read microseconds
+apart; a wider slack would take the previous step's program for this one's."""
+
+QUEUED = 0.5
+"""Recorder windows do not frame the device's work when the recorder saw the device busy for most
+of the traced iterations but the trace holds under this share of that work inside them: the host
+queued the traced steps far ahead (dispatch without back-pressure) and the device ran them after
+their iterations. The breakdown then falls back to the whole trace (shares only)."""
+
+AGREE = 0.25
+"""Trace step marks agree with the recorder's steps when as many and their median length is within this."""
+
 
 @dataclass(frozen=True, kw_only=True)
 class Breakdown:
     per_step: pd.DataFrame
-    """One row per (lane, step): `step_s` and seconds per part."""
+    """One row per (lane, step): `step_s` and seconds per part; empty when there are no per-step windows."""
     fractions: dict[str, float]
-    """Share of all step time per part (sums to 1); empty when the run has no trace timeline."""
+    """Share of all window time per part (sums to 1); empty when the run has no trace timeline."""
     window: str
-    """`steps` when step markers framed the windows, `trace` when the whole capture was one window."""
+    """`steps` (one window per step), `trace` (the whole capture: shares only, nothing per step) or `none`."""
+    steps_from: str | None = None
+    """`recorder` (the recorder's traced steps) or `trace` (the trace's own step marks) for `steps` windows."""
+    alignment_error_s: float | None = None
+    """`steps` windows: the smallest start-to-program lag left after alignment (how far off the
+    mapping can be when one step's program started at once); None otherwise."""
+    clock_offset_s: float | None = None
+    """Seconds added to a recorder time to get the trace time (`steps` windows)."""
+    annotations_agree: bool | None = None
+    """Whether the trace's own step marks agree with the recorder's steps; None without both."""
+    device_check: dict[str, float | None] | None = None
+    """`steps` windows: the recorder's device time against the trace's (the union of the step's device
+    ops, mean over lanes) over the traced steps: `recorded_median_s`, `trace_median_s`, `difference_median_s`."""
 
 
-def _windows(run: Run, timeline: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    steps = run.table("device_steps")
-    if not steps.empty:
-        return steps[["device", "step", "start_s", "end_s"]].reset_index(drop=True), "steps"
-    span = timeline[timeline["kind"] != "step"]
-    return pd.DataFrame({"device": [None], "step": [0], "start_s": [span["start_s"].min()], "end_s": [span["end_s"].max()]}), "trace"
+def _device_lanes(tl: pd.DataFrame) -> list[str]:
+    return [ln for ln in tl["lane"].unique() if not str(ln).endswith("host")]
+
+
+def _recorder_windows(run: Run, tl: pd.DataFrame) -> tuple[pd.DataFrame, float, float | None] | None:
+    """Traced steps on the trace clock, the offset used, and the alignment error."""
+    zero = (run.manifest.get("trace_clock") or {}).get("zero_s")
+    steps = run.table("steps")
+    if zero is None or steps.empty or "traced" not in steps:
+        return None
+    traced = steps[steps["traced"].fillna(False).astype(bool)]
+    if traced.empty:
+        return None
+    offset = -float(zero)
+    starts = traced["start_time_s"].to_numpy(float) + offset
+    progs = np.sort(tl.loc[(tl["kind"] == "program") & tl["lane"].isin(_device_lanes(tl)), "start_s"].to_numpy(float))
+    error = None
+    if progs.size:
+        idx = np.searchsorted(progs, starts - ALIGN_SLACK_S)
+        lags = np.array([progs[i] - s for i, s in zip(idx, starts, strict=True) if i < progs.size])
+        if lags.size:
+            shift = min(0.0, float(lags.min()))
+            offset += shift
+            error = abs(float(lags.min()))
+    frame = pd.DataFrame({
+        "device": None, "step": traced["step"].to_numpy(int),
+        "start_s": traced["start_time_s"].to_numpy(float) + offset, "end_s": traced["end_time_s"].to_numpy(float) + offset,
+    })
+    return frame, offset, error
+
+
+def _agree(marks: pd.DataFrame, windows: pd.DataFrame) -> bool:
+    per_lane = marks.groupby("device").size()
+    if per_lane.empty or int(per_lane.max()) != len(windows):
+        return False
+    got = float(pd.to_numeric(marks["end_s"] - marks["start_s"]).median())
+    want = float((windows["end_s"] - windows["start_s"]).median())
+    return want > 0 and abs(got - want) <= AGREE * want
+
+
+def _device_check(run: Run, per_step: pd.DataFrame) -> dict[str, float | None] | None:
+    steps = run.table("steps")
+    if per_step.empty or "device_s" not in steps:
+        return None
+    trace = per_step.assign(busy=per_step[list(OP_CLASSES)].sum(axis=1)).groupby("step")["busy"].mean()
+    recorded = pd.to_numeric(steps.set_index("step")["device_s"], errors="coerce").reindex(trace.index)
+    both = recorded.notna()
+    diff = (recorded[both] - trace[both])
+    return {
+        "recorded_median_s": float(recorded[both].median()) if both.any() else None,
+        "trace_median_s": float(trace.median()),
+        "difference_median_s": float(diff.median()) if both.any() else None,
+    }
 
 
 def _label_window(lane_ev: pd.DataFrame, host_ev: pd.DataFrame, start: float, end: float) -> dict[str, float]:
@@ -56,22 +140,64 @@ def _label_window(lane_ev: pd.DataFrame, host_ev: pd.DataFrame, start: float, en
     return {p: float(seg[labels == p].sum()) for p in PARTS}
 
 
-def analyze_breakdown(run: Run) -> Breakdown:
-    """Breakdown per step for every device lane of the trace timeline."""
-    tl = run.table("timeline")
-    if tl.empty:
-        return Breakdown(per_step=pd.DataFrame(columns=["lane", "step", "step_s", *PARTS]), fractions={}, window="none")
-    windows, how = _windows(run, tl)
+def classified_timeline(run: Run) -> pd.DataFrame:
+    """The run's timeline with device op classes from its optimized HLO where it saved it."""
+    def derive(r: Run) -> pd.DataFrame:
+        tl = r.table("timeline")
+        classes = run_op_classes(r)
+        if tl.empty or not classes:
+            return tl
+        ops = tl["kind"].isin(OP_CLASSES)
+        tl = tl.copy()
+        tl.loc[ops, "kind"] = reclassify(classes, tl.loc[ops, "name"], tl.loc[ops, "kind"].astype(object))
+        return tl
+
+    return run.derived("classified_timeline", derive)
+
+
+def analyze_windows(tl: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
+    """One row per (device lane, window): `step_s` and seconds per part."""
     host = tl[tl["kind"].isin(["compile", "input"])]
-    lanes = [ln for ln in tl["lane"].unique() if not str(ln).endswith("host")]
     rows = []
-    for lane in lanes:
+    for lane in _device_lanes(tl):
         lane_ev = tl[(tl["lane"] == lane) & tl["kind"].isin([*OP_CLASSES, "program"])]
         own = windows[windows["device"] == lane] if (windows["device"] == lane).any() else windows.drop_duplicates("step")
         for w in own.itertuples(index=False):
             parts = _label_window(lane_ev, host, float(w.start_s), float(w.end_s))
             rows.append({"lane": lane, "step": int(w.step), "step_s": float(w.end_s - w.start_s), **parts})
-    per_step = pd.DataFrame(rows, columns=["lane", "step", "step_s", *PARTS])
+    return pd.DataFrame(rows, columns=["lane", "step", "step_s", *PARTS])
+
+
+def analyze_breakdown(run: Run) -> Breakdown:
+    """Breakdown per window for every device lane of the trace timeline."""
+    tl = classified_timeline(run)
+    empty = pd.DataFrame(columns=["lane", "step", "step_s", *PARTS])
+    if tl.empty:
+        return Breakdown(per_step=empty, fractions={}, window="none")
+    marks = run.table("device_steps")
+    recorded = _recorder_windows(run, tl)
+    offset = error = agree = source = None
+    if recorded is not None:
+        windows, offset, error = recorded
+        how, source = "steps", "recorder"
+        agree = _agree(marks, windows) if not marks.empty else None
+    elif not marks.empty:
+        windows, how, source = marks[["device", "step", "start_s", "end_s"]].reset_index(drop=True), "steps", "trace"
+    else:
+        span = tl[tl["kind"] != "step"]
+        windows, how = pd.DataFrame({"device": [None], "step": [0], "start_s": [span["start_s"].min()], "end_s": [span["end_s"].max()]}), "trace"
+    per_step = analyze_windows(tl, windows)
     total = per_step["step_s"].sum()
     fractions = {p: float(per_step[p].sum() / total) for p in PARTS} if total > 0 else {}
-    return Breakdown(per_step=per_step, fractions=fractions, window=how)
+    check = _device_check(run, per_step) if source == "recorder" else None
+    if check and check["recorded_median_s"] and check["trace_median_s"] < QUEUED * check["recorded_median_s"]:
+        span = tl[tl["kind"] != "step"]
+        whole = analyze_windows(tl, pd.DataFrame({"device": [None], "step": [0], "start_s": [span["start_s"].min()], "end_s": [span["end_s"].max()]}))
+        total = whole["step_s"].sum()
+        fractions = {p: float(whole[p].sum() / total) for p in PARTS} if total > 0 else {}
+        return Breakdown(per_step=empty, fractions=fractions, window="trace", alignment_error_s=error, clock_offset_s=offset, annotations_agree=agree, device_check=check)
+    return Breakdown(
+        device_check=check,
+        per_step=per_step if how != "trace" else empty, fractions=fractions, window=how, steps_from=source,
+        alignment_error_s=error, clock_offset_s=offset, annotations_agree=agree,
+    )

@@ -100,20 +100,50 @@ def _mfu_missing(doc: Mapping[str, Any]) -> str:
     return str(dig(doc, "mfu_detail.reason") or "needs the model's FLOPs and the chip's peak")
 
 
+def _device_missing(doc: Mapping[str, Any]) -> str:
+    said = dig(doc, "steps.device_reason")
+    if said:
+        return str(said)
+    if dig(doc, "run.imported"):
+        return "an imported trace has no per-step device time"
+    return "the device time per step was not measured in this run"
+
+
+def compile_seconds(doc: Mapping[str, Any]) -> float | None:
+    """`compile.total_s`; unknown (not 0 s) when no compile was seen in a run without JAX: tpu-perf
+    sees XLA compiles through JAX, so a PyTorch run's 0 compiles mean "not seen", not "none"."""
+    if not dig(doc, "compile.count") and "jax" not in (dig(doc, "run.frameworks") or []):
+        return None
+    return dig(doc, "compile.total_s")
+
+
+def _compile_missing(doc: Mapping[str, Any]) -> str:
+    said = dig(doc, "compile.reason")
+    if said:
+        return str(said)
+    if dig(doc, "run.imported"):
+        return "compiles cannot be seen in an imported trace"
+    return "no compile seen: tpu-perf sees XLA compiles of JAX programs, and this run has none (PyTorch, torch-tpu)"
+
+
 KPIS: tuple[Kpi, ...] = (
     Kpi(label="Median step time", value=lambda d: dig(d, "steps.median_s"), unit="seconds", lower_is_better=True, help="steps.median_s: steady-state median of the wall-clock iteration (warm-up, compiled and traced steps excluded)", why_missing=_steps_missing),
     Kpi(label="All-in step time", value=lambda d: dig(d, "steps.all_in_s"), unit="seconds", lower_is_better=True, help="steps.all_in_s: wall time per step over every step after the first (recompiles, evals and trace windows included)", why_missing=lambda d: "fewer than 2 steps"),
     Kpi(label="p10 step time", value=lambda d: dig(d, "steps.p10_s"), unit="seconds", lower_is_better=True, help="steps.p10_s: 10th percentile of the steady iterations", why_missing=_steps_missing),
     Kpi(label="p90 step time", value=lambda d: dig(d, "steps.p90_s"), unit="seconds", lower_is_better=True, help="steps.p90_s: 90th percentile of the steady iterations (stragglers, host stalls)", why_missing=_steps_missing),
-    Kpi(label="Device time / step", value=lambda d: dig(d, "steps.device_median_s"), unit="seconds", lower_is_better=True, help="steps.device_median_s: dispatch to outputs ready, median", why_missing=lambda d: "the framework's device time per step is not measured (PyTorch steps, imports)"),
+    Kpi(label="Device time / step", value=lambda d: dig(d, "steps.device_median_s"), unit="seconds", lower_is_better=True, help="steps.device_median_s: dispatch to outputs ready, median", why_missing=_device_missing),
     Kpi(label="MFU", value=lambda d: d.get("mfu"), unit="fraction", lower_is_better=False, help="mfu (basis: mfu_basis): model FLOPs per second / chip peak", why_missing=_mfu_missing),
     Kpi(label="Hardware FLOPs utilisation", value=lambda d: dig(d, "flops.utilization"), unit="fraction", lower_is_better=False, help="flops.utilization: XLA-counted FLOPs per device / chip peak", why_missing=_peak_missing),
     Kpi(label="FLOPs / step", value=lambda d: dig(d, "flops.per_step"), unit="flops", lower_is_better=False, neutral=True, help="flops.per_step: FLOPs XLA counts in the step program, all devices (the workload: a change is neither better nor worse)", why_missing=lambda d: "no FLOP count for the step program (XLA cost analysis gave none; PyTorch eager has none)"),
     Kpi(label="Achieved TFLOP/s", value=lambda d: dig(d, "flops.achieved_tflops"), unit="tflops", lower_is_better=False, help="flops.achieved_tflops: FLOPs per step / median step time", why_missing=lambda d: "needs FLOPs per step and a step time"),
     Kpi(label="Tokens/s", value=lambda d: dig(d, "steps.tokens_per_s"), unit="rate", lower_is_better=False, help="steps.tokens_per_s: tokens per step / median step time", why_missing=lambda d: "tokens per step unknown: record with `--tokens-per-step N`"),
     Kpi(label="Peak HBM", value=peak_device_bytes, unit="bytes", lower_is_better=True, help="memory.per_device peak (else memory.peak_bytes)", why_missing=lambda d: "no device memory source (runtime sampler or XLA memory analysis)"),
-    Kpi(label="Compile time", value=lambda d: dig(d, "compile.total_s"), unit="seconds", lower_is_better=True, help="compile.total_s: all backend compiles", why_missing=lambda d: str(dig(d, "compile.reason") or "compiles cannot be seen (imported traces, torch-tpu)")),
+    Kpi(label="Compile time", value=compile_seconds, unit="seconds", lower_is_better=True, help="compile.total_s: all backend compiles", why_missing=_compile_missing),
 )
+
+
+KPI_WHY = {kpi.label: kpi.why_missing for kpi in KPIS}
+"""Why each KPI is unknown for a run, by label (the run page's metrics say the same as the table)."""
 
 
 def delta(value: float | None, base: float | None) -> float | None:

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pandas as pd
+
 from tpu_perf.analyzers.iteration import run_iteration_flops
+from tpu_perf.analyzers.programs import step_program
 from tpu_perf.analyzers.steps import StepStats
 from tpu_perf.hardware import Chip, lookup_chip
 from tpu_perf.store import Run
@@ -67,26 +70,36 @@ def run_chip(run: Run) -> Chip | None:
     return lookup_chip(config.get("chip")) or lookup_chip(hardware.get("device_kind"))
 
 
+def chip_mismatch(run: Run) -> str | None:
+    """A warning when `--chip` names another chip than the device the run detected (its peak, and so
+    its utilisation, are then the declared chip's, not the hardware's); None when they agree or
+    either is unknown."""
+    declared = (run.manifest.get("config") or {}).get("chip")
+    kind = (run.manifest.get("hardware") or {}).get("device_kind")
+    if not declared or not kind:
+        return None
+    chip, detected = lookup_chip(declared), lookup_chip(kind)
+    if chip is not None and detected is not None and chip.name == detected.name:
+        return None
+    return (f"--chip {declared} does not match the detected device ({kind}): utilisation and MFU use "
+            f"{chip.name if chip else declared}'s peak, not this hardware's; drop --chip, or record on a {declared}")
+
+
 def step_flops(run: Run) -> tuple[float | None, str | None, int]:
     """(FLOPs per step on all devices, where from, devices the step runs on)."""
     config = run.manifest.get("config") or {}
     hardware = run.manifest.get("hardware") or {}
     devices = int(hardware.get("device_count") or 1)
-    programs = run.programs
-    if not programs.empty and "devices" in programs:
-        step_rows = programs[programs["is_step"].astype(bool)] if "is_step" in programs else programs.iloc[0:0]
-        if not step_rows.empty:
-            devices = int(step_rows["devices"].iloc[0] or devices)
+    step = step_program(run.programs)
+    if step is not None and "devices" in step and pd.notna(step["devices"]) and step["devices"]:
+        devices = int(step["devices"])
     if config.get("flops_per_step"):
         return float(config["flops_per_step"]), "user", devices
-    if programs.empty or "flops" not in programs:
+    iteration = run_iteration_flops(run)
+    if step is None or iteration is None:
         return None, None, devices
-    step_rows = programs[programs["is_step"].astype(bool)]
-    if not step_rows.empty and step_rows["flops"].notna().any():
-        row = step_rows[step_rows["flops"].notna()].iloc[0]
-        source = row.get("flops_source") if "flops_source" in step_rows else None
-        return run_iteration_flops(run).flops * devices, str(source) if isinstance(source, str) else "xla_cost_analysis", devices
-    return None, None, devices
+    source = step.get("flops_source")
+    return iteration.flops * devices, str(source) if isinstance(source, str) else "xla_cost_analysis", devices
 
 
 def run_peak(run: Run, precision: str = "bf16") -> Peak:

@@ -64,6 +64,32 @@ class HloAnalysis:
     notes: list[str] = field(default_factory=list)
 
 
+_DIM_LABELS = re.compile(r"dim_labels=\w+_(\w+)->")
+
+
+def _contracted(instr: Instruction, lhs: tuple[int, ...], rhs: tuple[int, ...]) -> int:
+    """Multiply-adds per output element: a dot's contracted size (lhs contracting dims), a
+    convolution's kernel volume x input features (the kernel's dims less its output-feature dim)."""
+    contract = LHS_CONTRACTING.search(instr.text)
+    if contract and contract.group(1):
+        return math.prod(lhs[int(d)] for d in contract.group(1).split(",") if int(d) < len(lhs))
+    if instr.opcode != "convolution" or not rhs:
+        return 1
+    labels = _DIM_LABELS.search(instr.text)
+    out_dim = labels.group(1).find("o") if labels and len(labels.group(1)) == len(rhs) else len(rhs) - 1
+    return math.prod(d for i, d in enumerate(rhs) if i != out_dim)
+
+
+def dot_flops(instr: Instruction, shape_of: dict[str, str]) -> float:
+    """FLOPs of one dot or convolution: 2 x output elements x multiply-adds per element (0 when
+    its shapes are unknown). The one counter for the HLO analysis and the loop FLOPs."""
+    out_s = shapes(instr.shape)
+    ops = [shapes(shape_of.get(o, "")) for o in instr.operands[:2]]
+    if instr.opcode not in ("dot", "convolution") or not out_s or len(ops) < 2 or not ops[0] or not ops[1]:
+        return 0.0
+    return 2.0 * math.prod(out_s[0][1]) * _contracted(instr, ops[0][0][1], ops[1][0][1])
+
+
 def _dot(instr: Instruction, tile: int, shape_of: dict[str, str]) -> DotInfo | None:
     """Operand shapes come from the operands' own definitions (newer HLO text omits them inline)."""
     out_s = shapes(instr.shape)
@@ -71,15 +97,10 @@ def _dot(instr: Instruction, tile: int, shape_of: dict[str, str]) -> DotInfo | N
     if not out_s or len(ops) < 2 or not ops[0] or not ops[1]:
         return None
     out, lhs, rhs = out_s[0][1], ops[0][0], ops[1][0]
-    contract = LHS_CONTRACTING.search(instr.text)
-    if contract and contract.group(1):
-        k = math.prod(lhs[1][int(d)] for d in contract.group(1).split(",") if int(d) < len(lhs[1]))
-    else:  # convolution: kernel volume x input features, from the rhs (kernel) shape
-        k = math.prod(rhs[1][:-1]) if rhs[1] else 1
+    k = _contracted(instr, lhs[1], rhs[1])
     m = out[-2] if len(out) >= 2 else 1
     n = out[-1] if out else 1
-    batch = math.prod(out[:-2]) if len(out) > 2 else 1
-    flops = 2.0 * batch * m * n * k
+    flops = dot_flops(instr, shape_of)
     padded = _pad(m, tile) * _pad(n, tile) * _pad(k, tile)
     waste = 1.0 - (m * n * k) / padded if padded else 0.0
     return DotInfo(name=instr.name, opcode=instr.opcode, dtype=lhs[0], m=m, n=n, k=k, flops=flops, padding_waste=waste)

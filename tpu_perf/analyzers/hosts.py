@@ -203,7 +203,7 @@ def steps_by_host(run: Run) -> pd.DataFrame:
             "hostname": host.manifest.get("host"),
             "index": np.arange(len(steps)),
             "duration_s": steps["duration_s"].astype(float).to_numpy(),
-            "own_s": (steps["duration_s"].astype(float) - wait).to_numpy(),
+            "own_s": (steps["duration_s"].astype(float) - wait).clip(lower=0.0).to_numpy(),  # as own_median_s: never negative
         }))
     if not frames:
         return pd.DataFrame(columns=["process_index", "hostname", "index", "duration_s", "own_s"])

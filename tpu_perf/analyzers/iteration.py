@@ -10,6 +10,7 @@ import pandas as pd
 
 from tpu_perf.analyzers.hlo import run_hlo
 from tpu_perf.analyzers.loops import loop_flops
+from tpu_perf.analyzers.programs import step_program
 from tpu_perf.store import Run
 
 
@@ -61,9 +62,9 @@ def run_iteration_flops(run: Run) -> IterationFlops | None:
 
     def derive(r: Run) -> IterationFlops | None:
         programs = r.programs
-        if programs.empty or "flops" not in programs or "is_step" not in programs:
+        if programs.empty or "flops" not in programs:
             return None
-        step_rows = programs[programs["is_step"].astype(bool) & programs["flops"].notna()]
-        return iteration_flops(r, programs, step_rows.iloc[0]) if not step_rows.empty else None
+        step = step_program(programs)
+        return iteration_flops(r, programs, step) if step is not None and pd.notna(step["flops"]) else None
 
     return run.derived("iteration_flops", derive)

@@ -2,7 +2,7 @@
 
 `compiled.cost_analysis()` counts a while loop's body once, so a step that scans 8 layers reports
 1/8 of their matmuls. XLA records the trip count it proved in the while instruction's backend
-config (`known_trip_count`); the loop body's dot FLOPs (2 x output elements x contracted size,
+config (`known_trip_count`); the loop body's dot and convolution FLOPs (`hlo_analysis.dot_flops`,
 through fusions, calls and nested loops) are counted again here and multiplied by it. What is
 added is the difference between the counted-with-trips and counted-once matmul FLOPs. Loops
 without a known trip count are counted once, and reported as such.
@@ -11,13 +11,11 @@ without a known trip count are counted once, and reported as such.
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass
 
 from tpu_perf.analyzers.hlo import HloModule, Instruction
-from tpu_perf.analyzers.hlo_analysis import LHS_CONTRACTING
-from tpu_perf.analyzers.hlo_analysis import shapes as hlo_shapes
+from tpu_perf.analyzers.hlo_analysis import dot_flops
 
 _TRIPS = re.compile(r'"known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"?(\d+)"?')
 
@@ -29,22 +27,6 @@ class LoopFlops:
     loops: int
     unknown_trip_loops: int
     """While loops whose trip count XLA did not prove: their bodies are counted once."""
-
-
-def _dims(shape: str) -> tuple[int, ...] | None:
-    """Dimensions of a (non-tuple) HLO shape, e.g. `f32[8,64]{1,0}`."""
-    found = hlo_shapes(shape)
-    return found[0][1] if found else None
-
-
-def _dot_flops(inst: Instruction, shapes: dict[str, str]) -> float:
-    out = _dims(inst.shape)
-    lhs = _dims(shapes.get(inst.operands[0], "")) if inst.operands else None
-    contract = LHS_CONTRACTING.search(inst.text)
-    if out is None or lhs is None or contract is None:
-        return 0.0
-    k = math.prod(lhs[int(d)] for d in contract.group(1).split(",") if d.strip() and int(d) < len(lhs))
-    return 2.0 * math.prod(out) * k
 
 
 def trip_count(inst: Instruction) -> int | None:
@@ -71,8 +53,8 @@ def loop_flops(module: HloModule) -> LoopFlops:
             return memo.get(key, 0.0)
         total = 0.0
         for inst in module.computations.get(comp, []):
-            if inst.opcode == "dot":
-                total += _dot_flops(inst, shapes)
+            if inst.opcode in ("dot", "convolution"):
+                total += dot_flops(inst, shapes)
             if inst.opcode == "while":
                 body = inst.attrs.get("body", "").lstrip("%")
                 trips = (trip_count(inst) or 1) if with_trips else 1

@@ -15,8 +15,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tpu_perf.analyzers.at_peak import AtPeak
 from tpu_perf.analyzers.flops import run_chip
+from tpu_perf.analyzers.out_of_memory import OutOfMemory
+from tpu_perf.analyzers.programs import step_program
 from tpu_perf.analyzers.timeline import best_positions, best_rows, rows_in, steady_window
+from tpu_perf.analyzers.torch_state import TorchState
 from tpu_perf.store import Run
 
 RESERVE_FRACTION = 0.05
@@ -56,6 +60,13 @@ class MemoryStats:
     batch_size: int | None
     max_batch_size: int | None
     """Estimate: floor(batch_size x max_batch_multiplier), when the batch size is known."""
+    at_peak: AtPeak | None = None
+    """What fills memory at the step program's peak, by XLA's liveness (`analyzers/at_peak.py`);
+    filled by the full report only (the runs page's summary skips it)."""
+    torch_state: TorchState | None = None
+    """PyTorch: bytes of parameters, gradients and optimizer state, from the tensors (full report only)."""
+    out_of_memory: OutOfMemory | None = None
+    """The script died out of device memory: where, and the allocation that failed (full report only)."""
 
 
 def _capacity(run: Run) -> int | None:
@@ -97,8 +108,8 @@ def _xla_step(run: Run) -> tuple[int | None, int | None]:
     if programs.empty or not programs.reindex(columns=size_columns).notna().any().any():
         return None, None  # no XLA program (PyTorch runs' rows carry FLOPs only)
     programs = programs.reindex(columns=[*programs.columns, *(c for c in size_columns if c not in programs)])
-    step_rows = programs[programs["is_step"].astype(bool)]
-    rows = step_rows if not step_rows.empty else programs
+    step = step_program(programs)
+    rows = programs.loc[[step.name]] if step is not None else programs  # no step known: the largest program
     sizes = rows[["argument_bytes", "output_bytes", "temp_bytes"]].fillna(0).sum(axis=1) - rows["alias_bytes"].fillna(0)
     if "peak_bytes" in rows and rows["peak_bytes"].notna().any():
         sizes = rows["peak_bytes"].fillna(sizes)

@@ -5,10 +5,25 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import pandas as pd
+
 from tpu_perf.analyzers.hlo import FusionSummary, fusion_summary, run_hlo
 from tpu_perf.analyzers.hlo_analysis import HloAnalysis, analyze_hlo, tile_for_chip
 from tpu_perf.errors import DataError
 from tpu_perf.store import Run
+
+
+def step_program(programs: pd.DataFrame) -> pd.Series | None:
+    """The step program's row of a `programs` table: the one the collector marked `is_step` (of
+    several, the first with FLOPs), else the only program there is; None when it is not known.
+    Every analyzer that reads "the step program" (FLOPs, HLO, memory) takes it from here."""
+    if programs.empty:
+        return None
+    marked = programs[programs["is_step"].fillna(False).astype(bool)] if "is_step" in programs else programs.iloc[0:0]
+    if not marked.empty:
+        with_flops = marked[marked["flops"].notna()] if "flops" in marked else marked.iloc[0:0]
+        return (with_flops if not with_flops.empty else marked).iloc[0]
+    return programs.iloc[0] if len(programs) == 1 else None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,7 +67,7 @@ class HloSection:
 
     @property
     def step(self) -> ProgramFusion | None:
-        return next((p for p in self.programs if p.is_step), self.programs[0] if self.programs else None)
+        return next((p for p in self.programs if p.is_step), self.programs[0] if len(self.programs) == 1 else None)
 
     def to_dict(self) -> dict[str, Any]:
         step, a = self.step, self.analysis
@@ -75,7 +90,8 @@ def analyze_hlo_section(run: Run, *, chip: str | None) -> HloSection:
     fusion = analyze_fusion(run)
     table = run.programs
     rows = table.astype(object).where(table.notna(), None).to_dict("records") if not table.empty else []
-    step = next((r for r in rows if r.get("is_step")), rows[0] if rows else None)
+    chosen = step_program(table)
+    step = rows[table.index.get_loc(chosen.name)] if chosen is not None else None
     if step is None or not isinstance(step.get("hlo_file"), str) or not run.exists(step["hlo_file"]):
         return HloSection(programs=fusion, analysis_function=None, analysis=None, program_rows=rows)
     analysis = analyze_hlo(run_hlo(run, step["hlo_file"]), tile=tile_for_chip(chip))

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from tpu_perf.analyzers import batch_means
+from tpu_perf.analyzers.exact import EXACT_METRICS, exact_checks
 from tpu_perf.analyzers.run_values import FINGERPRINT_FIELDS, RunValues
 from tpu_perf.analyzers.welch import Comparison, compare_samples, cv, geomean, t_quantile
 
@@ -83,6 +84,9 @@ class CheckOptions:
     """Fingerprint fields allowed to differ (a known version bump)."""
     inconclusive_ok: bool = False
     """INCONCLUSIVE exits 0 instead of 3."""
+    pair_by: str | None = None
+    """Tag KEY that pairs baseline and candidate runs recorded back to back (`--pair-by tag:KEY`):
+    timed metrics are judged on per-pair log ratios (`analyzers.paired`)."""
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha < 0.5:
@@ -93,7 +97,7 @@ class CheckOptions:
         unknown = [f for f in self.ignore_fingerprint if f not in FINGERPRINT_FIELDS]
         if unknown:
             raise ValueError(f"--ignore-fingerprint {', '.join(unknown)}: unknown field; one of {', '.join(FINGERPRINT_FIELDS)}")
-        known = {m.name for m in METRICS} | set(AOT_METRICS)
+        known = {m.name for m in METRICS} | set(AOT_METRICS) | set(EXACT_METRICS)
         bad = [m for m in self.metrics or () if m not in known]
         if bad:
             raise ValueError(f"--metric {', '.join(bad)}: unknown metric; one of {', '.join(sorted(known))}")
@@ -178,12 +182,15 @@ class CheckResult:
     """Why the basis is all-in, naming the run(s); None on the steady basis."""
     sentence: str | None = None
     """The verdict in words (`verdict.speed_sentence`), set by whoever knows the sides' names."""
+    commits: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+    """The git shas each side's runs recorded (baseline, candidate): which code ran."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION, "verdict": self.verdict, "exit_code": self.exit_code,
             "baseline_runs": list(self.baseline_runs), "candidate_runs": list(self.candidate_runs),
             "differing_fields": list(self.differing_fields), "basis": self.basis, "basis_reason": self.basis_reason, "sentence": self.sentence,
+            "commits": {"baseline": list(self.commits[0]), "candidate": list(self.commits[1])},
             "options": asdict(self.options),
             "checks": [_check_dict(c) for c in self.checks],
         }
@@ -247,7 +254,7 @@ def _statistical_check(metric: Metric, base: tuple[float, ...], cand: tuple[floa
         sure = f"{(1 - options.alpha / NOISY_STRICTNESS):.0%}"
         return Check(**common, **numbers, verdict=verdict, message=f"{message}; even its {sure} bound ({_percent(strict.low if strict.low > 1 else strict.high)}) is beyond the margin, so the {', '.join(noisy)} does not stop the verdict")
     if noisy:
-        return Check(**common, **numbers, verdict=Verdict.BAD_DATA, message=f"{metric.label}: {', '.join(noisy)} above --max-cv {options.max_cv:.0%}: too noisy to judge ({_percent(comp.ratio)}, interval {_percent(comp.low)} .. {_percent(comp.high)}); quiet the machine or raise --max-cv")
+        return Check(**common, **numbers, verdict=Verdict.BAD_DATA, message=f"{metric.label}: {', '.join(noisy)} above --max-cv {options.max_cv:.0%}: too noisy to judge ({_percent(comp.ratio)}, interval {_percent(comp.low)} .. {_percent(comp.high)}); that is the machine's run-to-run noise, not the code: record the sides in back-to-back pairs and check with --pair-by tag:pair (docs/ci.md), or use a quieter runner")
     needed = runs_needed(comp, lower_is_better=metric.lower_is_better, margin=options.margin, alpha=options.alpha) if verdict == Verdict.INCONCLUSIVE else None
     if verdict == Verdict.INCONCLUSIVE:
         message += f"; about {needed} runs a side would decide it" if needed else "; more than 1000 runs a side would be needed"
@@ -368,6 +375,7 @@ def default_metrics(baseline: Sequence[RunValues], candidate: Sequence[RunValues
     else:
         names = ["mfu"] if everywhere("mfu") else ["step_time", *(["tokens_per_s"] if everywhere("tokens_per_s") else [])]
     names += [m for m in ("all_in_step_time", "peak_memory", "compiles") if everywhere(m)]
+    names += [m for m in EXACT_METRICS if runs and all(getattr(r, "hlo_hash" if m == "hlo" else m) is not None for r in runs)]
     if baseline and candidate and all(r.aot for r in runs):
         names += list(AOT_METRICS)
     return tuple(names)
@@ -400,7 +408,7 @@ def runs_check(baseline: Sequence[RunValues], candidate: Sequence[RunValues], op
     for side, runs in (("baseline", baseline), ("candidate", candidate)):
         if len(runs) < 2 and not single:
             problems.append(f"{side} has {len(runs)} run(s); record at least 2 (5 recommended) with `tpu-perf record --repeat 5`")
-        problems += [f"{side} run {r.run_id} {r.status}" for r in runs if r.status != "completed"]
+        problems += [f"{side} run {r.run_id} {r.status}" + (f": {r.error}" if r.error else "") for r in runs if r.status != "completed"]
         if not all_in:
             problems += [f"{side} run {r.run_id} has {r.steady_steps} steady steps (< {options.min_steady_steps}); run more steps" for r in runs if r.status == "completed" and r.steady_steps < options.min_steady_steps]
     if problems:
@@ -419,7 +427,7 @@ def overall(checks: Sequence[Check], *, inconclusive_ok: bool = False) -> tuple[
     """The verdict by precedence (NOT_COMPARABLE > REGRESSION > BAD_DATA > INCONCLUSIVE > ...) over
     the deciding checks, and its exit code; runs that cannot be judged at all are BAD_DATA first."""
     present = {c.verdict for c in checks if c.decides}
-    unusable = any(c.name == "runs" and c.verdict == Verdict.BAD_DATA for c in checks)
+    unusable = any(c.name in ("runs", "pairs") and c.verdict == Verdict.BAD_DATA for c in checks)
     order = PRECEDENCE if not unusable else (Verdict.NOT_COMPARABLE, Verdict.BAD_DATA, *PRECEDENCE[1:])
     verdict = next((v for v in order if v in present), Verdict.PASS)
     code = EXIT_CODES[verdict]
@@ -433,9 +441,18 @@ def check_sets(baseline: Sequence[RunValues], candidate: Sequence[RunValues], op
     names = options.metrics or default_metrics(baseline, candidate)
     reason = all_in_basis(baseline, candidate) if "all_in_step_time" in names else None
     checks = [fp, runs_check(baseline, candidate, options, all_in=reason is not None)]
+    pairs = None
+    if options.pair_by is not None:
+        from tpu_perf.analyzers.paired import match_pairs, pairs_check
+
+        pairs, notes = match_pairs(baseline, candidate, options.pair_by)
+        checks.append(pairs_check(pairs, notes, options.pair_by))
     for name in names:
         if name in AOT_METRICS:
             checks += _aot_checks(name, baseline, candidate, options)
+            continue
+        if name in EXACT_METRICS:
+            checks += exact_checks(baseline, candidate, (name,))
             continue
         metric = METRIC_BY_NAME[name]
         sources = {r.peak_memory_source for r in (*baseline, *candidate)} if name == "peak_memory" else set()
@@ -443,7 +460,12 @@ def check_sets(baseline: Sequence[RunValues], candidate: Sequence[RunValues], op
             checks.append(Check(name=name, verdict=Verdict.BAD_DATA, unit=metric.unit, message=f"peak memory comes from different sources ({', '.join(sorted(map(str, sources)))}); compare runs measured the same way"))
             continue
         steps = (metric.samples(baseline[0]), metric.samples(candidate[0])) if metric.samples and single_runs(baseline, candidate) else None
-        check = check_metric(metric, [metric.value(r) for r in baseline], [metric.value(r) for r in candidate], options, steps=steps)
+        if pairs is not None and metric.statistical:
+            from tpu_perf.analyzers.paired import paired_check
+
+            check = paired_check(metric, pairs, options)
+        else:
+            check = check_metric(metric, [metric.value(r) for r in baseline], [metric.value(r) for r in candidate], options, steps=steps)
         if reason and metric.steady:  # the steady median hides what the all-in time shows: it does not decide
             check = replace(check, decides=False, message=f"{check.message} (not deciding: all-in step time decides, {reason})")
         elif not reason and name == "all_in_step_time" and check.verdict not in (Verdict.REGRESSION, Verdict.IMPROVEMENT):
@@ -454,4 +476,11 @@ def check_sets(baseline: Sequence[RunValues], candidate: Sequence[RunValues], op
         verdict=verdict, exit_code=code, checks=tuple(checks), options=options,
         baseline_runs=tuple(r.run_id for r in baseline), candidate_runs=tuple(r.run_id for r in candidate),
         differing_fields=differing, basis="all_in_step_time" if reason else "step_time", basis_reason=reason,
+        commits=(_commits(baseline), _commits(candidate)),
     )
+
+
+def _commits(runs: Sequence[RunValues]) -> tuple[str, ...]:
+    """The distinct git shas the runs recorded, dirty ones marked `+dirty`, in first-seen order."""
+    shas = [f"{p['git_sha']}{'+dirty' if p.get('git_dirty') else ''}" for r in runs if (p := r.provenance).get("git_sha")]
+    return tuple(dict.fromkeys(shas))

@@ -8,21 +8,25 @@ documented in the README ("report --json keys"); a key, once published, keeps it
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from tpu_perf.analyzers.aot import AotStats, analyze_aot
+from tpu_perf.analyzers.at_peak import step_at_peak
 from tpu_perf.analyzers.compiles import CompileStats, analyze_compiles
 from tpu_perf.analyzers.flops import FlopsStats, analyze_flops
 from tpu_perf.analyzers.hosts import HostsSection, analyze_hosts
 from tpu_perf.analyzers.memory import MemoryStats, analyze_memory
 from tpu_perf.analyzers.mfu import MfuSummary, analyze_model_mfu, summarize_mfu
+from tpu_perf.analyzers.out_of_memory import out_of_memory
 from tpu_perf.analyzers.programs import HloSection, analyze_hlo_section
 from tpu_perf.analyzers.runinfo import RunInfo, analyze_run_info
 from tpu_perf.analyzers.runtime import RuntimeStats, analyze_runtime
 from tpu_perf.analyzers.steps import StepStats, analyze_steps
 from tpu_perf.analyzers.torch_compile import TorchCompileStats, analyze_torch_compile
+from tpu_perf.analyzers.torch_state import torch_state
 from tpu_perf.analyzers.traces import (
     TraceFiles,
     TraceSection,
@@ -108,6 +112,9 @@ def build_report(run: Run, *, convention: str | None = None, summary: bool = Fal
     base = {"options": options, "run": analyze_run_info(run), "steps": steps, "flops": flops, "mfu": mfu, "memory": _part(run, "memory", analyze_memory, run)}
     if summary:
         return Report(**base)
+    at_peak = _part(run, "memory at peak", step_at_peak, run)
+    memory = base["memory"]
+    base["memory"] = dataclasses.replace(memory, at_peak=at_peak, out_of_memory=out_of_memory(run, at_peak), torch_state=torch_state(run, memory.peak_bytes if memory.per_device else None))
     return Report(
         **base,
         compile=_part(run, "compile", analyze_compiles, run),

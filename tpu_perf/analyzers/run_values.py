@@ -57,6 +57,16 @@ class RunValues:
     """The steady steps' iterations in order: a single run's interval (batch means); not saved."""
     all_in_samples_s: tuple[float, ...] = ()
     """The iterations of every step after the first, in order (the all-in time's steps); not saved."""
+    flops_per_step: float | None = None
+    """FLOPs per step (XLA's cost analysis, the FLOP counter or --flops-per-step): exact tier."""
+    hlo_hash: str | None = None
+    """Hash of the step's optimized HLO without metadata (`analyzers.exact`): exact tier."""
+    error: str | None = None
+    """Why a run that did not complete stopped (its recorded error message); None when it did."""
+    provenance: Mapping[str, Any] = field(default_factory=dict)
+    """Which code ran, where and how: git sha (and dirty), command, host, tpu-perf version (`provenance`)."""
+    tags: Mapping[str, str] = field(default_factory=dict)
+    """The run's tags (`record --tag`): `check --pair-by tag:KEY` matches runs by one of them."""
 
     @property
     def all_in_reason(self) -> str | None:
@@ -70,6 +80,8 @@ class RunValues:
             "peak_memory_source": self.peak_memory_source, "compiles_after_warmup": self.compiles_after_warmup,
             "steady_steps": self.steady_steps, "fingerprint": dict(self.fingerprint), "aot": [dict(a) for a in self.aot],
             "all_in_s": self.all_in_s, "excluded": [vars(e) for e in self.excluded], "excluded_share": self.excluded_share,
+            "flops_per_step": self.flops_per_step, "hlo_hash": self.hlo_hash, "tags": dict(self.tags),
+            "provenance": dict(self.provenance), "error": self.error,
         }
 
     @classmethod
@@ -89,11 +101,15 @@ class RunValues:
             fingerprint={str(k): None if v is None else str(v) for k, v in dict(data.get("fingerprint") or {}).items()},
             aot=_aot_entries(data.get("aot")), all_in_s=num("all_in_s"), excluded_share=num("excluded_share"),
             excluded=tuple(Exclusion(**e) for e in data.get("excluded") or ()),
+            flops_per_step=num("flops_per_step"), hlo_hash=None if data.get("hlo_hash") is None else str(data["hlo_hash"]),
+            tags={str(k): str(v) for k, v in dict(data.get("tags") or {}).items()},
+            provenance=dict(data.get("provenance") or {}), error=None if data.get("error") is None else str(data["error"]),
         )
 
 
 def run_values(run: Run) -> RunValues:
     """The check's numbers for `run`, from its report; the fingerprint from its manifest."""
+    from tpu_perf.analyzers.exact import step_hlo_hash
     from tpu_perf.analyzers.report import build_report
 
     report = build_report(run)
@@ -112,8 +128,22 @@ def run_values(run: Run) -> RunValues:
         fingerprint=fingerprint(run),
         aot=tuple({k: getattr(a, k) for k in AOT_FIELDS} for a in report.aot or ()),
         all_in_s=steps.all_in_s, excluded=steps.excluded, excluded_share=steps.excluded_share,
+        flops_per_step=report.flops.per_step, hlo_hash=step_hlo_hash(run),
+        tags={str(k): str(v) for k, v in run.tags.items()}, provenance=provenance(run),
+        error=(run.manifest.get("error") or {}).get("message"),
         **step_samples(run, steps.warmup),
     )
+
+
+def provenance(run: Run) -> dict[str, Any]:
+    """Which code ran (git sha, dirty, repository root), the command, the host and tpu-perf's version,
+    from the run's manifest; None where it did not record one."""
+    m = run.manifest
+    git = m.get("git") or {}
+    return {
+        "git_sha": git.get("sha"), "git_dirty": git.get("dirty"), "git_root": git.get("root"),
+        "command": m.get("command"), "host": m.get("host"), "tpu_perf": (m.get("versions") or {}).get("tpu-perf"),
+    }
 
 
 def step_samples(run: Run, warmup: int) -> dict[str, tuple[float, ...]]:

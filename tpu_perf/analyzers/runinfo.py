@@ -29,7 +29,10 @@ class RunInfo:
 
 
 def analyze_run_info(run: Run) -> RunInfo:
+    from tpu_perf.analyzers.flops import chip_mismatch
+
     m = run.manifest
+    mismatch = chip_mismatch(run)
     return RunInfo(
         id=run.id,
         name=run.name,
@@ -44,6 +47,6 @@ def analyze_run_info(run: Run) -> RunInfo:
         hardware=dict(m.get("hardware") or {}),
         git=m.get("git"),
         error=(m.get("error") or {}).get("message"),
-        warnings=list(m.get("warnings") or []),
+        warnings=[*(m.get("warnings") or []), *([mismatch] if mismatch else [])],
         imported=bool(m.get("imported")),
     )

@@ -8,6 +8,7 @@ from typing import Any
 import pandas as pd
 
 from tpu_perf.analyzers.breakdown import analyze_breakdown
+from tpu_perf.analyzers.op_classes import reclassify, run_op_classes
 from tpu_perf.store import Run
 
 TOP_OPS = 20
@@ -39,6 +40,7 @@ def top_ops(run: Run, n: int = TOP_OPS) -> list[dict[str, Any]]:
         return []
     keep = ["name", "category", "fusion_kind", "occurrences", "total_time_s", "self_time_s", "flops", "bytes_accessed", "arithmetic_intensity", "bound", "op_class", "device", "program"]
     top = ops.sort_values("total_time_s", ascending=False).head(n).reindex(columns=keep)
+    top["op_class"] = reclassify(run_op_classes(run), top["name"], top["op_class"].astype(object))
     if top["fusion_kind"].isna().any():
         kinds = hlo_fusion_kinds(run)
         known = top["fusion_kind"].astype(object)
@@ -69,6 +71,10 @@ class TraceSection:
     breakdown: dict[str, float]
     breakdown_window: str
     breakdown_steps: list[dict[str, Any]]
+    breakdown_alignment_error_s: float | None
+    breakdown_steps_from: str | None
+    breakdown_device_check: dict[str, float | None] | None
+    breakdown_annotations_agree: bool | None
     devices: list[dict[str, Any]]
     device_step_count: int
     device_step_median_s: float | None
@@ -79,7 +85,11 @@ class TraceSection:
         return {
             "ops": {"count": self.op_count, "total_time_s": self.op_time_s, "top": self.top},
             "breakdown": self.breakdown,
-            "breakdown_detail": {"window": self.breakdown_window, "steps": self.breakdown_steps},
+            "breakdown_detail": {
+                "window": self.breakdown_window, "steps_from": self.breakdown_steps_from, "steps": self.breakdown_steps,
+                "alignment_error_s": self.breakdown_alignment_error_s, "annotations_agree": self.breakdown_annotations_agree,
+                "device_check": self.breakdown_device_check,
+            },
             "devices": self.devices,
             "device_steps": {"count": self.device_step_count, "median_s": self.device_step_median_s, "source": self.device_step_source},
         }
@@ -98,6 +108,10 @@ def analyze_trace_tables(run: Run) -> TraceSection:
         breakdown=dict(bd.fractions),
         breakdown_window=bd.window,
         breakdown_steps=bd.per_step.to_dict("records")[:200],
+        breakdown_alignment_error_s=bd.alignment_error_s,
+        breakdown_steps_from=bd.steps_from,
+        breakdown_device_check=bd.device_check,
+        breakdown_annotations_agree=bd.annotations_agree,
         devices=[{k: r.get(k) for k in device_keys} for r in (devices.to_dict("records") if not devices.empty else [])],
         device_step_count=int(len(steps)),
         device_step_median_s=float(pd.to_numeric(steps["duration_s"]).median()) if not steps.empty else None,

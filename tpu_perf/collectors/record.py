@@ -47,7 +47,10 @@ def _trace_tables(writer: RunWriter, rec: Recorder) -> None:
     try:
         from tpu_perf.traces.ingest import read_traces, write_tables
 
-        write_tables(writer, read_traces(trace_dir))
+        tables = read_traces(trace_dir)
+        write_tables(writer, tables)
+        if tables.clock_zero_s is not None:
+            writer.update_manifest(trace_clock={"zero_s": tables.clock_zero_s, "source": tables.format})
     except Exception as exc:
         rec.warn(f"the trace window could not be turned into op tables ({type(exc).__name__}: {exc}); the trace files are kept")
 
@@ -199,7 +202,10 @@ def finish_recording(writer: RunWriter, rec: Recorder, outcome: Outcome, uninsta
     try:
         rec.finish()
         _end_warnings(rec)
-        _trace_tables(writer, rec)
+        try:
+            _trace_tables(writer, rec)
+        except KeyboardInterrupt:  # a second Ctrl-C while the trace is read: say so, finish the run
+            rec.warn("interrupted while the trace window was turned into op tables: ops, timeline and device tables are missing; the trace files are kept (`tpu-perf import RUN_FOLDER/trace` reads them)")
     finally:
         for undo in reversed(uninstalls):
             undo()

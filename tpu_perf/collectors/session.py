@@ -38,6 +38,10 @@ DEFAULT_SAMPLE_INTERVAL_S = 1.0
 """Runtime sampling period: measured cost at this rate is far under 1 % of a loop (docs/runtime.md)."""
 
 
+TRACE_EXTRA_STEPS = 64
+"""Steps the trace window may stay open past its end while the traced steps' device work runs
+(a TPU queues a few steps ahead; a host without back-pressure may queue many)."""
+
 @dataclass(kw_only=True)
 class RecordOptions:
     """What `tpu-perf record` was asked for; stored in run.json under `config`."""
@@ -112,6 +116,10 @@ class Recorder:
         self._syncs: list[Callable[[], None]] = []
         self._finalizers: list[Callable[[], None]] = []
         self._before_close: list[Callable[[], None]] = []
+        self.traced_in_flight: Callable[[], bool] = lambda: False
+        """Whether device work dispatched inside the trace window is still running (set by the JAX
+        collector): the window stays open until it is done, so a loop that queues steps ahead of
+        the device gets its traced steps' device work into the trace."""
         self._drains: list[Callable[[], None]] = []
         self._boundary_hooks: list[Callable[[int], None]] = []
         self._compile_lock = threading.Lock()
@@ -237,10 +245,11 @@ class Recorder:
         self.sync()
         self.steps.end(source, self.now())
 
-    def span(self, source: str, start: float, end: float, *, traced: bool = False, step_num: int | None = None, device_known: bool = True, interleaved: bool = False) -> None:
+    def span(self, source: str, start: float, end: float, *, traced: bool = False, step_num: int | None = None, device_known: bool = True, interleaved: bool = False, busy: bool = False, instrumented: bool = False) -> None:
         """A complete step from dispatch to device completion (any thread may call this);
-        `device_known` False: `end` is when tpu-perf looked, an upper bound of the device time."""
-        self.steps.span(source, start, end, traced=traced, step_num=step_num, device_known=device_known, interleaved=interleaved)
+        `device_known` False: `end` is when tpu-perf looked, an upper bound of the device time.
+        `busy`: the step's device time is the reported device work inside its iteration."""
+        self.steps.span(source, start, end, traced=traced, step_num=step_num, device_known=device_known, interleaved=interleaved, busy=busy, instrumented=instrumented)
 
     def waited(self, start: float, end: float) -> None:
         """The loop was blocked in a framework call from `start` to `end` (a device sync, a
@@ -258,7 +267,7 @@ class Recorder:
             start, stop = window
             if not trace.active and start <= index < stop:
                 self._trace_call(trace, trace.start, active=True)
-            elif trace.active and index >= stop:
+            elif trace.active and index >= stop and (index >= stop + TRACE_EXTRA_STEPS or not self.traced_in_flight()):
                 self._trace_call(trace, trace.stop, active=False)
         for hook in self._boundary_hooks:
             hook(index)

@@ -45,6 +45,8 @@ class _ClosedStep:
     step: _OpenStep
     end: float
     device_s: float | None
+    busy: bool = False
+    """The device time is the reported device work inside the iteration, counted when it is written."""
 
 
 class StepTracker:
@@ -154,17 +156,19 @@ class StepTracker:
             self._open = None
 
     # -- span marks -------------------------------------------------------------------------------
-    def span(self, source: str, start: float, end: float, *, traced: bool = False, step_num: int | None = None, device_known: bool = True, interleaved: bool = False) -> None:
+    def span(self, source: str, start: float, end: float, *, traced: bool = False, step_num: int | None = None, device_known: bool = True, interleaved: bool = False, busy: bool = False, instrumented: bool = False) -> None:
         """A complete step [start, end]: dispatch to device completion (its `device_s`, when
         `device_known`; else unknown). The step's iteration ends where the next one starts.
-        `interleaved`: an eval ran since the previous dispatch, so in the previous step's iteration."""
+        `interleaved`: an eval ran since the previous dispatch, so in the previous step's iteration.
+        `busy`: `device_s` is the device work reported (`device_busy`) inside the step's iteration,
+        counted when the next step starts: with steps queued ahead, dispatch-to-ready overstates it."""
         with self._lock:
             if not self._switch(source):
                 return
             if interleaved and self._closed is not None:  # it ran before this dispatch: in the held step's iteration
                 self._closed.step.interleaved = True
-            self._begin(_OpenStep(self._next_index, start, source, step_num, traced))
-            self._close(end, device_s=max(0.0, end - start) if device_known else None, from_reports=False)
+            self._begin(_OpenStep(self._next_index, start, source, step_num, traced, instrumented))
+            self._close(end, device_s=max(0.0, end - start) if device_known else None, from_reports=False, busy=busy)
 
     def _begin(self, step: _OpenStep) -> None:
         """Open `step`; the step held before it ends where this one starts."""
@@ -178,7 +182,7 @@ class StepTracker:
         self._open = step
         self._next_index += 1
 
-    def _close(self, end: float, *, device_s: float | None = None, from_reports: bool = True) -> None:
+    def _close(self, end: float, *, device_s: float | None = None, from_reports: bool = True, busy: bool = False) -> None:
         """`from_reports`: the device time is the reported device work inside the step; else
         `device_s` as given (None: unknown)."""
         step = self._open
@@ -189,7 +193,7 @@ class StepTracker:
             self._write(self._closed, self._closed.end, tail=True)
         if from_reports:
             device_s = self._device_seconds(step.start, end)
-        self._closed = _ClosedStep(step, end, device_s)
+        self._closed = _ClosedStep(step, end, device_s, busy)
 
     def _flush_closed(self) -> None:
         """Write the held step with its own end: no next step came to end its iteration."""
@@ -222,7 +226,7 @@ class StepTracker:
             "start_time_s": step.start,
             "end_time_s": end,
             "duration_s": duration,
-            "device_s": closed.device_s,
+            "device_s": self._device_seconds(step.start, end) if closed.busy else closed.device_s,
             "wait_s": self._wait_seconds(step.start, end),
             "compiled": compile_s > 0,
             "compile_s": compile_s,

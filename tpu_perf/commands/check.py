@@ -19,7 +19,7 @@ from rich.console import Console
 from typer.core import TyperCommand
 
 from tpu_perf.errors import DataError, RunNotFoundError, TpuPerfError, UsageError
-from tpu_perf.store import layout
+from tpu_perf.store import Damage, DamagedRunError, layout
 
 SIDES = ("--baseline", "--candidate")
 
@@ -64,7 +64,7 @@ def register(app: typer.Typer) -> None:
 
 
 StoreOption = Annotated[str, typer.Option("--store", envvar=layout.STORE_ENV, help="Run store (a folder or fsspec URL); for `check`, of both sides unless --baseline-store.")]
-Selectors = Annotated[list[str], typer.Option(help="Runs: id, prefix, name, folder, tag:KEY=VALUE, name:NAME or file:PATH.json; several may follow.", show_default=False)]
+Selectors = Annotated[list[str], typer.Option(help="Runs: id, prefix, name, folder, tag:KEY=VALUE, name:NAME, file:PATH.json, or history:SEL (SEL's runs since its last change point); several may follow.", show_default=False)]
 
 
 def check_command(
@@ -77,6 +77,7 @@ def check_command(
     max_cv: Annotated[float, typer.Option(help="Run-to-run coefficient of variation above which a side is BAD_DATA.")] = 0.05,
     metric: Annotated[list[str], typer.Option(help="Metric to check (mfu, step_time, tokens_per_s, peak_memory, compiles, aot_peak_hbm, aot_flops); repeatable. Default: chosen from what the runs have.", show_default=False)] = [],  # noqa: B006
     ignore_fingerprint: Annotated[list[str], typer.Option(help="Fingerprint field allowed to differ (e.g. jax after a version bump); repeatable.", show_default=False)] = [],  # noqa: B006
+    pair_by: Annotated[str | None, typer.Option(help="tag:KEY: runs sharing a value of tag KEY on both sides are a pair recorded back to back; timed metrics are judged on per-pair ratios (docs/ci.md, Paired runs).")] = None,
     inconclusive_ok: Annotated[bool, typer.Option("--inconclusive-ok", help="Exit 0 instead of 3 when the verdict is INCONCLUSIVE.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the verdict as JSON instead of the table.")] = False,
     junit: Annotated[Path | None, typer.Option(help="Write JUnit XML here (one testcase per check).", dir_okay=False)] = None,
@@ -90,13 +91,14 @@ def check_command(
     """
     from dataclasses import replace
 
+    from tpu_perf.analyzers.paired import pair_key
     from tpu_perf.analyzers.regression import CheckOptions, check_sets
     from tpu_perf.analyzers.verdict import speed_sentence
     from tpu_perf.jsonio import dumps
     from tpu_perf.views.check import github_annotations, render_check, render_junit, render_markdown
 
     try:
-        options = CheckOptions(alpha=alpha, margin=margin, max_cv=max_cv, metrics=tuple(metric) or None, ignore_fingerprint=tuple(ignore_fingerprint), inconclusive_ok=inconclusive_ok)
+        options = CheckOptions(alpha=alpha, margin=margin, max_cv=max_cv, metrics=tuple(metric) or None, ignore_fingerprint=tuple(ignore_fingerprint), inconclusive_ok=inconclusive_ok, pair_by=pair_key(pair_by) if pair_by is not None else None)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     base = side_values(baseline, baseline_store or store, flag="--baseline")
@@ -114,7 +116,7 @@ def check_command(
             with open(summary, "a", encoding="utf-8") as f:
                 f.write(text + "\n")
         except OSError as exc:
-            err.print(f"tpu-perf: warning: $GITHUB_STEP_SUMMARY {summary}: cannot append ({exc.strerror or exc})", style="yellow", highlight=False)
+            err.print(f"tpu-perf: warning: $GITHUB_STEP_SUMMARY {summary}: cannot append ({exc.strerror or exc})", style="yellow", highlight=False, markup=False)
     if github:  # to stderr beside --json, so stdout stays one JSON document (the runner reads both)
         for line in github_annotations(result):
             (sys.stderr if as_json else sys.stdout).write(line + "\n")
@@ -144,16 +146,33 @@ def _write(path: Path, text: str, *, flag: str) -> None:
         raise UsageError(f"{flag} {path}: cannot write ({exc.strerror or exc}); give a writable path") from None
 
 
+def _skip_note(flag: str, run_id: str, damage: Damage) -> None:
+    """One line for a damaged run a `tag:`/`name:` selector passed over (the check goes on)."""
+    from tpu_perf.cli import err
+
+    err.print(f"tpu-perf: note: {flag}: skipped damaged run {run_id}: {damage}", style="yellow", highlight=False, markup=False)
+
+
 def side_values(selectors: Sequence[str], store: str, *, flag: str) -> list[Any]:
     """RunValues of every run the selectors name (runs in the store, entries of baseline files)."""
     from tpu_perf.analyzers.run_values import RunValues, run_values
+    from tpu_perf.commands.history import expand_history
     from tpu_perf.store.selectors import select
 
     if not selectors:
         raise UsageError(f"{flag}: give at least one run selector (id, name:NAME, tag:KEY=VALUE, file:PATH.json)")
     try:
-        selection = select(selectors, store, flag=flag)
-        values = [run_values(run) for run in selection.runs]
+        selection = select(expand_history(selectors, store, flag=flag), store, flag=flag)
+        values = []
+        for run in selection.runs:
+            try:
+                values.append(run_values(run))
+            except DamagedRunError as exc:
+                if run.id not in selection.grouped:
+                    raise
+                _skip_note(flag, run.id, exc.damage)
+        for damage in selection.skipped:
+            _skip_note(flag, damage.run_id, damage)
     except RunNotFoundError as exc:
         raise UsageError(str(exc)) from None
     except DataError as exc:
@@ -185,6 +204,6 @@ def baseline_save(
     except OSError as exc:
         raise UsageError(f"--out {path}: cannot write ({exc.strerror or exc}); give a writable path") from None
     bad = [v.run_id for v in values if v.status != "completed"]
-    err.print(f"tpu-perf: saved baseline {name!r} ({len(values)} runs) to {path}; use it with `tpu-perf check --baseline file:{path} --candidate ...`", highlight=False)
+    err.print(f"tpu-perf: saved baseline {name!r} ({len(values)} runs) to {path}; use it with `tpu-perf check --baseline file:{path} --candidate ...`", highlight=False, markup=False)
     if bad:
-        err.print(f"tpu-perf: warning: runs {', '.join(bad)} did not complete; `check` will call this baseline BAD_DATA", style="yellow", highlight=False)
+        err.print(f"tpu-perf: warning: runs {', '.join(bad)} did not complete; `check` will call this baseline BAD_DATA", style="yellow", highlight=False, markup=False)

@@ -60,6 +60,6 @@ def calibrate_command(
         return
     rates = ", ".join(f"{k} {v:.4g} TFLOP/s" for k, v in cal.tflops.items())
     err = Console(stderr=True)
-    Console().print(f"{cal.key} ({cal.device_kind}, {cal.framework}, {cal.size}x{cal.size} matmul): {rates} per device (measured)", highlight=False)
+    Console().print(f"{cal.key} ({cal.device_kind}, {cal.framework}, {cal.size}x{cal.size} matmul): {rates} per device (measured)", highlight=False, markup=False)
     if path:
-        err.print(f"saved to {path}; `tpu-perf record --store {store}` runs on this device use it as their peak", highlight=False)
+        err.print(f"saved to {path}; `tpu-perf record --store {store}` runs on this device use it as their peak", highlight=False, markup=False)

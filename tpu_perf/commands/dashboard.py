@@ -71,7 +71,7 @@ def streamlit_argv(host: str, port: int) -> list[str]:
         f"--server.address={host}", f"--server.port={port}", "--server.headless=true",
         "--server.fileWatcherType=none", "--server.runOnSave=false",
         "--browser.gatherUsageStats=false", f"--browser.serverAddress={public_name(host)}", f"--browser.serverPort={port}",
-        "--client.toolbarMode=viewer", "--theme.base=light",
+        "--client.toolbarMode=viewer", "--theme.base=light", "--server.enableStaticServing=false",
     ]  # fmt: skip
 
 
@@ -98,6 +98,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def dashboard(
         store: Annotated[str | None, typer.Argument(help="Run store: a folder or fsspec URL (default: $TPU_PERF_STORE, else ./tpu-perf-runs).", show_default=False)] = None,
+        store_option: Annotated[str | None, typer.Option("--store", help="The run store, as every other command takes it (same as STORE).", show_default=False)] = None,
         port: Annotated[int, typer.Option(help="Port to serve on.", min=1, max=65535)] = 8501,
         host: Annotated[str, typer.Option(help="Address to bind. The default serves this machine only; 0.0.0.0 shows your runs to the network.")] = LOOPBACK,
     ) -> None:
@@ -107,7 +108,9 @@ def register(app: typer.Typer) -> None:
             import streamlit  # noqa: F401
         except ImportError:
             raise UsageError("the dashboard needs streamlit and plotly: pip install 'tpu-perf[dashboard]'") from None
-        resolved = _check_store(store or layout.default_store())
+        if store and store_option and store != store_option:
+            raise UsageError(f"STORE {store!r} and --store {store_option!r} differ; give one")
+        resolved = _check_store(store or store_option or layout.default_store())
         check_port_free(host, port)
         if not _is_loopback(host):
             typer.echo(f"tpu-perf: warning: serving on {host}: anyone who can reach this machine can read the runs in {resolved}", err=True)

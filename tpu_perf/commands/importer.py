@@ -5,6 +5,8 @@ import os
 import shutil
 import sys
 import time
+import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -37,12 +39,19 @@ def steps_from_trace(device_steps: pd.DataFrame) -> pd.DataFrame:
     })
 
 
-def import_traces(path: Path, *, store: str, name: str | None = None) -> str:
-    """Read every trace under `path` first (bad files stop here, before any run exists), then write a run."""
+def import_traces(path: Path, *, store: str, name: str | None = None, max_bytes: int | None = None, log: Callable[[str], None] | None = None) -> str:
+    """Read every trace under `path` first (bad files stop here, before any run exists), then write a run.
+    Traces larger than `max_bytes` together (default: half the available memory) are refused."""
     from tpu_perf.traces.ingest import check_readable, hardware, read_traces, write_tables
+    from tpu_perf.traces.kineto_scan import InvalidEventsWarning
 
     started = time.time()
-    tables = read_traces(path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", InvalidEventsWarning)
+        tables = read_traces(path, max_bytes=max_bytes)
+    notes = [str(w.message) for w in caught if issubclass(w.category, InvalidEventsWarning)]
+    for note in notes:
+        (log or (lambda line: None))(f"tpu-perf: note: {note}")
     check_readable(tables)
     manifest = {
         "name": name or Path(path).name.split(".")[0] or "imported",
@@ -64,7 +73,7 @@ def import_traces(path: Path, *, store: str, name: str | None = None) -> str:
     except BaseException:
         writer.finish("failed", 1, error={"message": "import did not finish"})
         raise
-    return writer.finish("completed", 0, warnings=[])
+    return writer.finish("completed", 0, warnings=notes)
 
 
 def register(app: typer.Typer) -> None:
@@ -75,8 +84,12 @@ def register(app: typer.Typer) -> None:
         path: Annotated[Path, typer.Argument(help="An XProf/TensorBoard log dir, a .xplane.pb, a folder of per-host xplanes, or Kineto .json(.gz) traces.")],
         name: Annotated[str | None, typer.Option(help="Run name (default: the file or folder name).")] = None,
         store: StoreOption = layout.DEFAULT_STORE,
+        max_bytes: Annotated[int | None, typer.Option("--max-bytes", min=1, help="Refuse traces larger than this, compressed ones by what they hold (default: half the available memory).")] = None,
     ) -> None:
         """Make a run from traces captured elsewhere; `tpu-perf report` then works on it."""
-        url = import_traces(path, store=store, name=name)
-        err.print(f"tpu-perf: imported {path} as run {Path(url).name} into {url}", highlight=False)
+        from tpu_perf.store.writable import check_writable_store
+
+        check_writable_store(store)
+        url = import_traces(path, store=store, name=name, max_bytes=max_bytes, log=lambda line: err.print(line, style="yellow", highlight=False, markup=False))
+        err.print(f"tpu-perf: imported {path} as run {Path(url).name} into {url}", highlight=False, markup=False)
         sys.stdout.write(url + "\n")

@@ -7,11 +7,11 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from tpu_perf.jsonio import dumps
 from tpu_perf.modelflops.conventions import CONVENTIONS, DEFAULT_CONVENTION
 from tpu_perf.modelflops.presets import PRESETS
+from tpu_perf.views.format import PlainTable as Table
 
 Int = Annotated[int | None, typer.Option(show_default=False)]
 

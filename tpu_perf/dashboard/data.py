@@ -25,14 +25,15 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from tpu_perf import __version__, list_runs, load_run
+from tpu_perf import __version__, load_run
 from tpu_perf.analyzers import report as report_module
 from tpu_perf.analyzers.compare import dig, peak_device_bytes
 from tpu_perf.analyzers.hosts import steps_by_host
 from tpu_perf.analyzers.step_phases import step_phases
 from tpu_perf.analyzers.timeline import best_rows
+from tpu_perf.errors import TpuPerfError
 from tpu_perf.jsonio import dumps
-from tpu_perf.store import Run, layout
+from tpu_perf.store import Run, layout, scan_runs
 from tpu_perf.store.fs import filesystem, join
 from tpu_perf.store.writer import write_atomic
 
@@ -67,10 +68,12 @@ def list_refs(store: str) -> tuple[list[RunRef], list[str]]:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            runs = list_runs(store)
-        except Exception as exc:  # an unreadable store is shown, never a crashed page
+            runs, damaged = scan_runs(store)
+        except TpuPerfError as exc:  # an unreadable store is shown, never a crashed page
+            return [], [str(exc)]
+        except Exception as exc:
             return [], [f"{store}: cannot be listed ({type(exc).__name__}: {exc})"]
-    errors = [str(w.message) for w in caught]
+    errors = [f"damaged run {d.run_id}: {d}" for d in damaged] + [str(w.message) for w in caught]
     refs = []
     for run in runs:
         try:
@@ -346,12 +349,41 @@ def _summary(ref: RunRef) -> dict[str, Any]:
     return _SUMMARIES.get((ref.url, ref.stamp), lambda: _disk_summary(ref))
 
 
-def summary(ref: RunRef, *, compute: bool = True) -> dict[str, Any]:
-    """The row the runs page shows for `ref` (with `error` set when the run cannot be analysed).
+ROW_SLACK_S = 2.0
+"""A run's row file is written just after its `indexed_at`: a folder stamp this close to it is the row's own."""
+
+
+def indexed_summaries(store: str, refs: list[RunRef]) -> dict[str, dict[str, Any]]:
+    """The runs page's numbers of every finished run the store's runs index holds a row for
+    (README "The runs index"), by run id: no run analysed. Runs without a row (older ones) are
+    analysed as before. Empty when the index cannot be read."""
+    from tpu_perf.store.index import known_rows
+
+    try:
+        rows = known_rows(store, [r.id for r in refs])
+    except Exception:
+        return {}
+    return {
+        run_id: {
+            "chip": r.get("chip"), "devices": r.get("chip_count"), "steps": r.get("steps"), "median_step_s": r.get("step_s"),
+            "mfu": r.get("mfu"), "tokens_per_s": r.get("tokens_per_s"), "peak_hbm_bytes": r.get("peak_memory_bytes"),
+            "indexed_at": r.get("indexed_at"),
+        }
+        for run_id, r in rows.items()
+        if r.get("status") in layout.FINAL_STATUSES
+    }
+
+
+def summary(ref: RunRef, *, compute: bool = True, indexed: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The row the runs page shows for `ref` (with `error` set when the run cannot be analysed):
+    `indexed` (its runs-index numbers) when given for a finished run, else from its report.
 
     With compute=False, a run not analysed before gets only its manifest's columns and `pending`.
     """
     base = _base_row(ref)
+    fresh = indexed is not None and ref.status != "running" and ref.stamp <= (indexed.get("indexed_at") or 0) + ROW_SLACK_S
+    if fresh:  # a run folder changed after its row was written (repaired, damaged) is analysed again
+        return {**base, **{k: v for k, v in indexed.items() if k != "indexed_at" and (v is not None or k not in base)}}
     if not compute and (ref.url, ref.stamp) not in _SUMMARIES and _kept_summary(ref) is None:
         return {**base, "pending": True}
     return {**base, **_summary(ref)}

@@ -20,6 +20,7 @@ from tpu_perf.analyzers.regression import CheckResult, check_sets
 from tpu_perf.analyzers.run_values import RunValues, run_values
 from tpu_perf.dashboard import data
 from tpu_perf.views.check import render_markdown
+from tpu_perf.views.format import md
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,14 +100,14 @@ def claimable(check: Any) -> bool:
 
 def comparison_markdown(sentences: Sequence[str], checked: Sequence[Checked], ids: Mapping[str, str], mismatch: str | None) -> str:
     """The verdict sentences, the like-for-like banner, then `tpu-perf check`'s table per candidate."""
-    runs = ", ".join(f"{label} (`{run_id}`)" for label, run_id in ids.items())
+    runs = ", ".join(f"{md(label)} ({md(run_id)})" for label, run_id in ids.items())
     lines = [f"## tpu-perf comparison: {runs}", ""]
     if mismatch:
-        lines += [f"> {mismatch}", ""]
-    lines += [f"- {s}" for s in sentences] + [""]
+        lines += [f"> {md(mismatch)}", ""]
+    lines += [f"- {md(s)}" for s in sentences] + [""]
     for c in checked:
         side = "repeat=" if c.groups else ""
-        lines += [f"#### {side}{c.candidate} against {side}{c.baseline}", "", render_markdown(c.result)]
+        lines += [f"#### {side}{md(c.candidate)} against {side}{md(c.baseline)}", "", render_markdown(c.result)]
     return "\n".join(lines)
 
 

@@ -1,7 +1,8 @@
 """Plotly figure builders. Each takes plain data (labels, DataFrames, dicts) and returns a figure;
 none calls Streamlit, so they can be built and checked anywhere.
 
-Runs keep one colour across every figure of a page: the n-th label gets the n-th colour.
+Runs keep one colour across every figure of a page (the n-th run of the selection gets the n-th
+colour of `palette`), breakdown parts one colour everywhere (`palette.part_colour`).
 """
 
 from __future__ import annotations
@@ -12,11 +13,10 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.colors import qualitative
 
 from tpu_perf.analyzers.ops_compare import short_name
+from tpu_perf.dashboard import palette
 
-PALETTE = qualitative.Plotly
 MIB = 2**20
 LINE_POINTS = 800
 """Most points a line is drawn with. A 10k-step run is drawn as the minimum and the maximum of
@@ -51,11 +51,13 @@ def _line(x: pd.Series | np.ndarray, y: pd.Series | np.ndarray, *, points: int =
 
 
 def colour(i: int) -> str:
-    return PALETTE[i % len(PALETTE)]
+    return palette.run_colour(i)
 
 
 def _layout(fig: go.Figure, title: str, **axes: str) -> go.Figure:
-    fig.update_layout(title=title, margin={"l": 10, "r": 10, "t": 40, "b": 10}, legend={"orientation": "h", "y": -0.2}, height=360, **axes)
+    """Title on top; the legend at the figure's bottom edge (`yref="container"`), below the x-axis
+    title whatever the plot's height, so the two never overlap."""
+    fig.update_layout(title=title, margin={"l": 10, "r": 10, "t": 64, "b": 90}, legend={"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom", "x": 0}, height=400, **axes)
     return fig
 
 
@@ -84,7 +86,7 @@ def step_times(series: Sequence[tuple[str, pd.DataFrame]], *, log: bool = True, 
                 span = (float(warm["t_s"].min()), float((warm["t_s"] + warm["duration_s"]).max()))
             shade = span if shade is None else (min(shade[0], span[0]), max(shade[1], span[1]))
     if shade is not None and all(math.isfinite(v) for v in shade):
-        fig.add_vrect(x0=shade[0], x1=shade[1], fillcolor="grey", opacity=0.15, line_width=0, annotation_text="warm-up", annotation_position="top left")
+        fig.add_vrect(x0=shade[0], x1=shade[1], fillcolor="grey", opacity=0.15, line_width=0, annotation_text="warm-up", annotation_position="outside top left")  # above the plot, clear of the markers
     values = [float(v) for _, steps in series if not steps.empty for v in steps["duration_s"].dropna() * 1e3 if v > 0]
     if log:
         ticks = log_ticks(min(values), max(values)) if values else []
@@ -146,7 +148,8 @@ def step_distribution(series: Sequence[tuple[str, np.ndarray]]) -> go.Figure:
         values = np.asarray(durations_s, dtype=float) * 1e3
         if len(values) and not np.isnan(values).all():
             stats = box_stats(values)
-            fig.add_trace(go.Box(x=[label], name=label, marker_color=colour(i), boxpoints=False, **{k: [v] for k, v in stats.items()}))
+            fig.add_trace(go.Box(x=[short_name(label, 16)], name=label, marker_color=colour(i), boxpoints=False, **{k: [v] for k, v in stats.items()}))
+    fig.update_xaxes(tickangle=0, automargin=True)  # labels level, long names shortened in the middle (full in the legend and on hover)
     return _layout(fig, "Steady-state step time distribution", yaxis_title="step time (ms)")
 
 
@@ -231,7 +234,7 @@ def breakdown_bars(breakdowns: Mapping[str, Mapping[str, float]]) -> go.Figure:
     for part in parts:
         values = [100 * float(breakdowns[label].get(part) or 0.0) for label in labels]
         name = part.replace("_", " ")
-        fig.add_trace(go.Bar(y=labels, x=values, name=name, orientation="h", hovertemplate="%{y}: %{x:.1f} %<extra>" + name + "</extra>"))
+        fig.add_trace(go.Bar(y=labels, x=values, name=name, orientation="h", marker_color=palette.part_colour(part), hovertemplate="%{y}: %{x:.1f} %<extra>" + name + "</extra>"))
     fig.update_layout(barmode="stack", legend_traceorder="normal")  # the legend in the bars' order, left to right
     return _layout(fig, "Step-time breakdown", xaxis_title="% of step time")
 
@@ -257,11 +260,13 @@ def top_ops(table: pd.DataFrame, labels: Sequence[str]) -> go.Figure:
     return fig
 
 
-def fusion_bars(by_kind: Mapping[str, Mapping[str, int]]) -> go.Figure:
-    """Fusions of the step program by kind (kLoop, kInput, kOutput, kCustom...), grouped by run."""
+def fusion_bars(by_kind: Mapping[str, Mapping[str, int]], runs: Sequence[str] | None = None) -> go.Figure:
+    """Fusions of the step program by kind (kLoop, kInput, kOutput, kCustom...), grouped by run;
+    each run coloured by its position in `runs` (the selection), which may hold runs not drawn."""
     kinds = sorted({k for counts in by_kind.values() for k in counts})
+    colours = palette.run_colours(runs or list(by_kind))
     fig = go.Figure()
-    for i, (label, counts) in enumerate(by_kind.items()):
-        fig.add_trace(go.Bar(x=kinds, y=[counts.get(k, 0) for k in kinds], name=label, marker_color=colour(i)))
+    for label, counts in by_kind.items():
+        fig.add_trace(go.Bar(x=kinds, y=[counts.get(k, 0) for k in kinds], name=label, marker_color=colours.get(label, palette.OTHER_PART)))
     fig.update_layout(barmode="group")
     return _layout(fig, "Fusions by kind (step program)", yaxis_title="fusions")

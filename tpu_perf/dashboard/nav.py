@@ -9,7 +9,7 @@ SELECTION = "selection"
 
 
 def pages() -> dict[str, st.Page]:
-    from tpu_perf.dashboard.screens import compare, run, runs
+    from tpu_perf.dashboard.screens import compare, history, run, runs
 
     return {
         "runs": st.Page(runs.render, title="Runs", icon=":material/table_rows:", url_path="home", default=True),
@@ -17,6 +17,7 @@ def pages() -> dict[str, st.Page]:
         "runs_path": st.Page(runs.render, title="Runs", icon=":material/table_rows:", url_path="runs", visibility="hidden"),
         "compare": st.Page(compare.render, title="Compare", icon=":material/compare_arrows:", url_path="compare"),
         "run": st.Page(run.render, title="Run", icon=":material/monitoring:", url_path="run"),
+        "history": st.Page(history.render, title="History", icon=":material/timeline:", url_path="history"),
     }
 
 

@@ -6,7 +6,7 @@ The keys stay the report's (`memory.per_device[].peak_bytes`...); only their dis
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -17,7 +17,7 @@ MIB = 2**20
 
 DEVICE_MEMORY_COLUMNS = {"device": "device", "peak_bytes": "peak (MiB)", "capacity_bytes": "capacity (MiB)", "peak_of_capacity": "peak % of capacity", "source": "measured by", "peak_time_s": "peak at (s since start)"}
 SLOWEST_COMPILE_COLUMNS = {"function": "function", "duration_s": "compile time (s)"}
-DEVICE_COLUMNS = {"id": "device", "kind": "kind", "chip": "chip", "peak_tflops": "peak TFLOP/s", "peak_hbm_gbps": "peak HBM GB/s", "source": "seen in"}
+DEVICE_COLUMNS = {"id": "device", "kind": "kind", "chip": "chip", "peak_tflops": "peak FLOP/s", "peak_hbm_gbps": "peak HBM bandwidth", "source": "seen in"}
 
 
 def device_memory(rows: Sequence[Mapping[str, Any]], started_at: float | None) -> pd.DataFrame:
@@ -34,6 +34,11 @@ def device_memory(rows: Sequence[Mapping[str, Any]], started_at: float | None) -
         frame = frame.drop(columns=["peak_time_s"])
     order = [c for c in DEVICE_MEMORY_COLUMNS if c in frame]
     return frame[order].rename(columns=DEVICE_MEMORY_COLUMNS)
+
+
+def devices(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """The report's `devices`: peak FLOP/s and HBM bandwidth in their units, n/a where unknown."""
+    return as_text(renamed(rows, DEVICE_COLUMNS), {"peak FLOP/s": tflops, "peak HBM bandwidth": gbps})
 
 
 def renamed(rows: Sequence[Mapping[str, Any]], columns: Mapping[str, str]) -> pd.DataFrame:
@@ -81,3 +86,38 @@ def evidence_table(evidence: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
         [{"evidence": evidence_label(str(e["name"])), "value": evidence_value(str(e["name"]), e.get("value")), "from": f"{e.get('source')}: {e.get('path')}"} for e in evidence],
         columns=["evidence", "value", "from"],
     )
+
+
+def ms(value: float | None) -> str:
+    """Seconds shown in ms (the ops and breakdown tables' unit), n/a where unknown."""
+    return "n/a" if value is None else f"{value * 1e3:.3f} ms"
+
+
+def share(value: float | None) -> str:
+    """A share of the step; past 100 % it is no share (ops nested in each other, counted twice): n/a."""
+    return "n/a" if value is None or value > 1.0005 else fmt.percent(value)
+
+
+def change(value: float | None) -> str:
+    """A change against the baseline, signed: +12 %, −61 %."""
+    return "n/a" if value is None else f"{value * 100:+.0f} %".replace("-", "−")
+
+
+def gbps(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:,.0f} GB/s"
+
+
+def tflops(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:,.0f} TFLOP/s"
+
+
+def as_text(frame: pd.DataFrame, formats: Mapping[str, Callable[[float | None], str]]) -> pd.DataFrame:
+    """The frame with each named column in its unit as text, "n/a" where unknown: a number column
+    of `st.dataframe` shows "None" for a missing value; every other column's missing value is n/a."""
+    shown = frame.copy()
+    for column in shown.columns:
+        if column in formats:
+            shown[column] = [formats[column](None if v is None or pd.isna(v) else float(v)) for v in shown[column]]
+        elif shown[column].dtype == object or str(shown[column].dtype) in ("str", "string"):
+            shown[column] = [("n/a" if v is None or (isinstance(v, float) and pd.isna(v)) else v) for v in shown[column]]
+    return shown

@@ -18,7 +18,7 @@ import streamlit as st
 from tpu_perf.advise.differ import FindingDiff, compare_findings
 from tpu_perf.analyzers import compare
 from tpu_perf.analyzers.breakdown_compare import breakdown_side_by_side
-from tpu_perf.dashboard import data, figures, widgets
+from tpu_perf.dashboard import data, figures, tables, widgets
 from tpu_perf.views import format as fmt
 from tpu_perf.views.advice import gain_text
 
@@ -43,8 +43,15 @@ def finding_line(d: FindingDiff, basis: str | None = None) -> tuple[str, str]:
     gains = {label: g for label, g in d.gains.items() if g is not None}
     best = max(gains, key=lambda label: gains[label]) if gains else None
     gain = f" Expected gain if fixed on {best}: {gain_text({'factor': gains[best]})} of its step time, the advisor's estimate ({GAIN_BASIS.get(basis, GAIN_BASIS[None])})." if best else ""
-    why = "; ".join(d.reasons[label].rstrip(".") for label in d.fired if d.reasons.get(label))
-    others = "; ".join(f"{label}: {OUTCOME_WORDS.get(outcome, outcome)}" + (f" ({reason})" if reason else "") for label, (outcome, reason) in d.others.items())
+    reasons = {label: d.reasons[label].rstrip(".") for label in d.fired if d.reasons.get(label)}
+    if len(set(reasons.values())) > 1:  # different on each run: say whose
+        why = "; ".join(f"{label}: {reason}" for label, reason in reasons.items())
+    else:  # the same on every run it fired on: once, not per run
+        why = next(iter(reasons.values()), "")
+    said: dict[str, list[str]] = {}
+    for label, (outcome, reason) in d.others.items():
+        said.setdefault(OUTCOME_WORDS.get(outcome, outcome) + (f" ({reason})" if reason else ""), []).append(label)
+    others = "; ".join(f"{', '.join(labels)}: {text}" for text, labels in said.items())
     return f"**[{d.severity}] {d.title}** (`{d.id}`) on {where} only: {why}.{gain}", others
 
 
@@ -96,17 +103,19 @@ def _findings(refs: Mapping[str, data.RunRef], basis: str | None) -> None:
 
 
 def breakdown_view(table: pd.DataFrame, labels: list[str]) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """`breakdown_side_by_side` as shown: ms per step, % of step, change, with a format per column."""
-    shown = table.copy()
+    """`breakdown_side_by_side` as shown: ms per step, % of step, change, each in its unit as text
+    (`n/a` where unknown, never "None"), with a header and help per column."""
     config: dict[str, Any] = {}
+    formats: dict[str, Any] = {}
     for label in labels:
-        if f"{label} s" in shown:
-            shown[f"{label} s"] = shown[f"{label} s"] * 1e3
-            config[f"{label} s"] = st.column_config.NumberColumn(f"{label} (ms/step)", format="%.3f ms", help="mean time per traced step in this part (one device lane)")
-            config[f"{label} %"] = st.column_config.NumberColumn(f"{label} % of step", format="percent", help="share of the step time")
-        if f"Δ {label}" in shown:
-            config[f"Δ {label}"] = st.column_config.NumberColumn(f"Δ {label}", format="percent", help="change of the time per step against the baseline")
-    return shown, config
+        if f"{label} s" in table:
+            formats[f"{label} s"], formats[f"{label} %"] = tables.ms, tables.share
+            config[f"{label} s"] = st.column_config.TextColumn(f"{label} (ms/step)", help="mean time per traced step in this part (one device lane)")
+            config[f"{label} %"] = st.column_config.TextColumn(f"{label} % of step", help="share of the step time")
+        if f"Δ {label}" in table:
+            formats[f"Δ {label}"] = tables.change
+            config[f"Δ {label}"] = st.column_config.TextColumn(f"Δ {label}", help="change of the time per step against the baseline; n/a where the baseline spent no time in this part")
+    return tables.as_text(table, formats), config
 
 
 def _breakdown(docs: Mapping[str, dict[str, Any]], baseline: str) -> None:
@@ -123,7 +132,7 @@ def _breakdown(docs: Mapping[str, dict[str, Any]], baseline: str) -> None:
     st.dataframe(shown, column_config=config, width="stretch", key="why_breakdown")  # full width: no column cut with 4 runs
     fractions = {label: {p: float(v) for p, v in table[f"{label} %"].dropna().items()} for label in docs if f"{label} %" in table}
     chart = figures.breakdown_bars(fractions)
-    chart.update_layout(height=150 + 45 * len(fractions), legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 1, "xanchor": "right"})  # above the bars, clear of the axis title
+    chart.update_layout(height=150 + 45 * len(fractions), legend={"orientation": "h", "yref": "paper", "y": 1.02, "yanchor": "bottom", "x": 1, "xanchor": "right"})  # above the bars, clear of the axis title
     st.plotly_chart(chart, width="stretch", key="cmp_breakdown")
     for label in docs:
         if f"{label} %" not in table:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from tpu_perf.views.format import md
+
 STATUS_ICON = {"running": ":material/play_circle:", "completed": ":material/check_circle:", "failed": ":material/cancel:", "interrupted": ":material/stop_circle:", "crashed": ":material/error:"}
 """Material icons (Markdown only; tables show the plain status)."""
 
@@ -11,7 +13,7 @@ STATUS_ICON = {"running": ":material/play_circle:", "completed": ":material/chec
 def error_card(title: str, message: str) -> None:
     """A run (or folder) that cannot be loaded: say which and why; the page goes on."""
     with st.container(border=True):
-        st.error(f"**{title}**\n\n{message}", icon=":material/error:")
+        st.error(f"**{md(title)}**\n\n{md(message)}", icon=":material/error:")
 
 
 def missing(what: str, why: str) -> None:

@@ -29,7 +29,9 @@ RUN_ID_ENV = "TPU_PERF_RUN_ID"
 """One `<topology>.json` per `record --topology` slice: the TPU compiler's cost and memory analyses."""
 
 APPEND_TABLES = ("steps", "compiles", "memory", "runtime")
-"""Tables written as append-only JSON lines while the run is live, compacted to Parquet at its end."""
+"""Tables written as append-only JSON lines while the run is live, compacted to Parquet at its end.
+A finished run's manifest lists those it wrote under `tables`: one listed there but absent from the
+folder reads as missing (an error naming the file), never as an empty table."""
 
 STATUSES = ("running", "completed", "failed", "interrupted", "crashed")
 FINAL_STATUSES = ("completed", "failed", "interrupted", "crashed")

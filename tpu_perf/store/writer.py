@@ -14,6 +14,7 @@ A process of a multi-process job starts as a run of its own and moves into the j
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
@@ -31,11 +32,45 @@ from tpu_perf.store import layout
 from tpu_perf.store.fs import filesystem, is_local, join, to_url
 
 
+@functools.cache
+def process_umask() -> int:
+    """The process umask, read without changing it where /proc tells it (Linux)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            return next(int(line.split()[1], 8) for line in f if line.startswith("Umask:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        umask = os.umask(0o022)  # no /proc: read it by setting it, and put it back at once
+        os.umask(umask)
+        return umask
+
+
+def file_mode() -> int:
+    """The mode a plain `open()` gives a new file under the umask (0o644 under the usual 022,
+    0o664 under a team's 002). Temporary files from `mkstemp` are 0o600 whatever the umask; they
+    get this mode before they are renamed into place, so a shared store stays readable."""
+    return 0o666 & ~process_umask()
+
+
+def follow_umask(folder: Path) -> None:
+    """Give every file and folder under `folder` the umask's mode: files other code wrote there
+    (the profiler's trace folders are 0o755 whatever the umask) read like tpu-perf's own."""
+    dir_mode = 0o777 & ~process_umask()
+    for path in [folder, *folder.rglob("*")]:
+        try:
+            if path.is_symlink():
+                continue
+            path.chmod(dir_mode if path.is_dir() else file_mode())
+        except OSError:
+            continue  # not ours to change (another user's file in a shared folder)
+
+
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write `data` to `path` through a temporary file in the same folder and a rename."""
+    """Write `data` to `path` through a temporary file in the same folder and a rename; the file
+    gets the process umask's mode (`file_mode()`), as a plain `open()` would give it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, file_mode())
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -173,6 +208,7 @@ class RunWriter:
             path = self.dir / layout.parquet_name(table)
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            os.fchmod(fd, file_mode())
             os.close(fd)
             try:
                 df.to_parquet(tmp, index=False)
@@ -212,7 +248,9 @@ class RunWriter:
         self.compact()
         with self._lock:
             self._closed = True
-        self.update_manifest(status=status, exit_code=exit_code, ended_at=time.time(), **fields)
+        written = [t for t in layout.APPEND_TABLES if (self.dir / layout.parquet_name(t)).exists()]
+        self.update_manifest(status=status, exit_code=exit_code, ended_at=time.time(), tables=written, **fields)
+        follow_umask(self.dir)
         if self._upload_to:
             self.sync_remote(force=True)
         if self.manifest.get("process_count"):

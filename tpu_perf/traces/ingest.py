@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from pathlib import Path
 
 import pandas as pd
@@ -32,22 +34,48 @@ def find_traces(path: Path) -> tuple[list[Path], list[Path]]:
     path = Path(path)
     if not path.exists():
         raise UsageError(f"{path}: no such file or folder; give an .xplane.pb, a Kineto .json(.gz) or a log dir")
+    if not path.is_dir() and not _regular(path):
+        raise UsageError(f"{path}: not a regular file (a pipe, device or socket); give an .xplane.pb, a Kineto .json(.gz) or a log dir")
     if path.is_file():
         if path.name.endswith(".xplane.pb"):
             return [path], []
         if _KINETO.search(path.name):
             return [], [path]
         raise UsageError(f"{path}: not a trace file (expected *.xplane.pb, *.json or *.json.gz)")
-    xplanes = sorted(path.rglob("*.xplane.pb"))
+    xplanes = sorted(p for p in path.rglob("*.xplane.pb") if _regular(p))
     if xplanes:
         sessions = sorted({p.parent for p in xplanes})
         newest = sessions[-1]
         return [p for p in xplanes if p.parent == newest], []
-    kineto = sorted(p for p in path.rglob("*") if p.is_file() and _KINETO.search(p.name) and not p.name.endswith(".trace.json.gz"))
-    kineto = kineto or sorted(p for p in path.rglob("*.json*") if p.is_file() and _KINETO.search(p.name))
+    kineto = sorted(p for p in path.rglob("*") if _regular(p) and _KINETO.search(p.name) and not p.name.endswith(".trace.json.gz"))
+    kineto = kineto or sorted(p for p in path.rglob("*.json*") if _regular(p) and _KINETO.search(p.name))
     if not kineto:
         raise UsageError(f"{path}: no *.xplane.pb or Kineto *.json(.gz) traces found under it")
     return [], kineto
+
+
+def _regular(path: Path) -> bool:
+    """A regular file (symlinks followed): never a FIFO, device or socket, whose reads never end."""
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except OSError:
+        return False
+
+
+def default_max_bytes() -> int:
+    """Half the memory available now: what `import --max-bytes` allows when not given. Trace
+    readers hold a bounded window of a file, but the tables they build grow with its events."""
+    import psutil
+
+    return int(psutil.virtual_memory().available // 2)
+
+
+def check_size(files: list[Path], max_bytes: int) -> None:
+    """UsageError when the traces together are larger than `max_bytes` (one line, naming the flag)."""
+    total = sum(os.stat(f).st_size for f in files)
+    if total > max_bytes:
+        where = files[0] if len(files) == 1 else f"{files[0].parent} ({len(files)} files)"
+        raise UsageError(f"{where}: {total / 1e9:.2f} GB of traces is over --max-bytes {max_bytes / 1e9:.2f} GB; give a larger --max-bytes if this machine has the memory")
 
 
 def _concat(parts: list[pd.DataFrame], columns: tuple[str, ...]) -> pd.DataFrame:
@@ -55,18 +83,22 @@ def _concat(parts: list[pd.DataFrame], columns: tuple[str, ...]) -> pd.DataFrame
     return pd.concat(parts, ignore_index=True).reindex(columns=list(columns)) if parts else empty(columns)
 
 
-def read_traces(path: Path) -> TraceTables:
-    """All traces under `path` as one set of tables (Kineto ranks side by side)."""
+def read_traces(path: Path, *, max_bytes: int | None = None) -> TraceTables:
+    """All traces under `path` as one set of tables (Kineto ranks side by side). Files together
+    larger than `max_bytes` (default: half the available memory) are refused before any is read,
+    and so is a compressed trace whose contents pass it."""
     from tpu_perf.traces.kineto import read_kineto
     from tpu_perf.traces.xspace import read_xspace
 
     xplanes, kineto = find_traces(path)
+    max_bytes = default_max_bytes() if max_bytes is None else max_bytes
+    check_size(xplanes or kineto, max_bytes)
     if xplanes:
         return read_xspace(xplanes)
     parts = []
     for i, f in enumerate(kineto):
         m = _RANK.search(f.name)
-        parts.append(read_kineto(f, rank=int(m.group(1)) if m else (i if len(kineto) > 1 else None)))
+        parts.append(read_kineto(f, rank=int(m.group(1)) if m else (i if len(kineto) > 1 else None), max_bytes=max_bytes))
     return TraceTables(
         ops=_concat([p.ops for p in parts], OPS_COLUMNS), timeline=_concat([p.timeline for p in parts], TIMELINE_COLUMNS),
         device_steps=_concat([p.device_steps for p in parts], STEP_COLUMNS), devices=_concat([p.devices for p in parts], DEVICE_COLUMNS),

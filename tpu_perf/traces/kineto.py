@@ -92,7 +92,7 @@ def _ops(ev: _Events, idx: np.ndarray, lane_code: np.ndarray, lanes: list[str], 
                         "occurrences": sums["occurrences"].to_numpy(), "total_time_s": sums["total_time_s"].to_numpy(),
                         "self_time_s": sums["self_time_s"].to_numpy()})
     agg = agg.assign(program=None, fusion_kind=None, flops=None, bytes_accessed=None)
-    agg["op_class"] = classify_ops(agg["name"], agg["category"])
+    agg["op_class"] = classify_ops(agg["name"], agg["category"], kernel=True)
     return agg, group
 
 
@@ -144,10 +144,10 @@ def _host_side(ev: _Events, host: np.ndarray, prefix: str) -> tuple[pd.DataFrame
     return steps, [m for m in marks if not m.empty]
 
 
-def read_kineto(path: Path, rank: int | None = None) -> TraceTables:
+def read_kineto(path: Path, rank: int | None = None, *, max_bytes: int | None = None) -> TraceTables:
     """Tables from one Kineto trace (one rank). GPU kernels are device ops; a CPU-only trace's
     `cpu_op` events are, with self time from their nesting per thread."""
-    header, cols = scan(Path(path))
+    header, cols = scan(Path(path), max_bytes=max_bytes)
     ev = _Events(cols)
     del cols
     if not len(ev):

@@ -19,6 +19,7 @@ import gzip
 import json
 import math
 import re
+import warnings
 import zlib
 from array import array
 from pathlib import Path
@@ -35,6 +36,12 @@ except ImportError:  # pragma: no cover - exercised by forcing FAST_DECODE off i
 
 WINDOW_BYTES = 1 << 22
 """Bytes of events decoded per call: large enough to amortise the call, small for memory."""
+BOMB_RATIO, BOMB_FLOOR_BYTES = 100, 1 << 30
+"""A gzip trace that gives more than 100 bytes per compressed byte once past 1 GiB is refused (JSON
+traces compress 5-30x; gzip's own limit is about 1000x)."""
+MAX_VALUE_BYTES = 1 << 26
+"""The largest single JSON value (one event, one header entry) read: 64 MiB. A value that does not
+end by then (an unterminated string, a file of NUL bytes) is damage, not a trace."""
 FAST_DECODE = msgspec is not None
 _SKIP = re.compile(rb"[ \t\r\n,]*")
 _WS = b" \t\r\n"
@@ -161,18 +168,26 @@ def _boundary(buf: bytes, lo: int, hi: int | None = None) -> int:
 class _Reader:
     """A growing byte window over a (possibly gzip) file."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, max_bytes: int | None = None) -> None:
         self.path = path
         with open(path, "rb") as f:
             magic = f.read(2)
-        self.f = gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")  # noqa: SIM115
+        self.gzip = magic == b"\x1f\x8b"
+        self.f = gzip.open(path, "rb") if self.gzip else open(path, "rb")  # noqa: SIM115
         self.buf, self.pos, self.eof = b"", 0, False
+        self.read_bytes, self.max_bytes = 0, max_bytes
 
     def more(self) -> None:
         try:
             data = self.f.read(WINDOW_BYTES)
         except (OSError, EOFError, zlib.error) as exc:
             raise DataError(f"{self.path}: cannot be decompressed ({exc}); the file is truncated or damaged") from None
+        self.read_bytes += len(data)
+        if self.gzip and self.read_bytes > BOMB_FLOOR_BYTES and self.read_bytes > BOMB_RATIO * self.f.fileobj.tell():
+            raise DataError(f"{self.path}: decompresses to over {BOMB_RATIO}x its size ({self.read_bytes >> 20} MiB from {self.f.fileobj.tell() >> 20} MiB); no trace compresses so well, the file is damaged or a gzip bomb")
+        if self.max_bytes is not None and self.read_bytes > self.max_bytes:
+            what = "decompresses to" if self.gzip else "holds"
+            raise DataError(f"{self.path}: {what} more than --max-bytes {self.max_bytes / 1e9:.2f} GB; give a larger --max-bytes if this machine has the memory")
         self.buf = self.buf[self.pos :] + data
         self.pos = 0
         self.eof = not data
@@ -211,6 +226,8 @@ class _Reader:
                     raise DataError(f"{self.path}: truncated or invalid JSON ({exc.msg} near byte {self.pos + exc.pos}); re-export the trace") from None
             except RecursionError:
                 raise DataError(f"{self.path}: JSON nested too deeply near byte {self.pos}") from None
+            if stop - self.pos >= MAX_VALUE_BYTES:
+                raise DataError(f"{self.path}: a JSON value near byte {self.read_bytes - len(self.buf) + self.pos} does not end within {MAX_VALUE_BYTES >> 20} MiB (an unterminated string or a damaged file); re-export the trace")
             if stop == len(self.buf):
                 self.more()
             size *= 2
@@ -247,11 +264,12 @@ def _events(r: _Reader, out: _Columns) -> None:
         out.add_dict(r.value())
 
 
-def scan(path: Path) -> tuple[dict[str, Any], dict[str, list[Any]]]:
-    """Header keys (everything but the events) and column lists of the complete ('X') events."""
+def scan(path: Path, *, max_bytes: int | None = None) -> tuple[dict[str, Any], dict[str, list[Any]]]:
+    """Header keys (everything but the events) and column lists of the complete ('X') events;
+    a DataError once more than `max_bytes` were read (decompressed), or one value passes 64 MiB."""
     header: dict[str, Any] = {}
     out = _Columns()
-    r = _Reader(Path(path))
+    r = _Reader(Path(path), max_bytes)
     try:
         r.skip()
         if r.buf.startswith(b"\xef\xbb\xbf", r.pos):
@@ -269,4 +287,33 @@ def scan(path: Path) -> tuple[dict[str, Any], dict[str, list[Any]]]:
             raise DataError(f"{path}: truncated JSON (the trace ends before its closing brace); re-export the trace")
     finally:
         r.close()
-    return header, out.cols
+    return header, _valid_times(Path(path), out.cols)
+
+
+class InvalidEventsWarning(UserWarning):
+    """Events whose time or duration is outside its domain were dropped from a trace (one line)."""
+
+
+MAX_EVENT_US = 7 * 24 * 3600 * 1e6
+"""No event lasts a week: a longer duration is damage (Kineto times are microseconds)."""
+
+
+def _valid_times(path: Path, cols: dict[str, Any]) -> dict[str, Any]:
+    """The columns without events whose start is not finite, or whose duration is negative,
+    infinite or over a week; a warning says how many were dropped. Never summarised."""
+    import numpy as np
+
+    ts, dur = np.frombuffer(cols["ts"], dtype=float), np.frombuffer(cols["dur"], dtype=float)
+    keep = np.isfinite(ts) & (np.isnan(dur) | ((dur >= 0) & (dur <= MAX_EVENT_US)))
+    dropped = int(len(keep) - keep.sum())
+    if not dropped:
+        return cols
+    first = int(np.flatnonzero(~keep)[0])
+    warnings.warn(f"{path}: dropped {dropped} of {len(keep)} events whose timestamp is not finite or whose duration is negative or absurd (first: ts {float(ts[first])!r}, dur {float(dur[first])!r})", InvalidEventsWarning, stacklevel=3)
+    out: dict[str, Any] = {}
+    for key, values in cols.items():
+        if isinstance(values, array):
+            out[key] = array("d", np.frombuffer(values, dtype=float)[keep].tobytes())
+        else:
+            out[key] = [v for v, k in zip(values, keep, strict=True) if k]
+    return out

@@ -27,29 +27,89 @@ DEVICE_COLUMNS = ("id", "name", "kind", "chip", "cores", "peak_tflops", "peak_hb
 OP_CLASSES = ("matmul", "collective", "data_movement", "compute")
 """Breakdown classes of device work, in priority order where they overlap."""
 
-_COLLECTIVE = re.compile(r"all-reduce|all-gather|reduce-scatter|all-to-all|collective|send|recv|nccl|rccl|allreduce|allgather|reducescatter|alltoall", re.I)
-_MATMUL = re.compile(r"convolution|dgrad|wgrad|fprop|implicit_gemm|scudnn|Cijk_|\bdot\b|^dot|gemm|matmul|\bmm\b|addmm|bmm|conv|cutlass|sm\d+_xmma|wgmma|ampere_.*(gemm|sgemm|h\d+)|cublas|dot fusion|ynn_fusion", re.I)
-_DATA_MOVE = re.compile(r"^copy|copy-start|copy-done|transpose|infeed|outfeed|memcpy|memset|dynamic-update-slice|host-?to-?device|device-?to-?host|\bcopy\b", re.I)
+MATMUL_OPCODES = frozenset({"dot", "convolution", "ragged-dot", "scaled-dot"})
+_COLLECTIVE_BASES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute", "send", "recv", "collective-broadcast", "ragged-all-to-all")
+COLLECTIVE_OPCODES = frozenset(f"{b}{s}" for b in _COLLECTIVE_BASES for s in ("", "-start", "-done"))
+DATA_MOVEMENT_OPCODES = frozenset({
+    "copy", "copy-start", "copy-done", "transpose", "dynamic-slice", "dynamic-update-slice", "infeed", "outfeed",
+    "send-to-host", "recv-from-host", "host-transfer",
+})
+_MATMUL_TARGET = re.compile(r"gemm|matmul|cublas|cudnn\$conv|onednn\$(matmul|convolution)|__ynn|mosaic_gpu_dot", re.I)
+"""custom-call targets (and fusion-config kinds) that are matmuls: cuBLAS/cuDNN/oneDNN/YNNPACK."""
+_CATEGORY = re.compile(r"^(?P<base>[a-z][a-z\-]*?)(-start|-done)?( fusion)?$")
 
 
-def classify_op(name: str, category: str | None = None) -> str:
-    """One of OP_CLASSES for a device op, from its category (XLA) or kernel name (CUDA/ROCm)."""
-    text = f"{category or ''} {name}"
-    if _COLLECTIVE.search(text):
-        return "collective"
-    if _MATMUL.search(text):
+def opcode_class(opcode: str, target: str | None = None) -> str | None:
+    """The class of one HLO opcode (a custom-call by its target); None for `fusion` and other
+    opcodes whose class depends on what they call."""
+    if opcode in MATMUL_OPCODES or (opcode == "custom-call" and target and _MATMUL_TARGET.search(target)):
         return "matmul"
-    if _DATA_MOVE.search(category or "") or _DATA_MOVE.search(name):
+    if opcode in COLLECTIVE_OPCODES:
+        return "collective"
+    if opcode in DATA_MOVEMENT_OPCODES:
         return "data_movement"
+    if opcode in ("fusion", "while", "call", "conditional", "async-start", "async-done", "custom-call"):
+        return None
     return "compute"
 
 
-def classify_ops(names: pd.Series, categories: pd.Series | None = None) -> pd.Series:
-    """classify_op over unique (name, category) pairs: kernels repeat, so this is cheap."""
+def xla_op_class(name: str, category: str | None = None, opcode: str | None = None) -> str:
+    """Class of an XLA op without its module: the opcode (given, or the instruction name less its
+    `.N`), else XLA's own category (`convolution fusion`, `data formatting`, `all-reduce`), else
+    compute. Names are never searched for substrings: `convert.3` is a convert, not a conv."""
+    op = opcode or re.sub(r"\.\d+$", "", name)
+    known = opcode_class(op) if op in MATMUL_OPCODES | COLLECTIVE_OPCODES | DATA_MOVEMENT_OPCODES else None
+    if known is not None:
+        return known
+    cat = (category or "").strip().lower()
+    if cat == "data formatting":
+        return "data_movement"
+    m = _CATEGORY.match(cat)
+    if m:
+        base = m.group("base")
+        if base in ("convolution", "dot", "matmul", "gemm"):
+            return "matmul"
+        if base in _COLLECTIVE_BASES or base in ("all-reduce-scatter", "async-collective"):
+            return "collective"
+        if base in DATA_MOVEMENT_OPCODES:
+            return "data_movement"
+    return "compute"
+
+
+_KERNEL_PREFIX = r"^(void\s+)?((\w+|\(anonymous namespace\))::)*"
+_KERNEL_COLLECTIVE = re.compile(_KERNEL_PREFIX + r"(nccl|rccl|ncclDevKernel|ncclKernel|ncclDevFunc)\w*", re.I)
+_KERNEL_MATMUL = re.compile(
+    _KERNEL_PREFIX + r"(cutlass\w*|\w*s?gemm\w*|\w*_xmma\w*|sm\d+_xmma\w*|Cijk_\w+|implicit_convolve\w*|\w*wgrad\w*|\w*dgrad\w*|\w*fprop\w*|"
+    r"cudnn\w*|nvjet\w*|ampere_\w*|volta_\w*|turing_\w*|hopper_\w*|wgmma\w*|gemv\w*|\w*Gemm\w*|mfma\w*|"
+    r"conv_depthwise\w*|mm|addmm|bmm|baddbmm|matmul|linear|_?convolution\w*|conv_?\dd\w*|conv_transpose\w*)(\W|$)", re.I)
+_KERNEL_DATA = re.compile(_KERNEL_PREFIX + r"(Memcpy|Memset|memcpy\w*|memset\w*|\w*[Cc]opy\w*|\w*[Tt]ranspose\w*|CatArrayBatchedCopy\w*)")
+_MEMORY_CATEGORIES = frozenset({"gpu_memcpy", "gpu_memset", "memcpy", "memset"})
+
+
+def kernel_op_class(name: str, category: str | None = None) -> str:
+    """Class of a CUDA/ROCm kernel from anchored name patterns (the kernel's own name, after
+    `void` and namespaces) and the Kineto category of copies."""
+    if _KERNEL_COLLECTIVE.match(name):
+        return "collective"
+    if (category or "").lower() in _MEMORY_CATEGORIES or _KERNEL_DATA.match(name):
+        return "data_movement"
+    if _KERNEL_MATMUL.match(name):
+        return "matmul"
+    return "compute"
+
+
+def classify_op(name: str, category: str | None = None, *, kernel: bool = False) -> str:
+    """One of OP_CLASSES for a device op: a CUDA/ROCm kernel by its name (`kernel`), else an XLA op
+    by its opcode or XLA's category. Analyzers refine XLA ops from the optimized HLO where the run has it."""
+    return kernel_op_class(name, category) if kernel else xla_op_class(name, category)
+
+
+def classify_ops(names: pd.Series, categories: pd.Series | None = None, *, kernel: bool | pd.Series = False) -> pd.Series:
+    """classify_op over unique (name, category, kernel) triples: kernels repeat, so this is cheap."""
     cats = categories if categories is not None else pd.Series([None] * len(names), index=names.index)
-    keys = pd.MultiIndex.from_arrays([names.astype(str), cats.fillna("").astype(str)])
-    uniq = keys.unique()
-    table = {k: classify_op(k[0], k[1]) for k in uniq}
+    kern = kernel if isinstance(kernel, pd.Series) else pd.Series(kernel, index=names.index)
+    keys = pd.MultiIndex.from_arrays([names.astype(str), cats.fillna("").astype(str), kern.astype(bool)])
+    table = {k: classify_op(k[0], k[1], kernel=k[2]) for k in keys.unique()}
     return pd.Series([table[k] for k in keys], index=names.index, dtype="object")
 
 
@@ -68,6 +128,9 @@ class TraceTables:
     hostnames: tuple[str, ...] = ()
     """Per file of a multi-host XSpace capture, the machine it came from (XSpace `hostnames`,
     else the file name): device `host<i>/...` is `hostnames[i]`. Empty for Kineto."""
+    clock_zero_s: float | None = None
+    """Epoch seconds of the trace's time zero (None: unknown); the breakdown maps the recorder's
+    steps onto the trace with it, then measures and reports what is left of the offset."""
 
 
 def empty(columns: tuple[str, ...]) -> pd.DataFrame:

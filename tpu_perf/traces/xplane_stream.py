@@ -199,6 +199,19 @@ def _read_varint(f: IO[bytes]) -> int | None:
         if b[0] < 0x80:
             return result
         shift += 7
+        if shift > 63:
+            raise ValueError("a varint longer than 10 bytes")
+
+
+def _check_message_head(f: IO[bytes]) -> None:
+    """Peek at a plane's first field header: a protobuf message starts with a field number >= 1 and
+    a wire type it has. A run of NUL bytes (a sparse file) or noise fails here, before the plane's
+    declared length is read into memory."""
+    at = f.tell()
+    key = _read_varint(f)
+    f.seek(at)
+    if key is None or key >> 3 == 0 or key & 7 not in (0, 1, 2, 5):
+        raise ValueError(f"the plane at byte {at} does not start with a protobuf field (key {key})")
 
 
 @dataclass
@@ -215,15 +228,20 @@ def planes(path: Path, info: SpaceInfo | None = None) -> Iterator[Plane]:
     A damaged, truncated or empty file raises a one-line DataError naming it."""
     path = Path(path)
     info = info if info is not None else SpaceInfo()
-    if path.stat().st_size == 0:
+    size = path.stat().st_size
+    if size == 0:
         raise DataError(f"{path}: empty file; re-capture the trace (it holds no XSpace)")
     try:
         with open(path, "rb") as f:
             while (key := _read_varint(f)) is not None:
                 num, wire = key >> 3, key & 7
-                if wire != _LEN:
+                if wire != _LEN or num == 0:
                     raise ValueError(f"field {num} has wire type {wire}, an XSpace has none such")
                 n = _read_varint(f)
+                if n is not None and n > size - f.tell():  # checked before a byte is allocated
+                    raise ValueError(f"field {num} at byte {f.tell()} declares {n:,} bytes, but only {size - f.tell():,} remain in the file")
+                if n and num == 1:
+                    _check_message_head(f)
                 data = f.read(n) if n is not None else b""
                 if n is None or len(data) != n:
                     raise ValueError("the file ends inside a field")

@@ -55,8 +55,9 @@ def read_xspace(paths: Sequence[Path], *, workers: int | None = None) -> TraceTa
 
     `workers`: processes reading hosts at once (default: one per core, within the memory budget
     of tpu_perf/traces/xspace_pool.py)."""
-    ops, timeline, steps, devices, hostnames = [], [], [], [], []
+    ops, timeline, steps, devices, hostnames, zeros = [], [], [], [], [], []
     for host in read_hosts(list(paths), workers=workers):
+        zeros.append(host.clock_zero_s)
         ops.append(host.ops)
         timeline.append(host.timeline)
         steps.append(host.device_steps)
@@ -71,4 +72,5 @@ def read_xspace(paths: Sequence[Path], *, workers: int | None = None) -> TraceTa
     return TraceTables(
         ops=_stack(ops, OPS_COLUMNS), timeline=_stack(timeline, TIMELINE_COLUMNS), device_steps=steps_df, devices=devices_df,
         format="xspace", platform=platform, files=tuple(str(p) for p in paths), hostnames=tuple(hostnames),
+        clock_zero_s=zeros[0] if zeros else None,
     )

@@ -52,6 +52,9 @@ class HostTables:
     devices: pd.DataFrame
     hostname: str
     """From the XSpace's `hostnames`, else the file name before `.xplane.pb`."""
+    clock_zero_s: float | None = None
+    """Epoch seconds of the trace's time zero (the `Task Environment` plane's `profile_start_time`):
+    the trace's times plus this are on the recorder's (epoch) clock, up to the clocks' disagreement."""
 
 
 def _op_name(event_name: str) -> str:
@@ -192,7 +195,7 @@ def _aggregate(ops: pd.DataFrame) -> pd.DataFrame:
     agg["total_time_s"] = agg["total_ns"] / 1e9
     agg["self_time_s"] = agg["self_ns"] / 1e9
     agg["category"] = agg["category"].fillna(agg["name"].str.replace(r"\.\d+$", "", regex=True))
-    agg["op_class"] = classify_ops(agg["name"], agg["category"])
+    agg["op_class"] = classify_ops(agg["name"], agg["category"], kernel=agg["device"].astype(str).str.contains(r"(?:^|/)GPU:", regex=True))
     return agg
 
 
@@ -216,6 +219,7 @@ def read_host(path: Path, host: int | None) -> HostTables:
     all_ops, all_steps, timeline, devices = [], [], [], []
     info = SpaceInfo()
     device_ops = False
+    zero = None
     try:
         for plane in planes(path, info):
             m = _DEVICE_PLANE.match(plane.name)
@@ -228,6 +232,8 @@ def read_host(path: Path, host: int | None) -> HostTables:
                 if not ops.empty:
                     all_ops.append(ops)
                     device_ops = device_ops or m["kind"] != "CPU"
+            elif plane.name == "Task Environment" and plane.stats.get("profile_start_time"):
+                zero = float(plane.stats["profile_start_time"]) / 1e9
             elif plane.name == "/host:CPU":
                 host_tl, steps, cpu_ops = _host_tables(plane, prefix)
                 timeline.append(host_tl)
@@ -260,5 +266,5 @@ def read_host(path: Path, host: int | None) -> HostTables:
     return HostTables(
         ops=ops, timeline=pd.concat(tl, ignore_index=True).reindex(columns=list(TIMELINE_COLUMNS)) if tl else empty(TIMELINE_COLUMNS),
         device_steps=pd.concat(steps, ignore_index=True).reindex(columns=list(STEP_COLUMNS)) if steps else empty(STEP_COLUMNS),
-        devices=devices_df, hostname=(info.hostnames or [path.name.removesuffix(".xplane.pb")])[0],
+        devices=devices_df, hostname=(info.hostnames or [path.name.removesuffix(".xplane.pb")])[0], clock_zero_s=zero,
     )

@@ -51,13 +51,15 @@ def _write_host(path: str, host: int, out: str) -> str:
             df = df.assign(**{col: df[col].astype("category")})
         df.reset_index(drop=True).to_feather(folder / f"{name}.arrow")
     (folder / "hostname").write_text(t.hostname)
+    (folder / "clock_zero").write_text("" if t.clock_zero_s is None else repr(t.clock_zero_s))
     return str(folder)
 
 
 def _read_host_dir(folder: str) -> HostTables:
     f = Path(folder)
     tables = {name: pd.read_feather(f / f"{name}.arrow") for name in TABLES}
-    return HostTables(**tables, hostname=(f / "hostname").read_text())
+    zero = (f / "clock_zero").read_text()
+    return HostTables(**tables, hostname=(f / "hostname").read_text(), clock_zero_s=float(zero) if zero else None)
 
 
 THREADED = ("jax", "torch", "tensorflow")

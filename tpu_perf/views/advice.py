@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Group, RenderableType
-from rich.table import Table
 from rich.text import Text
+
+from tpu_perf.views.format import PlainTable as Table
 
 SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan"}
 OUTCOME_STYLE = {"fired": "bold", "passed": "green", "not_evaluable": "dim"}

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import RenderableType
-from rich.table import Table
 
 from tpu_perf.views import format as fmt
+from tpu_perf.views.format import PlainTable as Table
 
 
 def aot_entries(doc: dict[str, Any]) -> list[dict[str, Any]]:

@@ -1,7 +1,9 @@
 """Renderings of a check's verdict: terminal table, Markdown summary, JUnit XML, GitHub annotations.
 
-All from one `CheckResult`, so the exit code, the JUnit failures and the Markdown never disagree:
-REGRESSION, BAD_DATA and NOT_COMPARABLE are failures everywhere, INCONCLUSIVE is a skip.
+All from one `CheckResult`, so the exit code, the JUnit failures, the annotations and the Markdown
+never disagree: REGRESSION, BAD_DATA and NOT_COMPARABLE are failures everywhere; INCONCLUSIVE is a
+failure (exit 3, a JUnit failure, an ::error) unless `--inconclusive-ok` makes it exit 0, and then a
+skip and a ::warning (`failing`). A JUnit file has failures exactly when the exit code is not 0.
 """
 
 from __future__ import annotations
@@ -10,11 +12,12 @@ from xml.etree import ElementTree as ET
 
 from rich import box
 from rich.console import Group, RenderableType
-from rich.table import Table
 from rich.text import Text
 
 from tpu_perf.analyzers.regression import PRECEDENCE, Check, CheckResult, Verdict
 from tpu_perf.views import format as fmt
+from tpu_perf.views.check_words import author_summary
+from tpu_perf.views.format import PlainTable as Table
 
 STYLE: dict[Verdict, str] = {
     Verdict.PASS: "green", Verdict.IMPROVEMENT: "bold green", Verdict.CHANGED: "cyan",
@@ -97,24 +100,32 @@ def render_markdown(result: CheckResult) -> str:
         f"{len(result.baseline_runs)} baseline vs {len(result.candidate_runs)} candidate runs; margin {result.options.margin:.0%}, alpha {result.options.alpha}, max CV {result.options.max_cv:.0%}.",
         "",
         *([f"**{result.sentence}**", ""] if result.sentence else []),
+        *author_summary(result),
         "| check | verdict | baseline | candidate | change [interval] | CV base / cand | detail |",
         "|---|---|---|---|---|---|---|",
     ]
     for check in sorted(result.checks, key=lambda c: (not c.decides, order[c.verdict])):
-        detail = check.message.replace("|", "\\|")
+        detail = fmt.md(check.message)
         lines.append(f"| {check.name} | {ICON[check.verdict] if check.decides else ''} {shown_verdict(check)} | {summary(check, check.baseline_value, check.baseline)} | {summary(check, check.candidate_value, check.candidate)} | {change(check)} | {cvs(check)} | {detail} |")
     return "\n".join(lines) + "\n"
 
 
+def failing(result: CheckResult) -> tuple[Verdict, ...]:
+    """The verdicts that fail the build for this result: FAILURES, plus INCONCLUSIVE when it exits
+    non-zero (3; not with --inconclusive-ok)."""
+    return (*FAILURES, Verdict.INCONCLUSIVE) if result.exit_code != 0 else FAILURES
+
+
 def render_junit(result: CheckResult) -> str:
     """JUnit XML, one testcase per check; failures and skips agree with the exit code."""
-    failures = sum(c.verdict in FAILURES and c.decides for c in result.checks)
-    skipped = sum(c.verdict == Verdict.INCONCLUSIVE and c.decides for c in result.checks)
+    fail = failing(result)
+    failures = sum(c.verdict in fail and c.decides for c in result.checks)
+    skipped = sum(c.verdict == Verdict.INCONCLUSIVE and c.verdict not in fail and c.decides for c in result.checks)
     suite = ET.Element("testsuite", name="tpu-perf check", tests=str(len(result.checks)), failures=str(failures), errors="0", skipped=str(skipped))
     for check in result.checks:
         case = ET.SubElement(suite, "testcase", classname="tpu-perf.check", name=check.name)
         text = check.message + (f"\nbaseline: {values(check, check.baseline)}\ncandidate: {values(check, check.candidate)}" if check.baseline else "")
-        if check.verdict in FAILURES and check.decides:
+        if check.verdict in fail and check.decides:
             ET.SubElement(case, "failure", type=check.verdict.value, message=check.message).text = text
         elif check.verdict == Verdict.INCONCLUSIVE and check.decides:
             ET.SubElement(case, "skipped", message=f"INCONCLUSIVE: {check.message}")
@@ -127,10 +138,10 @@ def render_junit(result: CheckResult) -> str:
 
 
 def github_annotations(result: CheckResult) -> list[str]:
-    """`::error` for failures, `::warning` for INCONCLUSIVE and CHANGED, one line each."""
-    lines = []
+    """`::error` for failures (`failing`), `::warning` for CHANGED and an allowed INCONCLUSIVE."""
+    lines, fail = [], failing(result)
     for check in (c for c in result.checks if c.decides):
-        level = "error" if check.verdict in FAILURES else "warning" if check.verdict in (Verdict.INCONCLUSIVE, Verdict.CHANGED) else None
+        level = "error" if check.verdict in fail else "warning" if check.verdict in (Verdict.INCONCLUSIVE, Verdict.CHANGED) else None
         if level:
             message = _escape(f"{check.verdict.value}: {check.message}")
             lines.append(f"::{level} title={_escape(f'tpu-perf check {check.name}', prop=True)}::{message}")

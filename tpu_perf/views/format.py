@@ -3,6 +3,26 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|~$#])")
+
+
+def md(text: object) -> str:
+    """User text (a run name, tag, path, error message) as Markdown that shows it literally: every
+    character Markdown, tables, HTML or LaTeX (Streamlit) would act on is backslash-escaped."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", str(text))
+
+
+def md_code(text: object) -> str:
+    """User text (a path, an id) as a Markdown code span, shown literally; `md()` where the text
+    itself holds a backtick (it would end the span)."""
+    text = str(text)
+    return f"`{text}`" if "`" not in text and text.strip() == text and text else md(text)
 
 
 def seconds(value: float | None) -> str:
@@ -46,3 +66,14 @@ def timestamp(epoch: float | None) -> str:
     if epoch is None:
         return "n/a"
     return dt.datetime.fromtimestamp(epoch).strftime("%Y-%m-%d %H:%M:%S")
+
+
+class PlainTable(Table):
+    """A rich Table whose string cells and title are shown as written: a run name, function name
+    or error message such as `[bold]x[/]` or `[/]` is text, never console markup."""
+
+    def __init__(self, *args: Any, title: Any = None, **kwargs: Any) -> None:
+        super().__init__(*args, title=Text(title) if isinstance(title, str) else title, **kwargs)
+
+    def add_row(self, *renderables: Any, **kwargs: Any) -> None:
+        super().add_row(*(Text(r) if isinstance(r, str) else r for r in renderables), **kwargs)

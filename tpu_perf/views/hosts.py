@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Group, RenderableType
-from rich.table import Table
 from rich.text import Text
 
 from tpu_perf.views import format as fmt
+from tpu_perf.views.format import PlainTable as Table
 
 
 def render_hosts(doc: dict[str, Any]) -> RenderableType | None:

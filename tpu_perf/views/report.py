@@ -7,17 +7,18 @@ from typing import Any
 
 from rich.console import Group, RenderableType
 from rich.panel import Panel
-from rich.table import Table
 from rich.text import Text
 
 from tpu_perf.analyzers.report import Report
 from tpu_perf.views import format as fmt
 from tpu_perf.views.aot import render_aot
+from tpu_perf.views.at_peak import render_at_peak
+from tpu_perf.views.format import PlainTable as Table
 from tpu_perf.views.hosts import render_hosts
 from tpu_perf.views.torch_compile import render_torch_compile
 from tpu_perf.views.traces import render_trace_tables
 
-STATUS_STYLE = {"completed": "green", "running": "cyan", "failed": "red", "interrupted": "yellow", "crashed": "red"}
+STATUS_STYLE = {"completed": "green", "running": "cyan", "failed": "red", "interrupted": "yellow", "crashed": "red", "damaged": "red"}
 
 Renderer = Callable[[dict[str, Any]], RenderableType | None]
 """Renders one part of the report document (`Report.to_dict()`); None when it has nothing to show."""
@@ -159,7 +160,7 @@ def _trace(doc: dict[str, Any]) -> RenderableType | None:
     return Group(*parts) if parts else None
 
 
-RENDERERS: tuple[Renderer, ...] = (_header, _steps, render_hosts, _flops, _memory, _hlo, _trace, render_trace_tables, render_torch_compile, render_aot)
+RENDERERS: tuple[Renderer, ...] = (_header, _steps, render_hosts, _flops, _memory, render_at_peak, _hlo, _trace, render_trace_tables, render_torch_compile, render_aot)
 """The report's parts in display order."""
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import RenderableType
-from rich.table import Table
+
+from tpu_perf.views.format import PlainTable as Table
 
 MAX_ROWS = 8
 """Reasons listed in the terminal; `report --json` carries them all."""

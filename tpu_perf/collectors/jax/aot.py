@@ -11,6 +11,7 @@ memory analyses and the optimized HLO are raw data written to the run (`aot/<top
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
@@ -18,6 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from tpu_perf.collectors.jax import at_peak
 from tpu_perf.collectors.jax.jit import FunctionState
 from tpu_perf.errors import UsageError
 from tpu_perf.store import layout
@@ -34,8 +36,18 @@ class AotError(RuntimeError):
 def parse_topology(text: str) -> str:
     """Check a `--topology` value (`v6e:2x2`, `v5p:2x2x1`) before anything runs; returns it."""
     name = text.strip()
-    if not _TOPOLOGY.match(name):
+    match = _TOPOLOGY.match(name)
+    if not match:
         raise UsageError(f"--topology {text!r}: expected CHIP:SHAPE such as v6e:2x2, v5e:2x4 or v5p:2x2x1")
+    from tpu_perf.hardware import lookup_chip
+    from tpu_perf.hardware.chips import unknown_chip_message
+
+    chip = lookup_chip(match["chip"])
+    if chip is None or not chip.name.startswith("tpu"):
+        what = unknown_chip_message("--topology", match["chip"]) if chip is None else f"--topology {match['chip']!r}: {chip.name} is not a TPU"
+        raise UsageError(f"{what}; a topology is a TPU slice such as v6e:2x2, v5e:2x4 or v5p:2x2x1 (checked before the script runs)")
+    if any(int(d) == 0 for d in match["dims"].split("x")):
+        raise UsageError(f"--topology {text!r}: a slice has at least one chip along each axis")
     return name
 
 
@@ -133,7 +145,7 @@ def _cost(compiled: Any) -> dict[str, float]:
     return {k: float(v) for k, v in (cost or {}).items()}
 
 
-def compile_for_topology(state: FunctionState, name: str, *, jit: Callable[..., Any], jax: Any) -> tuple[dict[str, Any], str]:
+def compile_for_topology(state: FunctionState, name: str, *, jit: Callable[..., Any], jax: Any, writer: Any = None, warn: Callable[[str], None] = lambda message: None) -> tuple[dict[str, Any], str]:
     """(raw facts, optimized HLO text) of `state`'s step compiled for slice `name`."""
     if state.kind == "pmap":
         raise AotError(f"--topology {name}: a jax.pmap step maps over this machine's devices and cannot be compiled for a slice; write it with jax.jit and shardings")
@@ -145,17 +157,24 @@ def compile_for_topology(state: FunctionState, name: str, *, jit: Callable[..., 
     fn = jit(state.fun, **options) if state.fun is not None else state.jitted
     meshes = list(moves.meshes.values())
     t0 = time.perf_counter()
-    try:
+    compiled, oom = None, None
+    with at_peak.dump_options() as (dump, dump_options), contextlib.ExitStack() as context:
         if meshes:  # a bare PartitionSpec inside the step resolves against the context mesh
-            with meshes[0]:
-                compiled = fn.lower(*args, **kwargs).compile()
-        else:
-            compiled = fn.lower(*args, **kwargs).compile()
-    except Exception as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-        raise AotError(f"--topology {name}: the step did not compile for the slice ({type(exc).__name__}: {first})") from None
-    seconds = time.perf_counter() - t0
-    memory = compiled.memory_analysis()
+            context.enter_context(meshes[0])
+        try:
+            lowered = fn.lower(*args, **kwargs)
+            compiled = lowered.compile(compiler_options=dump_options)
+        except Exception as exc:
+            oom = at_peak.out_of_memory(exc)  # it does not fit: XLA's dump still says what filled HBM
+            if oom is None or writer is None:
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+                raise AotError(f"--topology {name}: the step did not compile for the slice ({type(exc).__name__}: {first})") from None
+            warn(f"--topology {name}: the step does not fit the slice's memory ({oom}); see aot.at_peak for what fills it")
+        seconds = time.perf_counter() - t0
+        if writer is not None:  # XLA's liveness at the peak on the slice, for `aot.at_peak`
+            at_peak.save(dump, layout.aot_hlo(name).removesuffix(".hlo.txt"), state.fun, (args, kwargs), lowered, writer=writer, jax=jax, warn=warn)
+        text = compiled.as_text() if compiled is not None else at_peak.dumped_hlo(dump)
+    memory = compiled.memory_analysis() if compiled is not None else None
     raw = {
         "topology": name,
         "function": state.name,
@@ -163,11 +182,12 @@ def compile_for_topology(state: FunctionState, name: str, *, jit: Callable[..., 
         "devices": len(targets),
         "chips": topology_chips(name),
         "meshes": [{"axis_names": list(m.axis_names), "shape": list(m.devices.shape)} for m in meshes],
-        "cost": dict(sorted(_cost(compiled).items())),
+        "cost": dict(sorted(_cost(compiled).items())) if compiled is not None else {},
         "memory": {f: (int(v) if (v := getattr(memory, f, None)) is not None else None) for f in MEMORY_FIELDS},
         "compile_s": seconds,
+        "out_of_memory": oom,
     }
-    return raw, compiled.as_text()
+    return raw, text or ""
 
 
 def record_topologies(state: FunctionState | None, names: tuple[str, ...], *, jit: Callable[..., Any], jax: Any, writer: Any, warn: Callable[[str], None], log: Callable[[str], None]) -> None:
@@ -183,7 +203,7 @@ def record_topologies(state: FunctionState | None, names: tuple[str, ...], *, ji
 
     for name in names:
         try:
-            raw, hlo = compile_for_topology(state, name, jit=jit, jax=jax)
+            raw, hlo = compile_for_topology(state, name, jit=jit, jax=jax, writer=writer, warn=warn)
         except AotError as exc:
             warn(str(exc))
             log(f"tpu-perf: error: {exc}")

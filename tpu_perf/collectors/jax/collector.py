@@ -209,7 +209,10 @@ def install(rec: Recorder, jax: ModuleType) -> Callable[[], None]:
         if tracker.step_fn is not None:  # host syncs per step, for the advisor's host-sync rule
             counts.update(step_calls=tracker.step_fn.calls, fetched_step_calls=tracker.step_fn.fetched_calls)
         rec.writer.update_manifest(jax=counts)
-        rows = analyse_programs(tracker.functions, tracker.step_fn, rec, jax)
+        failed = tracker.oom[0] if tracker.oom else None
+        if tracker.oom:  # the run failed out of device memory: say where, analyse that program
+            rec.writer.update_manifest(out_of_memory={"function": failed.name, "message": tracker.oom[1]})
+        rows = analyse_programs(tracker.functions, tracker.step_fn or failed, rec, jax)
         if rows:
             rec.writer.write_table("programs", rows)
         accumulated = accumulation_facts(tracker.step_fn, rows)

@@ -7,9 +7,9 @@ calls are timed, then the step function's are written as steps retroactively.
 
 A step is the iteration: it runs from one dispatch of the step function to the next (the step
 tracker tiles them), so host work between calls (input, `float(loss)`, logging) is in it. Beside it,
-the call's device time runs from its dispatch to the moment its outputs are ready (see `ready.py`
-for how that moment is stamped). The next call of the same function waits for the previous one, so
-at most one step is in flight; host work between steps still overlaps the device.
+each call's outputs are watched (see `ready.py`) and the device counts as busy from its dispatch to
+the moment they became ready; a step's `device_s` is the busy time inside its iteration. Nothing
+waits for a step before the next is dispatched: the script queues steps ahead as under plain python.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from tpu_perf.collectors.jax import choice
-from tpu_perf.collectors.jax.ready import Call, SyncStamper, wait_ready
+from tpu_perf.collectors.jax import at_peak, choice
+from tpu_perf.collectors.jax.ready import Call, ReadyWatcher, SyncStamper, block_ready
 from tpu_perf.collectors.jax.wrappers import OuterCalls
 from tpu_perf.collectors.session import Recorder
 
@@ -85,6 +85,7 @@ class _Group:
     interleaved: bool
     end: float = 0.0
     calls: int = 0
+    instrumented: bool = False
 
 
 class JitTracker:
@@ -100,6 +101,11 @@ class JitTracker:
         self._lock = threading.Lock()
         self._compiles = 0
         self._ready: list[Call] = []
+        self.watcher = ReadyWatcher(recorder.now, self._finished)
+        recorder.traced_in_flight = self.watcher.traced_pending
+        self._multi: bool | None = None
+        self._lost: dict[int, list[Call]] = {}
+        """Per function (id of its state), calls whose outputs were donated before seen ready."""
         self._step_index = 0  # index of the next step-function call (spans are written later)
         self._drain_lock = threading.Lock()
         self._interleaved = False
@@ -109,6 +115,8 @@ class JitTracker:
         from jax._src import core
 
         self.outer = OuterCalls(recorder.now)
+        self.oom: tuple[FunctionState, str] | None = None
+        """The function whose call ran out of device memory, and the error's first line."""
         self._clean = getattr(core, "trace_state_clean", None)
         self._tracer = jax.core.Tracer
         self._array = jax.Array
@@ -153,17 +161,18 @@ class JitTracker:
         carried = sum(1 for x in arg_leaves if id(x) in state.out_ids) if (state.out_ids and step_fn is None) else 0
         if step_fn is None:
             choice.observe(state, arg_leaves, state.out_ids)
-        if timed:
+        if timed and self._holds_back():  # a multi-process job: the host waits where the device does (own work vs waits)
             blocked = rec.now()
             self._wait(state)
             rec.waited(blocked, rec.now())
-        if step_fn is not None and state is not step_fn and step_fn.pending is not None and step_fn.out_ids:
-            if any(id(x) in step_fn.out_ids for x in arg_leaves):
-                self._wait(step_fn)  # its outputs may be donated here: stop watching them first
+        stopped_at = None
         if state is step_fn:
             k = step_fn.micro_batches or 1
             if self._step_index % k == 0:
+                tracing, before = rec.trace_active, rec.now()
                 rec.before_step(self._step_index // k)
+                if tracing and not rec.trace_active:  # the window closed here: its cost is this step's, not the last traced one's
+                    stopped_at = before
             self._step_index += 1
         elif step_fn is not None:
             if state.calls_in_steps < OCCASIONAL * step_fn.calls_in_steps:
@@ -173,10 +182,14 @@ class JitTracker:
         traced = rec.trace_active
         compiles_before = self._compiles
         dispatched = rec.now()
-        start = self._start(state, dispatched)
+        start = self._start(state, dispatched) if stopped_at is None else stopped_at
         self.tracing = state
         try:
             out = state.jitted(*args, **kwargs)
+        except Exception as exc:  # out of device memory: keep what it takes to explain it (at_peak.py)
+            if self.oom is None and at_peak.out_of_memory(exc):
+                state.abstract_args, self.oom = self._abstract(args, kwargs), (state, at_peak.out_of_memory(exc))
+            raise
         finally:
             self.tracing = None
         rec.waited(dispatched, rec.now())  # dispatch blocks once the device's queue is full
@@ -188,11 +201,16 @@ class JitTracker:
             state.abstract_args = self._abstract(args, kwargs, sharded=state.kind != "pmap")
         if timed:
             state.out_ids = frozenset(map(id, out_leaves))
-            call = Call(state, start, traced, state.out_ids, out_leaves)
+            # one output tells when the call finished (they share one completion event): the smallest,
+            # so that watching it keeps little memory alive, and the least likely to be donated
+            watched = [min(out_leaves, key=lambda x: getattr(x, "nbytes", 0))] if out_leaves else []
+            call = Call(state, start, traced, state.out_ids, watched)
             if state is step_fn:
                 call.interleaved, self._interleaved = self._interleaved, False
+                call.instrumented = stopped_at is not None
             state.pending = call
-            self.stamper.unstamped = [c for c in self.stamper.unstamped if c.end is None] + [call]
+            self.stamper.unstamped = [c for c in self.stamper.unstamped if c.end is None and not c.lost] + [call]
+            self.watcher.watch(call)
         if carried and step_fn is None:
             state.carry_calls += 1
             state.carried_leaves = max(state.carried_leaves, carried)
@@ -220,25 +238,51 @@ class JitTracker:
 
     def drain(self) -> None:
         """Turn stamped calls into steps (or buffered spans); called every flush and at the end."""
-        with self._drain_lock:
+        with self._drain_lock, self._lock:
             ready = self._ready[:]
             del self._ready[: len(ready)]
             for call in ready:
                 end = call.end if call.end is not None else call.start
                 if call.state is self.step_fn:
-                    self._step_span(call.start, end, call.traced, call.exact, call.interleaved)
+                    self._step_span(call.start, end, call.traced, call.exact, call.interleaved, call.instrumented)
                 elif self.step_fn is None and len(call.state.spans) < MAX_BUFFERED_CALLS:
                     call.state.spans.append((call.start, end, call.traced, call.exact))
 
+    def _holds_back(self) -> bool:
+        """In a multi-process job each process waits for its previous step before dispatching the
+        next, as before: the hosts' own work and their waits in collectives (the straggler view,
+        docs/multihost.md) need the host to block where the device does. A single process never waits."""
+        if self._multi is None:
+            try:
+                multi = self.jax.process_count() > 1
+            except Exception:
+                multi = False
+            if self.step_fn is None and not multi:
+                return False  # jax.distributed may start later: asked again until the step is known
+            self._multi = multi
+        return self._multi
+
+    def _finished(self, call: Call) -> None:
+        """From the watcher, in dispatch order: a call whose outputs are ready (or were donated unseen)."""
+        state = call.state
+        if call.lost:
+            self._lost.setdefault(id(state), []).append(call)
+            return
+        with self._lock:
+            for lost in self._lost.pop(id(state), []):  # it ran back to back with this one
+                lost.stamp(call.end, exact=False)
+                self.rec.steps.device_busy(lost.start, call.end)
+                self._ready.append(lost)
+            state.last_end = call.end
+            self.rec.steps.device_busy(call.start, call.end)
+            self._ready.append(call)
+
     def _wait(self, state: FunctionState) -> None:
-        """Finish `state`'s last call: wait for its outputs unless the script already synced."""
+        """Finish `state`'s last call: block until its outputs are ready and the watcher has handed it over."""
         pending, state.pending = state.pending, None
         if pending is not None:
-            wait_ready(pending, self.rec.now)
-            state.last_end = pending.end
-            self._ready.append(pending)
-            if pending.exact and pending.end is not None:
-                self.rec.steps.device_busy(pending.start, pending.end)
+            block_ready(pending)
+            self.watcher.settle()
 
     def _decide(self, chosen: FunctionState) -> None:
         self._wait(chosen)  # its last call's span lands in the buffer, not twice
@@ -255,20 +299,21 @@ class JitTracker:
         for start, end, traced, exact in spans:
             self._step_span(start, end, traced, exact, False)
 
-    def _step_span(self, start: float, end: float, traced: bool, exact: bool, interleaved: bool) -> None:
+    def _step_span(self, start: float, end: float, traced: bool, exact: bool, interleaved: bool, instrumented: bool = False) -> None:
         """One call of the step function; with accumulation, every k-th call ends a step that
         began at the first call of its group."""
         k = (self.step_fn.micro_batches or 1) if self.step_fn is not None else 1
         g = self._group
         if g is None:
-            g = self._group = _Group(start, traced, exact, interleaved)
+            g = self._group = _Group(start, traced, exact, interleaved, instrumented=instrumented)
         else:
             g.traced, g.exact, g.interleaved = g.traced or traced, g.exact and exact, g.interleaved or interleaved
+            g.instrumented = g.instrumented or instrumented
         g.calls += 1
         g.end = end
         if g.calls >= k:
             self._group = None
-            self.rec.span(self.source, g.start, end, traced=g.traced, device_known=g.exact, interleaved=g.interleaved)
+            self.rec.span(self.source, g.start, end, traced=g.traced, interleaved=g.interleaved, busy=True, instrumented=g.instrumented)
 
     def accumulates(self, optimizer: Any, by: str) -> None:
         """An accumulating optimizer's update is being traced: the function under way accumulates."""
@@ -306,6 +351,13 @@ class JitTracker:
     def sync_all(self) -> None:
         for state in list(self.functions):
             self._wait(state)
+        self.watcher.settle()
+        with self._lock:  # donated unseen with no later call to end them: their end is unknown
+            for calls in self._lost.values():
+                for lost in calls:
+                    lost.stamp(lost.start, exact=False)
+                    self._ready.append(lost)
+            self._lost.clear()
 
     def close(self) -> None:
         self.sync_all()

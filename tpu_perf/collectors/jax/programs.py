@@ -13,6 +13,7 @@ import re
 import time
 from typing import Any
 
+from tpu_perf.collectors.jax import at_peak
 from tpu_perf.collectors.jax.jit import FunctionState
 from tpu_perf.collectors.session import Recorder
 from tpu_perf.store import layout
@@ -55,9 +56,17 @@ def _device_count(abstract: Any, compiled: Any, jax: Any) -> int:
 def analyse_program(state: FunctionState, *, is_step: bool, rec: Recorder, jax: Any) -> dict[str, Any]:
     """Compile `state`'s function for its last signature and return one `programs` row."""
     args, kwargs = state.abstract_args or ((), {})
-    t0 = time.perf_counter()
-    compiled = state.compiled if state.compiled is not None else state.jitted.lower(*args, **kwargs).compile()
-    seconds = time.perf_counter() - t0
+    hlo_file = f"{layout.HLO_DIR}/{_safe_name(state.name)}.{len(state.name) % 97:02d}.hlo.txt"
+    with at_peak.dump_options() as (dump, options):
+        t0 = time.perf_counter()
+        if state.compiled is not None:  # an ahead-of-time compiled step: the user's own executable
+            compiled = state.compiled
+        else:
+            lowered = state.jitted.lower(*args, **kwargs)
+            compiled = lowered.compile(compiler_options=options if is_step else None)
+        seconds = time.perf_counter() - t0
+        if is_step and state.compiled is None:  # XLA's liveness at the peak, for `memory.at_peak` (the file is next to hlo_file)
+            at_peak.save(dump, hlo_file.removesuffix(".hlo.txt"), state.fun, (args, kwargs), lowered, writer=rec.writer, jax=jax, warn=rec.warn)
     cost = _cost(compiled)
     row: dict[str, Any] = {
         "function": state.name,
@@ -76,7 +85,6 @@ def analyse_program(state: FunctionState, *, is_step: bool, rec: Recorder, jax: 
     for attr, column in _MEMORY_FIELDS.items():
         value = getattr(memory, attr, None) if memory is not None else None
         row[column] = int(value) if value is not None else None
-    hlo_file = f"{layout.HLO_DIR}/{_safe_name(state.name)}.{len(state.name) % 97:02d}.hlo.txt"
     text = compiled.as_text()
     rec.writer.write_text(hlo_file, text)
     unknown = sum(1 for line in text.splitlines() if " while(" in line and "known_trip_count" not in line)

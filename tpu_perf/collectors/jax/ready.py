@@ -1,18 +1,28 @@
-"""When did a dispatched computation finish? Stamped without a helper thread.
+"""When did a dispatched computation finish? Stamped when it happens, without holding the script.
 
-- When the script syncs on an output (`block_until_ready`, `float(loss)`, `np.asarray`, `print`),
-  JAX's sync points are wrapped and stamp the moment the sync returns.
-- Otherwise the next call of the same function (or the end of the run) waits for the outputs, as
-  the device would make it wait anyway, and stamps when they are ready. If they were ready before
-  that wait began (a host-bound loop that never syncs), when they became ready was not seen: the
-  call's device time is unknown (`exact` False), not the host's time passed off as the device's.
+- A watcher thread polls each pending call's outputs (`is_ready()`, which neither blocks nor holds
+  the buffers) every POLL_S and stamps the moment it sees them ready: loops that never sync get
+  their device time, and the script's thread never waits for the recorder, so it may queue steps
+  ahead exactly as under plain python.
+- When the script syncs on an output that was not ready yet (`block_until_ready`, `float(loss)`,
+  `np.asarray`, `print`), JAX's sync points are wrapped and stamp the moment the sync returns
+  (the watcher may be a poll late).
+- Outputs donated to a later call before they were seen ready are `lost`: the call's end is taken
+  as the end of the next call of its function that is seen (`exact` False), and the device counts
+  as busy from the lost call's dispatch to then (it ran the two back to back).
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+POLL_S = 0.001
+"""How often the watcher looks at pending outputs: the device time's resolution (plus the wait for
+the interpreter lock while the script runs pure Python), at about 1 % of one core while steps are in flight."""
 
 
 @dataclass(eq=False)
@@ -24,12 +34,19 @@ class Call:
     traced: bool
     ids: frozenset[int]
     leaves: list[Any]
-    """The outputs, kept only until the call is stamped: holding them longer keeps device buffers alive."""
+    """One output (the smallest) watched for readiness, kept only until the call is stamped."""
     end: float | None = None
     exact: bool = True
     """False when `end` is only when tpu-perf looked, not when the outputs became ready."""
     interleaved: bool = False
     """An eval (a jitted function not run every iteration) ran since the previous step."""
+    instrumented: bool = False
+    """tpu-perf's trace window closed at this call's dispatch: its iteration holds the stop."""
+    lost: bool = False
+    """Its outputs were deleted (donated) before they were seen ready."""
+    ready_seen: bool = False
+    """The script synced on an output that was ready already: the watcher stamps it at its next look,
+    without holding the output meanwhile."""
 
     def stamp(self, t: float, *, exact: bool = True) -> None:
         if self.end is None:
@@ -38,22 +55,90 @@ class Call:
         self.leaves = []
 
 
-def wait_ready(call: Call, now: Callable[[], float]) -> None:
-    """Block until `call`'s outputs are ready (they share one completion event); stamp it if unstamped."""
-    if call.end is not None:
+def block_ready(call: Call) -> None:
+    """Block until `call`'s outputs are ready (they share one completion event), unless deleted;
+    the wrapped sync stamps it if it was pending, else the watcher does."""
+    for leaf in list(call.leaves):
+        try:
+            if leaf.is_deleted():
+                continue
+            leaf.block_until_ready()
+        except Exception:  # a failed computation ends the step all the same
+            pass
         return
-    exact = True
-    for leaf in call.leaves:
-        if not leaf.is_deleted():
-            try:
-                if leaf.is_ready():  # ready already: it became ready at some moment nobody saw
-                    exact = False
+
+
+def readiness(call: Call) -> bool | None:
+    """True when the call's outputs are ready, False when not yet, None when all are deleted."""
+    if call.ready_seen:
+        return True
+    for leaf in list(call.leaves):
+        try:
+            if leaf.is_deleted():
+                continue
+            return bool(leaf.is_ready())
+        except RuntimeError as exc:  # deleted between the two looks, or the computation failed
+            if "delete" in str(exc).lower():
+                continue
+            return True
+    return None if call.end is None else True
+
+
+class ReadyWatcher:
+    """A daemon thread that stamps calls when their outputs become ready, then hands each to
+    `finished` in dispatch order (a call waits for the ones watched before it)."""
+
+    def __init__(self, now: Callable[[], float], finished: Callable[[Call], None]) -> None:
+        self._now = now
+        self._finished = finished
+        self._cv = threading.Condition()
+        self._calls: list[Call] = []
+        self._thread: threading.Thread | None = None
+
+    def watch(self, call: Call) -> None:
+        with self._cv:
+            self._calls.append(call)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="tpu-perf-ready", daemon=True)
+                self._thread.start()
+            self._cv.notify_all()
+
+    def traced_pending(self) -> bool:
+        """Whether a call dispatched inside the trace window is still running."""
+        with self._cv:
+            return any(c.traced for c in self._calls)
+
+    def settle(self, timeout_s: float = 600.0) -> None:
+        """Block until every watched call is finished (end of the run, the step function chosen)."""
+        deadline = time.monotonic() + timeout_s
+        with self._cv:
+            while self._calls and time.monotonic() < deadline:
+                self._cv.wait(0.05)
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while not self._calls:
+                    self._cv.wait()
+                pending = list(self._calls)
+            done = 0
+            for call in pending:  # in dispatch order: stop at the first still running
+                state = True if call.end is not None else readiness(call)
+                if state is False:
+                    break
+                if state is None:
+                    call.lost = True
                 else:
-                    leaf.block_until_ready()  # (the wrapped one: it stamps the call when it returns)
-            except Exception:  # a failed computation ends the step all the same
-                pass
-            break
-    call.stamp(now(), exact=exact)
+                    call.stamp(self._now())
+                done += 1
+            if done:
+                for call in pending[:done]:
+                    self._finished(call)
+                with self._cv:
+                    del self._calls[:done]
+                    self._cv.notify_all()
+            else:
+                time.sleep(POLL_S)
 
 
 class SyncStamper:
@@ -66,6 +151,15 @@ class SyncStamper:
         self.unstamped: list[Call] = []
         self.on_fetch: Callable[[Any], None] | None = None
         """Called with each array the script fetches to the host (`float`, `np.asarray`, `print`)."""
+
+    def release(self, x: Any) -> None:
+        """`x` was synced on and was ready already: stop holding its call's output (it is ready)."""
+        key = id(x)
+        for call in self.unstamped:
+            if key in call.ids:
+                call.ready_seen = True
+                call.leaves = []
+                return
 
     def seen(self, x: Any) -> None:
         if not self.unstamped:
@@ -89,27 +183,35 @@ class SyncStamper:
 
         def block_until_ready(self: Any) -> Any:
             start = stamper._now()
+            pending = stamper.unstamped and not _ready(self)
             result = original_block(self)
             stamper._waited(start, stamper._now())
-            stamper.seen(self)
+            if pending:
+                stamper.seen(self)
+            elif stamper.unstamped:
+                stamper.release(self)
             return result
 
         def value(self: Any) -> Any:
             start = stamper._now()
+            pending = stamper.unstamped and not _ready(self)
             result = original_value.fget(self)
             stamper._waited(start, stamper._now())
-            stamper.seen(self)
+            if pending:
+                stamper.seen(self)
+            elif stamper.unstamped:
+                stamper.release(self)
             if stamper.on_fetch is not None:
                 stamper.on_fetch(self)
             return result
 
         def tree_block_until_ready(x: Any) -> Any:
             start = stamper._now()
+            leaves = [leaf for leaf in jax.tree_util.tree_leaves(x) if not _ready(leaf)] if stamper.unstamped else []
             result = original_tree_block(x)
             stamper._waited(start, stamper._now())
-            if stamper.unstamped:
-                for leaf in jax.tree_util.tree_leaves(x):
-                    stamper.seen(leaf)
+            for leaf in leaves:
+                stamper.seen(leaf)
             return result
 
         cls.block_until_ready = block_until_ready
@@ -122,3 +224,11 @@ class SyncStamper:
             jax.block_until_ready = original_tree_block
 
         return uninstall
+
+
+def _ready(x: Any) -> bool:
+    """Whether an array's value is ready (a sync on it then returns at once and says nothing of when)."""
+    try:
+        return bool(x.is_ready())
+    except Exception:
+        return True

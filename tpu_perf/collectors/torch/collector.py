@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from tpu_perf.collectors.session import Recorder
-from tpu_perf.collectors.torch import device, distributed, spawned
+from tpu_perf.collectors.torch import device, distributed, spawned, state_bytes
 from tpu_perf.collectors.torch.compiles import DynamoCompiles, tpu_cache_stats
 from tpu_perf.collectors.torch.flops import FlopWindow
 from tpu_perf.collectors.torch.interleaved import patch_interleaved
@@ -117,6 +117,7 @@ def install(rec: Recorder, torch: ModuleType) -> Callable[[], None]:
     undo_spawned = spawned.install(rec, torch)
     undo_syncs = collector.syncs.install()
     rec.on_boundary(collector.syncs.on_boundary)
+    undo_state_bytes = state_bytes.install(rec, torch)
     rec.add_sync(collector.sync)
     rec.on_boundary(collector.on_boundary)
     rec.offer_trace(TorchTrace(torch, lambda: Path(rec.writer.dir) / layout.TRACE_DIR, lambda: collector.device_type, script.check).control())
@@ -130,5 +131,6 @@ def install(rec: Recorder, torch: ModuleType) -> Callable[[], None]:
         undo_distributed()
         undo_spawned()
         undo_syncs()
+        undo_state_bytes()
 
     return uninstall

@@ -9,7 +9,18 @@ import streamlit as st
 
 from tpu_perf.analyzers import compare, ops_compare, verdict
 from tpu_perf.analyzers.run_values import fingerprint
-from tpu_perf.dashboard import data, export, figures, kpi_table, nav, shape, why, widgets
+from tpu_perf.dashboard import (
+    at_peak,
+    data,
+    export,
+    figures,
+    kpi_table,
+    nav,
+    shape,
+    tables,
+    why,
+    widgets,
+)
 
 PRICE = "price_per_chip_hour"
 
@@ -129,12 +140,12 @@ def _steps(docs: dict[str, dict[str, Any]], refs: dict[str, data.RunRef]) -> Non
 def _memory(refs: dict[str, data.RunRef]) -> None:
     st.subheader("HBM over time")
     frames = [(label, data.memory_frame(ref.url, ref.stamp)) for label, ref in refs.items()]
-    device = [(label, f[f["device"] != "host"]) for label, f in frames if not f.empty]
+    device = [(label, f[f["device"] != "host"] if not f.empty else f) for label, f in frames]  # every run: colours by position
     if any(not f.empty for _, f in device):
         st.plotly_chart(figures.memory_band(device), width="stretch", key="cmp_hbm")
         return
     widgets.missing("Device memory samples", "These runs have no device memory time series (CPU runs have none; TPU/GPU runs sample it).")
-    host = [(label, f[f["device"] == "host"]) for label, f in frames if not f.empty]
+    host = [(label, f[f["device"] == "host"] if not f.empty else f) for label, f in frames]
     if any(not f.empty for _, f in host):
         st.plotly_chart(figures.memory_band(host, title="Host memory (RSS) instead"), width="stretch", key="cmp_host")
 
@@ -157,25 +168,29 @@ def _step_program_digest(ref: data.RunRef, doc: dict[str, Any]) -> str | None:
 
 
 def ops_table_view(ops: pd.DataFrame, labels: list[str], per: str = "step") -> tuple[pd.DataFrame, dict[str, Any]]:
-    """`ops_compare.ops_side_by_side` as shown: ms per step per device, % of step, names shortened
-    (the full names in the last column), with a column format for each."""
+    """`ops_compare.ops_side_by_side` as shown: ms per step per device, % of step, change, each in
+    its unit and `n/a` where unknown (a run without the op, an import with no steps), names
+    shortened (the full names in the last column), with a column header and help for each."""
     shown = ops.drop(columns=[c for c in ops.columns if str(c).endswith("% of step") and ops[c].isna().all()])
     config: dict[str, Any] = {
         "ops": st.column_config.TextColumn("full name(s)", help="the ops each row holds, full names"),
         "what": st.column_config.TextColumn("kind", help="op class · fusion kind (or trace category)"),
-        "bound": st.column_config.TextColumn("bound", help="compute- or memory-bound against the chip's roofline ridge point, where FLOPs and bytes are known"),
+        "bound": st.column_config.TextColumn("bound", help="compute- or memory-bound against the chip's roofline ridge point; n/a where the op's FLOPs and bytes or the chip's peaks are unknown"),
     }
+    formats: dict[str, Any] = {}
+    unit = "ms/step/device" if per == "step" else "ms/device, whole trace"
     for label in labels:
         if label in shown:
-            shown[label] = shown[label] * 1e3
-            if per == "step":
-                config[label] = st.column_config.NumberColumn(f"{label} (ms/step/device)", format="%.3f ms", help="time per step on one device (the trace window's total / steps / devices)")
-            else:
-                config[label] = st.column_config.NumberColumn(f"{label} (ms/device, whole trace)", format="%.3f ms", help="time on one device over the whole trace (total / devices)")
-            config[f"{label} % of step"] = st.column_config.NumberColumn(format="percent", help="of the run's median step time")
+            formats[label] = tables.ms
+            what = "time per step on one device (the trace window's total / steps / devices)" if per == "step" else "time on one device over the whole trace (total / devices)"
+            config[label] = st.column_config.TextColumn(f"{label} ({unit})", help=f"{what}; n/a: the run has no such op, or no steps")
+            formats[f"{label} % of step"] = tables.share
+            config[f"{label} % of step"] = st.column_config.TextColumn(help="of the run's median step time; n/a without a step time, or where the row's ops nest inside each other (CPU ops of a PyTorch trace) and add up to more than the step")
     for column in shown.columns:
         if str(column).startswith("Δ"):
-            config[column] = st.column_config.NumberColumn(format="percent", help="change of the time per step against the baseline")
+            formats[column] = tables.change
+            config[column] = st.column_config.TextColumn(help="change of the time per step against the baseline; n/a where either run lacks the op")
+    shown = tables.as_text(shown, formats)
     shown.index = [ops_compare.short_name(str(i)) for i in shown.index]
     shown.index.name = "op"
     return shown, config
@@ -203,7 +218,7 @@ def _ops_and_fusion(docs: dict[str, dict[str, Any]], refs: dict[str, data.RunRef
     left, right = st.columns(2)
     left.dataframe(fusion, width="stretch", key="cmp_fusion_table")
     by_kind = {label: doc["hlo"].get("fusions_by_kind") or {} for label, doc in docs.items() if (doc.get("hlo") or {}).get("fusions") is not None}
-    right.plotly_chart(figures.fusion_bars(by_kind), width="stretch", key="cmp_fusion")
+    right.plotly_chart(figures.fusion_bars(by_kind, list(docs)), width="stretch", key="cmp_fusion")
 
 
 def render() -> None:
@@ -219,7 +234,9 @@ def render() -> None:
     if len(docs) < 2:
         st.warning("Fewer than two of the chosen runs could be loaded; nothing to compare.")
         return
-    baseline = st.selectbox("Baseline (deltas are relative to it)", list(docs), key="compare_baseline")
+    labels = list(docs)
+    oldest = min(range(len(labels)), key=lambda i: (data.dig(docs[labels[i]], "run.started_at") or float("inf"), i))
+    baseline = st.selectbox("Baseline (deltas are relative to it; the oldest run unless picked)", labels, index=oldest, key="compare_baseline")
     checked, mismatch = _verdict(docs, loaded, baseline)
     said = ([c.sentence.text for c in checked], mismatch)
     why.render(docs, loaded, baseline, basis=checked[0].result.basis if checked else None)
@@ -227,4 +244,5 @@ def render() -> None:
     _export(checked, loaded, baseline, said, rows)
     _steps(docs, loaded)
     _memory(loaded)
+    at_peak.render_compare(docs)
     _ops_and_fusion(docs, loaded, baseline)

@@ -13,6 +13,7 @@ from tpu_perf.analyzers import compare, ops_compare
 from tpu_perf.dashboard import (
     advice_tab,
     aot,
+    at_peak,
     data,
     figures,
     hosts_tab,
@@ -52,13 +53,8 @@ def _pick(refs: list[data.RunRef]) -> data.RunRef | None:
 def _overview(doc: dict[str, Any], ref: data.RunRef) -> None:
     rows = shape.kpi_rows({ref.name: doc}, ref.name)
     st.html(kpi_table.kpi_table_html(rows, [ref.name], {}, baseline=""))
-    s = doc.get("steps") or {}
-    st.caption(
-        f"{s.get('count')} steps ({s.get('warmup')} warm-up, {s.get('steady')} steady, {s.get('traced')} traced) from `{s.get('source')}` · "
-        f"p10 {fmt.seconds(s.get('p10_s'))} · p90 {fmt.seconds(s.get('p90_s'))} · achieved {fmt.number(data.dig(doc, 'flops.achieved_tflops'))} TFLOP/s · "
-        f"{fmt.flops(data.dig(doc, 'flops.per_step'))} per step ({data.dig(doc, 'flops.source') or 'unknown source'})"
-    )
-    frame = data.step_frame(ref.url, ref.stamp, int(s.get("warmup") or 0))
+    st.caption(steps_sentence(doc))
+    frame = data.step_frame(ref.url, ref.stamp, int(data.dig(doc, "steps.warmup") or 0))
     if frame.empty:
         if data.dig(doc, "run.imported"):
             widgets.missing("Steps", "This run is an import (`tpu-perf import`) of a trace with no step markers tpu-perf could see; its ops and devices come from the trace.")
@@ -80,6 +76,30 @@ def _overview(doc: dict[str, Any], ref: data.RunRef) -> None:
             st.json(doc["mfu_detail"])
 
 
+def steps_sentence(doc: dict[str, Any]) -> str:
+    """"10 steps: 1 warm-up, 5 steady, 4 left out (3 traced…)" adding up to the count, then p10/p90,
+    achieved TFLOP/s and FLOPs per step, each part left out where unknown (never "None")."""
+    s = doc.get("steps") or {}
+    count = int(s.get("count") or 0)
+    if not count:
+        said = "no steps (an import of a trace with no step markers)" if data.dig(doc, "run.imported") else "no steps recorded"
+    else:
+        warmup, steady = int(s.get("warmup") or 0), int(s.get("steady") or 0)
+        left = count - warmup - steady
+        out = f", {left} left out of the statistics ({int(s.get('traced') or 0)} traced; the others compiled, ended the run or ran tpu-perf's own work)" if left > 0 else ""
+        said = f"{count} steps: {warmup} warm-up, {steady} steady{out}" + (f", marked by `{s['source']}`" if s.get("source") else "")
+    parts = [said]
+    if s.get("p10_s") is not None:
+        parts.append(f"p10 {fmt.seconds(s['p10_s'])} · p90 {fmt.seconds(s.get('p90_s'))}")
+    achieved = data.dig(doc, "flops.achieved_tflops")
+    if achieved is not None:
+        parts.append(f"achieved {fmt.number(achieved)} TFLOP/s")
+    per_step = data.dig(doc, "flops.per_step")
+    if per_step is not None:
+        parts.append(f"{fmt.flops(per_step)} per step ({data.dig(doc, 'flops.source') or 'source not recorded'})")
+    return " · ".join(parts)
+
+
 def _memory(doc: dict[str, Any], ref: data.RunRef) -> None:
     m = doc.get("memory") or {}
     cols = st.columns(4)
@@ -97,6 +117,7 @@ def _memory(doc: dict[str, Any], ref: data.RunRef) -> None:
         widgets.missing("Memory samples", "No memory time series in this run.")
     else:
         st.plotly_chart(figures.memory_timeline([(ref.name, samples)], title="Memory in use (devices and host)"), width="stretch", key="run_memory")
+    at_peak.render(doc)
 
 
 def _ops(doc: dict[str, Any]) -> None:
@@ -115,7 +136,7 @@ def _ops(doc: dict[str, Any]) -> None:
     else:
         st.dataframe(fusion, width="stretch", key="run_fusion")
     if isinstance(doc.get("devices"), list) and doc["devices"]:
-        st.dataframe(tables.renamed(doc["devices"], tables.DEVICE_COLUMNS), hide_index=True, width="stretch", key="run_devices")
+        st.dataframe(tables.devices(doc["devices"]), hide_index=True, width="stretch", key="run_devices")
 
 
 def _compiles(doc: dict[str, Any]) -> None:
@@ -123,7 +144,8 @@ def _compiles(doc: dict[str, Any]) -> None:
     cols = st.columns(3)
     unknown = c.get("reason") or "unknown"
     cols[0].metric("Compiles", "n/a" if c.get("count") is None else c["count"], help=None if c.get("count") is not None else unknown)
-    cols[1].metric("Compile time", fmt.seconds(c.get("total_s")), help=None if c.get("total_s") is not None else unknown)
+    total = compare.compile_seconds(doc)
+    cols[1].metric("Compile time", "n/a" if total is None else fmt.seconds(total), help=None if total is not None else compare.KPI_WHY["Compile time"](doc))
     cols[2].metric("After warm-up", "n/a" if c.get("after_warmup") is None else c["after_warmup"], help="recompiles during steady state: worth a look")
     if c.get("slowest"):
         st.markdown("**Slowest compiles**")
@@ -213,13 +235,13 @@ def render() -> None:
         return
     r = doc["run"]
     started = f"imported {fmt.timestamp(r.get('started_at'))}" if r.get("imported") else f"{r['status']} · started {fmt.timestamp(r.get('started_at'))}"
-    st.markdown(f"### {widgets.STATUS_ICON.get(r['status'], '')} {r['name']}  \n`{r['id']}` · {started} · `{r.get('url')}`")
+    st.markdown(f"### {widgets.STATUS_ICON.get(r['status'], '')} {fmt.md(r['name'])}  \n{fmt.md_code(r['id'])} · {fmt.md(started)} · {fmt.md_code(r.get('url'))}")
     st.caption("Imported with:" if r.get("imported") else "Recorded with:")
     st.code(" ".join(map(str, r.get("command") or [])), language="bash")
     if r.get("error"):
-        st.error(f"The script failed: {r['error']}")
+        st.error(f"The script failed: {fmt.md(r['error'])}")
     for warning in r.get("warnings") or []:
-        st.warning(warning)
+        st.warning(fmt.md(warning))
     findings, problem = data.advice(ref)
     fired = sum(f["outcome"] == "fired" for f in findings or [])
     parts: list[tuple[str, Callable[[], None]]] = [
@@ -232,6 +254,7 @@ def render() -> None:
         ("Memory", lambda: _memory(doc, ref)), ("Ops & fusion", lambda: _ops(doc)), ("Compiles", lambda: _compiles(doc)),
         ("Trace", lambda: _trace(doc, ref)), ("Config", lambda: _config(ref)), ("Downloads", lambda: _downloads(doc, ref)),
     ]  # fmt: skip
-    for tab, (_, draw) in zip(st.tabs([name for name, _ in parts]), parts, strict=True):
-        with tab:
-            draw()
+    for tab, (_, draw) in zip(st.tabs([name for name, _ in parts], key="run_tab", on_change="rerun"), parts, strict=True):
+        if tab.open is not False:  # lazily: only the open tab is built (None: a Streamlit that keeps no tab state)
+            with tab:
+                draw()

@@ -3,47 +3,66 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 
 import pandas as pd
 import streamlit as st
 
 from tpu_perf.dashboard import data, nav, widgets
+from tpu_perf.views import format as fmt
 
 LIVE_REFRESH_S = 2.0
 """While a run in the store is recording, the table is re-read this often."""
 
-MIB = 2**20
+
+def _text(values: list, formatter: Callable[[float | None], str]) -> list[str]:
+    """A column as shown: each value in its unit, "n/a" where unknown (a number column would show
+    "None"; the reason is in the column's help)."""
+    return [formatter(None if v is None or pd.isna(v) else float(v)) for v in values]
 
 
 def runs_table(rows: list[dict]) -> pd.DataFrame:
-    """The rows as shown: times in ms, fractions in %, bytes in MiB (raw values times a unit)."""
+    """The rows as shown: each number with its unit (`tpu_perf.views.format`, as the CLI prints
+    it), `n/a` where unknown; narrow enough that every column shows at 1280 px beside the sidebar."""
     frame = pd.DataFrame(rows)
-    shown = pd.DataFrame(
+    n = len(frame)
+
+    def column(name: str) -> list:
+        return list(frame[name]) if name in frame else [None] * n
+
+    return pd.DataFrame(
         {
             "name": frame["name"],
-            "tags": [t or "" for t in frame.get("tags", [None] * len(frame))],
+            "tags": [t or "" for t in column("tags")],
             "status": frame["status"],
-            "chip": [(f"{c} × {n}" if n else str(c)) if c else "n/a" for c, n in zip(frame.get("chip", [None] * len(frame)), frame.get("devices", [None] * len(frame)), strict=True)],
-            "framework": [f or "n/a" for f in frame.get("framework", [None] * len(frame))],
-            "started": [dt.datetime.fromtimestamp(t) if pd.notna(t) else None for t in frame["started_at"]],  # local time, as `tpu-perf ls`
-            "steps": frame.get("steps"),
-            "median step (ms)": frame.get("median_step_s") * 1e3 if "median_step_s" in frame else None,
-            "MFU (%)": frame.get("mfu") * 100 if "mfu" in frame else None,
-            "tokens/s": frame.get("tokens_per_s"),
-            "peak HBM (MiB)": frame.get("peak_hbm_bytes") / MIB if "peak_hbm_bytes" in frame else None,
+            "chip": [(f"{c} × {k}" if k else str(c)) if c else "n/a" for c, k in zip(column("chip"), column("devices"), strict=True)],
+            "framework": [f or "n/a" for f in column("framework")],
+            "started": [dt.datetime.fromtimestamp(t).strftime("%m-%d %H:%M") if t is not None and pd.notna(t) else "n/a" for t in column("started_at")],  # local time, as `tpu-perf ls`
+            "steps": [int(v) if v is not None and pd.notna(v) else 0 for v in column("steps")],
+            "median step": _text(column("median_step_s"), fmt.seconds),
+            "MFU": _text(column("mfu"), fmt.percent),
+            "tokens/s": _text(column("tokens_per_s"), lambda v: "n/a" if v is None else f"{v:,.0f}"),
+            "peak HBM": _text(column("peak_hbm_bytes"), fmt.bytes_),
             "id": frame["id"],
         }
     )
-    return shown.astype({c: "float64" for c in ("median step (ms)", "MFU (%)", "tokens/s", "peak HBM (MiB)")})
 
 
 COLUMNS = {
-    "median step (ms)": st.column_config.NumberColumn(format="%.2f ms", help="steps.median_s: steady-state median"),
-    "MFU (%)": st.column_config.NumberColumn(format="%.1f %%", help="mfu of `tpu-perf report --json`"),
-    "tokens/s": st.column_config.NumberColumn(format="%.0f"),
-    "peak HBM (MiB)": st.column_config.NumberColumn(format="%.2f MiB", help="peak device memory"),
-    "started": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm:ss"),
+    "name": st.column_config.TextColumn(width=82),
+    "tags": st.column_config.TextColumn(width=72, help="the run's tags (key=value); click a cell to read a long one"),
+    "status": st.column_config.TextColumn(width=76),
+    "chip": st.column_config.TextColumn(width=80, help="chip × devices"),
+    "framework": st.column_config.TextColumn("frame", width=46, help="framework"),
+    "started": st.column_config.TextColumn(width=80, help="when the run started (local time, month-day hour:minute)"),
+    "steps": st.column_config.NumberColumn(width=44, help="steps recorded (0: none, e.g. an import of a trace with no step markers)"),
+    "median step": st.column_config.TextColumn("median", width=76, help="median step time (steps.median_s, steady state); n/a when no steady step was recorded"),
+    "MFU": st.column_config.TextColumn(width=50, help="mfu of `tpu-perf report --json`; n/a without a model FLOP count and the chip's peak (see the run page)"),
+    "tokens/s": st.column_config.TextColumn(width=64, help="n/a unless recorded with --tokens-per-step N"),
+    "peak HBM": st.column_config.TextColumn("HBM", width=68, help="peak device memory; n/a without a device memory source"),
+    "id": st.column_config.TextColumn(width=165),
 }
+"""Widths in px: every column shows at 1280 px beside the sidebar (the grid scrolls past that)."""
 
 
 def _filtered(rows: list[dict]) -> list[dict]:
@@ -65,9 +84,11 @@ def _filtered(rows: list[dict]) -> list[dict]:
 
 
 def _rows(refs: list[data.RunRef]) -> list[dict]:
-    """Every run's row. Runs never analysed before are listed at once from their manifests, then
+    """Every run's row, from the store's runs index where it has one. Runs with no row and never
+    analysed before are listed at once from their manifests, then
     analysed (once: the summaries are kept on disk) while a progress bar shows how far it got."""
-    rows = [data.summary(ref, compute=False) for ref in refs]
+    indexed = data.indexed_summaries(data.store_location(), refs)  # the runs index: no run analysed
+    rows = [data.summary(ref, compute=False, indexed=indexed.get(ref.id)) for ref in refs]
     pending = [i for i, row in enumerate(rows) if row.get("pending")]
     if not pending:
         return rows
@@ -87,11 +108,11 @@ def _rows(refs: list[data.RunRef]) -> list[dict]:
 def _body(listed: tuple[list[data.RunRef], list[str]] | None = None) -> None:
     store = data.store_location()
     refs, errors = listed or data.list_refs(store)
-    st.caption(f"Store `{store}`: {len(refs)} run(s)" + (" · live: a run is recording, refreshing every 2 s" if any(r.status == "running" for r in refs) else ""))
+    st.caption(f"Store {fmt.md_code(store)}: {len(refs)} run(s)" + (" · live: a run is recording, refreshing every 2 s" if any(r.status == "running" for r in refs) else ""))
     for message in errors:
         widgets.error_card("A run folder cannot be read", message)
     if not refs:
-        st.info(f"No runs in `{store}` yet. Record one with `tpu-perf record --store {store} train.py`.")
+        st.info(f"No runs in {fmt.md_code(store)} yet. Record one with `tpu-perf record --store STORE train.py`.")
         return
     rows = _rows(refs)
     shown_rows = _filtered(rows)

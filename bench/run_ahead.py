@@ -1,0 +1,82 @@
+"""Does `tpu-perf record` hold the program back? A loop with a small step and no host work, plain and recorded.
+
+The loop dispatches a small jitted step N times and never waits for it until the end, so the host
+queues steps ahead of the device as it would on a TPU; its throughput is N / (loop wall time,
+including the final wait). It runs plain (`python loop.py`) and under `tpu-perf record --no-trace`,
+in interleaved pairs (the order alternates), and the ratio is plain time / recorded time per pair
+(1.0: recording costs nothing; under 1: the recorder slows the loop). The target is >= 0.99 for
+the median pair.
+
+    python bench/run_ahead.py [--pairs 6] [--steps 400] [--width 256]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+LOOP = '''
+import json, sys, time
+import jax, jax.numpy as jnp
+steps, width = int(sys.argv[2]), int(sys.argv[3])
+
+@jax.jit
+def step(w, x):
+    for _ in range(4):
+        x = jnp.tanh(x @ w)
+    return w - 1e-4 * x.mean() * w, x
+
+w = jnp.eye(width) * 0.5
+x = jnp.ones((64, width))
+for _ in range(3):
+    w, x = step(w, x)
+jax.block_until_ready((w, x))
+t = time.perf_counter()
+for _ in range(steps):
+    w, x = step(w, x)
+jax.block_until_ready((w, x))
+json.dump({"loop_s": time.perf_counter() - t}, open(sys.argv[1], "w"))
+'''
+
+
+def run(arm: str, loop: Path, steps: int, width: int, tmp: Path) -> float:
+    out = tmp / f"{arm}.json"
+    args = [str(out), str(steps), str(width)]
+    env = {**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", str(ROOT)), "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu")}
+    if arm == "plain":
+        cmd = [sys.executable, str(loop), *args]
+    else:
+        cmd = [sys.executable, "-m", "tpu_perf", "record", "-q", "--no-trace", "--store", str(tmp / "runs"), str(loop), *args]
+    subprocess.run(cmd, env=env, check=True, capture_output=True)
+    return float(json.loads(out.read_text())["loop_s"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=6)
+    parser.add_argument("--steps", type=int, default=400)
+    parser.add_argument("--width", type=int, default=256)
+    args = parser.parse_args()
+    ratios = []
+    with tempfile.TemporaryDirectory() as tmp:
+        loop = Path(tmp) / "loop.py"
+        loop.write_text(LOOP)
+        for i in range(args.pairs):
+            times = {}
+            for arm in (("plain", "record") if i % 2 == 0 else ("record", "plain")):
+                times[arm] = run(arm, loop, args.steps, args.width, Path(tmp))
+            ratios.append(times["plain"] / times["record"])
+            print(f"pair {i}: plain {times['plain'] * 1e3 / args.steps:.3f} ms/step, recorded {times['record'] * 1e3 / args.steps:.3f} ms/step, ratio {ratios[-1]:.3f}", flush=True)
+    print(f"median ratio plain/recorded over {args.pairs} pairs: {statistics.median(ratios):.3f} (target >= 0.99); geometric mean {statistics.geometric_mean(ratios):.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""Invariants every recording must satisfy; recording tests call `check_run` on their runs.
+
+- window parts sum to the window, and recorder windows are the steps' iterations;
+- device time <= iteration (plus the breakdown's alignment error);
+- op time per step per device <= device time per step (within the alignment error and a poll);
+- shares are in [0, 1] and sum to 1;
+- no negative host, device, wait or own-work time;
+- unknown is null: the report's JSON holds no NaN or infinity.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pandas as pd
+
+from tpu_perf.analyzers.breakdown import PARTS, analyze_breakdown
+from tpu_perf.analyzers.hosts import steps_by_host
+from tpu_perf.store import Run
+from tpu_perf.traces.tables import OP_CLASSES
+
+SUM_TOLERANCE = 0.02
+"""Parts sum to their window within 2 % (the issue's bound; the sweep line makes them exact)."""
+POLL_S = 0.002
+"""Slack for a device time stamped by a poll (the watcher's interval, and the interpreter lock)."""
+
+
+def check_run(run: Run, doc: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Assert the invariants on `run` (and its report `doc`, built when not given); returns the doc."""
+    from tpu_perf.analyzers.report import build_report
+
+    doc = doc if doc is not None else build_report(run).to_dict()
+    _no_nan(doc)
+    steps = run.table("steps")
+    bd = analyze_breakdown(run)
+    error = bd.alignment_error_s or 0.0
+    if not steps.empty:
+        duration = steps["duration_s"].astype(float)
+        assert (duration >= 0).all(), "negative iteration"
+        for column in ("device_s", "wait_s"):
+            if column in steps:
+                values = pd.to_numeric(steps[column], errors="coerce").dropna()
+                assert (values >= 0).all(), f"negative {column}"
+                assert (values <= duration[values.index] + error + 1e-9).all(), f"{column} longer than its iteration: {(values - duration[values.index]).max()}"
+    s = doc["steps"]
+    for key in ("device_median_s", "host_median_s"):
+        assert s.get(key) is None or s[key] >= 0, f"negative {key}"
+    if s.get("device_median_s") is None and s.get("count"):
+        assert s.get("device_reason"), "an unknown device time says why"
+    _check_breakdown(run, bd, doc, steps, error)
+    hosts = steps_by_host(run)
+    if not hosts.empty:
+        assert (hosts["own_s"].dropna() >= 0).all(), "negative own work"
+    return doc
+
+
+def _check_breakdown(run: Run, bd: Any, doc: dict[str, Any], steps: pd.DataFrame, error: float) -> None:
+    shares = doc.get("breakdown") or {}
+    if shares:
+        assert all(0.0 <= v <= 1.0 for v in shares.values()), shares
+        assert math.isclose(sum(shares.values()), 1.0, abs_tol=1e-6), shares
+    per = bd.per_step
+    if per.empty:
+        assert not (doc.get("breakdown_detail") or {}).get("steps"), "a whole-trace breakdown gives nothing per step"
+        return
+    total = per[list(PARTS)].sum(axis=1)
+    assert ((total - per["step_s"]).abs() <= SUM_TOLERANCE * per["step_s"] + 1e-9).all(), "window parts do not sum to the window"
+    if bd.steps_from == "recorder":
+        iteration = steps.set_index("step")["duration_s"].astype(float)
+        assert (per["step_s"] - iteration.reindex(per["step"]).to_numpy()).abs().max() < 1e-6, "recorder windows are the iterations"
+        device = pd.to_numeric(steps.set_index("step")["device_s"], errors="coerce").reindex(per["step"]).to_numpy()
+        ops = per[list(OP_CLASSES)].sum(axis=1).to_numpy()
+        known = ~pd.isna(device)
+        slack = error + POLL_S + 0.05 * per["step_s"].to_numpy()
+        assert (ops[known] <= device[known] + slack[known]).all(), f"op time per step above the device time: {list(zip(ops, device, strict=True))}"
+
+
+def _no_nan(doc: dict[str, Any]) -> None:
+    json.dumps(doc, allow_nan=False)

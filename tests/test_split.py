@@ -1,0 +1,144 @@
+"""Where each step's time goes (issue 21): op classes from the compiler, one dot/convolution FLOP
+counter, breakdown windows that are the recorder's steps, and device time stamped when a step's
+outputs become ready, for loops that never sync."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import pytest
+from conftest import DATA, ROOT, tpu_perf_cli
+from invariants import check_run
+
+from tpu_perf import load_run
+from tpu_perf.analyzers.breakdown import analyze_breakdown
+from tpu_perf.analyzers.hlo import HloModule, parse_hlo
+from tpu_perf.analyzers.loops import loop_flops
+from tpu_perf.analyzers.op_classes import hlo_op_classes
+from tpu_perf.traces.kineto import read_kineto
+from tpu_perf.traces.tables import classify_op
+
+SCRIPT = ROOT / "tests" / "scripts" / "jax_split_loop.py"
+
+
+def _module(fn, *args) -> HloModule:
+    return parse_hlo(jax.jit(fn).lower(*args).compile().as_text())
+
+
+def _conv(x, k):
+    return jax.lax.conv_general_dilated(x, k, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+
+def test_op_classes_come_from_the_optimized_hlo() -> None:
+    """convert is compute (it was matmul by a bare `conv` in a name pattern); dots, convolutions and
+    the fusions that hold them are matmul; a transpose is data movement."""
+    def f(x, w, k):
+        y = (x.astype(jnp.bfloat16) @ w.astype(jnp.bfloat16)).astype(jnp.float32)
+        return jnp.tanh(y).T.copy(), _conv(x.reshape(8, 8, 8, 4), k)
+
+    module = _module(f, jnp.ones((32, 64)), jnp.ones((64, 64)), jnp.ones((3, 3, 4, 4)))
+    classes = hlo_op_classes(module)
+    by_opcode = {}
+    for inst in module.instructions():
+        by_opcode.setdefault(inst.opcode, set()).add(classes[inst.name])
+    assert by_opcode["convert"] == {"compute"}
+    assert by_opcode.get("dot", {"matmul"}) == {"matmul"} and by_opcode.get("convolution", {"matmul"}) == {"matmul"}
+    assert "dot" in by_opcode or any(classes[i.name] == "matmul" for i in module.instructions() if i.opcode == "fusion")
+    entry = [i for i in module.computations[module.entry] if i.opcode not in ("parameter", "tuple", "get-tuple-element", "bitcast", "constant")]
+    assert {classes[i.name] for i in entry} >= {"matmul", "compute"}
+    # without the module, names are read as opcodes, never searched for substrings
+    assert {classify_op(n) for n in ("convert", "convert.3", "convert_fusion")} == {"compute"}
+    assert classify_op("convolution.2") == classify_op("dot.1") == "matmul"
+    assert classify_op("fusion.4", "convolution fusion") == "matmul" and classify_op("fusion.5", "data formatting") == "data_movement"
+    assert classify_op("all-gather-start.1") == "collective" and classify_op("dynamic-update-slice.7") == "data_movement"
+
+
+def test_kernel_names_match_anchored_patterns() -> None:
+    """CUDA kernels by their own name: GEMM and cuDNN kernels are matmul, elementwise kernels that
+    merely mention a convert or a conv are not."""
+    ops = read_kineto(DATA / "a100_alexnet.json.gz").ops
+    kernels = ops[ops["category"] == "kernel"]
+    classes = dict(zip(kernels["name"], kernels["op_class"], strict=True))
+    assert any(c == "matmul" and ("gemm" in n.lower() or "cudnn" in n.lower() or "xmma" in n.lower()) for n, c in classes.items())
+    assert all(c != "matmul" for n, c in classes.items() if "elementwise_kernel" in n)
+    assert classify_op("void at::native::vectorized_elementwise_kernel<4, convert_kernel>", kernel=True) == "compute"
+    assert classify_op("ampere_sgemm_128x64_nn", kernel=True) == "matmul"
+    assert classify_op("ncclDevKernel_AllReduce_Sum_f32_RING_LL", kernel=True) == "collective"
+
+
+def test_loop_flops_count_convolutions_inside_a_scan() -> None:
+    """The one dot/convolution counter: a scan of 4 convolutions adds 3 more layers' FLOPs to XLA's count-once."""
+    def f(x, ks):
+        y, _ = jax.lax.scan(lambda h, k: (jnp.tanh(_conv(h, k)), None), x, ks)
+        return y
+
+    module = _module(f, jnp.ones((2, 8, 8, 4)), jnp.ones((4, 3, 3, 4, 4)))
+    per_layer = 2.0 * (2 * 8 * 8 * 4) * (3 * 3 * 4)  # 2 x output elements x kernel volume x input features
+    loops = loop_flops(module)
+    assert loops.loops >= 1 and loops.unknown_trip_loops == 0
+    assert loops.extra_flops == pytest.approx(3 * per_layer)
+
+
+def _record(tmp: Path, *args: str) -> tuple[object, dict, dict]:
+    out = tmp / "truth.json"
+    proc = tpu_perf_cli("record", "-q", "--store", str(tmp / "runs"), str(SCRIPT), str(out), *args)
+    assert proc.returncode == 0, proc.stderr
+    run = load_run(next((tmp / "runs").iterdir()))
+    return run, check_run(run), json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def storage_wait(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, dict, dict]:
+    """A scanned, rematerialised model behind a 30 ms storage wait per batch, never syncing."""
+    return _record(tmp_path_factory.mktemp("split_wait"), "--host", "sleep", "--host-ms", "30", "--scan", "--remat", "--width", "384", "--steps", "14")
+
+
+@pytest.fixture(scope="module")
+def device_bound(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, dict, dict]:
+    """No host work: the host queues steps ahead of the device."""
+    return _record(tmp_path_factory.mktemp("split_device"), "--host", "none", "--scan", "--width", "512", "--steps", "30")
+
+
+@pytest.mark.slow
+def test_a_loop_that_never_syncs_gets_its_device_time(storage_wait) -> None:
+    run, doc, truth = storage_wait
+    s = doc["steps"]
+    assert s["device_median_s"] is not None and s["device_reason"] is None  # was n/a: "the loop never waits"
+    assert s["device_median_s"] <= s["median_s"]
+    assert 0 < s["host_median_s"] <= s["median_s"]  # the iteration less the device's busy time in it, per step
+    assert s["median_s"] == pytest.approx(truth["iteration_median_s"], rel=0.15)
+
+
+@pytest.mark.slow
+def test_breakdown_has_one_window_per_traced_step(storage_wait) -> None:
+    run, doc, _ = storage_wait
+    detail = doc["breakdown_detail"]
+    traced = run.steps[run.steps["traced"]]
+    assert detail["window"] == "steps" and detail["steps_from"] == "recorder"
+    assert sorted(r["step"] for r in detail["steps"]) == sorted(traced["step"])
+    assert detail["alignment_error_s"] is not None and detail["alignment_error_s"] < 0.005
+    off = sum(doc["breakdown"][p] for p in ("host", "device_idle", "input", "compile"))
+    assert off > 0.25  # the storage wait is in the windows, not left out of them
+    assert detail["device_check"]["trace_median_s"] > 0
+
+
+@pytest.mark.slow
+def test_a_device_bound_loop_is_not_shown_as_host_time(device_bound) -> None:
+    run, doc, _ = device_bound
+    bd = analyze_breakdown(run)
+    assert bd.window == "steps" and len(bd.per_step) == int(run.steps["traced"].sum())
+    assert doc["breakdown"]["host"] < 0.3
+    assert max(doc["breakdown"], key=doc["breakdown"].get) in ("matmul", "compute")
+
+
+def test_an_imported_trace_without_step_marks_gives_shares_only(tmp_path: Path) -> None:
+    """No ms per step for a trace that marks no steps: one window, shares, nothing per step."""
+    proc = tpu_perf_cli("import", str(DATA / "tpu_v6e_x4_inference.xplane.pb"), "--store", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    run = load_run(next(tmp_path.iterdir()))
+    doc = check_run(run)
+    assert doc["breakdown_detail"]["window"] == "trace" and doc["breakdown_detail"]["steps"] == []
+    assert sum(doc["breakdown"].values()) == pytest.approx(1.0)

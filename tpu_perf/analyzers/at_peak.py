@@ -1,0 +1,360 @@
+"""What fills device memory at the step program's peak: `memory.at_peak` and `aot.at_peak`.
+
+Liveness comes from XLA itself: the HloLiveRange dump of the scheduled program (`*-live-range.txt`,
+saved at record time by `tpu_perf.collectors.jax.at_peak`) lists the values live at the peak with
+their bytes. Each value is classified:
+- an entry parameter by its pytree path in the step's signature (`params[...]`, the optax state,
+  the batch), matched by the path jax gives the HLO parameter, else by its number;
+- an output of the program (the new train state) by the argument whose structure it has;
+- anything else by the op that defines it: forward ops (`jvp(...)`, outside `transpose(...)`) are
+  activations saved for the backward pass; backward ops (`transpose(...)`) with a parameter's shape
+  are gradients, other backward values and all remaining ones are temporaries.
+Values in another memory space than the device's main one (TPU VMEM, `S(1)` in the layout) are not
+HBM: they are left out of the peak and counted in `other_memory_space_bytes`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from dataclasses import dataclass
+
+from tpu_perf.analyzers.hlo import HloModule, Instruction, parse_hlo
+from tpu_perf.analyzers.hlo_analysis import shapes
+from tpu_perf.store import Run
+
+CATEGORIES = ("parameters", "optimizer_state", "gradients", "activations", "inputs", "temporaries", "other")
+TOP_BUFFERS = 12
+LIVE_RANGE_SUFFIX = ".live-range.txt"
+SCHEDULED_SUFFIX = ".scheduled.hlo.txt"
+SIGNATURE_SUFFIX = ".signature.json"
+ASSIGNMENT_SUFFIX = ".buffer-assignment.txt"
+
+_PEAK_HEADER = re.compile(r"^\s*Live ranges at \d+ \(peak\):\s*$")
+_VALUE = re.compile(r"^\s+(?P<name>[\w.\-]+)\{(?P<index>[\d,\s]*)\}:\s*(?P<bytes>\d+) bytes")
+_MEMORY_SPACE = re.compile(r":[^}]*S\((\d+)\)")
+_OP_NAME = re.compile(r'op_name="((?:[^"\\]|\\.)*)"')
+_FRAME_ID = re.compile(r"stack_frame_id=(\d+)")
+_SOURCE = re.compile(r'source_file="([^"]*)"\s+source_line=(\d+)')
+_ALLOCATION_ROW = re.compile(r"^allocation (\d+):")
+_ASSIGNED = re.compile(r"^\s*value: <\d+ (?P<name>\S+) @\d+> \(size=(?P<size>\d+),offset=(?P<offset>\d+)\)")
+_TABLE_ROW = re.compile(r"^(\d+) (.*)$")
+_COPIES = ("copy", "bitcast", "copy-start", "copy-done")
+_STATE = ("parameters", "optimizer_state")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PeakBuffer:
+    bytes: int
+    category: str
+    shape: str
+    """`f32[256,256]` as XLA lays it out on the device (per device under sharding)."""
+    dtype: str
+    op: str
+    """The HLO instruction that defines the value (`fusion.3`, `params__layer0____w__.1`)."""
+    op_name: str | None
+    """jax's name for the op (`jit(step)/jvp()/dot_general`) or the argument's pytree path."""
+    source: str | None
+    """file:line of the op (from its metadata), or the argument's pytree path."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class AtPeak:
+    program: str
+    peak_bytes: int
+    """Bytes live at the peak of XLA's live range of the program, main memory space, per device."""
+    source: str
+    """Where the liveness came from: the run file with XLA's HloLiveRange dump."""
+    categories: dict[str, int]
+    """Bytes at the peak by category; they add up to peak_bytes."""
+    fractions: dict[str, float]
+    other_memory_space_bytes: int
+    top_buffers: tuple[PeakBuffer, ...]
+    findings: tuple[str, ...]
+    """The top two observations, in words."""
+
+
+def _peak_values(text: str) -> list[tuple[str, str, int]]:
+    """(value name, shape index, bytes) of each value XLA lists as live at the peak."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if _PEAK_HEADER.match(line)), None)
+    if start is None:
+        raise ValueError("no 'Live ranges at N (peak)' section in XLA's live-range dump")
+    out = []
+    for line in lines[start + 1 :]:
+        m = _VALUE.match(line)
+        if not m:
+            break
+        out.append((m.group("name"), m.group("index").replace(" ", ""), int(m.group("bytes"))))
+    return out
+
+
+def _assignment(text: str) -> dict[str, tuple[int, int]]:
+    """Value (`fusion.6{0}`, `params__w.1`) -> (allocation, offset) in XLA's buffer assignment."""
+    out, allocation = {}, -1
+    for line in text.splitlines():
+        if m := _ALLOCATION_ROW.match(line):
+            allocation = int(m.group(1))
+        elif m := _ASSIGNED.match(line):
+            out[m.group("name")] = (allocation, int(m.group("offset")))
+    return out
+
+
+def _element(shape: str, index: str) -> str:
+    """The element `index` (`0`, `1,2`: first level only) of a tuple shape; the shape otherwise."""
+    if not index or not shape.startswith("("):
+        return shape
+    depth, parts, current = 0, [], ""
+    for ch in re.sub(r"/\*.*?\*/", "", shape[1:-1]):
+        if ch == "," and depth == 0:
+            parts.append(current.strip())
+            current = ""
+            continue
+        depth += ch in "({[" and 1 or 0
+        depth -= ch in ")}]" and 1 or 0
+        current += ch
+    parts.append(current.strip())
+    first = int(index.split(",")[0])
+    return parts[first] if first < len(parts) else shape
+
+
+class _Frames:
+    """file:line of an op from the module's stack-frame tables (FileNames, FileLocations, StackFrames)."""
+
+    def __init__(self, text: str) -> None:
+        self.tables: dict[str, dict[int, str]] = {}
+        table = None
+        for line in text.splitlines():
+            if line in ("FileNames", "FunctionNames", "FileLocations", "StackFrames"):
+                table = self.tables.setdefault(line, {})
+            elif table is not None and (m := _TABLE_ROW.match(line)):
+                table[int(m.group(1))] = m.group(2)
+            elif line.startswith(("ENTRY", "%", "HloModule")) or not line.strip():
+                table = None if line.strip() else table
+
+    def _field(self, row: str, key: str) -> int | None:
+        m = re.search(rf"\b{key}=(\d+)", row)
+        return int(m.group(1)) if m else None
+
+    def _location(self, frame: int) -> str | None:
+        loc = self.tables.get("FileLocations", {}).get(self._field(self.tables.get("StackFrames", {}).get(frame, ""), "file_location_id") or -1)
+        if loc is None:
+            return None
+        file = self.tables.get("FileNames", {}).get(self._field(loc, "file_name_id") or -1, "?").strip('"')
+        return f"{file}:{self._field(loc, 'line')}"
+
+    def source(self, frame: int) -> str | None:
+        """The innermost frame outside installed libraries, else the innermost frame."""
+        seen, first = set(), None
+        stacks = self.tables.get("StackFrames", {})
+        while frame in stacks and frame not in seen:
+            seen.add(frame)
+            where = self._location(frame)
+            first = first or where
+            if where and "site-packages" not in where and "/jax/" not in where:
+                return where
+            frame = self._field(stacks[frame], "parent_frame_id") or -1
+        return first
+
+
+def _op_name(instr: Instruction) -> str | None:
+    m = _OP_NAME.search(instr.text)
+    return m.group(1).replace("\\'", "'").replace('\\"', '"') if m else None
+
+
+def _outputs(module: HloModule) -> dict[tuple[str, str], int]:
+    """(value name, shape index) -> output position, from the entry's ROOT tuple (through bitcasts,
+    copies and get-tuple-elements of multi-output fusions)."""
+    entry = module.computations.get(module.entry, [])
+    by_name = {i.name: i for i in entry}
+    root = next((i for i in entry if i.text.startswith("ROOT")), None)
+    if root is None:
+        return {}
+    operands = root.operands if root.opcode == "tuple" else (root.name,)
+    out: dict[tuple[str, str], int] = {}
+    for k, name in enumerate(operands):
+        key = (name.lstrip("%"), "")
+        for _ in range(8):
+            out.setdefault(key, k)
+            instr = by_name.get(key[0])
+            if instr is None or not instr.operands or instr.opcode not in (*_COPIES, "get-tuple-element"):
+                break
+            index = re.search(r"\bindex=(\d+)", instr.text) if instr.opcode == "get-tuple-element" else None
+            key = (instr.operands[0].lstrip("%"), index.group(1) if index else key[1])
+    return out
+
+
+class _Classifier:
+    def __init__(self, module: HloModule, signature: dict, frames: _Frames) -> None:
+        self.entry = {i.name: i for i in module.computations.get(module.entry, [])}
+        self.inputs = list(signature.get("inputs") or [])
+        self.by_path = {row["path"]: row for row in self.inputs}
+        self.outputs = list(signature.get("outputs") or [])
+        self.output_of = _outputs(module)
+        self.frames = frames
+        self.param_shapes = {tuple(row["shape"]) for row in self.inputs if row["category"] == "parameters"}
+
+    def _input(self, instr: Instruction, op_name: str | None) -> dict | None:
+        if op_name in self.by_path:
+            return self.by_path[op_name]
+        number = instr.operands[0] if instr.operands else ""
+        return self.inputs[int(number)] if number.isdigit() and int(number) < len(self.inputs) else None
+
+    def _source(self, instr: Instruction) -> str | None:
+        m = _SOURCE.search(instr.text)
+        if m:
+            return f"{m.group(1)}:{m.group(2)}"
+        frame = _FRAME_ID.search(instr.text)
+        return self.frames.source(int(frame.group(1))) if frame else None
+
+    def _kind(self, name: str, index: str, instr: Instruction | None, op_name: str | None, dtype: str, dims: tuple[int, ...] | None, depth: int = 0) -> tuple[str, str | None]:
+        """(category, source) of the value `name` defines."""
+        if instr is not None and instr.opcode == "parameter":
+            row = self._input(instr, op_name)
+            return (row["category"], row["path"]) if row else ("inputs", op_name)
+        position = self.output_of.get((name, index))
+        if position is not None and position < len(self.outputs):
+            row = self.outputs[position]
+            return row["category"], row["path"]
+        if instr is not None and instr.opcode in _COPIES and instr.operands and depth < 8:
+            inner = self.entry.get(instr.operands[0].lstrip("%"))
+            if inner is not None:
+                category, source = self._kind(inner.name, "", inner, _op_name(inner), dtype, dims, depth + 1)
+                if category in _STATE:
+                    return category, f"copy of {source}"
+        if op_name and "transpose(" in op_name:
+            return ("gradients" if dims in self.param_shapes else "temporaries"), None
+        if op_name and "jvp(" in op_name:
+            return "activations", None
+        return ("temporaries" if instr is not None else "other"), None
+
+    def buffer(self, name: str, index: str, size: int) -> tuple[PeakBuffer, bool]:
+        """The buffer, and whether it is in the main memory space."""
+        instr = self.entry.get(name)
+        shape = _element(instr.shape, index) if instr else "?"
+        parsed = shapes(shape)
+        dtype = parsed[0][0] if parsed else "?"
+        space = _MEMORY_SPACE.search(shape)
+        op_name = _op_name(instr) if instr else None
+        category, source = self._kind(name, index, instr, op_name, dtype, parsed[0][1] if parsed else None)
+        source = source or (self._source(instr) if instr else None)
+        clean = re.sub(r"\{[^}]*\}", "", shape)
+        buffer = PeakBuffer(bytes=size, category=category, shape=clean, dtype=dtype, op=name + (f"{{{index}}}" if index else ""), op_name=op_name, source=source)
+        return buffer, space is None or space.group(1) == "0"
+
+
+def _shared(buffers: list[PeakBuffer], assignment: dict[str, tuple[int, int]]) -> list[PeakBuffer]:
+    """One buffer per place in memory: values XLA assigned to the same allocation and offset (a
+    donated argument and the output written into it, an in-place update) count once, as the
+    argument where one of them is (else the largest)."""
+    places: dict[tuple[int, int], PeakBuffer] = {}
+    out = []
+    for b in buffers:
+        place = assignment.get(b.op.removesuffix("{}"))
+        if place is None:
+            out.append(b)
+        elif place not in places or (_derived(places[place]) and not _derived(b)):
+            places[place] = b
+    return out + list(places.values())
+
+
+def _derived(b: PeakBuffer) -> bool:
+    return b.source is None or b.source.startswith(("new ", "copy of "))
+
+
+def _state_key(source: str | None) -> str | None:
+    """The leaf a parameter or optimizer-state buffer holds, old or new value, copy or not."""
+    return source.removeprefix("copy of ").removeprefix("new ") if source else None
+
+
+def _second_copies(buffers: list[PeakBuffer]) -> list[PeakBuffer]:
+    """A leaf live twice at the peak (its old and its new value, when the update is not done in
+    place) counts once as state; the second copy is a temporary the update needs."""
+    seen: set[str] = set()
+    out = []
+    for b in buffers:
+        key = _state_key(b.source) if b.category in _STATE else None
+        if key is not None and key in seen:
+            b = dataclasses.replace(b, category="temporaries", source=f"{b.source} (a second copy of the leaf, live at the peak)")
+        elif key is not None:
+            seen.add(key)
+        out.append(b)
+    return out
+
+
+def human_bytes(n: float) -> str:
+    """1.5 GiB, 256.0 KiB: binary units, one decimal."""
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{int(n)} B"
+
+
+def _findings(categories: dict[str, int], peak: int, buffers: list[PeakBuffer]) -> tuple[str, ...]:
+    """The two largest categories, in words, with the change that shrinks each."""
+    advice = {
+        "optimizer_state": "shard it across devices (ZeRO-style, over the data axis) or use a factored optimizer (adafactor)",
+        "parameters": "shard them (FSDP over the data axis) or keep them in bf16",
+        "activations": "rematerialise (jax.checkpoint with a policy such as dots_with_no_batch_dims_saveable) or use a smaller batch",
+        "gradients": "accumulate over micro-batches or shard them with the parameters",
+        "temporaries": "see the largest in top_buffers (fusions XLA keeps whole; a smaller batch or sequence shrinks them)",
+        "inputs": "feed a smaller batch per device, or shard the batch over more devices",
+        "other": "see the largest buffers",
+    }
+    out = []
+    for name, size in sorted(categories.items(), key=lambda kv: -kv[1])[:2]:
+        if not size or not peak:
+            continue
+        count = sum(1 for b in buffers if b.category == name)
+        out.append(f"{name.replace('_', ' ')} is {100 * size / peak:.0f} % of the peak ({human_bytes(size)} in {count} buffers): {advice[name]}")
+    return tuple(out)
+
+
+def at_peak_of(run: Run, stem: str, program: str) -> AtPeak | None:
+    """The breakdown for the program whose XLA dump was saved as `<stem>.*`; None without one."""
+    live_file = stem + LIVE_RANGE_SUFFIX
+    if not run.exists(live_file):
+        return None
+    values = _peak_values(run.read_text(live_file))
+    text = run.read_text(stem + SCHEDULED_SUFFIX)
+    signature = json.loads(run.read_text(stem + SIGNATURE_SUFFIX)) if run.exists(stem + SIGNATURE_SUFFIX) else {}
+    classify = _Classifier(parse_hlo(text), signature, _Frames(text))
+    categories = dict.fromkeys(CATEGORIES, 0)
+    buffers, elsewhere = [], 0
+    for name, index, size in values:
+        buffer, main = classify.buffer(name, index, size)
+        if main:
+            buffers.append(buffer)
+        else:
+            elsewhere += size
+    assignment = _assignment(run.read_text(stem + ASSIGNMENT_SUFFIX)) if run.exists(stem + ASSIGNMENT_SUFFIX) else {}
+    buffers = _second_copies(_shared(buffers, assignment))
+    for buffer in buffers:
+        categories[buffer.category] += buffer.bytes
+    peak = sum(categories.values())
+    buffers.sort(key=lambda b: -b.bytes)
+    return AtPeak(
+        program=program,
+        peak_bytes=peak,
+        source=f"XLA HloLiveRange ({live_file})",
+        categories=categories,
+        fractions={k: v / peak for k, v in categories.items()} if peak else {},
+        other_memory_space_bytes=elsewhere,
+        top_buffers=tuple(buffers[:TOP_BUFFERS]),
+        findings=_findings(categories, peak, buffers),
+    )
+
+
+def step_at_peak(run: Run) -> AtPeak | None:
+    """`memory.at_peak`: the step program's breakdown (the first step row with a saved dump)."""
+    programs = run.programs
+    if programs.empty or "hlo_file" not in programs:
+        return None
+    for _, row in programs.iterrows():
+        hlo = row.get("hlo_file")
+        if bool(row.get("is_step")) and isinstance(hlo, str):
+            found = at_peak_of(run, hlo.removesuffix(".hlo.txt"), str(row.get("function")))
+            if found is not None:
+                return found
+    return None

@@ -1,0 +1,130 @@
+"""One run as one row of the store's runs index: who it is, what it ran on, its headline numbers.
+
+`index_row(run)` is what a run writes into `<store>/.index/` when it ends, and what the index
+rebuilds for a run that has no row (older runs, crashed ones). The numbers are the summary
+report's (`build_report(..., summary=True)`: same code, same numbers as `report` and the runs page),
+plus the all-in step time. A run that cannot be analysed gets a row with status `damaged` and the
+reason, so listing a store never fails on one bad folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from typing import Any
+
+from tpu_perf.store import Run
+
+INDEX_VERSION = 1
+"""Bumped when a row's meaning changes: rows of an older version are rebuilt on read."""
+
+FINGERPRINT_KEYS: tuple[str, ...] = ("chip", "chip_count", "topology", "framework", "jax", "jaxlib", "libtpu", "torch", "torch_tpu", "xla_flags", "libtpu_init_args", "tokens_per_step", "model", "script")
+"""What must match for two runs to be one series in `history` (the check's fingerprint plus the script)."""
+
+
+def fingerprint_key(fingerprint: dict[str, Any]) -> str:
+    """A short stable id of a fingerprint: equal fingerprints, equal keys."""
+    text = json.dumps({k: fingerprint.get(k) for k in FINGERPRINT_KEYS}, sort_keys=True)
+    return hashlib.sha1(text.encode()).hexdigest()[:12]
+
+
+def _base(run_id: str, manifest: dict[str, Any], status: str) -> dict[str, Any]:
+    hardware = manifest.get("hardware") or {}
+    return {
+        "id": run_id,
+        "name": str(manifest.get("name") or run_id),
+        "status": status,
+        "started_at": manifest.get("started_at"),
+        "ended_at": manifest.get("ended_at"),
+        "tags": json.dumps(dict(manifest.get("tags") or {}), sort_keys=True),
+        "chip": hardware.get("device_kind"),
+        "chip_count": hardware.get("device_count"),
+        "framework": "+".join(sorted(manifest.get("frameworks") or [])) or None,
+        "script": manifest.get("script") or manifest.get("module"),
+        "processes": int(manifest.get("process_count") or 1) if manifest.get("job") else 1,
+        "index_version": INDEX_VERSION,
+        "indexed_at": time.time(),
+    }
+
+
+def index_row(run: Run) -> dict[str, Any]:
+    """The run's row (see `tpu_perf.store.index.COLUMNS`); a run whose analysis fails is `damaged`."""
+    from tpu_perf.analyzers.compare import peak_device_bytes
+    from tpu_perf.analyzers.report import build_report
+    from tpu_perf.analyzers.run_values import fingerprint
+
+    row = _base(run.id, run.manifest, run.status)
+    try:
+        report = build_report(run, summary=True)
+        doc = report.to_dict()
+        prints = {**fingerprint(run), "script": row["script"]}
+    except Exception as exc:  # one bad run is a row that says so, never a failed listing
+        return damaged_row(run.id, f"{type(exc).__name__}: {exc}", run.manifest)
+    steps = report.steps
+    row.update(
+        chip=prints.get("chip") or row["chip"],
+        fingerprint=json.dumps(prints, sort_keys=True),
+        fingerprint_key=fingerprint_key(prints),
+        steps=steps.count,
+        step_s=steps.median_s,
+        all_in_s=steps.all_in_s,  # analyzers.all_in: the report's own definition
+        mfu=report.mfu.value,
+        tokens_per_s=steps.tokens_per_s,
+        peak_memory_bytes=peak_device_bytes(doc),
+        compiles_after_warmup=steps.compiled_after_warmup,
+        error=None,
+    )
+    return row
+
+
+def damaged_row(run_id: str, reason: str, manifest: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The row of a run that cannot be read or analysed: status `damaged`, the reason in `error`."""
+    row = _base(run_id, manifest or {}, "damaged")
+    row.update(error=reason)
+    return row
+
+
+def load_index(store: str) -> list[dict[str, Any]]:
+    """Every run of `store` as its index row, oldest first (rows missing from the index are built
+    and written now). `tags` and `fingerprint` are parsed into dicts."""
+    from tpu_perf.store.index import runs_index
+
+    rows = runs_index(store, summarize=index_row, damaged=damaged_row, version=INDEX_VERSION)
+    for row in rows:
+        row["tags"] = _parsed(row.get("tags"))
+        row["fingerprint"] = _parsed(row.get("fingerprint"))
+    return rows
+
+
+def _parsed(text: Any) -> dict[str, Any]:
+    if isinstance(text, dict):
+        return text
+    try:
+        value = json.loads(text) if text else {}
+    except (TypeError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def write_index_row(run: Run, store: str) -> dict[str, Any] | None:
+    """Write `run`'s row into `store`'s index when the run is final; the row, or None when not
+    written (still running, or the store cannot be written: the index rebuilds it on read)."""
+    from tpu_perf.store import layout, load_run
+    from tpu_perf.store.fs import filesystem, join, to_url
+    from tpu_perf.store.index import write_row
+
+    shard = run.manifest.get("process_index") is not None or f"/{layout.HOSTS_DIR}/" in run.url.replace("\\", "/")
+    if shard and not run.is_job:  # one process of a job: the job's row
+        fs, base = filesystem(store)
+        run = load_run(to_url(fs, join(base, run.id)))
+    if run.status not in layout.FINAL_STATUSES:
+        return None
+    row = index_row(run)
+    if row["status"] == "damaged":
+        return None
+    try:
+        write_row(store, row)
+    except OSError:
+        return None
+    return row

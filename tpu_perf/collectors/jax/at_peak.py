@@ -1,0 +1,158 @@
+"""Saves, at record time, what the at-peak memory breakdown needs: XLA's own liveness of the step.
+
+The step program is compiled with XLA's dump options (`xla_dump_to`, as text) into a scratch
+folder. XLA writes the HloLiveRange of the scheduled module there (`*-live-range.txt`: the values
+live at the peak, with their bytes) and the scheduled HLO with op metadata (file:line tables). Both
+are copied into the run (`hlo/<stem>.live-range.txt`, `hlo/<stem>.scheduled.hlo.txt`), XLA's buffer assignment (which
+values share a buffer: `hlo/<stem>.buffer-assignment.txt`), with the
+step signature's pytree paths and the category of each argument and output leaf
+(`hlo/<stem>.signature.json`). `tpu_perf.analyzers.at_peak` reads them; nothing here re-derives
+liveness.
+"""
+
+from __future__ import annotations
+
+import inspect
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from tpu_perf import jsonio
+
+LIVE_RANGE_SUFFIX = ".live-range.txt"
+SCHEDULED_SUFFIX = ".scheduled.hlo.txt"
+SIGNATURE_SUFFIX = ".signature.json"
+ASSIGNMENT_SUFFIX = ".buffer-assignment.txt"
+
+_PARAM_WORDS = ("param", "model", "weights", "variables")
+_OPT_WORDS = ("opt_state", "optimizer", "opt")
+
+
+@contextmanager
+def dump_options() -> Iterator[tuple[Path, dict[str, Any]]]:
+    """A scratch folder and the compiler options that make XLA dump its buffer liveness there."""
+    folder = Path(tempfile.mkdtemp(prefix="tpu-perf-xla-dump-"))
+    try:
+        yield folder, {"xla_dump_to": str(folder), "xla_dump_hlo_as_text": True}
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+_OOM_MARKERS = ("RESOURCE_EXHAUSTED", "Out of memory", "out of memory")
+
+
+def out_of_memory(exc: BaseException) -> str | None:
+    """The first line of an out-of-device-memory error (XLA's RESOURCE_EXHAUSTED), else None."""
+    text = str(exc)
+    if not any(m in text for m in _OOM_MARKERS):
+        return None
+    line = next((ln for ln in text.splitlines() if any(m in ln for m in _OOM_MARKERS)), text)
+    return line.strip()[:500]
+
+
+def _dumped(folder: Path) -> tuple[Path, Path] | None:
+    """(live-range, scheduled HLO) of the one module compiled into `folder`, if XLA wrote them."""
+    ranges = sorted(folder.glob("*after_optimizations-live-range.txt"))
+    if not ranges:
+        return None
+    live = ranges[-1]
+    hlo = live.with_name(live.name.replace("-live-range.txt", ".txt"))
+    return (live, hlo) if hlo.exists() else None
+
+
+def dumped_hlo(folder: Path) -> str | None:
+    """The optimized HLO XLA dumped into `folder` (also when the compile then failed out of memory)."""
+    found = _dumped(folder)
+    return found[1].read_text() if found else None
+
+
+def _arg_names(fun: Any, count: int) -> list[str]:
+    try:
+        params = [p.name for p in inspect.signature(fun).parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    return [params[i] if i < len(params) else f"args[{i}]" for i in range(count)]
+
+
+def _category(name: str, key: str, optax_node: bool) -> str:
+    """A leaf's category from the argument's name and its pytree path within it."""
+    low = key.lower()
+    if optax_node or "opt_state" in low or name.lower() in _OPT_WORDS:
+        return "optimizer_state"
+    if any(w in low for w in (".params", "['params']")) or any(w in name.lower() for w in _PARAM_WORDS):
+        return "parameters"
+    if ".step" in low or "['step']" in low:
+        return "other"
+    return "inputs"
+
+
+def _leaves(name: str, tree: Any, jax: Any) -> list[dict[str, Any]]:
+    """One row per array leaf: path (as jax names the HLO parameter), category, shape, dtype."""
+    tu = jax.tree_util
+
+    def is_optax(node: Any) -> bool:
+        return type(node).__module__.split(".")[0] == "optax" and bool(tu.tree_leaves(node))
+
+    rows = []
+    for path, node in tu.tree_flatten_with_path(tree, is_leaf=is_optax)[0]:
+        inner = tu.tree_flatten_with_path(node)[0] if is_optax(node) else [((), node)]
+        for sub, leaf in inner:
+            if not hasattr(leaf, "shape"):
+                continue
+            key = tu.keystr(tuple(path) + tuple(sub))
+            rows.append({"path": name + key, "category": _category(name, key, is_optax(node)), "shape": list(leaf.shape), "dtype": str(leaf.dtype)})
+    return rows
+
+
+def _outputs(out_info: Any, args: dict[str, Any], inputs: dict[str, list[dict[str, Any]]], jax: Any) -> list[dict[str, Any]]:
+    """Output leaves; an output element with an argument's structure takes that argument's categories."""
+    tu = jax.tree_util
+    elements = list(out_info) if isinstance(out_info, (tuple, list)) else [out_info]
+    structures = {name: (tu.tree_structure(value), [(tuple(x.shape), str(x.dtype)) for x in tu.tree_leaves(value) if hasattr(x, "shape")]) for name, value in args.items()}
+    rows: list[dict[str, Any]] = []
+    for i, element in enumerate(elements):
+        leaves = [x for x in tu.tree_leaves(element) if hasattr(x, "shape")]
+        signature = (tu.tree_structure(element), [(tuple(x.shape), str(x.dtype)) for x in leaves])
+        match = next((name for name, s in structures.items() if s == signature and inputs[name]), None)
+        if match is not None:
+            rows += [{**row, "path": f"new {row['path']}"} for row in inputs[match]]
+        else:
+            prefix = f"out[{i}]" if isinstance(out_info, (tuple, list)) else "out"
+            rows += [{**row, "path": prefix + row["path"], "category": "other"} for row in _leaves("", element, jax)]
+    return rows
+
+
+def signature(fun: Any, abstract: tuple[tuple[Any, ...], dict[str, Any]], out_info: Any, jax: Any) -> dict[str, Any]:
+    """The step's argument and output leaves, in flattening order, with their categories."""
+    args, kwargs = abstract
+    named = dict(zip(_arg_names(fun, len(args)), args, strict=True)) | dict(kwargs)
+    inputs = {name: _leaves(name, value, jax) for name, value in named.items()}
+    return {
+        "inputs": [row for rows in inputs.values() for row in rows],
+        "outputs": _outputs(out_info, named, inputs, jax),
+    }
+
+
+def save(folder: Path, stem: str, fun: Any, abstract: tuple[tuple[Any, ...], dict[str, Any]], lowered: Any, *, writer: Any, jax: Any, warn: Callable[[str], None]) -> str | None:
+    """Copy XLA's dump from `folder` into the run as `<stem>.*`; returns the live-range file or None
+    (with a warning: the run keeps everything else)."""
+    found = _dumped(folder)
+    if found is None:
+        warn(f"{stem}: XLA wrote no live-range dump, so memory.at_peak is unknown for this program")
+        return None
+    live, hlo = found
+    try:
+        rows = signature(fun, abstract, lowered.out_info, jax)
+    except Exception as exc:  # an unusual signature must not lose the run
+        warn(f"{stem}: the step's signature could not be read for memory.at_peak ({type(exc).__name__}: {str(exc)[:200]}); arguments are classified by name only")
+        rows = {"inputs": [], "outputs": []}
+    writer.write_text(stem + LIVE_RANGE_SUFFIX, live.read_text())
+    writer.write_text(stem + SCHEDULED_SUFFIX, hlo.read_text())
+    assignment = live.with_name(live.name.replace("-live-range.txt", "-buffer-assignment.txt"))
+    if assignment.exists():  # which values share one buffer (donated state, in-place updates)
+        writer.write_text(stem + ASSIGNMENT_SUFFIX, assignment.read_text())
+    writer.write_text(stem + SIGNATURE_SUFFIX, jsonio.dumps(rows, indent=1) + "\n")
+    return stem + LIVE_RANGE_SUFFIX

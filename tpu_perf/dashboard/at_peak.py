@@ -1,0 +1,77 @@
+"""The run page's "at the peak" part of the Memory tab: `memory.at_peak` (and each slice's `aot.at_peak`)
+as one stacked bar of categories and a table of the largest buffers; the failed allocation first
+when the run died out of device memory."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from tpu_perf.views import format as fmt
+from tpu_perf.views.aot import aot_entries
+
+COLORS = {"parameters": "#4C78A8", "optimizer_state": "#F58518", "gradients": "#E45756", "activations": "#72B7B2", "inputs": "#54A24B", "temporaries": "#B279A2", "other": "#9D755D"}
+
+
+def categories_figure(at_peak: dict[str, Any], title: str) -> go.Figure:
+    """One horizontal bar, the peak split by category (GiB)."""
+    fig = go.Figure()
+    for name, size in at_peak["categories"].items():
+        if size:
+            fig.add_bar(y=[""], x=[size / 2**30], name=name.replace("_", " "), orientation="h", marker_color=COLORS.get(name), hovertemplate=f"{name}: {fmt.bytes_(size)}<extra></extra>")
+    fig.update_layout(barmode="stack", title=title, height=170, margin={"l": 10, "r": 10, "t": 40, "b": 30}, xaxis_title="GiB at the peak", legend={"orientation": "h"})
+    return fig
+
+
+def buffers_frame(at_peak: dict[str, Any]) -> pd.DataFrame:
+    return pd.DataFrame([
+        {"bytes": fmt.bytes_(b["bytes"]), "category": b["category"], "shape": b["shape"], "op": b["op"], "op name": b["op_name"] or "", "source": b["source"] or ""}
+        for b in at_peak["top_buffers"]
+    ])
+
+
+def _one(at_peak: dict[str, Any], title: str, key: str) -> None:
+    st.plotly_chart(categories_figure(at_peak, f"{title}: {fmt.bytes_(at_peak['peak_bytes'])} at the peak of {at_peak['program']}"), width="stretch", key=f"{key}_bar")
+    for finding in at_peak["findings"]:
+        st.markdown(f"- {finding}")
+    st.dataframe(buffers_frame(at_peak), hide_index=True, width="stretch", key=f"{key}_buffers")
+    st.caption(f"Liveness: {at_peak['source']} (docs/memory.md)")
+
+
+def render(doc: dict[str, Any]) -> None:
+    memory = doc.get("memory") or {}
+    oom = memory.get("out_of_memory")
+    if oom:
+        failed = f" The allocation that failed: {fmt.bytes_(oom['failed_allocation_bytes'])}." if oom.get("failed_allocation_bytes") is not None else ""
+        st.error(f"The script ran out of device memory in {oom['function'] or 'an unknown program'}.{failed} {oom['message']}")
+    if memory.get("at_peak"):
+        _one(memory["at_peak"], "Step program", "run_at_peak")
+    for i, a in enumerate(aot_entries(doc)):
+        if a.get("at_peak"):
+            fits = {True: "fits", False: "does NOT fit", None: "fit unknown"}[a["fits"]]
+            _one(a["at_peak"], f"{a['topology']} ({fits}, headroom {fmt.bytes_(a.get('at_peak_headroom_bytes'))})", f"run_aot_at_peak_{i}")
+
+
+def compare_frame(docs: dict[str, dict[str, Any]]) -> pd.DataFrame:
+    """Bytes at the step's peak by category, one column per run ("n/a" without a breakdown)."""
+    peaks = {label: (doc.get("memory") or {}).get("at_peak") for label, doc in docs.items()}
+    if not any(peaks.values()):
+        return pd.DataFrame()
+    names = [*next(p for p in peaks.values() if p)["categories"], "peak"]
+    rows = []
+    for name in names:
+        row: dict[str, Any] = {"at the peak": name.replace("_", " ")}
+        for label, p in peaks.items():
+            row[label] = fmt.bytes_((p["peak_bytes"] if name == "peak" else p["categories"].get(name)) if p else None)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def render_compare(docs: dict[str, dict[str, Any]]) -> None:
+    frame = compare_frame(docs)
+    if not frame.empty:
+        st.subheader("What fills memory at the step's peak")
+        st.dataframe(frame, hide_index=True, width="stretch", key="cmp_at_peak")

@@ -1,0 +1,247 @@
+"""The runs index: one summary row per run, so listing a store of thousands of runs reads a few
+Parquet files instead of every run folder.
+
+Safe for concurrent writers on local folders and object stores, because nothing is rewritten in
+place and no one writes a file another process writes:
+- a run that ends writes its own row in its own folder, `<store>/<run-id>/index.parquet` (a
+  temporary name and a rename locally; one PUT on an object store, which is atomic). The store's
+  top level keeps only run folders until a reader compacts;
+- a reader takes the rows of `<store>/.index/part-*.parquet` and, for runs those lack, each run's
+  own row file. When it read more than COMPACT_AT of those (or more than MAX_PARTS parts), it
+  writes every row into a new part with a unique name, `part-<time>-<random>.parquet`, and only
+  then deletes the parts it read. Two readers compacting at once write two parts with the same
+  rows; rows are merged by id (the newest `indexed_at` wins), so a duplicate is harmless and the
+  next compaction drops it. A reader that loses a part it listed (another reader merged and
+  deleted it) lists again.
+
+Runs with no row (recorded before the index existed, crashed before they could write one, imported,
+recorded through the Python API) are summarised on read by the caller's `summarize` and their row
+file written then, once they are final; a `running` run's row is computed each time and never
+written. Rows of folders that are gone are dropped. The store layer does not analyse: `summarize`
+comes from `tpu_perf.analyzers.index_row`.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tpu_perf.errors import DataError, RunNotFoundError, UsageError
+from tpu_perf.store import layout
+from tpu_perf.store.fs import filesystem, is_local, join
+from tpu_perf.store.reader import Run, _open_checked, _open_run
+
+INDEX_DIR = ".index"
+ROW_FILE = "index.parquet"
+"""A run's own row, in its folder."""
+COMPACT_AT = 16
+"""Run row files a reader reads before it compacts every row into one part."""
+MAX_PARTS = 4
+
+SCHEMA = pa.schema(
+    [
+        ("id", pa.string()), ("name", pa.string()), ("status", pa.string()),
+        ("started_at", pa.float64()), ("ended_at", pa.float64()), ("tags", pa.string()),
+        ("chip", pa.string()), ("chip_count", pa.int64()), ("framework", pa.string()), ("script", pa.string()),
+        ("processes", pa.int64()), ("fingerprint", pa.string()), ("fingerprint_key", pa.string()),
+        ("steps", pa.int64()), ("step_s", pa.float64()), ("all_in_s", pa.float64()), ("mfu", pa.float64()),
+        ("tokens_per_s", pa.float64()), ("peak_memory_bytes", pa.int64()), ("compiles_after_warmup", pa.int64()),
+        ("error", pa.string()), ("index_version", pa.int64()), ("indexed_at", pa.float64()),
+    ]
+)
+"""One row per run. `tags` and `fingerprint` are JSON objects; `status` is the run's effective
+status, or `damaged` (with `error`) for a run that cannot be read or analysed."""
+
+COLUMNS: tuple[str, ...] = tuple(SCHEMA.names)
+
+Summarize = Callable[[Run], dict[str, Any]]
+Damaged = Callable[[str, str], dict[str, Any]]
+
+
+def _to_bytes(rows: list[dict[str, Any]]) -> bytes:
+    table = pa.Table.from_pylist([{c: r.get(c) for c in COLUMNS} for r in rows], schema=SCHEMA)
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="zstd")
+    return sink.getvalue().to_pybytes()
+
+
+def _put(fs: Any, path: str, data: bytes, *, local: bool) -> None:
+    """Whole-file write: temporary name + rename locally (readers skip dot names), one PUT remotely."""
+    if local:
+        from pathlib import Path
+
+        from tpu_perf.store.writer import write_atomic
+
+        write_atomic(Path(path), data)
+    else:
+        fs.pipe_file(path, data)
+
+
+def write_row(store: str, row: dict[str, Any]) -> str:
+    """Write one run's row into its folder, `<store>/<id>/index.parquet`; returns the file's path."""
+    fs, base = filesystem(store)
+    path = join(base, str(row["id"]), ROW_FILE)
+    _put(fs, path, _to_bytes([{**row, "indexed_at": time.time()}]), local=is_local(store))
+    return path
+
+
+def known_rows(store: str, run_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """The rows the index holds for `run_ids` (compacted, else each run's own row file), without
+    building any: for a page that analyses the others itself."""
+    fs, base = filesystem(store)
+    rows, _ = read_rows(store)
+    found = {run_id: rows[run_id] for run_id in run_ids if run_id in rows}
+    for run_id in run_ids:
+        if run_id not in found:
+            row = _read_row_file(fs, join(base, run_id))
+            if row is not None:
+                found[run_id] = row
+    return found
+
+
+def _read_row_file(fs: Any, folder: str) -> dict[str, Any] | None:
+    """A run folder's own row, None when it has none, it cannot be read, or it is another run's (a
+    folder copied under a new name carries the original's row file): then it is rebuilt."""
+    try:
+        rows = _read_files(fs, [join(folder, ROW_FILE)])
+    except (OSError, pa.ArrowException, ValueError, KeyError):
+        return None
+    return rows[0] if rows and rows[0].get("id") == folder.rstrip("/").rsplit("/", 1)[-1] else None
+
+
+def _index_files(fs: Any, base: str) -> list[str]:
+    folder = join(base, INDEX_DIR)
+    fs.invalidate_cache(folder)  # object stores' clients cache listings; runs end in other processes
+    try:
+        names = fs.ls(folder, detail=False)
+    except FileNotFoundError:
+        return []
+    return sorted(p for p in names if p.rsplit("/", 1)[-1].startswith("part-") and p.endswith(".parquet"))
+
+
+def _read_files(fs: Any, files: list[str]) -> list[dict[str, Any]]:
+    tables = []
+    for path in files:
+        with fs.open(path, "rb") as f:
+            tables.append(pq.ParquetFile(f, pre_buffer=False).read(use_threads=False))
+    if not tables:
+        return []
+    return pa.concat_tables(tables, promote_options="permissive").select(list(COLUMNS)).to_pylist()
+
+
+def read_rows(store: str) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """The compacted rows by id (newest `indexed_at` per id) and the parts they came from."""
+    fs, base = filesystem(store)
+    if fs.exists(base) and not fs.isdir(base):
+        raise UsageError(f"--store {store}: is a file, not a folder; give the folder that holds the runs")
+    for _attempt in range(5):
+        try:
+            files = _index_files(fs, base)
+            rows = _read_files(fs, files)
+        except FileNotFoundError:  # merged and deleted by a compacting reader: list again
+            continue
+        except PermissionError:  # another user's index: a cache, so rows come from the run folders
+            return {}, []
+        except (OSError, pa.ArrowException) as exc:
+            raise DataError(f"{join(base, INDEX_DIR)}: the runs index cannot be read ({type(exc).__name__}: {exc}); delete the folder to rebuild it") from None
+        merged: dict[str, dict[str, Any]] = {}
+        for row in rows:
+            old = merged.get(row["id"])
+            if old is None or (row["indexed_at"] or 0) >= (old["indexed_at"] or 0):
+                merged[row["id"]] = row
+        return merged, files
+    raise DataError(f"{join(base, INDEX_DIR)}: the runs index kept changing while it was read; try again")
+
+
+def _store_ids(fs: Any, base: str) -> dict[str, str]:
+    """Folder name -> path of every entry in the store that may be a run (not dot names)."""
+    fs.invalidate_cache(base)
+    try:
+        names = fs.ls(base, detail=False)
+    except FileNotFoundError:
+        return {}
+    except NotADirectoryError:
+        raise UsageError(f"--store {base}: lies under a file, not a folder; give the folder that holds the runs") from None
+    except PermissionError:
+        raise DataError(f"{base}: the store folder is not readable by this user; ask its owner to `chmod a+rx` it (docs/store.md: permissions)") from None
+    found = {}
+    for path in names:
+        name = path.rstrip("/").rsplit("/", 1)[-1]
+        if name and not name.startswith("."):
+            found[name] = path
+    return found
+
+
+def compact(store: str, rows: list[dict[str, Any]], merged_files: list[str]) -> None:
+    """Write `rows` as one new part, then delete the parts `merged_files` (whose rows it holds)."""
+    fs, base = filesystem(store)
+    name = f"part-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}.parquet"
+    _put(fs, join(base, INDEX_DIR, name), _to_bytes(rows), local=is_local(store))
+    for path in merged_files:
+        try:
+            fs.rm_file(path)
+        except FileNotFoundError:
+            pass  # another reader merged it too
+
+
+def _usable(row: dict[str, Any] | None, version: int, run_id: str) -> bool:
+    """A stored row stands for the folder `run_id` when it is of this version, final, and its own
+    (a folder copied under another name carries the original's row file: rebuilt)."""
+    return row is not None and row.get("id") == run_id and (row.get("index_version") or 0) >= version and row.get("status") in layout.FINAL_STATUSES
+
+
+def runs_index(store: str, *, summarize: Summarize, damaged: Damaged, version: int) -> list[dict[str, Any]]:
+    """Every run of `store` as its index row, oldest first: from the compacted parts, else the run's
+    own row file, else built with `summarize` (and its row file written once the run is final);
+    compacted when many rows came from row files."""
+    fs, base = filesystem(store)
+    stored, parts = read_rows(store)
+    present = _store_ids(fs, base)
+    rows: list[dict[str, Any]] = []
+    fresh = 0
+    for run_id, path in present.items():
+        row = stored.get(run_id)
+        if _usable(row, version, run_id):
+            rows.append(row)  # type: ignore[arg-type]
+            continue
+        row = _read_row_file(fs, path)
+        if not _usable(row, version, run_id):
+            row = _summarize_folder(fs, path, run_id, summarize, damaged)
+            if row is None:
+                continue
+            if row["status"] in layout.FINAL_STATUSES:
+                try:
+                    write_row(store, row)
+                except OSError:
+                    pass  # a read-only store is listed all the same; the row is built again next time
+        rows.append(row)  # type: ignore[arg-type]
+        fresh += row["status"] in layout.FINAL_STATUSES  # type: ignore[index]
+    if fresh > COMPACT_AT or len(parts) > MAX_PARTS:
+        final = [r for r in rows if r["status"] in layout.FINAL_STATUSES]
+        try:  # only the parts this reader read: a part another reader writes meanwhile stays
+            compact(store, final, parts)
+        except OSError:
+            pass
+    rows.sort(key=lambda r: (r.get("started_at") or 0, r["id"]))
+    return rows
+
+
+def _summarize_folder(fs: Any, path: str, run_id: str, summarize: Summarize, damaged: Damaged) -> dict[str, Any] | None:
+    """The row of the run folder at `path`; None when it is not a run folder."""
+    try:
+        if not fs.exists(join(path, layout.MANIFEST)):
+            return None
+        run = _open_checked(fs, path) if is_local(path) else _open_run(fs, path)  # robust-store's check: tables' footers too where that is cheap
+    except RunNotFoundError:
+        return None
+    except Exception as exc:  # a damaged manifest is a damaged run, listed as such
+        return damaged(run_id, f"{type(exc).__name__}: {exc}" if not isinstance(exc, DataError) else str(exc))
+    try:
+        return summarize(run)
+    except Exception as exc:
+        return damaged(run_id, f"{type(exc).__name__}: {exc}")
