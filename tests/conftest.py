@@ -136,6 +136,15 @@ def recordings(tmp_path_factory: pytest.TempPathFactory) -> Recordings:
     return Recordings(tmp_path_factory.mktemp("recordings"))
 
 
+@pytest.fixture(scope="session")
+def corpus_runs(tmp_path_factory: pytest.TempPathFactory):
+    """tests/corpus and the advisor's planted scripts, each recorded once per session on first use
+    and shared by test_corpus.py and test_advice_corpus.py (see tests/corpus_runs.py). Read only."""
+    from tests.corpus_runs import CorpusRuns
+
+    return CorpusRuns(tmp_path_factory.mktemp("corpus"))
+
+
 def start_recording(store: Path, script: Path, args: Sequence[str], env: dict[str, str], *record_args: str) -> subprocess.Popen[str]:
     """`tpu-perf record -q --store STORE [RECORD_ARGS] SCRIPT ARGS` started in the background, as
     one process of a job would be (stdout and stderr together)."""

@@ -5,31 +5,24 @@ FLOPs within 10 %. A step is an optimizer update in every framework."""
 
 from __future__ import annotations
 
-import json
 import statistics
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, tpu_perf_cli
+from tests.corpus_runs import CorpusRun
 from tpu_perf import load_run
 from tpu_perf.analyzers.report import build_report
 from tpu_perf.analyzers.steps import run_steps, steady_mask
 
-CORPUS = ROOT / "tests" / "corpus"
 pytestmark = pytest.mark.slow
 
-TWO_CPU_DEVICES = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu"}
 
-
-def record_corpus(script: str, tmp: Path, env: dict[str, str] | None = None) -> tuple[dict, dict, object]:
-    """(the script's truth, the report as a dict, the run) for one corpus script."""
-    truth_file = tmp / f"{script}.truth.json"
-    store = tmp / script
-    proc = tpu_perf_cli("record", "-q", "--no-trace", "--store", str(store), str(CORPUS / f"{script}.py"), cwd=CORPUS, env={**TWO_CPU_DEVICES, "CORPUS_TRUTH": str(truth_file), **(env or {})})
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    run = load_run(str(next(p for p in store.iterdir() if p.is_dir())))
-    return json.loads(truth_file.read_text()), build_report(run).to_dict(), run
+def record_corpus(corpus_runs, script: str, env: dict[str, str] | None = None) -> tuple[dict, dict, object]:
+    """(the script's truth, the report as a dict, the run) for one corpus script, recorded once per
+    session (conftest `corpus_runs`, shared with the advice corpus)."""
+    rec: CorpusRun = corpus_runs(script, env)
+    run = load_run(str(rec.dir))
+    return rec.truth, build_report(run).to_dict(), run
 
 
 def within(measured: float | None, truth: float, rel: float = 0.10) -> bool:
@@ -53,56 +46,56 @@ def check(truth: dict, doc: dict, run: object) -> None:
 
 
 @pytest.mark.parametrize("script", ["jax_pmap", "jax_aot"])
-def test_jax_steps_the_detector_used_to_miss(tmp_path: Path, script: str) -> None:
+def test_jax_steps_the_detector_used_to_miss(corpus_runs, script: str) -> None:
     """jax.pmap (2 CPU devices; XLA's cost analysis is per device, scaled to both) and an
     ahead-of-time compiled step are steps, with the whole step's FLOPs."""
-    truth, doc, run = record_corpus(script, tmp_path)
+    truth, doc, run = record_corpus(corpus_runs, script)
     check(truth, doc, run)
     assert doc["flops"]["devices"] == (2 if script == "jax_pmap" else 1)
     step_rows = run.programs[run.programs["is_step"].astype(bool)]
     assert step_rows["kind"].tolist() == ["pmap" if script == "jax_pmap" else "aot"]
 
 
-def test_keras_gradient_accumulation_counts_updates(tmp_path: Path) -> None:
+def test_keras_gradient_accumulation_counts_updates(corpus_runs) -> None:
     """Keras 3 on JAX, `Adam(gradient_accumulation_steps=2)` and `steps_per_execution=2`: 32
     batches are 16 steps of 2 micro-batches (Keras calls its jitted step once per batch, and the
     optimizer applies every second call), an update's FLOPs."""
-    truth, doc, run = record_corpus("keras_jax", tmp_path)
+    truth, doc, run = record_corpus(corpus_runs, "keras_jax")
     check(truth, doc, run)
     assert run.manifest["accumulation"]["by"] == "keras gradient_accumulation_steps"
 
 
-def test_optax_multisteps_counts_updates(tmp_path: Path) -> None:
+def test_optax_multisteps_counts_updates(corpus_runs) -> None:
     """flax TrainState + optax.MultiSteps(k=4), 80 calls: 20 steps of 4 micro-batches, an update's
     FLOPs (4 micro-batches' forward and backward and one adam update; the truth is XLA's cost
     analysis of those, each compiled alone)."""
-    truth, doc, run = record_corpus("flax_multisteps", tmp_path)
+    truth, doc, run = record_corpus(corpus_runs, "flax_multisteps")
     check(truth, doc, run)
     assert doc["steps"]["micro_batches"] == 4
     assert run.manifest["accumulation"]["by"] == "optax.MultiSteps"
 
 
 @pytest.mark.parametrize(("script", "micro_batches"), [("hf_trainer", 2), ("accelerate_loop", 4), ("lightning_module", 2)])
-def test_torch_accumulation_counts_updates(tmp_path: Path, script: str, micro_batches: int) -> None:
+def test_torch_accumulation_counts_updates(corpus_runs, script: str, micro_batches: int) -> None:
     """HF Trainer (tiny random GPT-2, accumulation 2), accelerate (4), Lightning (2): one step per
     optimizer update, micro-batches from the backward() calls between updates, an update's FLOPs."""
-    truth, doc, run = record_corpus(script, tmp_path)
+    truth, doc, run = record_corpus(corpus_runs, script)
     check(truth, doc, run)
     assert doc["steps"]["micro_batches"] == micro_batches
     assert run.manifest["accumulation"]["by"] == "backward"
 
 
 @pytest.mark.parametrize("script", ["torch_compile_amp", "flax_nnx"])
-def test_plain_loops(tmp_path: Path, script: str) -> None:
+def test_plain_loops(corpus_runs, script: str) -> None:
     """torch.compile + bf16 autocast + DataLoader workers; flax nnx with nnx.Optimizer."""
-    truth, doc, run = record_corpus(script, tmp_path)
+    truth, doc, run = record_corpus(corpus_runs, script)
     check(truth, doc, run)
 
 
-def test_optax_multisteps_with_a_schedule_says_it_cannot_tell(tmp_path: Path) -> None:
+def test_optax_multisteps_with_a_schedule_says_it_cannot_tell(corpus_runs) -> None:
     """A callable every_k_schedule is known only on the device: every call stays a step, and one
     warning and steps.note say so (micro-batches unknown: null)."""
-    truth, doc, run = record_corpus("flax_multisteps", tmp_path, env={"MULTISTEPS_SCHEDULE": "1"})
+    truth, doc, run = record_corpus(corpus_runs, "flax_multisteps", env={"MULTISTEPS_SCHEDULE": "1"})
     assert doc["steps"]["count"] == truth["iterations"] == 80
     assert doc["steps"]["micro_batches"] is None
     assert "optax.MultiSteps with a schedule" in doc["steps"]["note"]

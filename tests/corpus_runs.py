@@ -1,0 +1,81 @@
+"""The real-framework corpus (tests/corpus) and the advisor's planted scripts, each recorded once per
+session, when a test first asks for it, and shared by tests/test_corpus.py (the recording matches the
+script's own truth) and tests/test_advice_corpus.py (the advisor on the same runs).
+
+Recorded with the default trace window (steps 3:6): the advisor's op-by-op, device-idle and
+input-bound rules read it; the truth checks read the same steps as the script's own clock."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.conftest import ROOT, tpu_perf_cli
+
+CORPUS = ROOT / "tests" / "corpus"
+ADVICE = ROOT / "tests" / "scripts" / "advice_corpus"
+TORCH = ROOT / "tests" / "torch_scripts"
+PLANTED = {
+    "keras_fit": (ADVICE / "keras_fit.py",),
+    "flax_multisteps_mlp": (ADVICE / "flax_multisteps.py",),
+    "eval_midway": (ADVICE / "jit_eval_midway.py",),
+    "flax_cnn": (ADVICE / "flax_cnn.py",),
+    "augment": (ADVICE / "numpy_augment.py",),
+    "jax_mesh": (ADVICE / "jax_mesh.py",),
+    "torch_sync": (TORCH / "advice_item_sync.py", "--mode", "defective"),
+    "torch_nosync": (TORCH / "advice_item_sync.py", "--mode", "fixed"),
+}
+"""The advisor's own scripts (a defect planted, or a shape the corpus lacks): name -> script, args.
+keras_fit and flax_multisteps_mlp overlap tests/corpus's keras_jax and flax_multisteps but
+assert what those cannot: Keras's test_step first compiled midway (validation after epoch 1), and
+MultiSteps without the corpus MLP's square 256x256 layers (their forward and backward matmuls share
+one shape, 5 of them: unrolled-loop fires medium, a false alarm of signals.layer_repeats)."""
+
+
+def env() -> dict[str, str]:
+    """Two CPU devices (pmap, the mesh), Keras on JAX."""
+    flags = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2").strip()
+    return {"XLA_FLAGS": flags, "JAX_PLATFORMS": "cpu", "KERAS_BACKEND": "jax"}
+
+
+@dataclass(frozen=True)
+class CorpusRun:
+    name: str
+    store: Path
+    dir: Path
+    """The run folder (read only)."""
+    truth: dict | None
+    """What a tests/corpus script printed of itself (tests/corpus/truth.py); None for a planted one."""
+
+    @property
+    def manifest(self) -> dict:
+        return json.loads((self.dir / "run.json").read_text())
+
+
+class CorpusRuns:
+    """`tpu-perf record` of each script once per session per environment, each alone in a store."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._runs: dict[tuple[str, tuple[tuple[str, str], ...]], CorpusRun] = {}
+
+    def __call__(self, name: str, extra_env: dict[str, str] | None = None) -> CorpusRun:
+        key = (name, tuple(sorted((extra_env or {}).items())))
+        if key not in self._runs:
+            self._runs[key] = self._record(name, f"{name}-{len(self._runs)}", extra_env or {})
+        return self._runs[key]
+
+    @property
+    def recorded(self) -> list[CorpusRun]:
+        return list(self._runs.values())
+
+    def _record(self, name: str, folder: str, extra_env: dict[str, str]) -> CorpusRun:
+        store, truth = self.root / folder, self.root / f"{folder}.truth.json"
+        script, *args = PLANTED.get(name) or (CORPUS / f"{name}.py",)
+        proc = tpu_perf_cli("record", "-q", "--store", str(store), "--name", name, str(script), *args, cwd=script.parent, timeout=570,
+                            env={**env(), "CORPUS_TRUTH": str(truth), **extra_env})
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        (run_dir,) = [p for p in store.iterdir() if (p / "run.json").exists()]
+        return CorpusRun(name, store, run_dir, json.loads(truth.read_text()) if truth.exists() else None)
