@@ -774,7 +774,9 @@ def test_compare_why_names_findings_on_one_side_the_breakdown_and_settings(mixed
             if share:
                 assert table.loc[part.replace("_", " "), f"{name} s"] == tables.ms(float(np.mean([r[part] for r in rows])))
                 assert table.loc[part.replace("_", " "), f"{name} %"] == tables.share(share)
-    assert any(t.startswith("failing: largest change in where the step goes is **") for t in texts)
+    said = any(t.startswith("failing: largest change in where the step goes is **") for t in texts)
+    per_step = bool(failing["breakdown_detail"]["steps"]) and bool(narrow["breakdown_detail"]["steps"])
+    assert said == per_step  # whole-trace shares only (no traced step's window): nothing said per step
     config = next(df.value for df in at.dataframe if df.value.index.name == "setting")
     assert config.loc["env.XLA_FLAGS", "failing"] == XLA_FLAGS
     assert at.subheader[0].value == "Why"  # right below the verdict, before the KPIs and charts

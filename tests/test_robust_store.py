@@ -40,9 +40,9 @@ HEALTHY = ("20300101-000000-00000a", "20300101-000000-00000b")
 
 @pytest.fixture(scope="session")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One real recording (examples/jax_mlp.py, 8 steps), made once per session."""
+    """One real recording (examples/jax_mlp.py, 16 steps), made once per session."""
     store = tmp_path_factory.mktemp("robust") / "runs"
-    tpu_perf_cli("record", "--store", str(store), "--name", "healthy", "-q", EXAMPLE, "--steps", "8", "--width", "64", check=True)
+    tpu_perf_cli("record", "--store", str(store), "--name", "healthy", "-q", EXAMPLE, "--steps", "16", "--width", "64", check=True)
     return next(store.iterdir())
 
 

@@ -63,6 +63,15 @@ class AllIn:
     """Share of the time of the steps after the first that the steady sample leaves out."""
 
 
+def after_first(steps: pd.DataFrame) -> np.ndarray:
+    """The steps the all-in time is over: every whole step after the first (the last iteration,
+    which no next step ended, is not a whole step). One definition for the report and `check`."""
+    mask = ~_column(steps, "tail")
+    if len(mask):
+        mask[0] = False
+    return mask
+
+
 def all_in(steps: pd.DataFrame, steady: np.ndarray, warmup: int) -> AllIn:
     """All-in time and exclusions of `steps` (in order), given the steady mask and the warm-up count."""
     if steps.empty:
@@ -84,8 +93,7 @@ def all_in(steps: pd.DataFrame, steady: np.ndarray, warmup: int) -> AllIn:
         taken |= mine
         if mine.any():
             exclusions.append(Exclusion(reason=key, label=label, steps=int(mine.sum()), time_s=float(durations[mine].sum())))
-    whole = ~flags["tail"]  # the last iteration, which no next step ended, is not a whole step
-    whole[0] = False
+    whole = after_first(steps)
     after = durations[whole]
     total = float(after.sum())
     value = total / after.size if after.size and total > 0 else None

@@ -148,6 +148,7 @@ def provenance(run: Run) -> dict[str, Any]:
 
 def step_samples(run: Run, warmup: int) -> dict[str, tuple[float, ...]]:
     """The steady iterations and the iterations after the first step, in order (a single run's interval)."""
+    from tpu_perf.analyzers.all_in import after_first
     from tpu_perf.analyzers.steps import run_steps, steady_mask
 
     steps = run_steps(run)
@@ -155,7 +156,7 @@ def step_samples(run: Run, warmup: int) -> dict[str, tuple[float, ...]]:
         return {"steady_samples_s": (), "all_in_samples_s": ()}
     durations = steps["duration_s"].to_numpy(dtype=float)
     steady = durations[steady_mask(steps, warmup).to_numpy()]
-    return {"steady_samples_s": tuple(float(d) for d in steady if d == d), "all_in_samples_s": tuple(float(d) for d in durations[1:] if d == d)}
+    return {"steady_samples_s": tuple(float(d) for d in steady if d == d), "all_in_samples_s": tuple(float(d) for d in durations[after_first(steps)] if d == d)}
 
 
 AOT_FIELDS: tuple[str, ...] = ("topology", "chip", "chips", "flops_per_step", "peak_hbm_bytes", "optimal_step_s")

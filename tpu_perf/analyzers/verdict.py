@@ -83,7 +83,8 @@ def left_out(label: str, run: RunValues) -> str | None:
     routine = sum(e.steps for e in run.excluded if e.reason == "tail") + min(1, sum(e.steps for e in run.excluded if e.reason == "warmup"))
     if total <= routine:
         return None
-    steps = len(run.all_in_samples_s) + 1 if run.all_in_samples_s else None
+    tail = sum(e.steps for e in run.excluded if e.reason == "tail")
+    steps = len(run.all_in_samples_s) + 1 + tail if run.all_in_samples_s else None  # the first step and the unended last one are not all-in samples
     of = f" of {steps}" if steps else ""
     return f"{label}'s steady median leaves out {total}{of} steps: {exclusions_text(run.excluded)}"
 

@@ -38,9 +38,11 @@ DEFAULT_SAMPLE_INTERVAL_S = 1.0
 """Runtime sampling period: measured cost at this rate is far under 1 % of a loop (docs/runtime.md)."""
 
 
-TRACE_EXTRA_STEPS = 64
-"""Steps the trace window may stay open past its end while the traced steps' device work runs
-(a TPU queues a few steps ahead; a host without back-pressure may queue many)."""
+TRACE_EXTRA_STEPS = 3
+"""Steps the trace window may stay open past its end while the traced steps' device work runs (a
+TPU queues a few steps ahead). Bounded small: every extra step is one fewer steady step, and the
+watcher sees readiness a poll late, so a loop of millisecond steps would otherwise trace most of a
+short run; a host that queues further ahead than this gets a breakdown from whole-trace shares."""
 
 @dataclass(kw_only=True)
 class RecordOptions:

@@ -90,7 +90,7 @@ def evidence_table(evidence: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
 
 def ms(value: float | None) -> str:
     """Seconds shown in ms (the ops and breakdown tables' unit), n/a where unknown."""
-    return "n/a" if value is None else f"{value * 1e3:.3f} ms"
+    return "n/a" if value is None or value != value else f"{value * 1e3:.3f} ms"  # NaN: unknown too
 
 
 def share(value: float | None) -> str:
