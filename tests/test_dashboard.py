@@ -205,6 +205,9 @@ def test_compare_page_shows_report_numbers_and_deltas(env: dict) -> None:
     ops = next(df.value for df in at.dataframe if df.value.index.name == "op")
     for doc in (narrow, wide):  # each row: the report's top ops it names, per traced step, in ms
         name, top = doc["run"]["name"], {o["name"]: o["total_time_s"] for o in doc["ops"]["top"]}
+        if name not in ops.columns:  # a run whose trace window holds no timed op has no column (seen once in CI; see the closing note)
+            assert not [o for o in doc["ops"]["top"] if o.get("total_time_s") is not None], name
+            continue
         for _, row in ops.dropna(subset=[name]).iterrows():
             if row[name] == "n/a":  # an op class the other program has only
                 continue
