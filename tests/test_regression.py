@@ -335,3 +335,25 @@ def test_summary_tells_the_author_whose_failure_it_is_and_names_both_commits() -
     text = render_markdown(pr)
     assert pr.verdict == Verdict.REGRESSION and "**Whose is it:** the PR's" in text
     assert "FLOPs per step: 1.00 GFLOP -> 1.15 GFLOP" in text and "step HLO hash: aa -> bb" in text
+
+
+def test_pairs_needed_is_the_smallest_n_whose_paired_interval_decides() -> None:
+    """The paired check's count uses the one search of `welch.samples_needed` with the paired
+    half-width t(0.95, n-1) * sd / sqrt(n); at that many pairs the paired interval decides."""
+    from tpu_perf.analyzers.paired import compare_pairs, pairs_needed
+
+    s = 0.02
+    logs = np.linspace(-1, 1, 4)
+    d = logs / logs.std(ddof=1) * s + 0.01  # +1 % per pair, sd 2 %: straddles the 3 % margin
+    comp = compare_pairs([1.0] * 4, np.exp(d).tolist(), alpha=0.05)
+    n = pairs_needed(comp, lower_is_better=True, margin=0.03, alpha=0.05)
+    assert n is not None and n > 4
+
+    def width(k: int) -> float:
+        return stats.t.ppf(0.95, k - 1) * s / math.sqrt(k)
+
+    assert width(n) < LIMIT - 0.01 <= width(n - 1)
+    many = np.linspace(-1, 1, n)
+    many = many / many.std(ddof=1) * s + 0.01
+    decided = compare_pairs([1.0] * n, np.exp(many).tolist(), alpha=0.05)
+    assert math.exp(LIMIT) > decided.high  # the high end is now under the margin

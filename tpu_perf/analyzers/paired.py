@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from tpu_perf.analyzers.welch import Comparison, cv, geomean, t_quantile
+from tpu_perf.analyzers.welch import Comparison, cv, geomean, samples_needed, t_quantile
 
 METHOD = "paired log ratios"
 
@@ -75,23 +75,11 @@ def compare_pairs(baseline: Sequence[float], candidate: Sequence[float], *, alph
 
 
 def pairs_needed(comp: Comparison, *, lower_is_better: bool, margin: float, alpha: float, cap: int = 1000) -> int | None:
-    """Pairs for the paired interval to stop straddling, if the estimate and the ratios' spread stay."""
-    bad = (1.0 if lower_is_better else -1.0) * math.log(comp.ratio)
-    limit = math.log1p(margin)
-    gap = bad if bad > limit else limit - bad
-    if comp.log_sd_pooled == 0:
-        return 2
+    """Pairs for the paired interval to stop straddling: half-width t(1-alpha, n-1) * sd / sqrt(n)."""
+    def half(n: int) -> float:
+        return t_quantile(1 - alpha, n - 1) * comp.log_sd_pooled / math.sqrt(n)
 
-    def decides(n: int) -> bool:
-        return t_quantile(1 - alpha, n - 1) * comp.log_sd_pooled / math.sqrt(n) < gap
-
-    if gap <= 0 or not decides(cap):
-        return None
-    lo, hi = 2, cap  # smallest n that decides, by bisection (the half-width shrinks with n)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if decides(mid) else (mid + 1, hi)
-    return lo
+    return samples_needed(comp, half, lower_is_better=lower_is_better, margin=margin, cap=cap)
 
 
 def paired_check(metric: Any, pairs: Sequence[tuple[Any, Any]], options: Any) -> Any:

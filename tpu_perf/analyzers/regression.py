@@ -32,7 +32,14 @@ import numpy as np
 from tpu_perf.analyzers import batch_means
 from tpu_perf.analyzers.exact import EXACT_METRICS, exact_checks
 from tpu_perf.analyzers.run_values import FINGERPRINT_FIELDS, RunValues
-from tpu_perf.analyzers.welch import Comparison, compare_samples, cv, geomean, t_quantile
+from tpu_perf.analyzers.welch import (
+    Comparison,
+    compare_samples,
+    cv,
+    geomean,
+    samples_needed,
+    t_quantile,
+)
 
 SCHEMA_VERSION = 1
 """Version of `CheckResult.to_dict()` (the `--json` document and what the dashboard reads)."""
@@ -296,26 +303,12 @@ def _percent(ratio: float) -> str:
 
 
 def runs_needed(comp: Comparison, *, lower_is_better: bool, margin: float, alpha: float, cap: int = 1000) -> int | None:
-    """Runs per side for the interval to stop straddling, if the estimate and noise stay as seen.
+    """Runs per side for the interval to stop straddling: half-width t(1-alpha, 2n-2) * s * sqrt(2/n)
+    with n runs a side (s: pooled log sd)."""
+    def half(n: int) -> float:
+        return t_quantile(1 - alpha, 2 * n - 2) * comp.log_sd_pooled * math.sqrt(2 / n)
 
-    The half-width with n runs a side is t(1-alpha, 2n-2) * s * sqrt(2/n) (s: pooled log sd); it
-    must fall below the distance from the estimate to the boundary it is nearest to deciding."""
-    bad = (1.0 if lower_is_better else -1.0) * math.log(comp.ratio)
-    limit = math.log1p(margin)
-    gap = bad if bad > limit else limit - bad  # REGRESSION needs the low end above 0, PASS the high end below the margin
-    if comp.log_sd_pooled == 0:
-        return 2
-
-    def decides(n: int) -> bool:
-        return t_quantile(1 - alpha, 2 * n - 2) * comp.log_sd_pooled * math.sqrt(2 / n) < gap
-
-    if gap <= 0 or not decides(cap):
-        return None
-    lo, hi = 2, cap  # smallest n that decides, by bisection (the half-width shrinks with n)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if decides(mid) else (mid + 1, hi)
-    return lo
+    return samples_needed(comp, half, lower_is_better=lower_is_better, margin=margin, cap=cap)
 
 
 def _deterministic_check(metric: Metric, base: tuple[float, ...], cand: tuple[float, ...], options: CheckOptions, common: dict[str, Any]) -> Check:

@@ -10,7 +10,7 @@ safeguarded Newton steps. Accurate to ~1e-10 for df >= 1.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
@@ -134,3 +134,21 @@ def compare_samples(baseline: Sequence[float], candidate: Sequence[float], *, al
     df = (a + b) ** 2 / (a * a / (x.size - 1) + b * b / (y.size - 1))
     half = t_quantile(1 - alpha, df) * se
     return Comparison(ratio=math.exp(d), low=math.exp(d - half), high=math.exp(d + half), log_se=se, df=df, log_sd_pooled=pooled)
+
+
+def samples_needed(comp: Comparison, half_width: Callable[[int], float], *, lower_is_better: bool, margin: float, cap: int = 1000) -> int | None:
+    """Smallest n whose interval half-width (log scale, `half_width(n)`) stops straddling the
+    boundary the estimate is nearest to deciding, if the estimate and the spread stay as seen;
+    None past `cap`. The paired and the two-sample checks differ only in `half_width`."""
+    bad = (1.0 if lower_is_better else -1.0) * math.log(comp.ratio)
+    limit = math.log1p(margin)
+    gap = bad if bad > limit else limit - bad  # REGRESSION needs the low end above 0, PASS the high end below the margin
+    if comp.log_sd_pooled == 0:
+        return 2
+    if gap <= 0 or not half_width(cap) < gap:
+        return None
+    lo, hi = 2, cap  # by bisection: the half-width shrinks with n
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if half_width(mid) < gap else (mid + 1, hi)
+    return lo
