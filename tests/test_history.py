@@ -78,6 +78,37 @@ def test_repeats_are_one_point_and_fingerprints_split_series(tmp_path: Path) -> 
     assert "2 separate series" in doc["notes"][0]
 
 
+HEAVY = ("pandas", "jax", "torch", "streamlit", "plotly")
+
+
+def _cli_modules(*args: str) -> tuple[list[str], str]:
+    """The heavy modules a `tpu-perf ARGS` process imported by its end, and what it printed."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    code = (
+        "import atexit, sys\n"
+        f"atexit.register(lambda: sys.stderr.write('MODULES ' + repr(sorted(m for m in {HEAVY!r} if m in sys.modules))))\n"
+        f"sys.argv = ['tpu-perf', *{list(args)!r}]\n"
+        "from tpu_perf.cli import main\nmain()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return eval(proc.stderr.rpartition("MODULES ")[2]), proc.stdout  # noqa: S307 - our own repr of a list of names
+
+
+def test_ls_and_history_import_no_pandas_and_no_framework(nightly: tuple[Path, list[str]]) -> None:
+    """Every command pays the CLI's start: `ls` and `history` read the index with pyarrow only."""
+    store, ids = nightly
+    modules, out = _cli_modules("ls", "--json", "--store", str(store))
+    assert modules == [] and [r["id"] for r in json.loads(out)] == ids
+    assert out.startswith("[\n  {") and len(out.splitlines()) == len(ids) + 2  # one run a line
+    modules, out = _cli_modules("history", "tag:commit", "--order-by", "tag:commit", "--store", str(store), "--json")
+    assert modules == [] and [c["at"] for c in json.loads(out)["change_points"]] == ["c09"]
+
+
 def test_check_baseline_is_the_runs_since_the_last_change(nightly: tuple[Path, list[str]]) -> None:
     store, ids = nightly
     doc = history_json(store, "tag:commit", "--order-by", "started")
