@@ -56,6 +56,27 @@ def test_flat_series_has_no_change_point(tmp_path: Path) -> None:
         assert doc["change_points"] == [] and len(doc["series"][0]["points"]) == 12
 
 
+def test_running_sums_cost_is_ruptures_l2_cost() -> None:
+    """The PELT cost from running sums gives ruptures' CostL2 segment costs, and PELT the same
+    change points with either, on noisy stepped series (bench/history_detect.py: 10,400 series)."""
+    import math
+
+    import numpy as np
+    import ruptures
+
+    from tpu_perf.analyzers.history import PENALTY, _sums_cost
+
+    rng = np.random.default_rng(3)
+    for length in (12, 30, 90):
+        x = (1 + 0.1 * (np.arange(length) >= length // 2)) * (1 + 0.03 * rng.standard_normal(length))
+        ours, theirs = _sums_cost()().fit(x.reshape(-1, 1)), ruptures.costs.CostL2().fit(x.reshape(-1, 1))
+        for start, end in ((0, length), (0, 2), (3, length - 1), (length // 2, length)):
+            assert ours.error(start, end) == pytest.approx(theirs.error(start, end), rel=1e-9, abs=1e-15)
+        pen = PENALTY * 0.03**2 * math.log(length)
+        found = ruptures.Pelt(custom_cost=_sums_cost()(), min_size=2, jump=1).fit(x.reshape(-1, 1)).predict(pen=pen)
+        assert found == ruptures.Pelt(model="l2", min_size=2, jump=1).fit(x.reshape(-1, 1)).predict(pen=pen) and len(found) >= 2
+
+
 def test_same_result_every_time(nightly: tuple[Path, list[str]]) -> None:
     """A fixed seed: CI output does not flicker."""
     rows = load_index(str(nightly[0]))
