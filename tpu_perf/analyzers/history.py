@@ -7,10 +7,10 @@ upgrade is not a regression of the step.
 
 Change points: `ruptures` (PELT, least-squares cost from running sums, on the series divided by
 its median) proposes where the level moves, with a penalty scaled by the series' own noise
-(estimated from neighbouring differences, so a step does not inflate it). Each proposal is then tested the E-Divisive way: a
-permutation test (`scipy.stats.permutation_test`, fixed seed) of the best split's statistic within
-the window between its neighbouring change points, the search repeated on every permutation, so
-the p-value accounts for having looked at every position. Proposals over ALPHA are dropped (the
+(estimated from neighbouring differences, so a step does not inflate it). Each proposal is then
+tested the E-Divisive way: a permutation test (`scipy.stats.permutation_test`, fixed seed) of the
+best split's statistic within the window between its neighbouring change points, the search
+repeated on every permutation, so the p-value accounts for having looked at every position. Proposals over ALPHA are dropped (the
 least significant first, the others tested again) until every one left is significant.
 """
 
@@ -187,7 +187,7 @@ def _sums_cost() -> Any:
 
         def fit(self, signal: np.ndarray) -> CostL2Sums:
             self.signal = np.asarray(signal, dtype=float).reshape(-1, 1)  # Pelt reads its length
-            x = self.signal[:, 0] - self.signal.mean()  # centred: the sums stay small and exact to ~1e-16 of the variance
+            x = self.signal[:, 0] - self.signal.mean()  # centred: small sums, no cancellation
             self.sums = np.concatenate(([0.0], np.cumsum(x)))
             self.squares = np.concatenate(([0.0], np.cumsum(x * x)))
             return self
