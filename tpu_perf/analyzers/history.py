@@ -10,8 +10,9 @@ its median) proposes where the level moves, with a penalty scaled by the series'
 (estimated from neighbouring differences, so a step does not inflate it). Each proposal is then
 tested the E-Divisive way: a permutation test (`scipy.stats.permutation_test`, fixed seed) of the
 best split's statistic within the window between its neighbouring change points, the search
-repeated on every permutation, so the p-value accounts for having looked at every position. Proposals over ALPHA are dropped (the
-least significant first, the others tested again) until every one left is significant.
+repeated on every permutation, so the p-value accounts for having looked at every position.
+Proposals over ALPHA are dropped (the least significant first, the others tested again) until
+every one left is significant.
 """
 
 from __future__ import annotations
