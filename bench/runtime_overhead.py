@@ -67,7 +67,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=1.0, help="loop length per condition and round")
     parser.add_argument("--intervals", default="1.0,0.01")
     args = parser.parse_args()
-    from tpu_perf.collectors.session import DEFAULT_SAMPLE_INTERVAL_S
+    from tpu_perf.collectors.sampler import DEFAULT_SAMPLE_INTERVAL_S
 
     server = subprocess.Popen([sys.executable, str(ROOT / "tests" / "metric_server.py"), "4"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     addr = server.stdout.readline().strip()

@@ -56,6 +56,27 @@ def test_flat_series_has_no_change_point(tmp_path: Path) -> None:
         assert doc["change_points"] == [] and len(doc["series"][0]["points"]) == 12
 
 
+def test_running_sums_cost_is_ruptures_l2_cost() -> None:
+    """The PELT cost from running sums gives ruptures' CostL2 segment costs, and PELT the same
+    change points with either, on noisy stepped series (bench/history_detect.py: 10,400 series)."""
+    import math
+
+    import numpy as np
+    import ruptures
+
+    from tpu_perf.analyzers.history import PENALTY, _sums_cost
+
+    rng = np.random.default_rng(3)
+    for length in (12, 30, 90):
+        x = (1 + 0.1 * (np.arange(length) >= length // 2)) * (1 + 0.03 * rng.standard_normal(length))
+        ours, theirs = _sums_cost()().fit(x.reshape(-1, 1)), ruptures.costs.CostL2().fit(x.reshape(-1, 1))
+        for start, end in ((0, length), (0, 2), (3, length - 1), (length // 2, length)):
+            assert ours.error(start, end) == pytest.approx(theirs.error(start, end), rel=1e-9, abs=1e-15)
+        pen = PENALTY * 0.03**2 * math.log(length)
+        found = ruptures.Pelt(custom_cost=_sums_cost()(), min_size=2, jump=1).fit(x.reshape(-1, 1)).predict(pen=pen)
+        assert found == ruptures.Pelt(model="l2", min_size=2, jump=1).fit(x.reshape(-1, 1)).predict(pen=pen) and len(found) >= 2
+
+
 def test_same_result_every_time(nightly: tuple[Path, list[str]]) -> None:
     """A fixed seed: CI output does not flicker."""
     rows = load_index(str(nightly[0]))
@@ -76,6 +97,37 @@ def test_repeats_are_one_point_and_fingerprints_split_series(tmp_path: Path) -> 
     assert first["points"][0]["value"] == pytest.approx(0.021)
     assert [p["key"] for p in other["points"]] == ["c03"] and set(other["differs"]) >= {"chip", "chip_count"}
     assert "2 separate series" in doc["notes"][0]
+
+
+HEAVY = ("pandas", "jax", "torch", "streamlit", "plotly")
+
+
+def _cli_modules(*args: str) -> tuple[list[str], str]:
+    """The heavy modules a `tpu-perf ARGS` process imported by its end, and what it printed."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    code = (
+        "import atexit, sys\n"
+        f"atexit.register(lambda: sys.stderr.write('MODULES ' + repr(sorted(m for m in {HEAVY!r} if m in sys.modules))))\n"
+        f"sys.argv = ['tpu-perf', *{list(args)!r}]\n"
+        "from tpu_perf.cli import main\nmain()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return eval(proc.stderr.rpartition("MODULES ")[2]), proc.stdout  # noqa: S307 - our own repr of a list of names
+
+
+def test_ls_and_history_import_no_pandas_and_no_framework(nightly: tuple[Path, list[str]]) -> None:
+    """Every command pays the CLI's start: `ls` and `history` read the index with pyarrow only."""
+    store, ids = nightly
+    modules, out = _cli_modules("ls", "--json", "--store", str(store))
+    assert modules == [] and [r["id"] for r in json.loads(out)] == ids
+    assert out.startswith("[\n  {") and len(out.splitlines()) == len(ids) + 2  # one run a line
+    modules, out = _cli_modules("history", "tag:commit", "--order-by", "tag:commit", "--store", str(store), "--json")
+    assert modules == [] and [c["at"] for c in json.loads(out)["change_points"]] == ["c09"]
 
 
 def test_check_baseline_is_the_runs_since_the_last_change(nightly: tuple[Path, list[str]]) -> None:

@@ -15,7 +15,7 @@ from conftest import DATA, ROOT, tpu_perf_cli
 
 from tpu_perf import load_run
 from tpu_perf.analyzers.report import Report, build_report
-from tpu_perf.jsonio import dumps
+from tpu_perf.jsonio import dumps, dumps_lines
 
 MODULES = ("tpu_perf.analyzers.traces", "tpu_perf.analyzers.runtime", "tpu_perf.analyzers.torch_compile", "tpu_perf.analyzers.aot", "tpu_perf.views.report", "tpu_perf.analyzers.report")
 
@@ -74,3 +74,13 @@ def test_imported_runs_have_unknown_compiles_not_zero(imported: str) -> None:
     text = tpu_perf_cli("report", imported, env={"COLUMNS": "200"}, check=True).stdout
     assert "n/a (an imported trace carries no compile events)" in text
     assert "0.0 µs" not in text
+
+
+def test_json_lines_hold_the_same_values_as_the_indented_json() -> None:
+    import numpy as np
+
+    rows = [{"id": "a", "v": float("nan"), "n": np.float64(0.5), "k": np.int64(3), "tags": {"commit": "c01", "who": "Zoë"}, "none": None}, {"id": "b", "list": (1, 2.5, float("inf"))}]
+    text = dumps_lines(rows)
+    assert json.loads(text) == json.loads(dumps(rows)) == [{"id": "a", "v": None, "n": 0.5, "k": 3, "tags": {"commit": "c01", "who": "Zoë"}, "none": None}, {"id": "b", "list": [1, 2.5, None]}]
+    assert text.splitlines()[1] == '  {"id": "a", "v": null, "n": 0.5, "k": 3, "tags": {"commit": "c01", "who": "Zo\\u00eb"}, "none": null},'  # one record a line, ASCII as dumps writes it
+    assert dumps_lines([]) == "[]"

@@ -14,7 +14,7 @@ from rich.table import Table
 from typer.core import TyperCommand
 
 from tpu_perf import __version__
-from tpu_perf.collectors.session import DEFAULT_SAMPLE_INTERVAL_S
+from tpu_perf.collectors.sampler import DEFAULT_SAMPLE_INTERVAL_S
 from tpu_perf.errors import TpuPerfError, UsageError
 from tpu_perf.jsonio import dumps
 from tpu_perf.store import layout
@@ -298,7 +298,9 @@ def ls(store: StoreOption = layout.DEFAULT_STORE, as_json: Annotated[bool, typer
     check_readable_store(store)
     rows = ls_rows(store)
     if as_json:
-        sys.stdout.write(dumps(rows) + "\n")
+        from tpu_perf.jsonio import dumps_lines
+
+        sys.stdout.write(dumps_lines(rows) + "\n")
         return
     if not rows:
         err.print(f"no runs in {store}; record one with `tpu-perf record train.py`", markup=False, highlight=False)

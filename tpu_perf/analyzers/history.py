@@ -5,17 +5,19 @@ commit, a date): the median of the runs that share it, with their spread. Runs w
 differ (chip, count, framework versions, flags, workload, script) are separate series: a jax
 upgrade is not a regression of the step.
 
-Change points: `ruptures` (PELT, least-squares cost, on the series divided by its median) proposes
-where the level moves, with a penalty scaled by the series' own noise (estimated from neighbouring
-differences, so a step does not inflate it). Each proposal is then tested the E-Divisive way: a
-permutation test (`scipy.stats.permutation_test`, fixed seed) of the best split's statistic within
-the window between its neighbouring change points, the search repeated on every permutation, so
-the p-value accounts for having looked at every position. Proposals over ALPHA are dropped (the
-least significant first, the others tested again) until every one left is significant.
+Change points: `ruptures` (PELT, least-squares cost from running sums, on the series divided by
+its median) proposes where the level moves, with a penalty scaled by the series' own noise
+(estimated from neighbouring differences, so a step does not inflate it). Each proposal is then
+tested the E-Divisive way: a permutation test (`scipy.stats.permutation_test`, fixed seed) of the
+best split's statistic within the window between its neighbouring change points, the search
+repeated on every permutation, so the p-value accounts for having looked at every position.
+Proposals over ALPHA are dropped (the least significant first, the others tested again) until
+every one left is significant.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -172,6 +174,34 @@ def noise_sigma(x: np.ndarray, bounds: Sequence[int] = ()) -> float:
     return sigma if sigma > 0 else float(np.std(x)) or 1e-12
 
 
+@functools.cache
+def _sums_cost() -> Any:
+    """ruptures' least-squares cost ("l2": a segment's sum of squared deviations from its mean),
+    from running sums: O(1) a segment instead of a `var` over it. PELT asks for the cost of O(n^2)
+    segments; ruptures' own CostL2 makes that 90 % of the detection time of a 200-night series."""
+    from ruptures.base import BaseCost
+    from ruptures.exceptions import NotEnoughPoints
+
+    class CostL2Sums(BaseCost):  # type: ignore[misc]
+        model = "l2-sums"  # its own name: ruptures' cost_factory("l2") still finds CostL2
+        min_size = 1
+
+        def fit(self, signal: np.ndarray) -> CostL2Sums:
+            self.signal = np.asarray(signal, dtype=float).reshape(-1, 1)  # Pelt reads its length
+            x = self.signal[:, 0] - self.signal.mean()  # centred: small sums, no cancellation
+            self.sums = np.concatenate(([0.0], np.cumsum(x)))
+            self.squares = np.concatenate(([0.0], np.cumsum(x * x)))
+            return self
+
+        def error(self, start: int, end: int) -> float:
+            if end - start < self.min_size:
+                raise NotEnoughPoints
+            total = self.sums[end] - self.sums[start]
+            return max(float(self.squares[end] - self.squares[start] - total * total / (end - start)), 0.0)
+
+    return CostL2Sums
+
+
 def detect(values: Sequence[float]) -> list[tuple[int, float]]:
     """(index of the first point after each change, p-value), for a series of positive values."""
     import ruptures
@@ -181,7 +211,7 @@ def detect(values: Sequence[float]) -> list[tuple[int, float]]:
     if n < MIN_POINTS or not np.all(np.isfinite(x)):
         return []
     x = x / float(np.median(x)) if np.median(x) else x
-    algo = ruptures.Pelt(model="l2", min_size=2, jump=1).fit(x.reshape(-1, 1))
+    algo = ruptures.Pelt(custom_cost=_sums_cost()(), min_size=2, jump=1).fit(x.reshape(-1, 1))
     proposed: list[int] = []
     for _pass in range(2):  # the noise from differences, then from within the segments found
         sigma = noise_sigma(x, proposed)
@@ -247,7 +277,7 @@ def build_history(rows: Sequence[Mapping[str, Any]], *, metric: str = "step_time
         series.append(Series(fingerprint_key=str(group[0].get("fingerprint_key")), fingerprint=fingerprint, differs=differs, points=tuple(points), change_points=() if note else _change_points(points), note=note))
     if len(series) > 1:
         notes.append(f"the runs make {len(series)} separate series: their fingerprints differ ({'; '.join(', '.join(s.differs) for s in series[1:])}); runs on different setups are not compared")
-    detector = {"proposals": "ruptures.Pelt(model='l2', min_size=2)", "penalty": f"{PENALTY} * sigma^2 * log(n)", "significance": "scipy.stats.permutation_test of the best split", "alpha": ALPHA, "permutations": PERMUTATIONS, "seed": SEED}
+    detector = {"proposals": "ruptures.Pelt(min_size=2), least-squares (l2) cost", "penalty": f"{PENALTY} * sigma^2 * log(n)", "significance": "scipy.stats.permutation_test of the best split", "alpha": ALPHA, "permutations": PERMUTATIONS, "seed": SEED}
     return History(metric=metric, column=column, unit=unit, order_by=order_by, series=tuple(series), excluded=tuple(excluded), notes=tuple(notes), detector=detector)
 
 

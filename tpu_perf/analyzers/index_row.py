@@ -12,9 +12,10 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tpu_perf.store import Run
+if TYPE_CHECKING:
+    from tpu_perf.store import Run
 
 INDEX_VERSION = 1
 """Bumped when a row's meaning changes: rows of an older version are rebuilt on read."""
@@ -91,15 +92,26 @@ def load_index(store: str) -> list[dict[str, Any]]:
     from tpu_perf.store.index import runs_index
 
     rows = runs_index(store, summarize=index_row, damaged=damaged_row, version=INDEX_VERSION)
+    seen: dict[str, dict[str, Any]] = {}  # a series' runs share their fingerprint's text: parsed once
     for row in rows:
-        row["tags"] = _parsed(row.get("tags"))
-        row["fingerprint"] = _parsed(row.get("fingerprint"))
+        row["tags"] = _parsed(row.get("tags"), seen)
+        row["fingerprint"] = _parsed(row.get("fingerprint"), seen)
     return rows
 
 
-def _parsed(text: Any) -> dict[str, Any]:
+def _parsed(text: Any, seen: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The JSON object `text` as a dict of its own (a copy of the one parsed before for equal text)."""
     if isinstance(text, dict):
         return text
+    if isinstance(text, str) and text in seen:
+        return dict(seen[text])
+    value = _parse(text)
+    if isinstance(text, str):
+        seen[text] = value
+    return dict(value)
+
+
+def _parse(text: Any) -> dict[str, Any]:
     try:
         value = json.loads(text) if text else {}
     except (TypeError, ValueError):

@@ -29,6 +29,9 @@ DEVICE_SOURCE_PRIORITY = {"libtpu": 0, "nvml": 1, "jax": 2, "torch": 3}
 device rows: libtpu sees all HBM (not only the allocator's), NVML all GPU memory; the frameworks'
 allocator stats are what is left when neither answers."""
 
+DEFAULT_SAMPLE_INTERVAL_S = 1.0
+"""Runtime sampling period: measured cost at this rate is far under 1 % of a loop (docs/runtime.md)."""
+
 STOP_WAIT_S = 2.0
 """How long `stop()` waits for the last sample (calls have deadlines well under this)."""
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from tpu_perf import marks
 from tpu_perf.collectors import forks
-from tpu_perf.collectors.sampler import Rows, Sampler, SampleSource
+from tpu_perf.collectors.sampler import DEFAULT_SAMPLE_INTERVAL_S, Rows, Sampler, SampleSource
 from tpu_perf.collectors.steps import StepTracker
 from tpu_perf.store import RunWriter, layout
 
@@ -32,10 +32,6 @@ the loop next to nothing (bench/runtime_overhead.py)."""
 
 PROGRESS_INTERVAL_S = 15.0
 """One progress line at most this often: visible in logs without flooding them."""
-
-
-DEFAULT_SAMPLE_INTERVAL_S = 1.0
-"""Runtime sampling period: measured cost at this rate is far under 1 % of a loop (docs/runtime.md)."""
 
 
 TRACE_EXTRA_STEPS = 3

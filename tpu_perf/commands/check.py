@@ -12,14 +12,17 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from typer.core import TyperCommand
 
 from tpu_perf.errors import DataError, RunNotFoundError, TpuPerfError, UsageError
-from tpu_perf.store import Damage, DamagedRunError, layout
+from tpu_perf.store import layout
+
+if TYPE_CHECKING:
+    from tpu_perf.store import Damage
 
 SIDES = ("--baseline", "--candidate")
 
@@ -157,6 +160,7 @@ def side_values(selectors: Sequence[str], store: str, *, flag: str) -> list[Any]
     """RunValues of every run the selectors name (runs in the store, entries of baseline files)."""
     from tpu_perf.analyzers.run_values import RunValues, run_values
     from tpu_perf.commands.history import expand_history
+    from tpu_perf.store import DamagedRunError
     from tpu_perf.store.selectors import select
 
     if not selectors:

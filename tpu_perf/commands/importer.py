@@ -8,21 +8,25 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import numpy as np
-import pandas as pd
 import typer
 
-from tpu_perf.store import RunWriter, layout
+from tpu_perf.store import layout
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
-def steps_from_trace(device_steps: pd.DataFrame) -> pd.DataFrame:
+def steps_from_trace(device_steps: "pd.DataFrame") -> "pd.DataFrame":
     """The run's `steps` table from the trace's step markers (one lane: the first device's, else the host's).
 
     Steps tile as recorded ones do: each ends where the next marker starts (the last at its own
     end), so `duration_s` is the iteration; the marker's own length is `device_s` when the markers
     are the device's. A trace knows nothing of compiles: `compile_s` is unknown (null)."""
+    import numpy as np
+    import pandas as pd  # here, not at the top: every command imports this module
+
     if device_steps.empty:
         return pd.DataFrame()
     lane = device_steps["device"].iloc[0]
@@ -42,6 +46,7 @@ def steps_from_trace(device_steps: pd.DataFrame) -> pd.DataFrame:
 def import_traces(path: Path, *, store: str, name: str | None = None, max_bytes: int | None = None, log: Callable[[str], None] | None = None) -> str:
     """Read every trace under `path` first (bad files stop here, before any run exists), then write a run.
     Traces larger than `max_bytes` together (default: half the available memory) are refused."""
+    from tpu_perf.store import RunWriter
     from tpu_perf.traces.ingest import check_readable, hardware, read_traces, write_tables
     from tpu_perf.traces.kineto_scan import InvalidEventsWarning
 

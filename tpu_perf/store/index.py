@@ -26,7 +26,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -34,7 +34,9 @@ import pyarrow.parquet as pq
 from tpu_perf.errors import DataError, RunNotFoundError, UsageError
 from tpu_perf.store import layout
 from tpu_perf.store.fs import filesystem, is_local, join
-from tpu_perf.store.reader import Run, _open_checked, _open_run
+
+if TYPE_CHECKING:
+    from tpu_perf.store.reader import Run
 
 INDEX_DIR = ".index"
 ROW_FILE = "index.parquet"
@@ -59,7 +61,7 @@ status, or `damaged` (with `error`) for a run that cannot be read or analysed.""
 
 COLUMNS: tuple[str, ...] = tuple(SCHEMA.names)
 
-Summarize = Callable[[Run], dict[str, Any]]
+Summarize = Callable[["Run"], dict[str, Any]]
 Damaged = Callable[[str, str], dict[str, Any]]
 
 
@@ -233,6 +235,8 @@ def runs_index(store: str, *, summarize: Summarize, damaged: Damaged, version: i
 
 def _summarize_folder(fs: Any, path: str, run_id: str, summarize: Summarize, damaged: Damaged) -> dict[str, Any] | None:
     """The row of the run folder at `path`; None when it is not a run folder."""
+    from tpu_perf.store.reader import _open_checked, _open_run  # pandas: only when a row is built
+
     try:
         if not fs.exists(join(path, layout.MANIFEST)):
             return None
