@@ -16,8 +16,7 @@ import pandas as pd
 import streamlit as st
 
 from tpu_perf.advise.differ import FindingDiff, compare_findings
-from tpu_perf.analyzers import compare
-from tpu_perf.analyzers.breakdown_compare import breakdown_side_by_side
+from tpu_perf.analyzers import breakdown_compare, compare
 from tpu_perf.dashboard import data, figures, tables, widgets
 from tpu_perf.views import format as fmt
 from tpu_perf.views.advice import gain_text
@@ -103,23 +102,44 @@ def _findings(refs: Mapping[str, data.RunRef], basis: str | None) -> None:
 
 
 def breakdown_view(table: pd.DataFrame, labels: list[str]) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """`breakdown_side_by_side` as shown: ms per step, % of step, change, each in its unit as text
-    (`n/a` where unknown, never "None"), with a header and help per column."""
+    """`breakdown_side_by_side` as shown: ms per step, % of step (or of the whole trace, for a run
+    with no per-step rows), change, each in its unit as text (`n/a` where unknown, never "None"),
+    with a header and help per column."""
     config: dict[str, Any] = {}
     formats: dict[str, Any] = {}
     for label in labels:
         if f"{label} s" in table:
-            formats[f"{label} s"], formats[f"{label} %"] = tables.ms, tables.share
+            formats[f"{label} s"] = tables.ms
             config[f"{label} s"] = st.column_config.TextColumn(f"{label} (ms/step)", help="mean time per traced step in this part (one device lane)")
-            config[f"{label} %"] = st.column_config.TextColumn(f"{label} % of step", help="share of the step time")
+        if f"{label} %" in table:
+            formats[f"{label} %"] = tables.share
+            per_step = f"{label} s" in table
+            config[f"{label} %"] = st.column_config.TextColumn(
+                f"{label} % of step" if per_step else f"{label} % of trace",
+                help="share of the step time" if per_step else "share of the whole trace's time: this run has no per-step breakdown, so no time per step and no change",
+            )  # fmt: skip
         if f"Δ {label}" in table:
             formats[f"Δ {label}"] = tables.change
             config[f"Δ {label}"] = st.column_config.TextColumn(f"Δ {label}", help="change of the time per step against the baseline; n/a where the baseline spent no time in this part")
     return tables.as_text(table, formats), config
 
 
+def whole_trace_words(docs: Mapping[str, Mapping[str, Any]], baseline: str) -> list[str]:
+    """What a breakdown of the whole trace leaves out, said once per reason: no time per step and
+    no change for those runs, and no change for any run when the baseline is one of them."""
+    said: dict[str, list[str]] = {}
+    for label, doc in docs.items():
+        if breakdown_compare.whole_trace_only(doc):
+            said.setdefault(breakdown_compare.whole_trace_reason(doc), []).append(label)
+    lines = [f"{', '.join(labels)}: shares of the whole trace only ({reason}), so no time per step and no change against the baseline." for reason, labels in said.items()]
+    others = [label for label, doc in docs.items() if label != baseline and breakdown_compare.per_step_parts(doc) is not None]
+    if others and baseline in docs and breakdown_compare.whole_trace_only(docs[baseline]):
+        lines.append(f"No change per step for {', '.join(others)}: the baseline {baseline} has shares of the whole trace only; pick a baseline with a per-step breakdown to see one.")
+    return lines
+
+
 def _breakdown(docs: Mapping[str, dict[str, Any]], baseline: str) -> None:
-    table = breakdown_side_by_side(docs, baseline)
+    table = breakdown_compare.breakdown_side_by_side(docs, baseline)
     if table.empty:
         widgets.missing("Step-time breakdown", "It comes from the trace window's device timeline; record with a trace window (the default).")
         return
@@ -130,8 +150,11 @@ def _breakdown(docs: Mapping[str, dict[str, Any]], baseline: str) -> None:
                 st.markdown(said)
     shown, config = breakdown_view(table, list(docs))
     st.dataframe(shown, column_config=config, width="stretch", key="why_breakdown")  # full width: no column cut with 4 runs
+    for line in whole_trace_words(docs, baseline):
+        st.caption(line)
     fractions = {label: {p: float(v) for p, v in table[f"{label} %"].dropna().items()} for label in docs if f"{label} %" in table}
-    chart = figures.breakdown_bars(fractions)
+    whole = [label for label in fractions if f"{label} s" not in table]
+    chart = figures.breakdown_bars(fractions, whole_trace=whole)
     chart.update_layout(height=150 + 45 * len(fractions), legend={"orientation": "h", "yref": "paper", "y": 1.02, "yanchor": "bottom", "x": 1, "xanchor": "right"})  # above the bars, clear of the axis title
     st.plotly_chart(chart, width="stretch", key="cmp_breakdown")
     for label in docs:
