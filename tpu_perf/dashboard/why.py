@@ -41,7 +41,7 @@ def finding_line(d: FindingDiff, basis: str | None = None) -> tuple[str, str]:
     where = ", ".join(f"**{label}**" for label in d.fired)
     gains = {label: g for label, g in d.gains.items() if g is not None}
     best = max(gains, key=lambda label: gains[label]) if gains else None
-    gain = f" Expected gain if fixed on {best}: {gain_text({'factor': gains[best]})} of its step time, the advisor's estimate ({GAIN_BASIS.get(basis, GAIN_BASIS[None])})." if best else ""
+    gain = f" Expected gain if fixed on {best}: {gain_text({'factor': gains[best]})}, the advisor's estimate ({GAIN_BASIS.get(basis, GAIN_BASIS[None])})." if best else ""
     reasons = {label: d.reasons[label].rstrip(".") for label in d.fired if d.reasons.get(label)}
     if len(set(reasons.values())) > 1:  # different on each run: say whose
         why = "; ".join(f"{label}: {reason}" for label, reason in reasons.items())
