@@ -219,6 +219,23 @@ def test_compare_page_shows_report_numbers_and_deltas(env: dict) -> None:
     assert any("Matched by what they are" in c.value for c in at.caption)
 
 
+def test_compare_config_shows_the_differing_part_of_long_values(env: dict) -> None:
+    """Two recordings of one script with another --width: the command column shows "… --width 128"
+    and "… --width 384" (the differing part, not the shared path that a narrow column showed
+    instead), and the whole command when asked."""
+    commands = {name: " ".join(map(str, doc["run"]["command"])) for name, doc in env["reports"].items()}
+    assert len(commands["narrow"]) > 40 and commands["narrow"].replace("128", "384") == commands["wide"]
+    at = page("compare")
+    at.query_params["runs"] = "narrow,wide"
+    at.run()
+    assert not at.exception
+    config = next(df.value for df in at.dataframe if df.value.index.name == "setting")
+    assert (config.loc["command", "narrow"], config.loc["command", "wide"]) == ("… --width 128", "… --width 384")
+    at.toggle(key="cmp_whole_values").set_value(True).run()
+    config = next(df.value for df in at.dataframe if df.value.index.name == "setting")
+    assert (config.loc["command", "narrow"], config.loc["command", "wide"]) == (commands["narrow"], commands["wide"])
+
+
 def test_compare_cost_per_million_tokens(env: dict) -> None:
     narrow, wide = env["reports"]["narrow"], env["reports"]["wide"]
     at = page("compare")

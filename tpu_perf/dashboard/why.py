@@ -17,7 +17,7 @@ import streamlit as st
 
 from tpu_perf.advise.differ import FindingDiff, compare_findings
 from tpu_perf.analyzers import breakdown_compare, compare
-from tpu_perf.dashboard import data, figures, tables, widgets
+from tpu_perf.dashboard import data, differing, figures, tables, widgets
 from tpu_perf.views import format as fmt
 from tpu_perf.views.advice import gain_text
 
@@ -162,14 +162,19 @@ def _breakdown(docs: Mapping[str, dict[str, Any]], baseline: str) -> None:
             st.caption(f"{label}: no breakdown recorded.")
 
 
-def _config(refs: Mapping[str, data.RunRef]) -> None:
-    everything = st.toggle("Show settings that are the same too", key="cmp_all_settings")
+def _config(refs: Mapping[str, data.RunRef], baseline: str) -> None:
+    left, right = st.columns(2)
+    everything = left.toggle("Show settings that are the same too", key="cmp_all_settings")
+    whole = right.toggle("Show long values whole", key="cmp_whole_values", help="by default a long value (a command, a flag string) shows the part that differs from the most alike other run's, the rest as …")
     manifests = {label: data.open_run(ref.url, ref.stamp).manifest for label, ref in refs.items()}
     diff = compare.config_diff(manifests, only_different=not everything)
     if diff.empty:
         st.success("Same configuration, flags, versions and hardware.")
-    else:
-        st.dataframe(diff, width="stretch", key="cmp_config")
+        return
+    shown = diff if whole else differing.differing_parts(diff, baseline)
+    what = "the value" if whole else "a long value: the part that differs from the most alike other run's value (the baseline's first), … standing for words equal in both"
+    config = {label: st.column_config.TextColumn(label, help=what) for label in diff.columns}
+    st.dataframe(shown, column_config=config, width="stretch", key="cmp_config")
 
 
 def render(docs: Mapping[str, dict[str, Any]], refs: Mapping[str, data.RunRef], baseline: str, *, basis: str | None = None) -> None:
@@ -180,4 +185,4 @@ def render(docs: Mapping[str, dict[str, Any]], refs: Mapping[str, data.RunRef], 
         st.markdown("**Where each step's time goes**")
         _breakdown(docs, baseline)
         st.markdown("**Configuration and environment**")
-        _config(refs)
+        _config(refs, baseline)
