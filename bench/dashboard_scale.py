@@ -265,19 +265,20 @@ the last one (the page's bottom) showing each of them."""
 RUN_DONE_JS = """() => {
     if (document.querySelector('[data-stale="true"], [data-testid="stStatusWidgetRunningIcon"]')) return false;
     if (!document.querySelector('.tp-kpis') || !document.querySelector('[role="tab"]')) return false;
-    const plots = [...document.querySelectorAll('.js-plotly-plot')];
-    return plots.length >= 3 && plots.every(p => p.querySelector('.main-svg')) ? performance.now() : false;
+    const charts = [...document.querySelectorAll('[data-testid="stPlotlyChart"]')];
+    return charts.length >= 2 && charts.every(c => c.querySelector('.main-svg')) ? performance.now() : false;
 }"""
-"""The run page is done when its Overview is: the KPI table, the tab bar, and the step-time,
-distribution and breakdown charts drawn (the other tabs are built when opened)."""
+"""The run page is done when its Overview is: the script finished, the KPI table, the tab bar, and
+every chart sent (step time, distribution; the breakdown where the run has one) drawn. The other
+tabs are built when opened."""
 
 TAB_DONE_JS = """(name) => {
     if (document.querySelector('[data-stale="true"], [data-testid="stStatusWidgetRunningIcon"]')) return false;
     const tab = [...document.querySelectorAll('[role="tab"]')].find(t => t.innerText.trim() === name);
     if (!tab || tab.getAttribute('aria-selected') !== 'true') return false;
     const panel = document.getElementById(tab.getAttribute('aria-controls')) || document.querySelector('[role="tabpanel"]:not([hidden])');
-    const plots = panel ? [...panel.querySelectorAll('.js-plotly-plot')] : [];
-    return plots.length && plots.every(p => p.querySelector('.main-svg')) ? performance.now() : false;
+    const charts = panel ? [...panel.querySelectorAll('[data-testid="stPlotlyChart"]')] : [];
+    return charts.length && charts.every(c => c.querySelector('.main-svg')) ? performance.now() : false;
 }"""
 """A tab of the run page opened: selected, built (it is built when opened) and its charts drawn."""
 
@@ -375,6 +376,35 @@ def run_page_steps(page: object, url: str, name: str, other: str) -> tuple[tuple
     )
 
 
+CPU: dict[str, list[tuple[float, float]]] = {}
+"""Per browser step and pass: CPU seconds of the server process and of the page's main thread."""
+
+
+class _Cpu:
+    """CPU time a step costs, which a loaded machine inflates far less than wall time: the server
+    process's (user + system) and the page's main thread's (Chrome's TaskDuration in thread ticks)."""
+
+    def __init__(self, pid: int, page: object) -> None:
+        import psutil
+
+        self._server = psutil.Process(pid)
+        self._cdp = page.context.new_cdp_session(page)  # type: ignore[attr-defined]
+        self._cdp.send("Performance.enable", {"timeDomain": "threadTicks"})
+        self._at = (0.0, 0.0)
+
+    def _now(self) -> tuple[float, float]:
+        times = self._server.cpu_times()
+        task = next(m["value"] for m in self._cdp.send("Performance.getMetrics")["metrics"] if m["name"] == "TaskDuration")
+        return times.user + times.system, float(task)
+
+    def start(self) -> None:
+        self._at = self._now()
+
+    def stop(self) -> tuple[float, float]:
+        server, task = self._now()
+        return server - self._at[0], task - self._at[1] if task >= self._at[1] else task  # a navigation may start a new count
+
+
 def browser_measure(store: Path, names: list[str], tmp: Path, only: str = "all") -> dict[str, tuple[float, float]]:
     """One pass in Chromium on a freshly started server: {label: (seconds, budget)}; `only` "run":
     the run page's steps alone (on a fresh server too)."""
@@ -408,14 +438,17 @@ def browser_measure(store: Path, names: list[str], tmp: Path, only: str = "all")
             if only == "run":  # on a fresh server: cold twice (the first pays the pages' first run too), then warm
                 second = ("chromium cold: run page opened on a second run never loaded", RUN_BUDGET_S, lambda: _navigate(page, f"{url}/run?run={b}", RUN_DONE_JS))
                 steps = (run_page_steps(page, url, a, names[4])[0], second, *run_page_steps(page, url, names[4], b)[1:])
+            cpu = _Cpu(proc.pid, page)
             for label, budget, measure_one in steps:
+                cpu.start()
                 try:
                     results[label] = (measure_one(), budget)
                 except Exception:
                     shot = Path(tempfile.gettempdir()) / "dashboard_scale_failed.png"
                     page.screenshot(path=str(shot), full_page=True)
                     raise SystemExit(f"{label}: not done in time; the page as it was: {shot}") from None
-                print(f"  {label}: {results[label][0]:.3f} s", flush=True)
+                CPU.setdefault(label, []).append(cpu.stop())
+                print(f"  {label}: {results[label][0]:.3f} s (CPU: server {CPU[label][-1][0]:.3f} s, page's main thread {CPU[label][-1][1]:.3f} s)", flush=True)
             browser.close()
     finally:
         proc.terminate()
@@ -464,6 +497,9 @@ def main() -> None:
     print(f"{os.cpu_count()} CPU(s), {getattr(data, 'WORKERS', 1)} loader thread(s), load average {os.getloadavg()[0]:.1f} at the end; median of {args.repeat} (min-max); {len(ids)} runs")
     if browser:
         _print("In Chromium, 1280 px, navigation or click to the last chart drawn:", browser)
+        print("CPU seconds of each (median): the server process / the page's main thread")
+        for label, spent in CPU.items():
+            print(f"  {label:<72} {statistics.median(s for s, _ in spent):6.3f} s / {statistics.median(b for _, b in spent):6.3f} s")
     if passes:
         print(f"(AppTest, not counted: Streamlit's component discovery, once per server start, {discovery_s():.3f} s; AppTest would add it to each new page's first run)")
         _print("Server-side script runs (AppTest):", passes)

@@ -31,6 +31,7 @@ from tpu_perf.analyzers.compare import dig, peak_device_bytes
 from tpu_perf.analyzers.hosts import steps_by_host
 from tpu_perf.analyzers.step_phases import step_phases
 from tpu_perf.analyzers.timeline import best_rows
+from tpu_perf.dashboard import stamp
 from tpu_perf.errors import TpuPerfError
 from tpu_perf.jsonio import dumps
 from tpu_perf.store import Run, layout, scan_runs
@@ -64,7 +65,16 @@ def store_location() -> str:
 
 
 def list_refs(store: str) -> tuple[list[RunRef], list[str]]:
-    """The store's runs, newest first, and one message per folder that could not be read."""
+    """The store's runs, newest first, and one message per folder that could not be read; listed
+    again only when the store's stamp changed (`stamp.store_stamp`: a rerun lists nothing)."""
+    key = stamp.store_stamp(store)
+    if key is None:
+        return _list_refs(store)
+    refs, errors = _LISTINGS.get((store, key), lambda: _list_refs(store))
+    return list(refs), list(errors)
+
+
+def _list_refs(store: str) -> tuple[list[RunRef], list[str]]:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -146,6 +156,7 @@ class _Memo:
 
 
 _RUNS = _Memo(32)
+_LISTINGS = _Memo(4)
 _REPORTS = _Memo(256)
 _SUMMARIES = _Memo(4096)
 WORKERS = max(2, min(4, os.cpu_count() or 1))
@@ -156,6 +167,7 @@ thread overlaps one run's reads with another's analysis; the analysis itself hol
 def clear_caches() -> None:
     """Forget loaded runs and reports (a fresh server; Streamlit's caches are cleared apart)."""
     _RUNS.clear()
+    _LISTINGS.clear()
     _REPORTS.clear()
     _SUMMARIES.clear()
 
