@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import streamlit as st
 
 from tpu_perf.views.format import md
@@ -34,14 +32,3 @@ def step_axes(prefix: str) -> tuple[bool, str]:
     x = right.radio("x-axis", list(X_CHOICES), horizontal=True, key=f"{prefix}_x", help="step index, or when each step started (seconds since the run started): pauses and slow stretches show in time")
     return scale != "linear", X_CHOICES[x or "step"]
 
-
-def chart_library() -> Any:
-    """An empty chart, 10 px high (Plotly's least), sent before a page's slow work: the browser fetches and
-    compiles Plotly's JavaScript (a 4.7 MB chunk it loads only with the first chart) while the
-    server builds the report, not after. Returns its slot: `.empty()` it once the work is done."""
-    import plotly.graph_objects as go
-
-    slot = st.empty()
-    blank = go.Figure(layout={"height": 10, "margin": {"l": 0, "r": 0, "t": 0, "b": 0}, "xaxis": {"visible": False}, "yaxis": {"visible": False}})
-    slot.plotly_chart(blank, config={"staticPlot": True, "displayModeBar": False}, key="chart_library")
-    return slot

@@ -232,9 +232,7 @@ def render() -> None:
     ref = _pick(refs)
     if ref is None:
         return
-    library = widgets.chart_library()  # loaded by the browser while the report is built
     doc, error = data.report(ref)
-    library.empty()
     if doc is None:
         widgets.error_card(f"Run {ref.name} ({ref.id}) cannot be loaded", error or "unknown error")
         return
