@@ -10,6 +10,7 @@ report's summary parts (`build_report(..., summary=True)`, same code, same numbe
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -29,6 +30,8 @@ from tpu_perf import __version__, load_run
 from tpu_perf.analyzers import report as report_module
 from tpu_perf.analyzers.compare import dig, peak_device_bytes
 from tpu_perf.analyzers.hosts import steps_by_host
+from tpu_perf.analyzers.run_values import RunValues
+from tpu_perf.analyzers.run_values import run_values as analyzers_run_values
 from tpu_perf.analyzers.step_phases import step_phases
 from tpu_perf.analyzers.timeline import best_rows
 from tpu_perf.dashboard import stamp
@@ -158,6 +161,7 @@ class _Memo:
 _RUNS = _Memo(32)
 _LISTINGS = _Memo(4)
 _REPORTS = _Memo(256)
+_VALUES = _Memo(256)
 _SUMMARIES = _Memo(4096)
 WORKERS = max(2, min(4, os.cpu_count() or 1))
 """Runs loaded at once. Parquet decoding (pyarrow) releases the GIL, so on free cores a second
@@ -169,6 +173,7 @@ def clear_caches() -> None:
     _RUNS.clear()
     _LISTINGS.clear()
     _REPORTS.clear()
+    _VALUES.clear()
     _SUMMARIES.clear()
 
 
@@ -184,6 +189,9 @@ def _build(url: str, stamp: float) -> bytes:
         got = {"doc": built.to_dict(), "error": None}
     except Exception as exc:  # a run that fails to load gets an error card
         got = {"doc": None, "error": f"{url}: {type(exc).__name__}: {exc}"}
+    if built is not None:  # the verdict's numbers from the same report, not a second build
+        with contextlib.suppress(Exception):  # else `run_values` builds them and says what failed
+            _VALUES.get((url, stamp), lambda: analyzers_run_values(open_run(url, stamp), built))
     document, got["advice_error"] = _advise(url, stamp, built)
     got["advice"] = document["findings"] if document else None
     got["advice_summary"] = {k: document[k] for k in ("next", "nothing_left", "also", "conclusion", "target")} if document else None
@@ -227,6 +235,12 @@ def report(ref: RunRef) -> tuple[dict[str, Any] | None, str | None]:
     if doc is not None:
         doc = {**doc, "run": {**doc.get("run", {}), "status": ref.status}}
     return doc, got["error"]
+
+
+def run_values(ref: RunRef) -> RunValues:
+    """`tpu-perf check`'s numbers for the run (`analyzers.run_values`), kept per (url, stamp): a
+    comparison's verdict is checked again on every rerun, its runs' reports are not rebuilt."""
+    return _VALUES.get((ref.url, ref.stamp), lambda: analyzers_run_values(open_run(ref.url, ref.stamp)))
 
 
 def advice(ref: RunRef) -> tuple[list[dict[str, Any]] | None, str | None]:
