@@ -48,4 +48,6 @@ def test_config_values_show_their_differing_part() -> None:
     shown = differing.differing_parts(table, "base")
     assert list(shown.loc["command"]) == ["… --fix shapes,jit …", "… --fix shapes,jit,sync …", "…/bench/torch_lm.py …", "tpu-perf import /data/capture.xplane.pb here"]
     assert list(shown.loc["batch"]) == ["8", "8", "—", "—"]
+    unlike = pd.DataFrame({"jax": ["/work/repo/tests/scripts/split_loop.py truth.json --host none"], "torch": ["/work/repo/examples/torch_mlp.py --steps 6"]}, index=["command"])
+    assert list(differing.differing_parts(unlike, "jax").loc["command"]) == ["…/tests/scripts/split_loop.py truth.json --host none", "…/examples/torch_mlp.py --steps 6"]  # nothing alike: the shared folders only
     assert differing.against("--xla_a=true --xla_dump_to=/tmp/some/folder --xla_b=1", "--xla_a=true --xla_dump_to=/tmp/some/folder") == "… --xla_b=1"

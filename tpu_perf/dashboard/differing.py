@@ -64,7 +64,7 @@ def _alike(value: str, other: str) -> float:
 def differing_parts(table: pd.DataFrame, baseline: str) -> pd.DataFrame:
     """`compare.config_diff`'s table with each long value shown by its differing part: `against`
     the most alike other value of the setting (the baseline's first among equals), when at least
-    half their words match; else whole."""
+    half their words match; else whole but for a leading path's shared folders."""
     out = table.copy()
     columns = [baseline, *(c for c in table.columns if c != baseline)] if baseline in table.columns else list(table.columns)
     for setting, row in table.iterrows():
@@ -79,4 +79,17 @@ def differing_parts(table: pd.DataFrame, baseline: str) -> pd.DataFrame:
             best = max(others, key=lambda o: _alike(mine, o), default=None)
             if best is not None and _alike(mine, best) >= ALIKE:
                 out.loc[setting, column] = against(mine, best)
+            elif others:  # unlike every other value: only its leading path, by what differs from theirs
+                out.loc[setting, column] = _leading_path(mine, others)
     return out
+
+
+def _leading_path(value: str, others: list[str]) -> str:
+    """`value` with its first word, a path, cut to what differs from the other values' first paths
+    ("…/tests/scripts/loop.py --steps 30" beside "/work/examples/mlp.py …")."""
+    words = value.split(" ", 1)
+    firsts = [o.split(" ", 1)[0] for o in others if "/" in o.split(" ", 1)[0]]
+    if "/" not in words[0] or not firsts:
+        return value
+    short = max((_path(words[0], f) for f in firsts), key=len)  # the least cut: what differs from every one
+    return " ".join([short, *words[1:]])
