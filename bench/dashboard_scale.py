@@ -15,7 +15,7 @@ changes the comparison) to the last chart drawn, i.e. the page's script finished
 stale, every Plotly chart drawn and the last one showing the new run. Then with Streamlit's AppTest:
 the server's script runs alone, without the browser. "cold" is a fresh server with no summary kept
 on disk; "warm" reuses what was loaded. Printed as seconds and as a ratio of the budget
-(runs page 2 s, change of comparison 0.5 s).
+(runs page 2 s, a change on a page 0.5 s, run page 3 s).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ import pandas as pd
 
 RUNS_BUDGET_S = 2.0
 COMPARE_BUDGET_S = 0.5
+RUN_BUDGET_S = 3.0
 DEVICES = 8
 SAMPLE_S = 1.0
 BUCKET_BOUNDS_US = [float(2**k) for k in range(4, 24)]
@@ -261,6 +262,33 @@ COMPARE_DONE_JS = """([wanted, gone]) => {
 the last one (the page's bottom) showing each of them."""
 
 
+RUN_DONE_JS = """() => {
+    if (document.querySelector('[data-stale="true"], [data-testid="stStatusWidgetRunningIcon"]')) return false;
+    if (!document.querySelector('.tp-kpis') || !document.querySelector('[role="tab"]')) return false;
+    const charts = [...document.querySelectorAll('[data-testid="stPlotlyChart"]')];
+    return charts.length >= 2 && charts.every(c => c.querySelector('.main-svg')) ? performance.now() : false;
+}"""
+"""The run page is done when its Overview is: the script finished, the KPI table, the tab bar, and
+every chart sent (step time, distribution; the breakdown where the run has one) drawn. The other
+tabs are built when opened."""
+
+TAB_DONE_JS = """(name) => {
+    if (document.querySelector('[data-stale="true"], [data-testid="stStatusWidgetRunningIcon"]')) return false;
+    const tab = [...document.querySelectorAll('[role="tab"]')].find(t => t.innerText.trim() === name);
+    if (!tab || tab.getAttribute('aria-selected') !== 'true') return false;
+    const panel = document.getElementById(tab.getAttribute('aria-controls')) || document.querySelector('[role="tabpanel"]:not([hidden])');
+    const charts = panel ? [...panel.querySelectorAll('[data-testid="stPlotlyChart"]')] : [];
+    return charts.length && charts.every(c => c.querySelector('.main-svg')) ? performance.now() : false;
+}"""
+"""A tab of the run page opened: selected, built (it is built when opened) and its charts drawn."""
+
+LINEAR_DONE_JS = """() => {
+    if (document.querySelector('[data-stale="true"], [data-testid="stStatusWidgetRunningIcon"]')) return false;
+    const chart = [...document.querySelectorAll('.js-plotly-plot')].find(p => p.textContent.includes('Step time over steps'));
+    return chart && [...chart.querySelectorAll('.ytick text')].some(t => t.textContent === '0') ? performance.now() : false;
+}"""
+"""The run page's step-time chart redrawn on a linear axis (from 0)."""
+
 WAIT_MS = 120_000
 """Longest wait for a page to be done before the bench gives up (and saves a screenshot)."""
 
@@ -330,8 +358,56 @@ def _remove(page: object, name: str) -> object:
     return lambda: page.get_by_role("button", name=re.compile(rf"^Remove {re.escape(name)} ·")).click()  # type: ignore[attr-defined]
 
 
-def browser_measure(store: Path, names: list[str], tmp: Path) -> dict[str, tuple[float, float]]:
-    """One pass in Chromium on a freshly started server: {label: (seconds, budget)}."""
+def _act(page: object, act: object, done_js: str, arg: object = None) -> float:
+    """Seconds from a click on the page to `done_js` first true (in-page clock)."""
+    t0 = page.evaluate("() => performance.now()")  # type: ignore[attr-defined]
+    act()  # type: ignore[operator]
+    return (float(page.wait_for_function(done_js, arg=arg, polling="raf", timeout=WAIT_MS).json_value()) - float(t0)) / 1e3  # type: ignore[attr-defined]
+
+
+def run_page_steps(page: object, url: str, name: str, other: str) -> tuple[tuple[str, float, object], ...]:
+    """The run page: opened cold (a run no page has loaded) and warm, a tab opened, an axis changed."""
+    return (
+        ("chromium cold: run page opened on a run never loaded, Overview drawn", RUN_BUDGET_S, lambda: _navigate(page, f"{url}/run?run={other}", RUN_DONE_JS)),
+        ("chromium warm: run page opened again, Overview drawn", RUN_BUDGET_S, lambda: _navigate(page, f"{url}/run?run={name}", RUN_DONE_JS)),
+        ("chromium change on the run page: open the Memory tab", COMPARE_BUDGET_S, lambda: _act(page, lambda: page.get_by_role("tab", name="Memory").click(), TAB_DONE_JS, "Memory")),  # type: ignore[attr-defined]
+        ("chromium change on the run page: back to Overview", COMPARE_BUDGET_S, lambda: _act(page, lambda: page.get_by_role("tab", name="Overview").click(), RUN_DONE_JS)),  # type: ignore[attr-defined]
+        ("chromium change on the run page: step-time axis to linear", COMPARE_BUDGET_S, lambda: _act(page, lambda: page.get_by_text("linear", exact=True).first.click(), LINEAR_DONE_JS)),  # type: ignore[attr-defined]
+    )
+
+
+CPU: dict[str, list[tuple[float, float]]] = {}
+"""Per browser step and pass: CPU seconds of the server process and of the page's main thread."""
+
+
+class _Cpu:
+    """CPU time a step costs, which a loaded machine inflates far less than wall time: the server
+    process's (user + system) and the page's main thread's (Chrome's TaskDuration in thread ticks)."""
+
+    def __init__(self, pid: int, page: object) -> None:
+        import psutil
+
+        self._server = psutil.Process(pid)
+        self._cdp = page.context.new_cdp_session(page)  # type: ignore[attr-defined]
+        self._cdp.send("Performance.enable", {"timeDomain": "threadTicks"})
+        self._at = (0.0, 0.0)
+
+    def _now(self) -> tuple[float, float]:
+        times = self._server.cpu_times()
+        task = next(m["value"] for m in self._cdp.send("Performance.getMetrics")["metrics"] if m["name"] == "TaskDuration")
+        return times.user + times.system, float(task)
+
+    def start(self) -> None:
+        self._at = self._now()
+
+    def stop(self) -> tuple[float, float]:
+        server, task = self._now()
+        return server - self._at[0], task - self._at[1] if task >= self._at[1] else task  # a navigation may start a new count
+
+
+def browser_measure(store: Path, names: list[str], tmp: Path, only: str = "all") -> dict[str, tuple[float, float]]:
+    """One pass in Chromium on a freshly started server: {label: (seconds, budget)}; `only` "run":
+    the run page's steps alone (on a fresh server too)."""
     from playwright.sync_api import sync_playwright
 
     cache = tmp / f"browser-cache-{time.monotonic_ns()}"
@@ -357,15 +433,22 @@ def browser_measure(store: Path, names: list[str], tmp: Path) -> dict[str, tuple
                 ("chromium warm: change of comparison, remove a run", COMPARE_BUDGET_S, lambda: _change(page, _remove(page, a), [b, c], [a])),
                 ("chromium warm: change of comparison, add a loaded run back", COMPARE_BUDGET_S, lambda: _change(page, _add(page, a)[1], [b, c, a], [], _add(page, a)[0])),
                 ("chromium cold: change of comparison, add another run never loaded", COMPARE_BUDGET_S, lambda: _change(page, _add(page, d)[1], [b, c, a, d], [], _add(page, d)[0])),
+                *run_page_steps(page, url, a, names[4]),
             )
+            if only == "run":  # on a fresh server: cold twice (the first pays the pages' first run too), then warm
+                second = ("chromium cold: run page opened on a second run never loaded", RUN_BUDGET_S, lambda: _navigate(page, f"{url}/run?run={b}", RUN_DONE_JS))
+                steps = (run_page_steps(page, url, a, names[4])[0], second, *run_page_steps(page, url, names[4], b)[1:])
+            cpu = _Cpu(proc.pid, page)
             for label, budget, measure_one in steps:
+                cpu.start()
                 try:
                     results[label] = (measure_one(), budget)
                 except Exception:
                     shot = Path(tempfile.gettempdir()) / "dashboard_scale_failed.png"
                     page.screenshot(path=str(shot), full_page=True)
                     raise SystemExit(f"{label}: not done in time; the page as it was: {shot}") from None
-                print(f"  {label}: {results[label][0]:.3f} s", flush=True)
+                CPU.setdefault(label, []).append(cpu.stop())
+                print(f"  {label}: {results[label][0]:.3f} s (CPU: server {CPU[label][-1][0]:.3f} s, page's main thread {CPU[label][-1][1]:.3f} s)", flush=True)
             browser.close()
     finally:
         proc.terminate()
@@ -389,6 +472,7 @@ def main() -> None:
     parser.add_argument("--store", type=Path, help="keep the synthetic store here (written once, reused by later runs)")
     parser.add_argument("--no-browser", action="store_true", help="AppTest only (no Chromium)")
     parser.add_argument("--no-apptest", action="store_true", help="Chromium only")
+    parser.add_argument("--only", choices=("all", "run"), default="all", help="run: the run page's steps only (Chromium)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         store = args.store or Path(tmp) / "runs"
@@ -397,8 +481,8 @@ def main() -> None:
             t_write = timed(lambda: write_store(store, args.runs, args.steps, template))
             print(f"store: {args.runs} runs x {args.steps} steps written in {t_write:.1f} s ({store})")
         ids = sorted(p.name for p in store.iterdir() if (p / "run.json").exists())
-        names = [f"run-{i:03d}" for i in (0, 1, 2, 3)]
-        browser = [] if args.no_browser else [browser_measure(store, names, Path(tmp)) for _ in range(args.repeat)]
+        names = [f"run-{i:03d}" for i in (0, 1, 2, 3, 4)]
+        browser = [] if args.no_browser else [browser_measure(store, names, Path(tmp), args.only) for _ in range(args.repeat)]
         passes = []
         if not args.no_apptest:
             cache = Path(tmp) / "cache"
@@ -413,6 +497,9 @@ def main() -> None:
     print(f"{os.cpu_count()} CPU(s), {getattr(data, 'WORKERS', 1)} loader thread(s), load average {os.getloadavg()[0]:.1f} at the end; median of {args.repeat} (min-max); {len(ids)} runs")
     if browser:
         _print("In Chromium, 1280 px, navigation or click to the last chart drawn:", browser)
+        print("CPU seconds of each (median): the server process / the page's main thread")
+        for label, spent in CPU.items():
+            print(f"  {label:<72} {statistics.median(s for s, _ in spent):6.3f} s / {statistics.median(b for _, b in spent):6.3f} s")
     if passes:
         print(f"(AppTest, not counted: Streamlit's component discovery, once per server start, {discovery_s():.3f} s; AppTest would add it to each new page's first run)")
         _print("Server-side script runs (AppTest):", passes)

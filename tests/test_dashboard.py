@@ -219,6 +219,23 @@ def test_compare_page_shows_report_numbers_and_deltas(env: dict) -> None:
     assert any("Matched by what they are" in c.value for c in at.caption)
 
 
+def test_compare_config_shows_the_differing_part_of_long_values(env: dict) -> None:
+    """Two recordings of one script with another --width: the command column shows "… --width 128"
+    and "… --width 384" (the differing part, not the shared path that a narrow column showed
+    instead), and the whole command when asked."""
+    commands = {name: " ".join(map(str, doc["run"]["command"])) for name, doc in env["reports"].items()}
+    assert len(commands["narrow"]) > 40 and commands["narrow"].replace("128", "384") == commands["wide"]
+    at = page("compare")
+    at.query_params["runs"] = "narrow,wide"
+    at.run()
+    assert not at.exception
+    config = next(df.value for df in at.dataframe if df.value.index.name == "setting")
+    assert (config.loc["command", "narrow"], config.loc["command", "wide"]) == ("… --width 128", "… --width 384")
+    at.toggle(key="cmp_whole_values").set_value(True).run()
+    config = next(df.value for df in at.dataframe if df.value.index.name == "setting")
+    assert (config.loc["command", "narrow"], config.loc["command", "wide"]) == (commands["narrow"], commands["wide"])
+
+
 def test_compare_cost_per_million_tokens(env: dict) -> None:
     narrow, wide = env["reports"]["narrow"], env["reports"]["wide"]
     at = page("compare")
@@ -721,8 +738,73 @@ def test_imported_tpu_ops_are_per_device_over_the_trace(imports: dict) -> None:
     at.run()
     assert not at.exception
     captions = " ".join(c.value for c in at.caption)
-    assert "tpu4: no steps in its trace, so no time per step" in captions and "kineto: no steps in its trace" in captions
+    assert re.search(r"(tpu4, kineto|kineto, tpu4): no steps in the trace, so no time per step and no column", captions), captions  # said once for both
     assert "No clear winner" not in at.markdown[0].value and re.search(r"no steady step time for (tpu4 and kineto|kineto and tpu4)", at.markdown[0].value), at.markdown[0].value
+
+
+SPLIT_LOOP = str(ROOT / "tests" / "scripts" / "jax_split_loop.py")
+
+
+@pytest.fixture(scope="session")
+def stepped_store(import_store: dict, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The two imports (breakdowns of the whole trace: no step marks) beside a JAX loop whose
+    breakdown is per traced step (test_split's device-bound loop)."""
+    store = tmp_path_factory.mktemp("stepped") / "runs"
+    for run_dir in Path(import_store["store"]).iterdir():
+        if (run_dir / "run.json").exists():
+            copy_run(run_dir, store)
+    tpu_perf_cli("record", "-q", "--store", str(store), "--name", "stepped", SPLIT_LOOP, str(store.parent / "truth.json"), "--host", "none", "--scan", "--width", "512", "--steps", "30", check=True)
+    stepped = json.loads(tpu_perf_cli("report", "--store", str(store), "stepped", "--json", check=True).stdout)
+    assert stepped["breakdown_detail"]["window"] == "steps" and stepped["breakdown_detail"]["steps"]
+    return {"store": store, "reports": {**import_store["reports"], "stepped": stepped}}
+
+
+def test_whole_trace_breakdowns_get_shares_only(stepped_store: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Imports whose traces mark no steps: in the Why block their shares, headed "% of trace", and
+    no ms/step or change column (they were columns of n/a), said once in words; nothing per step
+    against such a baseline; no column in the per-step top ops; the reason on the run page and in
+    the KPI rows (the CSV export's why_unknown)."""
+    from tpu_perf.analyzers import compare
+
+    monkeypatch.setenv("TPU_PERF_STORE", str(stepped_store["store"]))
+    monkeypatch.setenv("TPU_PERF_CACHE_DIR", str(tmp_path / "cache"))
+    reports = stepped_store["reports"]
+    at = page("compare")
+    at.query_params["runs"] = "tpu4,stepped,kineto"
+    at.run()
+    at.selectbox(key="compare_baseline").set_value("stepped").run()
+    assert not at.exception
+    grid = next(df for df in at.dataframe if df.value.index.name == "part")
+    table, headers = grid.value, {c: v.get("label") for c, v in json.loads(grid.proto.columns).items()}
+    assert list(table.columns) == ["tpu4 %", "stepped s", "stepped %", "kineto %"]  # no "tpu4 s"/"Δ tpu4" of n/a
+    assert (headers["tpu4 %"], headers["kineto %"], headers["stepped %"]) == ("tpu4 % of trace", "kineto % of trace", "stepped % of step")
+    rows = reports["stepped"]["breakdown_detail"]["steps"]
+    for part in table.index:
+        key = part.replace(" ", "_")
+        assert table.loc[part, "stepped s"] == tables.ms(float(np.mean([r[key] for r in rows])))
+        for name in ("tpu4", "kineto", "stepped"):
+            assert table.loc[part, f"{name} %"] == tables.share(reports[name]["breakdown"][key])
+    captions = [c.value for c in at.caption]
+    assert "tpu4, kineto: shares of the whole trace only (an import whose trace marks no steps), so no time per step and no change against the baseline." in captions
+    assert not any(m.value.startswith(("tpu4: largest change", "kineto: largest change")) for m in at.markdown)
+    assert _figure(at, "Step-time breakdown")["layout"]["xaxis"]["title"]["text"] == "% of step time (of the whole trace for tpu4, kineto)"
+    at.selectbox(key="compare_baseline").set_value("tpu4").run()  # a baseline with shares only: no change per step at all
+    assert not at.exception
+    table = next(df.value for df in at.dataframe if df.value.index.name == "part")
+    assert list(table.columns) == ["tpu4 %", "stepped s", "stepped %", "kineto %"]
+    captions = [c.value for c in at.caption]
+    assert any(c.startswith("No change per step for stepped: the baseline tpu4 has shares of the whole trace only") for c in captions)
+    ops = next(df.value for df in at.dataframe if df.value.index.name == "op")
+    assert "stepped" in ops and not {"tpu4", "kineto"} & set(ops.columns) and not any(str(c).startswith("Δ") for c in ops.columns)
+    assert "No change per op: the baseline tpu4 has no steps; pick a baseline with steps to see one." in captions
+    run = page("run")
+    run.query_params["run"] = "tpu4"
+    run.run()
+    assert "Shares of the whole trace only (an import whose trace marks no steps): no time per step in each part." in [c.value for c in run.caption]
+    assert _figure(run, "Step-time breakdown")["layout"]["xaxis"]["title"]["text"] == "% of the whole trace's time (no per-step breakdown)"
+    kpis = compare.kpi_rows({"tpu4": reports["tpu4"]}, "tpu4").set_index("kpi")
+    for kpi in ("Median step time", "All-in step time", "p10 step time", "p90 step time"):
+        assert kpis.loc[kpi, "value"] is None and kpis.loc[kpi, "why"] == compare.IMPORT_NO_STEPS  # not "mark steps with tpu_perf.step()"
 
 
 def test_browser_downloads_a_kineto_trace(import_store: dict, tmp_path: Path) -> None:
@@ -773,9 +855,10 @@ def test_compare_why_names_findings_on_one_side_the_breakdown_and_settings(mixed
     table = next(df.value for df in at.dataframe if df.value.index.name == "part")
     for name, doc in (("narrow", narrow), ("failing", failing)):
         rows = doc["breakdown_detail"]["steps"]
+        assert (f"{name} s" in table) == bool(rows)  # shares of the whole trace only: no column of n/a per step
         for part, share in doc["breakdown"].items():
             if share:
-                assert table.loc[part.replace("_", " "), f"{name} s"] == tables.ms(float(np.mean([r[part] for r in rows])))
+                assert not rows or table.loc[part.replace("_", " "), f"{name} s"] == tables.ms(float(np.mean([r[part] for r in rows])))
                 assert table.loc[part.replace("_", " "), f"{name} %"] == tables.share(share)
     said = any(t.startswith("failing: largest change in where the step goes is **") for t in texts)
     per_step = bool(failing["breakdown_detail"]["steps"]) and bool(narrow["breakdown_detail"]["steps"])

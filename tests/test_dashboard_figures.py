@@ -34,3 +34,20 @@ def test_linear_axis_has_round_1_2_5_steps_from_zero() -> None:
     assert figures.linear_ticks(0.0, 0.42) == pytest.approx([0.0, 0.1, 0.2, 0.3, 0.4, 0.5])  # never past 8 ticks
     with pytest.raises(ValueError, match="one of step, wall"):
         figures.step_times([("a", steps)], x="clock")
+
+
+def test_config_values_show_their_differing_part() -> None:
+    """The issue's cut command ("--fix shapes,jit,sy"): the flag and its differing value stay, the
+    words equal in the most alike other value fold into "…"; a path keeps what differs; values
+    with nothing in common, or short, stay whole."""
+    from tpu_perf.dashboard import differing
+
+    base, fixed = "/home/u/lm.py --fix shapes,jit --steps 20 --batch 32 --seq 512", "/home/u/lm.py --fix shapes,jit,sync --steps 20 --batch 32 --seq 512"
+    other = "/home/u/bench/torch_lm.py --fix shapes,jit --steps 20 --batch 32 --seq 512"
+    table = pd.DataFrame({"base": [base, "8"], "fixed": [fixed, "8"], "torch": [other, "—"], "import": ["tpu-perf import /data/capture.xplane.pb here", "—"]}, index=["command", "batch"])
+    shown = differing.differing_parts(table, "base")
+    assert list(shown.loc["command"]) == ["… --fix shapes,jit …", "… --fix shapes,jit,sync …", "…/bench/torch_lm.py …", "tpu-perf import /data/capture.xplane.pb here"]
+    assert list(shown.loc["batch"]) == ["8", "8", "—", "—"]
+    unlike = pd.DataFrame({"jax": ["/work/repo/tests/scripts/split_loop.py truth.json --host none"], "torch": ["/work/repo/examples/torch_mlp.py --steps 6"]}, index=["command"])
+    assert list(differing.differing_parts(unlike, "jax").loc["command"]) == ["…/tests/scripts/split_loop.py truth.json --host none", "…/examples/torch_mlp.py --steps 6"]  # nothing alike: the shared folders only
+    assert differing.against("--xla_a=true --xla_dump_to=/tmp/some/folder --xla_b=1", "--xla_a=true --xla_dump_to=/tmp/some/folder") == "… --xla_b=1"

@@ -85,8 +85,19 @@ class Kpi:
     """A property of the workload, neither better nor worse when it changes (FLOPs per step)."""
 
 
+IMPORT_NO_STEPS = "an imported trace that marks no steps has no step time (its figures are over the whole trace)"
+
+
 def _steps_missing(doc: Mapping[str, Any]) -> str:
-    return str(dig(doc, "steps.note") or "no steady step was recorded (mark steps with `tpu_perf.step()`)")
+    if dig(doc, "steps.note"):
+        return str(dig(doc, "steps.note"))
+    if dig(doc, "run.imported") and not dig(doc, "steps.count"):
+        return IMPORT_NO_STEPS
+    return "no steady step was recorded (mark steps with `tpu_perf.step()`)"
+
+
+def _all_in_missing(doc: Mapping[str, Any]) -> str:
+    return IMPORT_NO_STEPS if dig(doc, "run.imported") and not dig(doc, "steps.count") else "fewer than 2 steps"
 
 
 def _peak_missing(doc: Mapping[str, Any]) -> str:
@@ -128,7 +139,7 @@ def _compile_missing(doc: Mapping[str, Any]) -> str:
 
 KPIS: tuple[Kpi, ...] = (
     Kpi(label="Median step time", value=lambda d: dig(d, "steps.median_s"), unit="seconds", lower_is_better=True, help="steps.median_s: steady-state median of the wall-clock iteration (warm-up, compiled and traced steps excluded)", why_missing=_steps_missing),
-    Kpi(label="All-in step time", value=lambda d: dig(d, "steps.all_in_s"), unit="seconds", lower_is_better=True, help="steps.all_in_s: wall time per step over every step after the first (recompiles, evals and trace windows included)", why_missing=lambda d: "fewer than 2 steps"),
+    Kpi(label="All-in step time", value=lambda d: dig(d, "steps.all_in_s"), unit="seconds", lower_is_better=True, help="steps.all_in_s: wall time per step over every step after the first (recompiles, evals and trace windows included)", why_missing=_all_in_missing),
     Kpi(label="p10 step time", value=lambda d: dig(d, "steps.p10_s"), unit="seconds", lower_is_better=True, help="steps.p10_s: 10th percentile of the steady iterations", why_missing=_steps_missing),
     Kpi(label="p90 step time", value=lambda d: dig(d, "steps.p90_s"), unit="seconds", lower_is_better=True, help="steps.p90_s: 90th percentile of the steady iterations (stragglers, host stalls)", why_missing=_steps_missing),
     Kpi(label="Device time / step", value=lambda d: dig(d, "steps.device_median_s"), unit="seconds", lower_is_better=True, help="steps.device_median_s: dispatch to outputs ready, median", why_missing=_device_missing),

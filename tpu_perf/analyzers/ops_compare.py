@@ -78,8 +78,9 @@ def ops_side_by_side(docs: Mapping[str, Mapping[str, Any]], baseline: str, *, sa
     (`LABEL % of step`), and the change against the baseline (`Δ LABEL`); `ops` lists the names
     (and by name, `what` each op is and its `bound`).
 
-    Matched by meaning unless `same_program` (then by HLO name). Unknown stays unknown (NaN)."""
-    frames = {label: per_step(doc, by_name=same_program, whole_trace=whole_trace) for label, doc in docs.items()}
+    Matched by meaning unless `same_program` (then by HLO name). Unknown stays unknown (NaN). Per
+    step (not `whole_trace`), a run without steps (`has_steps`) has no column: its times are not per step."""
+    frames = {label: per_step(doc, by_name=same_program, whole_trace=whole_trace) for label, doc in docs.items() if whole_trace or has_steps(doc)}
     frames = {label: f for label, f in frames.items() if not f.empty}
     if not frames:
         return pd.DataFrame()

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tpu_perf.analyzers.all_in import Exclusion, needs_all_in
 from tpu_perf.analyzers.flops import run_chip
 from tpu_perf.store import Run
+
+if TYPE_CHECKING:
+    from tpu_perf.analyzers.report import Report
 
 FINGERPRINT_FIELDS: tuple[str, ...] = (
     "chip", "chip_count", "topology", "framework",
@@ -107,12 +110,13 @@ class RunValues:
         )
 
 
-def run_values(run: Run) -> RunValues:
-    """The check's numbers for `run`, from its report; the fingerprint from its manifest."""
+def run_values(run: Run, report: Report | None = None) -> RunValues:
+    """The check's numbers for `run`, from its report (`report`, when the caller has built it, else
+    built here); the fingerprint from its manifest."""
     from tpu_perf.analyzers.exact import step_hlo_hash
     from tpu_perf.analyzers.report import build_report
 
-    report = build_report(run)
+    report = report if report is not None else build_report(run)
     steps, memory = report.steps, report.memory
     return RunValues(
         run_id=run.id,

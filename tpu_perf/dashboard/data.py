@@ -10,6 +10,7 @@ report's summary parts (`build_report(..., summary=True)`, same code, same numbe
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -29,8 +30,11 @@ from tpu_perf import __version__, load_run
 from tpu_perf.analyzers import report as report_module
 from tpu_perf.analyzers.compare import dig, peak_device_bytes
 from tpu_perf.analyzers.hosts import steps_by_host
+from tpu_perf.analyzers.run_values import RunValues
+from tpu_perf.analyzers.run_values import run_values as analyzers_run_values
 from tpu_perf.analyzers.step_phases import step_phases
 from tpu_perf.analyzers.timeline import best_rows
+from tpu_perf.dashboard import stamp
 from tpu_perf.errors import TpuPerfError
 from tpu_perf.jsonio import dumps
 from tpu_perf.store import Run, layout, scan_runs
@@ -64,7 +68,16 @@ def store_location() -> str:
 
 
 def list_refs(store: str) -> tuple[list[RunRef], list[str]]:
-    """The store's runs, newest first, and one message per folder that could not be read."""
+    """The store's runs, newest first, and one message per folder that could not be read; listed
+    again only when the store's stamp changed (`stamp.store_stamp`: a rerun lists nothing)."""
+    key = stamp.store_stamp(store)
+    if key is None:
+        return _list_refs(store)
+    refs, errors = _LISTINGS.get((store, key), lambda: _list_refs(store))
+    return list(refs), list(errors)
+
+
+def _list_refs(store: str) -> tuple[list[RunRef], list[str]]:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -146,7 +159,9 @@ class _Memo:
 
 
 _RUNS = _Memo(32)
+_LISTINGS = _Memo(4)
 _REPORTS = _Memo(256)
+_VALUES = _Memo(256)
 _SUMMARIES = _Memo(4096)
 WORKERS = max(2, min(4, os.cpu_count() or 1))
 """Runs loaded at once. Parquet decoding (pyarrow) releases the GIL, so on free cores a second
@@ -156,7 +171,9 @@ thread overlaps one run's reads with another's analysis; the analysis itself hol
 def clear_caches() -> None:
     """Forget loaded runs and reports (a fresh server; Streamlit's caches are cleared apart)."""
     _RUNS.clear()
+    _LISTINGS.clear()
     _REPORTS.clear()
+    _VALUES.clear()
     _SUMMARIES.clear()
 
 
@@ -172,6 +189,9 @@ def _build(url: str, stamp: float) -> bytes:
         got = {"doc": built.to_dict(), "error": None}
     except Exception as exc:  # a run that fails to load gets an error card
         got = {"doc": None, "error": f"{url}: {type(exc).__name__}: {exc}"}
+    if built is not None:  # the verdict's numbers from the same report, not a second build
+        with contextlib.suppress(Exception):  # else `run_values` builds them and says what failed
+            _VALUES.get((url, stamp), lambda: analyzers_run_values(open_run(url, stamp), built))
     document, got["advice_error"] = _advise(url, stamp, built)
     got["advice"] = document["findings"] if document else None
     got["advice_summary"] = {k: document[k] for k in ("next", "nothing_left", "also", "conclusion", "target")} if document else None
@@ -215,6 +235,12 @@ def report(ref: RunRef) -> tuple[dict[str, Any] | None, str | None]:
     if doc is not None:
         doc = {**doc, "run": {**doc.get("run", {}), "status": ref.status}}
     return doc, got["error"]
+
+
+def run_values(ref: RunRef) -> RunValues:
+    """`tpu-perf check`'s numbers for the run (`analyzers.run_values`), kept per (url, stamp): a
+    comparison's verdict is checked again on every rerun, its runs' reports are not rebuilt."""
+    return _VALUES.get((ref.url, ref.stamp), lambda: analyzers_run_values(open_run(ref.url, ref.stamp)))
 
 
 def advice(ref: RunRef) -> tuple[list[dict[str, Any]] | None, str | None]:

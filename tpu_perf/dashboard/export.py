@@ -17,7 +17,7 @@ import pandas as pd
 
 from tpu_perf.analyzers import verdict
 from tpu_perf.analyzers.regression import CheckResult, check_sets
-from tpu_perf.analyzers.run_values import RunValues, run_values
+from tpu_perf.analyzers.run_values import RunValues
 from tpu_perf.dashboard import data
 from tpu_perf.views.check import render_markdown
 from tpu_perf.views.format import md, md_code
@@ -49,7 +49,7 @@ def checks(docs: Mapping[str, Mapping[str, Any]], refs: Mapping[str, data.RunRef
 
     def of(label: str) -> RunValues:
         if label not in values:
-            values[label] = run_values(data.open_run(refs[label].url, refs[label].stamp))
+            values[label] = data.run_values(refs[label])
         return values[label]
 
     def checked(base: str, cand: str, base_labels: Sequence[str], cand_labels: Sequence[str], groups: bool) -> Checked:

@@ -224,19 +224,28 @@ def hosts_heatmap(frame: pd.DataFrame, value: str = "duration_s") -> go.Figure:
     return fig
 
 
-def breakdown_bars(breakdowns: Mapping[str, Mapping[str, float]]) -> go.Figure:
-    """The step-time breakdown as one stacked horizontal bar per run (fractions of the step)."""
+def breakdown_bars(breakdowns: Mapping[str, Mapping[str, float]], *, whole_trace: Sequence[str] = ()) -> go.Figure:
+    """The step-time breakdown as one stacked horizontal bar per run (fractions of the step; of the
+    whole trace for the runs in `whole_trace`, which have no per-step breakdown), said on the axis."""
     parts: list[str] = []
     for fractions in breakdowns.values():
         parts += [p for p in fractions if p not in parts]
     labels = list(breakdowns)
     fig = go.Figure()
+    of = ["of the whole trace" if label in whole_trace else "of the step" for label in labels]
     for part in parts:
         values = [100 * float(breakdowns[label].get(part) or 0.0) for label in labels]
         name = part.replace("_", " ")
-        fig.add_trace(go.Bar(y=labels, x=values, name=name, orientation="h", marker_color=palette.part_colour(part), hovertemplate="%{y}: %{x:.1f} %<extra>" + name + "</extra>"))
+        fig.add_trace(go.Bar(y=labels, x=values, customdata=of, name=name, orientation="h", marker_color=palette.part_colour(part), hovertemplate="%{y}: %{x:.1f} % %{customdata}<extra>" + name + "</extra>"))
     fig.update_layout(barmode="stack", legend_traceorder="normal")  # the legend in the bars' order, left to right
-    return _layout(fig, "Step-time breakdown", xaxis_title="% of step time")
+    whole = [label for label in labels if label in whole_trace]
+    if not whole:
+        axis = "% of step time"
+    elif len(whole) == len(labels):
+        axis = "% of the whole trace's time (no per-step breakdown)"
+    else:
+        axis = f"% of step time (of the whole trace for {', '.join(whole)})"
+    return _layout(fig, "Step-time breakdown", xaxis_title=axis)
 
 
 def top_ops(table: pd.DataFrame, labels: Sequence[str]) -> go.Figure:

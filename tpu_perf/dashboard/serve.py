@@ -21,8 +21,33 @@ def preload() -> None:
     from tpu_perf.dashboard.screens import compare, run, runs  # noqa: F401
 
 
+def warm() -> None:
+    """Draw each kind of chart once on a few made-up points, serialised as `st.plotly_chart` does:
+    Plotly loads its figure classes, validators and JSON encoder lazily and parses each layout
+    path once, about 0.3-0.5 s that the first page with charts paid (the run page's Overview)."""
+    import numpy as np
+    import pandas as pd
+    import plotly.io
+
+    from tpu_perf.dashboard import figures
+
+    steps = pd.DataFrame({"step": [0, 1, 2], "t_s": [0.0, 1.0, 1.1], "duration_s": [1.0, 0.1, 0.1], "phase": ["warm-up", "steady", "steady"]})
+    memory = pd.DataFrame({"t_s": [0.0, 1.0], "time_s": [0.0, 1.0], "device": ["tpu:0", "tpu:0"], "bytes_in_use": [1.0, 2.0], "source": ["libtpu", "libtpu"]})
+    charts = [
+        lambda: figures.step_times([("a", steps)]), lambda: figures.step_times([("a", steps)], log=False, x="wall"),
+        lambda: figures.step_distribution([("a", np.array([0.1, 0.1, 0.2]))]), lambda: figures.breakdown_bars({"a": {"compute": 1.0}}),
+        lambda: figures.memory_band([("a", memory)]), lambda: figures.fusion_bars({"a": {"kLoop": 1}}),
+    ]  # fmt: skip
+    for chart in charts:
+        try:
+            plotly.io.to_json(chart(), validate=False)
+        except Exception:  # noqa: BLE001 - a warm-up only: a chart that needs other data is drawn cold
+            continue
+
+
 def main() -> None:
     preload()
+    warm()
     from streamlit.web import cli
 
     sys.argv = ["streamlit", *sys.argv[1:]]

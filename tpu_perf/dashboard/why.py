@@ -16,9 +16,8 @@ import pandas as pd
 import streamlit as st
 
 from tpu_perf.advise.differ import FindingDiff, compare_findings
-from tpu_perf.analyzers import compare
-from tpu_perf.analyzers.breakdown_compare import breakdown_side_by_side
-from tpu_perf.dashboard import data, figures, tables, widgets
+from tpu_perf.analyzers import breakdown_compare, compare
+from tpu_perf.dashboard import data, differing, figures, tables, widgets
 from tpu_perf.views import format as fmt
 from tpu_perf.views.advice import gain_text
 
@@ -42,7 +41,7 @@ def finding_line(d: FindingDiff, basis: str | None = None) -> tuple[str, str]:
     where = ", ".join(f"**{label}**" for label in d.fired)
     gains = {label: g for label, g in d.gains.items() if g is not None}
     best = max(gains, key=lambda label: gains[label]) if gains else None
-    gain = f" Expected gain if fixed on {best}: {gain_text({'factor': gains[best]})} of its step time, the advisor's estimate ({GAIN_BASIS.get(basis, GAIN_BASIS[None])})." if best else ""
+    gain = f" Expected gain if fixed on {best}: {gain_text({'factor': gains[best]})}, the advisor's estimate ({GAIN_BASIS.get(basis, GAIN_BASIS[None])})." if best else ""
     reasons = {label: d.reasons[label].rstrip(".") for label in d.fired if d.reasons.get(label)}
     if len(set(reasons.values())) > 1:  # different on each run: say whose
         why = "; ".join(f"{label}: {reason}" for label, reason in reasons.items())
@@ -103,23 +102,44 @@ def _findings(refs: Mapping[str, data.RunRef], basis: str | None) -> None:
 
 
 def breakdown_view(table: pd.DataFrame, labels: list[str]) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """`breakdown_side_by_side` as shown: ms per step, % of step, change, each in its unit as text
-    (`n/a` where unknown, never "None"), with a header and help per column."""
+    """`breakdown_side_by_side` as shown: ms per step, % of step (or of the whole trace, for a run
+    with no per-step rows), change, each in its unit as text (`n/a` where unknown, never "None"),
+    with a header and help per column."""
     config: dict[str, Any] = {}
     formats: dict[str, Any] = {}
     for label in labels:
         if f"{label} s" in table:
-            formats[f"{label} s"], formats[f"{label} %"] = tables.ms, tables.share
+            formats[f"{label} s"] = tables.ms
             config[f"{label} s"] = st.column_config.TextColumn(f"{label} (ms/step)", help="mean time per traced step in this part (one device lane)")
-            config[f"{label} %"] = st.column_config.TextColumn(f"{label} % of step", help="share of the step time")
+        if f"{label} %" in table:
+            formats[f"{label} %"] = tables.share
+            per_step = f"{label} s" in table
+            config[f"{label} %"] = st.column_config.TextColumn(
+                f"{label} % of step" if per_step else f"{label} % of trace",
+                help="share of the step time" if per_step else "share of the whole trace's time: this run has no per-step breakdown, so no time per step and no change",
+            )  # fmt: skip
         if f"Δ {label}" in table:
             formats[f"Δ {label}"] = tables.change
             config[f"Δ {label}"] = st.column_config.TextColumn(f"Δ {label}", help="change of the time per step against the baseline; n/a where the baseline spent no time in this part")
     return tables.as_text(table, formats), config
 
 
+def whole_trace_words(docs: Mapping[str, Mapping[str, Any]], baseline: str) -> list[str]:
+    """What a breakdown of the whole trace leaves out, said once per reason: no time per step and
+    no change for those runs, and no change for any run when the baseline is one of them."""
+    said: dict[str, list[str]] = {}
+    for label, doc in docs.items():
+        if breakdown_compare.whole_trace_only(doc):
+            said.setdefault(breakdown_compare.whole_trace_reason(doc), []).append(label)
+    lines = [f"{', '.join(labels)}: shares of the whole trace only ({reason}), so no time per step and no change against the baseline." for reason, labels in said.items()]
+    others = [label for label, doc in docs.items() if label != baseline and breakdown_compare.per_step_parts(doc) is not None]
+    if others and baseline in docs and breakdown_compare.whole_trace_only(docs[baseline]):
+        lines.append(f"No change per step for {', '.join(others)}: the baseline {baseline} has shares of the whole trace only; pick a baseline with a per-step breakdown to see one.")
+    return lines
+
+
 def _breakdown(docs: Mapping[str, dict[str, Any]], baseline: str) -> None:
-    table = breakdown_side_by_side(docs, baseline)
+    table = breakdown_compare.breakdown_side_by_side(docs, baseline)
     if table.empty:
         widgets.missing("Step-time breakdown", "It comes from the trace window's device timeline; record with a trace window (the default).")
         return
@@ -130,8 +150,11 @@ def _breakdown(docs: Mapping[str, dict[str, Any]], baseline: str) -> None:
                 st.markdown(said)
     shown, config = breakdown_view(table, list(docs))
     st.dataframe(shown, column_config=config, width="stretch", key="why_breakdown")  # full width: no column cut with 4 runs
+    for line in whole_trace_words(docs, baseline):
+        st.caption(line)
     fractions = {label: {p: float(v) for p, v in table[f"{label} %"].dropna().items()} for label in docs if f"{label} %" in table}
-    chart = figures.breakdown_bars(fractions)
+    whole = [label for label in fractions if f"{label} s" not in table]
+    chart = figures.breakdown_bars(fractions, whole_trace=whole)
     chart.update_layout(height=150 + 45 * len(fractions), legend={"orientation": "h", "yref": "paper", "y": 1.02, "yanchor": "bottom", "x": 1, "xanchor": "right"})  # above the bars, clear of the axis title
     st.plotly_chart(chart, width="stretch", key="cmp_breakdown")
     for label in docs:
@@ -139,14 +162,19 @@ def _breakdown(docs: Mapping[str, dict[str, Any]], baseline: str) -> None:
             st.caption(f"{label}: no breakdown recorded.")
 
 
-def _config(refs: Mapping[str, data.RunRef]) -> None:
-    everything = st.toggle("Show settings that are the same too", key="cmp_all_settings")
+def _config(refs: Mapping[str, data.RunRef], baseline: str) -> None:
+    left, right = st.columns(2)
+    everything = left.toggle("Show settings that are the same too", key="cmp_all_settings")
+    whole = right.toggle("Show long values whole", key="cmp_whole_values", help="by default a long value (a command, a flag string) shows the part that differs from the most alike other run's, the rest as …")
     manifests = {label: data.open_run(ref.url, ref.stamp).manifest for label, ref in refs.items()}
     diff = compare.config_diff(manifests, only_different=not everything)
     if diff.empty:
         st.success("Same configuration, flags, versions and hardware.")
-    else:
-        st.dataframe(diff, width="stretch", key="cmp_config")
+        return
+    shown = diff if whole else differing.differing_parts(diff, baseline)
+    what = "the value" if whole else "a long value: the part that differs from the most alike other run's value (the baseline's first), … standing for words equal in both"
+    config = {label: st.column_config.TextColumn(label, help=what) for label in diff.columns}
+    st.dataframe(shown, column_config=config, width="stretch", key="cmp_config")
 
 
 def render(docs: Mapping[str, dict[str, Any]], refs: Mapping[str, data.RunRef], baseline: str, *, basis: str | None = None) -> None:
@@ -157,4 +185,4 @@ def render(docs: Mapping[str, dict[str, Any]], refs: Mapping[str, data.RunRef], 
         st.markdown("**Where each step's time goes**")
         _breakdown(docs, baseline)
         st.markdown("**Configuration and environment**")
-        _config(refs)
+        _config(refs, baseline)

@@ -31,3 +31,4 @@ def step_axes(prefix: str) -> tuple[bool, str]:
     scale = left.radio("Step-time axis", SCALES, horizontal=True, key=f"{prefix}_scale", help="log shows a compiling step and steady steps together; linear shows steady-state changes in proportion")
     x = right.radio("x-axis", list(X_CHOICES), horizontal=True, key=f"{prefix}_x", help="step index, or when each step started (seconds since the run started): pauses and slow stretches show in time")
     return scale != "linear", X_CHOICES[x or "step"]
+

@@ -20,13 +20,14 @@ def gain_text(gain: dict[str, Any] | None) -> str:
     """`1.42x step time (upper bound)`, or a compile-time / memory finding's own figure."""
     gain = gain or {}
     factor, kind = gain.get("factor"), KIND_WORDS.get(gain.get("kind") or "", "")
+    said = f" ({kind})" if kind else ""  # no "()" when the kind is not given
     if factor is not None:
-        return f"{factor:.2f}x step time ({kind})"
+        return f"{factor:.2f}x step time{said}"
     amount, unit = gain.get("amount"), gain.get("unit")
     if amount is not None and unit == "compile_s":
-        return f"{amount:.3g} s of compiles ({kind})"
+        return f"{amount:.3g} s of compiles{said}"
     if amount is not None and unit == "bytes":
-        return f"{amount / 2**20:.4g} MiB of memory ({kind})"
+        return f"{amount / 2**20:.4g} MiB of memory{said}"
     return "n/a" if not gain else f"n/a ({gain.get('benefit', 'step_time').replace('_', ' ')})"
 
 

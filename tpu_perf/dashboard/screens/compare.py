@@ -7,7 +7,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from tpu_perf.analyzers import compare, ops_compare, verdict
+from tpu_perf.analyzers import breakdown_compare, compare, ops_compare, verdict
 from tpu_perf.analyzers.run_values import fingerprint
 from tpu_perf.dashboard import (
     at_peak,
@@ -151,14 +151,8 @@ def _memory(refs: dict[str, data.RunRef]) -> None:
 
 
 def breakdown_fractions(doc: dict[str, Any]) -> dict[str, float] | None:
-    """The report's `breakdown` as {part: fraction}, accepting a flat dict or one under `fractions`."""
-    raw = doc.get("breakdown")
-    if isinstance(raw, dict) and isinstance(raw.get("fractions"), dict):
-        raw = raw["fractions"]
-    if not isinstance(raw, dict):
-        return None
-    parts = {str(k): float(v) for k, v in raw.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-    return parts or None
+    """The report's `breakdown` as {part: fraction} (`breakdown_compare.fractions`); None without one."""
+    return breakdown_compare.fractions(doc) or None
 
 
 def _step_program_digest(ref: data.RunRef, doc: dict[str, Any]) -> str | None:
@@ -201,12 +195,15 @@ def _ops_and_fusion(docs: dict[str, dict[str, Any]], refs: dict[str, data.RunRef
     digests = {_step_program_digest(refs[label], doc) for label, doc in docs.items()}
     same = len(digests) == 1 and None not in digests
     ops = ops_compare.ops_side_by_side(docs, baseline, same_program=same)
+    stepless = [label for label, doc in docs.items() if not ops_compare.has_steps(doc)]
+    if stepless:
+        st.caption(f"{', '.join(stepless)}: no steps in the trace, so no time per step and no column here (a run's page lists its ops over the whole trace).")
+    if baseline in stepless and len(stepless) < len(docs):
+        st.caption(f"No change per op: the baseline {baseline} has no steps; pick a baseline with steps to see one.")
     if ops.empty:
-        widgets.missing("Per-op times", "They come from the trace window (ops.top in the report).")
+        widgets.missing("Per-op times per step", "They come from the trace window's steps (ops.top in the report).")
     else:
         st.caption("Matched by HLO name: every run ran the same step program." if same else "Matched by what they are (op class · fusion kind or trace category): the runs ran different step programs, whose HLO names are numbered apart.")
-        for label in (label for label, doc in docs.items() if not ops_compare.has_steps(doc)):
-            st.caption(f"{label}: no steps in its trace, so no time per step (its run page lists its ops over the whole trace).")
         table, config = ops_table_view(ops, list(docs))
         st.dataframe(table, column_config=config, width="stretch", key="cmp_ops_table")
         st.plotly_chart(figures.top_ops(ops, list(docs)), width="stretch", key="cmp_ops")

@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from tpu_perf.analyzers import compare, ops_compare
+from tpu_perf.analyzers import breakdown_compare, compare, ops_compare
 from tpu_perf.dashboard import (
     advice_tab,
     aot,
@@ -67,7 +67,10 @@ def _overview(doc: dict[str, Any], ref: data.RunRef) -> None:
         right.plotly_chart(figures.step_distribution([(ref.name, frame.loc[frame["phase"] == "steady", "duration_s"].to_numpy())]), width="stretch", key="run_dist")
     parts = breakdown_fractions(doc)
     if parts:
-        st.plotly_chart(figures.breakdown_bars({ref.name: parts}), width="stretch", key="run_breakdown")
+        whole = breakdown_compare.whole_trace_only(doc)
+        st.plotly_chart(figures.breakdown_bars({ref.name: parts}, whole_trace=[ref.name] if whole else ()), width="stretch", key="run_breakdown")
+        if whole:
+            st.caption(f"Shares of the whole trace only ({breakdown_compare.whole_trace_reason(doc)}): no time per step in each part.")
     else:
         widgets.missing("Step-time breakdown", "It comes from the trace window's device timeline.")
     aot.render(doc)  # record --topology

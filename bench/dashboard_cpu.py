@@ -1,0 +1,92 @@
+"""Server CPU of the dashboard's page changes: the run page and the compare page run by AppTest.
+
+    PYTHONPATH=. python bench/dashboard_cpu.py --store DIR [--passes 3]
+
+DIR is `bench/dashboard_scale.py --store DIR`'s store (100 runs x 10k steps). Prints, per step, the
+CPU seconds of this process (every thread: the script runs in one, the loaders in others) and the
+wall time; medians over `--passes` passes, each on other runs of the store and a fresh server. CPU
+time is what a loaded machine inflates least: compare two versions of the code with it (run this
+file from each checkout, with PYTHONPATH at that checkout).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import dashboard_scale as ds  # noqa: E402
+
+
+def _timed(out: dict[str, list[tuple[float, float]]], label: str, step: Callable[[], object]) -> None:
+    cpu, wall = time.process_time(), time.perf_counter()
+    ds.check(step())
+    out.setdefault(label, []).append((time.process_time() - cpu, time.perf_counter() - wall))
+
+
+def _run_page(at: object, tab: str | None = None, linear: bool = False) -> Callable[[], object]:
+    def step() -> object:
+        if tab:
+            at.session_state["run_tab"] = tab  # type: ignore[attr-defined]
+        if linear:
+            at.radio(key="run_scale").set_value("linear")  # type: ignore[attr-defined]
+        return at.run()  # type: ignore[attr-defined]
+
+    return step
+
+
+def _compare(at: object, runs: list[str]) -> Callable[[], object]:
+    def step() -> object:
+        at.multiselect(key="compare_runs").set_value(runs)  # type: ignore[attr-defined]
+        return at.run()  # type: ignore[attr-defined]
+
+    return step
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--store", type=Path, required=True)
+    parser.add_argument("--passes", type=int, default=3)
+    args = parser.parse_args()
+    from tpu_perf.dashboard import serve
+
+    serve.preload()
+    getattr(serve, "warm", lambda: None)()  # absent in older code
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = Path(tmp) / "cache"
+        os.environ["TPU_PERF_CACHE_DIR"], os.environ["TPU_PERF_STORE"] = str(cache), str(Path(tmp) / "empty")
+        ds.check(ds.page("run").run())  # the pages' first run, as a started server has had
+        ds.check(ds.page("compare").run())
+        os.environ["TPU_PERF_STORE"] = str(args.store)
+        ids = sorted(p.name for p in args.store.iterdir() if (p / "run.json").exists())
+        out: dict[str, list[tuple[float, float]]] = {}
+        for k in range(args.passes):
+            ds.fresh_server(cache)
+            at = ds.page("run")
+            at.query_params["run"] = ids[20 + k]
+            _timed(out, "run page: cold (report built)", at.run)
+            _timed(out, "run page: rerun", at.run)
+            _timed(out, "run page: open the Memory tab", _run_page(at, tab="Memory"))
+            _timed(out, "run page: back to Overview", _run_page(at, tab="Overview"))
+            _timed(out, "run page: step-time axis to linear", _run_page(at, linear=True))
+            a, b, c, d = ids[40 + 4 * k : 44 + 4 * k]
+            at = ds.page("compare")
+            at.query_params["runs"] = f"{a},{b}"
+            _timed(out, "compare: cold, two runs never loaded", at.run)
+            _timed(out, "compare: change to two runs never loaded", _compare(at, [c, d]))
+            _timed(out, "compare: change back to loaded runs", _compare(at, [a, b]))
+            _timed(out, "compare: add a third loaded run", _compare(at, [a, b, c]))
+    print(f"{os.cpu_count()} CPU(s), load average {os.getloadavg()[0]:.1f} at the end; median of {args.passes} (CPU min-max)")
+    for label, spent in out.items():
+        cpu = sorted(c for c, _ in spent)
+        print(f"  {label:<44} CPU {statistics.median(cpu):.3f} s  wall {statistics.median(w for _, w in spent):.3f} s  ({cpu[0]:.3f}-{cpu[-1]:.3f})")
+
+
+if __name__ == "__main__":
+    main()
