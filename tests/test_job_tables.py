@@ -65,3 +65,16 @@ def test_the_waiting_host_is_the_slowest_in_the_collective_and_the_straggler_is_
     [straggler] = doc["stragglers"]
     assert straggler["process_index"] == 1 and straggler["op"] is None  # its extra is time.sleep, in no op
     assert "per step against" not in straggler["text"].split("the job waits for it")[-1]
+
+
+def test_the_text_report_shows_each_hosts_top_op_and_the_ops_over_hosts(jax_job: dict) -> None:
+    from rich.console import Console
+
+    from tpu_perf.views.hosts import render_hosts
+
+    console = Console(record=True, width=220)
+    console.print(render_hosts(jax_job["report"]))
+    text = console.export_text()
+    spread = jax_job["report"]["ops_spread"][0]
+    assert "Ops over hosts (trace window)" in text and spread["op"] in text.split("Ops over hosts")[1]
+    assert text.count("all-reduce.2 (") == 2  # each process's top op, with its share
