@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tpu_perf.errors import UsageError
 from tpu_perf.store import RunWriter, layout
@@ -52,6 +53,8 @@ class HostDone:
     hostname: str
     ops: int
     url: str
+    manifest: dict[str, Any]
+    """The shard's final run.json, for the job's (so the driver never reads the shards back)."""
 
 
 def import_host(task: HostTask) -> HostDone:
@@ -79,7 +82,7 @@ def import_host(task: HostTask) -> HostDone:
         writer.finish("failed", 1, describe_job=False, error={"message": "import did not finish"})
         raise
     url = writer.finish("completed", 0, describe_job=False)
-    return HostDone(index=task.index, hostname=tables.hostnames[0], ops=len(tables.ops), url=url)
+    return HostDone(index=task.index, hostname=tables.hostnames[0], ops=len(tables.ops), url=url, manifest=dict(writer.manifest))
 
 
 def run_pool(tasks: Sequence[HostTask], address: str | None) -> list[HostDone]:
@@ -141,7 +144,8 @@ def import_job(files: Sequence[Path], *, source: Path, store: str, name: str, en
     done = run(tasks, address)
     fs, base = filesystem(str(Path(store).expanduser().resolve()) if is_local(store) else store)
     first = {"name": name, "command": ["tpu-perf", "import", str(source)], "cwd": os.getcwd(), "process_count": len(files), "started_at": time.time(), "tags": {}}
-    write_job_manifest(store, job_id, first, primary=True, final=True)
+    shards = [(d.manifest, str(d.manifest["status"])) for d in sorted(done, key=lambda d: d.index)]
+    write_job_manifest(store, job_id, first, primary=True, final=True, shards=shards)
     if log is not None:
         log(f"tpu-perf: {len(done)} hosts imported with --engine {engine}: {', '.join(d.hostname for d in sorted(done, key=lambda d: d.index)[:8])}{' ...' if len(done) > 8 else ''}")
     return to_url(fs, join(base, job_id))

@@ -343,12 +343,14 @@ class RunWriter:
                 del self._synced[rel]
 
 
-def write_job_manifest(store: str, job_id: str, manifest: Mapping[str, Any], *, primary: bool, final: bool = False) -> None:
+def write_job_manifest(store: str, job_id: str, manifest: Mapping[str, Any], *, primary: bool, final: bool = False, shards: list[tuple[dict[str, Any], str]] | None = None) -> None:
     """`<job>/run.json` in `store`, from a process's `manifest`: written by the job's first
     process (shard 0), and by any other whose process 0 left none (it is not recorded, or not yet), so the job is listed either way.
     `final` (each process as it ends): it also lists every process's status as the shards
     say it then; the last process to end writes the complete list. Readers take the statuses
-    from the shards themselves, so a process that dies unseen is never reported as running."""
+    from the shards themselves, so a process that dies unseen is never reported as running.
+    `shards`: each shard's (final manifest, status), from a caller that wrote them all (a job
+    import), instead of reading every shard back (one request each on an object store)."""
     job = {key: manifest.get(key) for key in layout.JOB_MANIFEST_FIELDS if key in manifest}
     job.update(schema_version=layout.SCHEMA_VERSION, id=job_id, job=True, status="running", started_at=manifest.get("started_at"))
     local = is_local(store)
@@ -357,7 +359,8 @@ def write_job_manifest(store: str, job_id: str, manifest: Mapping[str, Any], *, 
     if final:
         from tpu_perf.store.reader import job_status, shard_manifests
 
-        shards = shard_manifests(fs, join(base, job_id))
+        if shards is None:  # (manifest, effective status) per shard: read back unless the caller has them
+            shards = shard_manifests(fs, join(base, job_id))
         job["processes"] = [{key: m.get(key) for key in ("process_index", "host", "pid", "exit_code", "started_at", "ended_at")} | {"status": status, "devices": (m.get("hardware") or {}).get("local_device_count")} for m, status in shards]
         job["status"] = job_status([status for _, status in shards])
         job["ended_at"] = time.time()
