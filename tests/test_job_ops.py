@@ -44,3 +44,12 @@ def test_the_spread_counts_only_the_hosts_that_ran_an_op() -> None:
     gather, fusion = spread["all-gather.2"], spread["fusion.1"]
     assert (gather.hosts, gather.min_s, gather.max_s, gather.slowest_host) == (1, 0.5, 0.5, 1)  # absent elsewhere, not 0 s
     assert (fusion.hosts, fusion.min_s, fusion.median_s, fusion.max_s, fusion.slowest_host) == (3, pytest.approx(0.040), pytest.approx(0.044), pytest.approx(0.048), 2)
+
+
+def test_a_host_without_ops_has_no_top_ops_and_the_job_no_spread() -> None:
+    from tpu_perf.analyzers.job_ops import host_top_ops
+
+    none = pd.DataFrame(columns=["host", "name", "total_time_s", "occurrences"])  # what a --no-trace job's query gives
+    assert host_top_ops(none, 0) == () and op_spread(none) == () and straggler_op(none, 0, STEPS, EXTRA_S) is None
+    rows = _by_host(0.012)
+    assert host_top_ops(rows, 7) == ()  # a host that traced nothing, beside hosts that did

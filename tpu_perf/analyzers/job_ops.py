@@ -89,6 +89,8 @@ def _host_key(column: pd.Series) -> pd.Series:
 def host_top_ops(by_host: pd.DataFrame, host: int | str, n: int = HOST_TOP_OPS) -> tuple[HostOp, ...]:
     """The `n` ops with the most time on `host` (rows of `op_time_by_host`)."""
     rows = by_host[by_host["host"] == host]
+    if rows.empty:  # no trace window on that host (recorded with --no-trace, or it ended before)
+        return ()
     total = float(rows["total_time_s"].sum())
     top = rows.nlargest(n, "total_time_s")
     return tuple(HostOp(name=str(r.name), total_time_s=float(r.total_time_s), occurrences=int(r.occurrences), share=float(r.total_time_s) / total if total > 0 else None) for r in top.itertuples())
