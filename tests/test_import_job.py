@@ -106,3 +106,14 @@ def test_engine_names_are_checked_before_anything_is_read(tmp_path: Path) -> Non
             parse_engine(bad)
     proc = tpu_perf_cli("import", str(TPU), "--store", str(tmp_path), "--engine", "spark")
     assert proc.returncode == 2 and "--engine spark" in proc.stderr and not list(tmp_path.iterdir())
+
+
+def test_a_job_larger_than_the_breakdown_cap_keeps_the_first_hosts_breakdown(pool_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tpu_perf.analyzers import hosts
+
+    monkeypatch.setattr(hosts, "BREAKDOWN_ALL_HOSTS", HOSTS - 1)  # 8 processes: one over the cap
+    section = hosts.analyze_hosts(load_run(pool_run))
+    assert section.hosts[0].breakdown is not None and [h.breakdown for h in section.hosts[1:]] == [None] * (HOSTS - 1)
+    assert "breakdowns are the first process's and the stragglers'" in section.note
+    monkeypatch.setattr(hosts, "BREAKDOWN_ALL_HOSTS", HOSTS)  # at the cap: every one
+    assert all(h.breakdown is not None for h in hosts.analyze_hosts(load_run(pool_run)).hosts)
