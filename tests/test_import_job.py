@@ -117,3 +117,16 @@ def test_a_job_larger_than_the_breakdown_cap_keeps_the_first_hosts_breakdown(poo
     assert "breakdowns are the first process's and the stragglers'" in section.note
     monkeypatch.setattr(hosts, "BREAKDOWN_ALL_HOSTS", HOSTS)  # at the cap: every one
     assert all(h.breakdown is not None for h in hosts.analyze_hosts(load_run(pool_run)).hosts)
+
+
+def test_a_damaged_host_file_fails_the_import_naming_it_and_the_job_reads_failed(tmp_path: Path) -> None:
+    files = write_pod(TPU, tmp_path / "log", hosts=3, copies=1)
+    files[1].write_bytes(files[1].read_bytes()[:5000])
+    proc = tpu_perf_cli("import", str(tmp_path / "log"), "--store", str(tmp_path / "runs"))
+    assert proc.returncode == 3 and files[1].name in proc.stderr and "Traceback" not in proc.stderr
+    [job] = [p for p in (tmp_path / "runs").iterdir() if (p / "run.json").exists()]
+    run = load_run(job)
+    assert run.status == "failed" and {h.manifest["process_index"]: h.status for h in run.hosts}[1] == "failed"
+    doc = report_doc(job)
+    assert [(h["status"], bool(h["top_ops"])) for h in doc["hosts"]] == [("completed", True), ("failed", False), ("completed", True)]
+    assert all(s["hosts"] == 2 for s in doc["ops_spread"])  # the failed host has no op, not 0 s of each

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tpu_perf.errors import UsageError
+from tpu_perf.errors import DataError, UsageError
 from tpu_perf.store import RunWriter, layout
 from tpu_perf.store.fs import filesystem, is_local, join, to_url
 from tpu_perf.store.writer import write_job_manifest
@@ -55,6 +55,8 @@ class HostDone:
     url: str
     manifest: dict[str, Any]
     """The shard's final run.json, for the job's (so the driver never reads the shards back)."""
+    error: str | None = None
+    """Why the host's file gave no tables (its shard is `failed` and says so); None when it did."""
 
 
 def import_host(task: HostTask) -> HostDone:
@@ -65,8 +67,11 @@ def import_host(task: HostTask) -> HostDone:
     from tpu_perf.traces.xspace import read_xspace
 
     started = time.time()
-    tables = read_xspace([Path(task.path)], workers=1)
-    check_readable(tables)
+    try:
+        tables = read_xspace([Path(task.path)], workers=1)
+        check_readable(tables)
+    except DataError as exc:  # the host's shard says why it has no tables; the other hosts go on
+        return _failed_host(task, started, str(exc))
     manifest = import_manifest(task.source, tables, name=task.name, started=started, argv=list(task.argv), cwd=task.cwd)
     manifest.update(id=task.job_id, host=tables.hostnames[0], process_index=task.index, process_count=task.count, joined_by="import")
     writer = RunWriter.create(task.store, manifest, shard=str(task.index))
@@ -83,6 +88,16 @@ def import_host(task: HostTask) -> HostDone:
         raise
     url = writer.finish("completed", 0, describe_job=False)
     return HostDone(index=task.index, hostname=tables.hostnames[0], ops=len(tables.ops), url=url, manifest=dict(writer.manifest))
+
+
+def _failed_host(task: HostTask, started: float, error: str) -> HostDone:
+    """A `failed` shard for a host file that gave no tables, so the job reads failed and names it."""
+    host = Path(task.path).name.removesuffix(".xplane.pb")
+    manifest = {"id": task.job_id, "name": task.name, "command": ["tpu-perf", "import", task.source], "cwd": task.cwd, "started_at": started, "host": host,
+                "imported": {"from": task.source, "format": "xspace", "files": [task.path]}, "process_index": task.index, "process_count": task.count, "joined_by": "import"}
+    writer = RunWriter.create(task.store, manifest, shard=str(task.index))
+    writer.finish("failed", 3, describe_job=False, error={"message": error})
+    return HostDone(index=task.index, hostname=host, ops=0, url=writer.url, manifest=dict(writer.manifest), error=error)
 
 
 def run_pool(tasks: Sequence[HostTask], address: str | None) -> list[HostDone]:
@@ -146,7 +161,11 @@ def import_job(files: Sequence[Path], *, source: Path, store: str, name: str, en
     first = {"name": name, "command": ["tpu-perf", "import", str(source)], "cwd": os.getcwd(), "process_count": len(files), "started_at": time.time(), "tags": {}}
     shards = [(d.manifest, str(d.manifest["status"])) for d in sorted(done, key=lambda d: d.index)]
     write_job_manifest(store, job_id, first, primary=True, final=True, shards=shards)
+    url = to_url(fs, join(base, job_id))
+    failed = [d for d in done if d.error]
+    if failed:
+        raise DataError(f"{len(failed)} of {len(done)} host files gave no tables ({failed[0].error}); the job {url} holds the others, its shard {failed[0].index} says why")
     if log is not None:
         log(f"tpu-perf: {len(done)} hosts imported with --engine {engine}: {', '.join(d.hostname for d in sorted(done, key=lambda d: d.index)[:8])}{' ...' if len(done) > 8 else ''}")
-    return to_url(fs, join(base, job_id))
+    return url
 
