@@ -13,7 +13,7 @@ TT_BIN := $(TORCH_TPU_VENV)/bin
 STORE ?= tpu-perf-runs
 # tpu = jax[tpu]: jax with the libtpu it pins. torch is pinned to the CPU build this machine's pip
 # cache holds; an open range pulls CUDA (GBs).
-EXTRAS ?= tpu,torch,traces,dashboard,remote,notebook,dev,test-jax,test-frameworks
+EXTRAS ?= tpu,torch,traces,dashboard,remote,ray,notebook,dev,test-jax,test-frameworks
 TORCH_TPU_EXTRAS ?= torch-tpu,traces,dev
 TORCH_TPU_TESTS := tests/test_torch_tpu.py
 

@@ -11,14 +11,19 @@ proportional set size (PSS) of its whole process tree, sampled every 50 ms
   hlo_stats and overview_page one after another (the conversions that give what tpu-perf's tables
   hold), on a scratch copy made before its clock starts (XProf writes caches next to its input).
 
-Prints wall ours/XProf (pass: <= 1.5) and our peak / total file size (pass: <= 2), and PASS/FAIL.
+- tpu-perf on Ray: `tpu-perf import LOGDIR --engine ray`, a local Ray cluster started for the
+  import (its start-up is in the wall time), one Ray task per host file; skipped without Ray.
 
-Run: PYTHONPATH=$PWD python bench/bench_pod_import.py [--size-mb 1024] [--hosts 16] [--logdir DIR]
+Prints wall ours/XProf (pass: <= 1.5) and our peak / total file size (pass: <= 2), and PASS/FAIL.
+`--no-xprof` prints our rows only (no verdict).
+
+Run: PYTHONPATH=$PWD python bench/bench_pod_import.py [--size-mb 1024] [--hosts 16] [--logdir DIR] [--no-xprof]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import shutil
 import sys
 import tempfile
@@ -44,11 +49,16 @@ def build(out: Path, size_mb: float, hosts: int) -> list[Path]:
     return write_pod(TPU, out, hosts=hosts, copies=copies)
 
 
+def _row(result: tuple[float, float] | str) -> str:
+    return result if isinstance(result, str) else f"{result[0]:6.1f} s  peak {result[1] / 1e6:6.0f} MB"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--size-mb", type=float, default=1024, help="total size of the built log dir (default 1024)")
     ap.add_argument("--hosts", type=int, default=16)
     ap.add_argument("--logdir", type=Path, help="a multi-host log dir to use instead of building one")
+    ap.add_argument("--no-xprof", action="store_true", help="time tpu-perf's engines only")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="tpu-perf-pod-") as tmp:
         tmp_path = Path(tmp)
@@ -63,8 +73,14 @@ def main() -> None:
         total = sum(f.stat().st_size for f in files)
         print(f"log dir: {len(files)} host files, {total / 1e6:.0f} MB")
         ours = subprocess_measure.measure_tree([sys.executable, "-m", "tpu_perf", "import", str(logdir), "--store", str(tmp_path / "store")])
-        print(f"tpu-perf import : {ours if isinstance(ours, str) else f'{ours[0]:6.1f} s  peak {ours[1] / 1e6:6.0f} MB'}")
+        print(f"tpu-perf import : {_row(ours)}")
         shutil.rmtree(tmp_path / "store", ignore_errors=True)
+        if importlib.util.find_spec("ray") is not None:
+            on_ray = subprocess_measure.measure_tree([sys.executable, "-m", "tpu_perf", "import", str(logdir), "--store", str(tmp_path / "store"), "--engine", "ray"])
+            print(f"  --engine ray  : {_row(on_ray)}")
+            shutil.rmtree(tmp_path / "store", ignore_errors=True)
+        if args.no_xprof:
+            return
         scratch = tmp_path / "xprof"
         copies = []
         for i, f in enumerate(files):
@@ -73,7 +89,7 @@ def main() -> None:
             shutil.copyfile(f, dest)
             copies.append(str(dest))
         theirs = subprocess_measure.measure_tree([sys.executable, "-c", XPROF, *copies])
-        print(f"xprof 3 tools   : {theirs if isinstance(theirs, str) else f'{theirs[0]:6.1f} s  peak {theirs[1] / 1e6:6.0f} MB'}")
+        print(f"xprof 3 tools   : {_row(theirs)}")
     if isinstance(ours, str) or isinstance(theirs, str):
         print("FAIL: a side did not finish")
         return

@@ -17,6 +17,7 @@ from tpu_perf.advise.collectives import exposed_collectives
 from tpu_perf.advise.compilation import no_compile_cache, op_by_op, recompilation, unrolled_loop
 from tpu_perf.advise.compute import fp32_matmul, mxu_padding, small_batch
 from tpu_perf.advise.dot_dtypes import dot_flops_share_by_source_dtype
+from tpu_perf.advise.hosts import straggler
 from tpu_perf.advise.idle import device_idle
 from tpu_perf.advise.input import host_sync, input_bound
 from tpu_perf.advise.memory import hbm_headroom, hbm_pressure, no_donation
@@ -293,3 +294,13 @@ def test_pmap_step_is_not_op_by_op() -> None:
     assert op_by_op(pmapped).outcome == "fired"  # without pmap compiles: an eager script
     seen = op_by_op(replace(pmapped, pmap_compiles=2))
     assert seen.outcome == "passed" and "pmap" in seen.reason
+
+
+def test_a_straggler_finding_names_the_op_that_makes_it_slow_when_there_is_one() -> None:
+    worst = {"process_index": 3, "hostname": "h3", "metric": "own_s", "value_s": 0.05, "others_median_s": 0.01, "factor": 5.0, "extra_s": 0.04, "text": "process 3 ..."}
+    hosts = [{"median_s": 0.1, "own_median_s": 0.01}] * 4
+    plain = straggler(base(processes=4, hosts=hosts, stragglers=[{**worst, "op": None}]))
+    assert plain.outcome == "fired" and "straggler_op" not in {e.name for e in plain.evidence}
+    named = straggler(base(processes=4, hosts=hosts, stragglers=[{**worst, "op": {"op": "fusion.7", "value_s": 0.04, "others_median_s": 0.005, "extra_s": 0.035}}]))
+    evidence = {e.name: e.value for e in named.evidence}
+    assert (evidence["straggler_op"], evidence["straggler_op_extra_s"]) == ("fusion.7", 0.035)

@@ -1031,6 +1031,11 @@ def test_run_page_hosts_heatmap_of_a_job(job_store: dict, tmp_path: Path, monkey
         assert row[: len(own[process])] == pytest.approx(own[process] * 1e3)
     [straggler] = doc["stragglers"]
     assert any(straggler["text"] in w.value for w in at.warning)
+    [hosts] = [d.value for d in at.dataframe if "top op (trace)" in d.value.columns]
+    [spread] = [d.value for d in at.dataframe if "slowest host" in d.value.columns]
+    assert list(hosts["top op (trace)"]) == [h["top_ops"][0]["name"] for h in doc["hosts"]]
+    assert list(spread["op"]) == [s["op"] for s in doc["ops_spread"]] and list(spread["slowest host"]) == [s["slowest_host"] for s in doc["ops_spread"]]
+    assert list(spread["max (ms)"]) == pytest.approx([s["max_s"] * 1e3 for s in doc["ops_spread"]])
     at.radio(key="hosts_value").set_value("own work (iteration − waits)")
     at.run()
     fig = _figure(at, "Hosts × steps: own work (iteration − waits) per step")

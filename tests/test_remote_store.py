@@ -139,3 +139,20 @@ def test_a_job_on_an_s3_store_is_one_run_with_a_shard_per_process(s3_env: dict[s
     assert sorted(Path(p).name for p in fs.ls(f"{BUCKET}/job/{run['id']}/hosts")) == ["0", "1"]
     doc = json.loads(tpu_perf_cli("report", "--json", "--store", store, run["id"], env=s3_env, check=True).stdout)
     assert [(h["process_index"], h["steps"], h["status"]) for h in doc["hosts"]] == [(0, 12, "completed"), (1, 8, "completed")]
+    assert [h["top_ops"] for h in doc["hosts"]] == [[], []] and doc["ops_spread"] == []  # --no-trace: no op on any host, not zeros
+
+
+def test_a_pod_capture_imports_into_s3_shards_and_its_job_tables_are_queried_there(s3_env: dict[str, str], tmp_path: Path) -> None:
+    """`import` tasks write each host's shard straight to the object store; the per-op query over
+    hosts reads the shards' Parquet in place there, and gives what the same import gives locally."""
+    from tpu_perf.traces.xplane_synth import write_pod
+
+    files = write_pod(ROOT / "tests" / "data" / "tpu_v6e_x4_inference.xplane.pb", tmp_path / "log", hosts=3, copies=1)
+    remote = tpu_perf_cli("import", str(tmp_path / "log"), "--store", f"s3://{BUCKET}/pod", env=s3_env, check=True).stdout.strip()
+    local = tpu_perf_cli("import", str(tmp_path / "log"), "--store", str(tmp_path / "runs"), check=True).stdout.strip()
+    assert remote.startswith(f"s3://{BUCKET}/pod/")
+    doc = json.loads(tpu_perf_cli("report", "--json", remote, env=s3_env, check=True).stdout)
+    ref = json.loads(tpu_perf_cli("report", "--json", local, check=True).stdout)
+    assert [h["hostname"] for h in doc["hosts"]] == [f.stem.removesuffix(".xplane") for f in files]
+    assert doc["ops_spread"] == ref["ops_spread"] and all(s["hosts"] == 3 for s in doc["ops_spread"])
+    assert [h["top_ops"] for h in doc["hosts"]] == [h["top_ops"] for h in ref["hosts"]]

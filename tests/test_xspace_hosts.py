@@ -97,6 +97,7 @@ def test_worker_count_caps_at_cores_and_memory() -> None:
 
 
 def test_import_of_a_multi_host_log_dir(pod: list[Path], tmp_path: Path) -> None:
+    """A job run: one shard per host file, each that host's own tables (tests/test_import_job.py)."""
     from tests.conftest import tpu_perf_cli
     from tpu_perf.analyzers.report import build_report
     from tpu_perf.store import load_run
@@ -104,12 +105,15 @@ def test_import_of_a_multi_host_log_dir(pod: list[Path], tmp_path: Path) -> None
     logdir = pod[0].parents[2]
     url = tpu_perf_cli("import", str(logdir), "--store", str(tmp_path / "runs"), check=True).stdout.strip().splitlines()[-1]
     run = load_run(url)
-    imported = run.manifest["imported"]
-    assert imported["hostnames"] == ["tpu-vm-a", "tpu-vm-b"] and [Path(f).name for f in imported["files"]] == ["vm-a.xplane.pb", "vm-b.xplane.pb"]
-    assert run.manifest["hardware"]["device_count"] == 8 and run.manifest["hardware"]["chip"] == "tpu-v6e"
-    assert sorted(run.table("devices")["id"]) == sorted(f"host{h}/TPU:{i}" for h in (0, 1) for i in range(4))
-    assert sorted(Path(f).name for f in run.list_files("trace") if f.endswith(".xplane.pb")) == ["vm-a.xplane.pb", "vm-b.xplane.pb"]
+    assert run.is_job and len(run.hosts) == 2
+    for host, name, path in zip(run.hosts, ["tpu-vm-a", "tpu-vm-b"], pod, strict=True):
+        imported = host.manifest["imported"]
+        assert imported["hostnames"] == [name] and [Path(f).name for f in imported["files"]] == [path.name] and host.manifest["host"] == name
+        assert host.manifest["hardware"]["device_count"] == 4 and host.manifest["hardware"]["chip"] == "tpu-v6e"
+        assert sorted(host.table("devices")["id"]) == [f"TPU:{i}" for i in range(4)]
+        assert [Path(f).name for f in host.list_files("trace") if f.endswith(".xplane.pb")] == [path.name]
     alone = read_xspace(pod, workers=1).ops
-    assert run.table("ops")["total_time_s"].sum() == pytest.approx(alone["total_time_s"].sum())
+    assert sum(h.table("ops")["total_time_s"].sum() for h in run.hosts) == pytest.approx(alone["total_time_s"].sum())
     doc = build_report(run).to_dict()
-    assert {d["id"] for d in doc["devices"]} == {f"host{h}/TPU:{i}" for h in (0, 1) for i in range(4)}
+    assert [h["hostname"] for h in doc["hosts"]] == ["tpu-vm-a", "tpu-vm-b"] and {d["id"] for d in doc["devices"]} == {f"TPU:{i}" for i in range(4)}
+    assert all(s["slowest_host"] == 1 for s in doc["ops_spread"])  # tpu-vm-b is the 1.5x stretched copy

@@ -32,6 +32,8 @@ def straggler(s: Signals) -> Finding:
         ev("others_median_s", worst["others_median_s"], "hosts", "stragglers[0].others_median_s"),
         ev("extra_s", worst["extra_s"], "hosts", "stragglers[0].extra_s"),
     ]
+    if worst.get("op"):  # the op that makes it slow, from every host's own trace (analyzers/job_ops.py)
+        evidence += [ev("straggler_op", worst["op"]["op"], "hosts", "stragglers[0].op.op"), ev("straggler_op_extra_s", worst["op"]["extra_s"], "hosts", "stragglers[0].op.extra_s")]
     it = s.iteration_median_s
     gain = None
     if it and 0 < worst["extra_s"] < it:

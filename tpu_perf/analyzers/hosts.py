@@ -10,13 +10,30 @@ by a clear margin over the others', is the one they wait for.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
+from tpu_perf.analyzers.breakdown import analyze_breakdown
+from tpu_perf.analyzers.job_ops import (
+    HostOp,
+    OpSpread,
+    StragglerOp,
+    host_top_ops,
+    op_spread,
+    op_time_by_host,
+    straggler_op,
+)
 from tpu_perf.analyzers.steps import analyze_steps, run_steps, steady_mask, warmup_count
 from tpu_perf.store import Run
+
+BREAKDOWN_ALL_HOSTS = 64
+"""Jobs of up to this many processes get every process's breakdown in the report; larger ones
+the first process's and the stragglers' only: a breakdown is recomputed from the process's
+timeline, 0.1 s per host measured on the 2-core machine (64 imported v6e hosts: 6.7 s), so
+every host of a 2,048-host job would add minutes to each report
+(`analyze_breakdown(run.hosts[i])` gives any one)."""
 
 STRAGGLER_FACTOR = 1.2
 """A process is a straggler when its metric is at least this times the other processes' median..."""
@@ -45,6 +62,19 @@ class HostStats:
     devices: int | None
     """Devices this process drives (local devices)."""
     peak_hbm_bytes: int | None
+    traced_steps: int
+    """Steps inside this process's trace window: what its op times cover."""
+    top_ops: tuple[HostOp, ...] = ()
+    """The ops with the most time in this process's own trace window (job_ops.HOST_TOP_OPS)."""
+    breakdown: dict[str, float] | None = None
+    """This process's step-time breakdown (shares of its traced steps), from its own trace;
+    None when it has no trace tables, or in a job of more than BREAKDOWN_ALL_HOSTS processes for
+    a process that is neither the first nor a straggler."""
+
+    @property
+    def key(self) -> int | str:
+        """How the job's op tables name this host: its process index, else its shard."""
+        return self.process_index if self.process_index is not None else self.shard
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,6 +89,9 @@ class Straggler:
     factor: float
     extra_s: float
     text: str
+    op: StragglerOp | None = None
+    """The op whose time on this process, per traced step, makes most of `extra_s` (job_ops);
+    None when no op does: the extra time is the process's own work between ops."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,6 +105,8 @@ class HostsSection:
     steps_from: int | None
     """The process whose steps are the job's step statistics (the report's `steps`)."""
     note: str | None
+    ops_spread: tuple[OpSpread, ...] = ()
+    """Per op, its time over the hosts' trace windows: min, median, max and the slowest host."""
 
 
 def _steady(run: Run) -> pd.DataFrame:
@@ -128,7 +163,14 @@ def host_stats(host: Run) -> HostStats:
         wait_median_s=wait,
         devices=hardware.get("local_device_count") or hardware.get("device_count"),
         peak_hbm_bytes=_peak_hbm(host),
+        traced_steps=stats.traced,
     )
+
+
+def _breakdown(host: Run) -> dict[str, float] | None:
+    if host.table("timeline").empty:
+        return None
+    return dict(analyze_breakdown(host).fractions) or None
 
 
 def _name(host: HostStats) -> str:
@@ -186,7 +228,25 @@ def analyze_hosts(run: Run) -> HostsSection | None:
             note = f"the job's step statistics are {_name(hosts[0])}'s; the processes run at different paces (median iterations differ by {spread:.0%}, slowest {_name(slowest)})"
     if missing:
         note = (note + "; " if note else "") + f"no data from process(es) {', '.join(map(str, missing))}: not recorded, or gone before joining"
-    return HostsSection(processes=processes, hosts=hosts, missing=missing, stragglers=find_stragglers(hosts), steps_from=steps_from, note=note)
+    by_host = op_time_by_host(run)
+    hosts = tuple(replace(h, top_ops=host_top_ops(by_host, h.key)) for h in hosts)
+    stragglers = tuple(_explained(s, hosts, by_host) for s in find_stragglers(hosts))
+    slow = {(s.process_index, s.hostname) for s in stragglers}
+    every = len(hosts) <= BREAKDOWN_ALL_HOSTS
+    hosts = tuple(replace(h, breakdown=_breakdown(r)) if every or i == 0 or (h.process_index, h.hostname) in slow else h for i, (h, r) in enumerate(zip(hosts, run.hosts, strict=True)))
+    if not every:
+        note = (note + "; " if note else "") + f"breakdowns are the first process's and the stragglers' (a job of more than {BREAKDOWN_ALL_HOSTS} processes)"
+    return HostsSection(processes=processes, hosts=hosts, missing=missing, stragglers=stragglers, steps_from=steps_from, note=note, ops_spread=op_spread(by_host))
+
+
+def _explained(straggler: Straggler, hosts: tuple[HostStats, ...], by_host: pd.DataFrame) -> Straggler:
+    """`straggler` with the op that makes it slow, when one does (job_ops.straggler_op)."""
+    host = next(h for h in hosts if h.process_index == straggler.process_index and h.hostname == straggler.hostname)
+    op = straggler_op(by_host, host.key, {h.key: h.traced_steps for h in hosts}, straggler.extra_s)
+    if op is None:
+        return straggler
+    text = f"{straggler.text}; in its trace window {op.op} takes {op.value_s * 1e3:.1f} ms per step against {op.others_median_s * 1e3:.1f} ms on the others (+{op.extra_s * 1e3:.1f} ms)"
+    return replace(straggler, op=op, text=text)
 
 
 def steps_by_host(run: Run) -> pd.DataFrame:

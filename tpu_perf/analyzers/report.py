@@ -94,6 +94,7 @@ class Report:
             doc["job"] = {"processes": self.hosts.processes, "missing": self.hosts.missing, "steps_from": self.hosts.steps_from, "note": self.hosts.note}
             doc["hosts"] = self.hosts.hosts
             doc["stragglers"] = self.hosts.stragglers
+            doc["ops_spread"] = self.hosts.ops_spread
         return to_jsonable(doc)
 
     def to_json(self, *, indent: int | None = 2) -> str:

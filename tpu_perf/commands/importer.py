@@ -8,7 +8,7 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -43,13 +43,44 @@ def steps_from_trace(device_steps: "pd.DataFrame") -> "pd.DataFrame":
     })
 
 
-def import_traces(path: Path, *, store: str, name: str | None = None, max_bytes: int | None = None, log: Callable[[str], None] | None = None) -> str:
+def import_manifest(path: Path | str, tables: Any, *, name: str | None, started: float, argv: list[str], cwd: str) -> dict[str, Any]:
+    """The first run.json of an imported run (or of one host's shard of an imported job)."""
+    from tpu_perf.traces.ingest import hardware
+
+    return {
+        "name": name or Path(path).name.split(".")[0] or "imported",
+        "status": "running", "exit_code": None, "command": ["tpu-perf", "import", str(path)], "argv": argv, "cwd": cwd,
+        "started_at": started, "pid": os.getpid(), "host": layout.hostname(), "frameworks": ["pytorch"] if tables.format == "kineto" else ["xla"],
+        "hardware": hardware(tables), "imported": {"from": str(Path(path).resolve()), "format": tables.format, "files": list(tables.files), "hostnames": list(tables.hostnames)},
+        "config": {}, "tags": {},
+    }
+
+
+def import_traces(path: Path, *, store: str, name: str | None = None, max_bytes: int | None = None, log: Callable[[str], None] | None = None, engine: str = "pool") -> str:
     """Read every trace under `path` first (bad files stop here, before any run exists), then write a run.
-    Traces larger than `max_bytes` together (default: half the available memory) are refused."""
+    Traces larger than `max_bytes` together (default: half the available memory) are refused.
+
+    A multi-host XSpace capture (one `.xplane.pb` per host) becomes a job run instead, one shard
+    per host, each host read and written by its own task on `engine` (commands/import_job.py);
+    there `max_bytes` bounds the largest host file, what one task holds."""
+    from tpu_perf.commands.import_job import import_job, parse_engine
     from tpu_perf.store import RunWriter
-    from tpu_perf.traces.ingest import check_readable, hardware, read_traces, write_tables
+    from tpu_perf.traces.ingest import (
+        check_readable,
+        check_size,
+        default_max_bytes,
+        find_traces,
+        read_traces,
+        write_tables,
+    )
     from tpu_perf.traces.kineto_scan import InvalidEventsWarning
 
+    parse_engine(engine)
+    xplanes, _ = find_traces(path)
+    if len(xplanes) > 1:
+        largest = max(xplanes, key=lambda f: os.stat(f).st_size)
+        check_size([largest], default_max_bytes() if max_bytes is None else max_bytes)
+        return import_job(xplanes, source=path, store=store, name=name or Path(path).name.split(".")[0] or "imported", engine=engine, argv=sys.argv, log=log)
     started = time.time()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", InvalidEventsWarning)
@@ -58,13 +89,7 @@ def import_traces(path: Path, *, store: str, name: str | None = None, max_bytes:
     for note in notes:
         (log or (lambda line: None))(f"tpu-perf: note: {note}")
     check_readable(tables)
-    manifest = {
-        "name": name or Path(path).name.split(".")[0] or "imported",
-        "status": "running", "exit_code": None, "command": ["tpu-perf", "import", str(path)], "argv": sys.argv, "cwd": os.getcwd(),
-        "started_at": started, "pid": os.getpid(), "host": layout.hostname(), "frameworks": ["pytorch"] if tables.format == "kineto" else ["xla"],
-        "hardware": hardware(tables), "imported": {"from": str(Path(path).resolve()), "format": tables.format, "files": list(tables.files), "hostnames": list(tables.hostnames)},
-        "config": {}, "tags": {},
-    }
+    manifest = import_manifest(path, tables, name=name, started=started, argv=sys.argv, cwd=os.getcwd())
     writer = RunWriter.create(store, manifest)
     try:
         write_tables(writer, tables)
@@ -89,12 +114,13 @@ def register(app: typer.Typer) -> None:
         path: Annotated[Path, typer.Argument(help="An XProf/TensorBoard log dir, a .xplane.pb, a folder of per-host xplanes, or Kineto .json(.gz) traces.")],
         name: Annotated[str | None, typer.Option(help="Run name (default: the file or folder name).")] = None,
         store: StoreOption = layout.DEFAULT_STORE,
-        max_bytes: Annotated[int | None, typer.Option("--max-bytes", min=1, help="Refuse traces larger than this, compressed ones by what they hold (default: half the available memory).")] = None,
+        max_bytes: Annotated[int | None, typer.Option("--max-bytes", min=1, help="Refuse traces larger than this, compressed ones by what they hold (default: half the available memory); in a multi-host capture, the largest host file.")] = None,
+        engine: Annotated[str, typer.Option(help="What reads a multi-host capture, one host file per task: pool (processes on this machine), ray (a local Ray cluster), ray=auto or ray=ray://HOST:PORT (an existing one; needs `tpu-perf[ray]`).")] = "pool",
     ) -> None:
         """Make a run from traces captured elsewhere; `tpu-perf report` then works on it."""
         from tpu_perf.store.writable import check_writable_store
 
         check_writable_store(store)
-        url = import_traces(path, store=store, name=name, max_bytes=max_bytes, log=lambda line: err.print(line, style="yellow", highlight=False, markup=False))
+        url = import_traces(path, store=store, name=name, max_bytes=max_bytes, engine=engine, log=lambda line: err.print(line, style="yellow", highlight=False, markup=False))
         err.print(f"tpu-perf: imported {path} as run {Path(url).name} into {url}", highlight=False, markup=False)
         sys.stdout.write(url + "\n")

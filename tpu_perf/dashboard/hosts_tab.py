@@ -23,7 +23,19 @@ def hosts_table(hosts: list[dict[str, Any]]) -> pd.DataFrame:
     for column in ("median_s", "own_median_s", "wait_median_s", "device_median_s"):
         frame[column] = pd.to_numeric(frame[column], errors="coerce") * 1e3
     frame["peak_hbm_bytes"] = pd.to_numeric(frame["peak_hbm_bytes"], errors="coerce") / 2**20
-    return frame.rename(columns=HOST_COLUMNS)
+    frame["top_op"] = [(h.get("top_ops") or [{}])[0].get("name") for h in hosts]
+    return frame.rename(columns={**HOST_COLUMNS, "top_op": "top op (trace)"})
+
+
+SPREAD_COLUMNS = {"op": "op", "hosts": "hosts", "min_s": "min (ms)", "median_s": "median (ms)", "max_s": "max (ms)", "slowest_host": "slowest host"}
+
+
+def spread_table(spread: list[dict[str, Any]]) -> pd.DataFrame:
+    """The report's `ops_spread`: each op's time over the hosts' trace windows, in ms."""
+    frame = pd.DataFrame(spread).reindex(columns=list(SPREAD_COLUMNS))
+    for column in ("min_s", "median_s", "max_s"):
+        frame[column] = pd.to_numeric(frame[column], errors="coerce") * 1e3
+    return frame.rename(columns=SPREAD_COLUMNS)
 
 
 def render(doc: dict[str, Any], ref: data.RunRef) -> None:
@@ -33,6 +45,9 @@ def render(doc: dict[str, Any], ref: data.RunRef) -> None:
     for s in doc.get("stragglers") or []:
         st.warning(f"Straggler: {s['text']}.", icon=":material/slow_motion_video:")
     st.dataframe(hosts_table(hosts), hide_index=True, width="stretch", key="run_hosts")
+    if doc.get("ops_spread"):
+        st.markdown("**Ops over hosts** (each host's own trace window; the slowest host per op)")
+        st.dataframe(spread_table(doc["ops_spread"]), hide_index=True, width="stretch", key="run_ops_spread")
     frame = data.hosts_frame(ref.url, ref.stamp)
     if frame.empty:
         st.info("No process of this job recorded a step: no heatmap.", icon=":material/info:")

@@ -241,8 +241,10 @@ class RunWriter:
                 self.write_table(table, df)
                 jsonl.unlink()
 
-    def finish(self, status: str, exit_code: int | None, **fields: Any) -> str:
-        """Compact the tables, write the final manifest and upload a staged run; return its URL."""
+    def finish(self, status: str, exit_code: int | None, *, describe_job: bool = True, **fields: Any) -> str:
+        """Compact the tables, write the final manifest and upload a staged run; return its URL.
+        A job's shard also rewrites the job's run.json (reading every shard's manifest) unless
+        `describe_job` is False: a job importer writes it once, after its last shard."""
         if status not in layout.FINAL_STATUSES:
             raise ValueError(f"not a final status: {status}")
         self.compact()
@@ -253,7 +255,7 @@ class RunWriter:
         follow_umask(self.dir)
         if self._upload_to:
             self.sync_remote(force=True)
-        if self.manifest.get("process_count"):
+        if describe_job and self.manifest.get("process_count"):
             self.write_job_manifest(self.run_id, primary=True, final=True)
         if self._upload_to:
             shutil.rmtree(self.dir.parent, ignore_errors=True)
@@ -307,32 +309,8 @@ class RunWriter:
                 fs.rm(path, recursive=True)
 
     def write_job_manifest(self, job_id: str, *, primary: bool, final: bool = False) -> None:
-        """`<job>/run.json`: written by the job's first process (shard 0), and by any other whose
-        process 0 left none (it is not recorded, or not yet), so the job is listed either way.
-        `final` (each process as it ends): it also lists every process's status as the shards
-        say it then; the last process to end writes the complete list. Readers take the statuses
-        from the shards themselves, so a process that dies unseen is never reported as running."""
-        job = {key: self.manifest.get(key) for key in layout.JOB_MANIFEST_FIELDS if key in self.manifest}
-        job.update(schema_version=layout.SCHEMA_VERSION, id=job_id, job=True, status="running", started_at=self.manifest.get("started_at"))
-        if self._upload_to is None:
-            fs, base = filesystem(str(Path(self.store).expanduser().resolve()))
-        else:
-            fs, base = filesystem(self.store)
-        path = join(base, job_id, layout.MANIFEST)
-        if final:
-            from tpu_perf.store.reader import job_status, shard_manifests
-
-            shards = shard_manifests(fs, join(base, job_id))
-            job["processes"] = [{key: m.get(key) for key in ("process_index", "host", "pid", "exit_code", "started_at", "ended_at")} | {"status": status, "devices": (m.get("hardware") or {}).get("local_device_count")} for m, status in shards]
-            job["status"] = job_status([status for _, status in shards])
-            job["ended_at"] = time.time()
-        elif not primary and fs.exists(path):
-            return
-        data = jsonio.dumps(job, sort_keys=True, lossy=True).encode()
-        if self._upload_to is None:
-            write_atomic(Path(path), data)
-        else:
-            fs.pipe_file(path, data)
+        """`<job>/run.json` from this process's manifest (`write_job_manifest` below)."""
+        write_job_manifest(self.store, job_id, self.manifest, primary=primary, final=final)
 
     # -- remote stores ------------------------------------------------------------------------
     def sync_remote(self, *, force: bool = False) -> None:
@@ -363,3 +341,33 @@ class RunWriter:
             for rel in [r for r in self._synced if r not in present]:
                 fs.rm_file(join(base, rel))
                 del self._synced[rel]
+
+
+def write_job_manifest(store: str, job_id: str, manifest: Mapping[str, Any], *, primary: bool, final: bool = False, shards: list[tuple[dict[str, Any], str]] | None = None) -> None:
+    """`<job>/run.json` in `store`, from a process's `manifest`: written by the job's first
+    process (shard 0), and by any other whose process 0 left none (it is not recorded, or not yet), so the job is listed either way.
+    `final` (each process as it ends): it also lists every process's status as the shards
+    say it then; the last process to end writes the complete list. Readers take the statuses
+    from the shards themselves, so a process that dies unseen is never reported as running.
+    `shards`: each shard's (final manifest, status), from a caller that wrote them all (a job
+    import), instead of reading every shard back (one request each on an object store)."""
+    job = {key: manifest.get(key) for key in layout.JOB_MANIFEST_FIELDS if key in manifest}
+    job.update(schema_version=layout.SCHEMA_VERSION, id=job_id, job=True, status="running", started_at=manifest.get("started_at"))
+    local = is_local(store)
+    fs, base = filesystem(str(Path(store).expanduser().resolve()) if local else store)
+    path = join(base, job_id, layout.MANIFEST)
+    if final:
+        from tpu_perf.store.reader import job_status, shard_manifests
+
+        if shards is None:  # (manifest, effective status) per shard: read back unless the caller has them
+            shards = shard_manifests(fs, join(base, job_id))
+        job["processes"] = [{key: m.get(key) for key in ("process_index", "host", "pid", "exit_code", "started_at", "ended_at")} | {"status": status, "devices": (m.get("hardware") or {}).get("local_device_count")} for m, status in shards]
+        job["status"] = job_status([status for _, status in shards])
+        job["ended_at"] = time.time()
+    elif not primary and fs.exists(path):
+        return
+    data = jsonio.dumps(job, sort_keys=True, lossy=True).encode()
+    if local:
+        write_atomic(Path(path), data)
+    else:
+        fs.pipe_file(path, data)
