@@ -1,5 +1,6 @@
 """Device-to-host transfers per step in a PyTorch script: `.item()`, `.cpu()`, `.tolist()`,
-`.numpy()` and printing or formatting a tensor, counted while steps run.
+`.numpy()`, printing or formatting a tensor, and Python reading a tensor as a number or a truth
+value (`float(loss)`, `int(n)`, `bool(t)`, `if loss > x:`), counted while steps run.
 
 Each of these makes the host wait for the device (on torch-tpu and CUDA the queued work must finish
 before the value exists): PyTorch/XLA's debug analysis counts them as `TransferFromDevice`, and
@@ -20,8 +21,9 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-METHODS = ("item", "cpu", "tolist", "numpy", "__repr__", "__format__")
-"""Tensor methods that copy a value to the host (`__repr__`/`__format__`: printing a tensor)."""
+METHODS = ("item", "cpu", "tolist", "numpy", "__repr__", "__format__", "__float__", "__int__", "__bool__")
+"""Tensor methods that copy a value to the host (`__repr__`/`__format__`: printing a tensor;
+`__float__`/`__int__`/`__bool__`: `float(t)`, `int(t)`, `bool(t)` and `if t > x:`)."""
 SKIP_MODULES = ("torch", "tpu_perf")
 """Callers whose calls are not the script's: torch itself (inside printing, optimizers) and tpu-perf."""
 
