@@ -175,7 +175,7 @@ SOURCES: dict[str, tuple[str, str]] = {
     "step_calls": ("steps", "run.json jax.step_calls"),
     "jitted_functions": ("compiles", "run.json jax.jitted_functions"),
     "hlo_instructions": ("hlo", "hlo.top_level_instructions"),
-    "max_dot_repeats": ("hlo", "step program HLO: occurrences of a repeated matmul shape (dtype, m, n, k), weighted by FLOPs (signals.layer_repeats)"),
+    "max_dot_repeats": ("hlo", "step program HLO: occurrences of a repeated matmul (dtype, m, n, k, dimension numbers), weighted by FLOPs (signals.layer_repeats)"),
     "while_loops": ("hlo", "hlo.analysis.while_loops"),
     "step_compile_s": ("compiles", "compiles.parquet: longest backend_compile of the step function"),
     "argument_bytes": ("hlo", "programs[step].argument_bytes (XLA memory analysis)"),
