@@ -49,6 +49,10 @@ class _ClosedStep:
     """The device time is the reported device work inside the iteration, counted when it is written."""
 
 
+MAX_CALLS_HELD = 200_000
+"""Call intervals kept while no step takes them (before the step function is known): a few MB."""
+
+
 class StepTracker:
     """Opens and closes steps; writes one record per closed step through `emit`."""
 
@@ -144,6 +148,8 @@ class StepTracker:
             self._calls_seen = True
             if end > start:
                 self._calls.append((start, end))
+            if len(self._calls) > MAX_CALLS_HELD:  # no step opened for a long while (no step source yet): keep the latest
+                del self._calls[: MAX_CALLS_HELD // 2]
 
     def mark_instrumented(self) -> None:
         """Mark the open step; from a boundary hook (no step open yet), the step about to open."""
