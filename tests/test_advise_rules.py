@@ -281,6 +281,8 @@ def test_device_idle_fires_only_when_unexplained() -> None:
     explained = device_idle(idle, [host_sync(base(fetched_step_calls=40))])
     assert explained.outcome == "passed" and "host-sync" in explained.reason
     assert device_idle(base(breakdown={}, duty_cycle_pct=None), []).outcome == "not_evaluable"
+    partial = base(breakdown={**base().breakdown, "device_idle": 0.85}, programs_in_trace=1, traced_steps=3)  # one program caught in 3 steps
+    assert device_idle(partial, []).outcome == "not_evaluable" and "partial capture" in device_idle(partial, []).reason
     assert device_idle(base(breakdown={}, duty_cycle_pct=T.DUTY_CYCLE_PCT - 1), []).outcome == "fired"
 
 
