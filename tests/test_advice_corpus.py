@@ -95,7 +95,7 @@ def test_a_numpy_augmenting_loop_is_input_bound(corpus_runs) -> None:
     ev = {e["name"]: e["value"] for e in bound["evidence"]}
     step, loop = ev["iteration_median_s"], ev["loop_median_s"]
     assert loop > 0.5 * step and ev["call_median_s"] < loop  # 128 images cropped, flipped and noised per step
-    assert bound["expected_gain"]["factor"] <= step / (step - loop) + 1e-6
+    assert bound["expected_gain"]["factor"] <= step / (step - loop) * 1.001  # evidence is rounded to 6 digits
     assert doc["next"] == "input-bound"
 
 
