@@ -30,8 +30,8 @@ PLANTED = {
 """The advisor's own scripts (a defect planted, or a shape the corpus lacks): name -> script, args.
 keras_fit and flax_multisteps_mlp overlap tests/corpus's keras_jax and flax_multisteps but
 assert what those cannot: Keras's test_step first compiled midway (validation after epoch 1), and
-MultiSteps without the corpus MLP's square 256x256 layers (their forward and backward matmuls share
-one shape, 5 of them: unrolled-loop fires medium, a false alarm of signals.layer_repeats)."""
+MultiSteps on a 3-layer MLP with a 10-way head (the corpus MLP's two square 256x256 layers give 5
+dots of one shape, told apart by role in signals.layer_repeats)."""
 
 
 def env() -> dict[str, str]:

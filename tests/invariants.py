@@ -39,13 +39,16 @@ def check_run(run: Run, doc: dict[str, Any] | None = None) -> dict[str, Any]:
     if not steps.empty:
         duration = steps["duration_s"].astype(float)
         assert (duration >= 0).all(), "negative iteration"
-        for column in ("device_s", "wait_s"):
+        for column in ("device_s", "wait_s", "call_s", "loop_s"):
             if column in steps:
                 values = pd.to_numeric(steps[column], errors="coerce").dropna()
                 assert (values >= 0).all(), f"negative {column}"
                 assert (values <= duration[values.index] + error + 1e-9).all(), f"{column} longer than its iteration: {(values - duration[values.index]).max()}"
+        if "loop_s" in steps:  # the loop's own work and the calls never overlap
+            both = (pd.to_numeric(steps["call_s"], errors="coerce") + pd.to_numeric(steps["loop_s"], errors="coerce")).dropna()
+            assert (both <= duration[both.index] + 1e-9).all(), "call_s + loop_s longer than the iteration"
     s = doc["steps"]
-    for key in ("device_median_s", "host_median_s"):
+    for key in ("device_median_s", "host_median_s", "call_median_s", "loop_median_s"):
         assert s.get(key) is None or s[key] >= 0, f"negative {key}"
     if s.get("device_median_s") is None and s.get("count"):
         assert s.get("device_reason"), "an unknown device time says why"

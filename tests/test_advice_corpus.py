@@ -14,12 +14,21 @@ from tests.conftest import advice_doc, report_doc
 pytestmark = pytest.mark.slow
 TORCH_EAGER = ("torch_nosync", "hf_trainer", "lightning_module", "accelerate_loop", "torch_compile_amp")
 """Judged for the machine they ran on: eager PyTorch judged for a TPU is op-by-op by design."""
-REAL_FRAMEWORK = ("jax_pmap", "jax_aot", "eval_midway", "keras_fit", "keras_jax", "flax_cnn", "flax_multisteps_mlp", "flax_nnx", "jax_mesh", *TORCH_EAGER)
+REAL_FRAMEWORK = ("jax_pmap", "jax_aot", "eval_midway", "keras_fit", "keras_jax", "flax_cnn", "flax_multisteps", "flax_multisteps_mlp", "flax_nnx", "jax_mesh", *TORCH_EAGER)
 """Scripts with no planted defect of the rules below: written as each library's users write them."""
-NEVER_ON_THESE = ("recompilation", "op-by-op", "host-sync", "graph-break", "mxu-padding", "unrolled-loop", "device-idle", "hbm-pressure")
+NEVER_ON_THESE = ("recompilation", "op-by-op", "host-sync", "input-bound", "graph-break", "mxu-padding", "unrolled-loop", "device-idle", "hbm-pressure")
 """Rules whose high or medium finding on REAL_FRAMEWORK would be a false alarm. Not listed: what these
-small scripts really have (f32 matmuls, small batches, undonated state in some, a host loop as slow
-as their tiny steps on a CPU: input-bound reads the device/host split, issue 21)."""
+small scripts really have (f32 matmuls, small batches, undonated state in some)."""
+INPUT_WORK = {
+    "jax_mesh": "a jax.device_put of each batch onto the mesh in the loop: 0.3 ms of a 1.1-1.3 ms step",
+    "keras_fit": "Keras's data adapter slices and converts each batch outside the jitted step: about half of a 0.3 ms step",
+    "keras_jax": "the same adapter beside a 12-19 ms step: 5-18 % measured, near the line",
+    "torch_compile_amp": "the DataLoader's collate, named in the trace: 52 % of a small compiled step",
+}
+"""REAL_FRAMEWORK scripts whose loop does real per-step input work outside the step call, as large as
+their tiny steps on a CPU: input-bound may fire on them (the loop's own time is what it measures).
+The rest keep their batches in memory: the device's idle time there is dispatch, and input-bound
+must not fire."""
 
 
 def _advise(corpus_runs, name: str, target: str | None = None) -> dict:
@@ -37,7 +46,8 @@ def _by_id(doc: dict) -> dict[str, dict]:
 @pytest.mark.parametrize("name", REAL_FRAMEWORK)
 def test_real_framework_scripts_fire_no_false_alarm(corpus_runs, name) -> None:
     doc = _advise(corpus_runs, name, None if name in TORCH_EAGER else "v6e")
-    false = [f["id"] for f in doc["findings"] if f["outcome"] == "fired" and f["severity"] in ("high", "medium") and f["id"] in NEVER_ON_THESE]
+    never = [r for r in NEVER_ON_THESE if not (r == "input-bound" and name in INPUT_WORK)]
+    false = [f["id"] for f in doc["findings"] if f["outcome"] == "fired" and f["severity"] in ("high", "medium") and f["id"] in never]
     assert false == [], f"{name}: {false}"
     assert doc["conclusion"]
 
@@ -67,6 +77,9 @@ def test_padding_forced_by_the_data_is_not_a_finding(corpus_runs) -> None:
     removable = next(e["value"] for e in pad["evidence"] if e["name"] == "fixable_matmul_time_fraction")
     assert waste > 0.9 and removable < 0.10  # 3 input channels, 32/64 channels, batch 16: padding nobody can remove
     assert not [f["id"] for f in doc["findings"] if f["outcome"] == "fired" and f["severity"] == "high"]
+    bound = _by_id(doc)["input-bound"]  # batches sliced from memory: the device's idle time is dispatch
+    loop = next(e["value"] for e in bound["evidence"] if e["name"] == "loop_median_s")
+    assert bound["outcome"] == "passed" and loop < 0.2 * next(e["value"] for e in bound["evidence"] if e["name"] == "iteration_median_s")
     assert doc["nothing_left"] and doc["conclusion"].startswith("nothing left would make the step faster on tpu-v6e")
     assert {"no-donation", "hbm-headroom"} <= set(doc["also"])
     also = _by_id(doc)["no-donation"]["expected_gain"]
@@ -74,10 +87,15 @@ def test_padding_forced_by_the_data_is_not_a_finding(corpus_runs) -> None:
 
 
 def test_a_numpy_augmenting_loop_is_input_bound(corpus_runs) -> None:
-    """Reads the trace breakdown's host share; the steps' device/host split is issue 21's."""
+    """The augmentation runs in the loop, outside the step call (the steps' loop_s): the input share
+    is the trace's idle share bounded by it, and so is the gain."""
     doc = _advise(corpus_runs, "augment")
     bound = _by_id(doc)["input-bound"]
     assert bound["outcome"] == "fired" and bound["expected_gain"]["kind"] == "upper_bound"
+    ev = {e["name"]: e["value"] for e in bound["evidence"]}
+    step, loop = ev["iteration_median_s"], ev["loop_median_s"]
+    assert loop > 0.5 * step and ev["call_median_s"] < loop  # 128 images cropped, flipped and noised per step
+    assert bound["expected_gain"]["factor"] <= step / (step - loop) * 1.001  # evidence is rounded to 6 digits
     assert doc["next"] == "input-bound"
 
 

@@ -139,8 +139,8 @@ def _from_hlo(run, report: dict, name: str, tile: int) -> float | KeyError:
         return a.padding_waste
     if name == "dot_intensity_bf16":
         return sum(d.flops for d in a.dots) / sum(d.flops / (d.m * d.n * d.k) * (d.m * d.k + d.k * d.n + d.m * d.n) for d in a.dots)
-    if name == "max_dot_repeats":  # the repeat count shared by the most matmul FLOPs
-        shapes = [(d.dtype, d.m, d.n, d.k) for d in a.dots]
+    if name == "max_dot_repeats":  # the repeat count shared by the most matmul FLOPs, a dot's role (its dimension numbers) part of its shape
+        shapes = [(d.dtype, d.m, d.n, d.k, d.dims) for d in a.dots]
         by_count: dict[int, float] = {}
         for d, shape in zip(a.dots, shapes, strict=True):
             if shapes.count(shape) > 1:

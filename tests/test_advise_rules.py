@@ -110,6 +110,20 @@ def test_input_bound_threshold() -> None:
     assert from_steps.outcome == "fired"
 
 
+def test_input_bound_counts_only_the_loops_own_work() -> None:
+    """The device idles 40 % of a 0.1 s step: input-bound when the loop's own work outside the step
+    call covers it, dispatch (passed, named) when the host was inside the call instead; the gain is
+    bounded by the share the loop's work can explain."""
+    idle = base(breakdown={**base().breakdown, "host": 0.4})
+    loop_bound = input_bound(replace(idle, loop_median_s=0.05, call_median_s=0.001))
+    assert loop_bound.outcome == "fired" and loop_bound.gain_factor == pytest.approx(1 / (1 - 0.4))
+    partly = input_bound(replace(idle, loop_median_s=0.25 * 0.1, call_median_s=0.03))
+    assert partly.outcome == "fired" and partly.gain_factor == pytest.approx(1 / (1 - 0.25))  # min(idle, loop share)
+    dispatch = input_bound(replace(idle, loop_median_s=0.002, call_median_s=0.04))
+    assert dispatch.outcome == "passed" and dispatch.reason.startswith("not the input pipeline") and "38%" in dispatch.reason
+    assert dispatch.gain_factor is None
+
+
 def test_op_by_op_threshold() -> None:
     def per_step(p):
         return base(programs_in_trace=int(p * 3))
@@ -149,6 +163,26 @@ def test_unrolled_loop_counts_layer_copies() -> None:
     scanned = stack(8, scan=True)
     assert scanned.while_loops >= 1 and unrolled_loop(base(hlo=scanned, max_dot_repeats=layer_repeats(scanned))).outcome == "passed"
     assert unrolled_loop(base(hlo=None)).outcome == "not_evaluable"
+
+
+def test_forward_and_backward_dots_of_a_few_square_layers_are_not_layer_copies() -> None:
+    """A training step's matmuls of one square shape: forward, weight-gradient and input-gradient
+    dots (5 for two 256x256 layers, the corpus's MultiSteps MLP) are read by role, not as 5 layers;
+    an unrolled stack still repeats each role once per layer."""
+
+    def grads(layers):
+        def loss(ws, x):
+            for w in ws:
+                x = jax.nn.relu(x @ w)
+            return jnp.mean(x**2)
+
+        return _analysis(jax.grad(loss), [jnp.ones((256, 256))] * layers, jnp.ones((256, 256)))
+
+    two = grads(2)
+    assert len({(d.m, d.n, d.k) for d in two.dots}) == 1 and len(two.dots) == 5  # one shape, five dots
+    assert layer_repeats(two) == 2 and unrolled_loop(base(hlo=two, max_dot_repeats=2)).outcome == "passed"
+    six = grads(6)
+    assert layer_repeats(six) == 6 and unrolled_loop(base(hlo=six, max_dot_repeats=6)).outcome == "fired"
 
 
 def _dtype_signals(fn, *args):
@@ -248,6 +282,8 @@ def test_device_idle_fires_only_when_unexplained() -> None:
     explained = device_idle(idle, [host_sync(base(fetched_step_calls=40))])
     assert explained.outcome == "passed" and "host-sync" in explained.reason
     assert device_idle(base(breakdown={}, duty_cycle_pct=None), []).outcome == "not_evaluable"
+    partial = base(breakdown={**base().breakdown, "device_idle": 0.85}, programs_in_trace=1, traced_steps=3)  # one program caught in 3 steps
+    assert device_idle(partial, []).outcome == "not_evaluable" and "partial capture" in device_idle(partial, []).reason
     assert device_idle(base(breakdown={}, duty_cycle_pct=T.DUTY_CYCLE_PCT - 1), []).outcome == "fired"
 
 

@@ -55,6 +55,9 @@ def test_jax_host_work_and_float_loss_are_in_the_step(jax_hostwork) -> None:
     # The device view: the update itself is a few ms at most, the rest of the iteration is host time.
     assert s["device_median_s"] < 0.25 * s["median_s"]
     assert s["host_median_s"] == pytest.approx(s["median_s"] - s["device_median_s"], rel=0.1)
+    # The host split: the input work is the loop's own (outside the step call and its waits), the
+    # call is dispatch; float(loss) is a wait, neither.
+    assert 0.95 * HOST_MS / 1e3 <= s["loop_median_s"] <= s["median_s"] and s["call_median_s"] < 0.1 * s["median_s"]
     assert _tiles(run.steps)
 
 
@@ -90,6 +93,7 @@ def test_torch_host_work_and_item_are_in_the_step(torch_hostwork) -> None:
     assert s["count"] == 24
     assert s["median_s"] == pytest.approx(loop, rel=0.05)
     assert s["device_median_s"] is None and s["host_median_s"] is None  # PyTorch's device view is unknown here
+    assert s["loop_median_s"] is None and s["call_median_s"] is None  # no jitted calls to time
     assert s["device_reason"] == "PyTorch's device time per step is not measured"
     assert _tiles(run.steps)
 

@@ -74,3 +74,25 @@ def test_bad_script_is_a_usage_error(tmp_path) -> None:
     bad.write_text("import torch\nfor i in range(:\n")
     proc = tpu_perf_cli("record", "--store", str(tmp_path / "runs"), str(bad))
     assert proc.returncode == 2 and "bad.py" in proc.stderr and not (tmp_path / "runs").exists()
+
+
+def test_python_reading_a_tensor_as_a_number_is_a_host_sync() -> None:
+    """float(t), int(t), bool(t) and `if loss > x:` wait for the device like .item(); torch's own
+    calls (a formatted tensor calls .item() inside torch) are not the script's."""
+    from tpu_perf.collectors.torch.syncs import HostSyncs
+
+    syncs = HostSyncs(torch)
+    uninstall = syncs.install()
+    try:
+        loss, n = torch.tensor(2.5), torch.tensor(3)
+        float(loss)  # not counted: no step has begun
+        syncs.on_boundary(0)
+        for _ in range(2):
+            float(loss), int(n), bool(n)
+            if loss > 1.0:
+                f"{loss:.2f}"
+        loss + n  # stays on the device
+    finally:
+        uninstall()
+    assert float(loss) == 2.5  # uninstalled: not counted
+    assert syncs.summary() == {"count": 10, "steps": 1, "steps_with_sync": 1, "by_call": {"__float__": 2, "__int__": 2, "__bool__": 4, "__format__": 2}}

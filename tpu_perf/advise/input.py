@@ -84,7 +84,7 @@ def host_sync(s: Signals) -> Finding:
         return not_evaluable(HOST_SYNC, _no_fetch_counts(s))
     if s.framework == "torch":
         evidence = [src("torch_syncs", s.torch_syncs), ev("steps_count", s.torch_sync_steps, "steps", "steps.count"), src("fetches_per_step", rate)]
-        what = f"{s.torch_syncs} device-to-host transfers (.item(), .cpu(), .tolist(), .numpy(), printing a tensor) in {s.torch_sync_steps} steps"
+        what = f"{s.torch_syncs} device-to-host transfers (.item(), .cpu(), .tolist(), .numpy(), float()/int()/bool() of a tensor, printing one) in {s.torch_sync_steps} steps"
     else:
         evidence = [src("fetched_step_calls", s.fetched_step_calls), src("step_calls", s.step_calls), src("fetches_per_step", rate)]
         what = f"{s.fetched_step_calls} of {s.step_calls} steps fetched an output to the host right after dispatch"
@@ -96,24 +96,48 @@ def host_sync(s: Signals) -> Finding:
     return fired(HOST_SYNC, what, evidence + more, gain)
 
 
+def loop_share(s: Signals) -> float | None:
+    """Share of the iteration the loop spent on its own host work, outside jitted calls and device
+    waits (the JAX collector times each call): what an input pipeline fix can take off the step."""
+    if s.loop_median_s is None or not s.iteration_median_s:
+        return None
+    return min(1.0, s.loop_median_s / s.iteration_median_s)
+
+
+def _dispatch_bound(s: Signals, idle: float, inputs: float) -> str:
+    call = f" ({s.call_median_s * 1e3:.3g} ms per step inside jitted calls)" if s.call_median_s is not None else ""
+    return (f"not the input pipeline: the device idled {idle:.0%} of the step, {idle - inputs:.0%} of it while the host was inside "
+            f"the step call{call}: dispatch and framework overhead of a step too small for the device, which more work per call amortizes "
+            f"(a bigger batch, or several steps per call with jax.lax.scan); the loop's own work outside the call held the device up {inputs:.0%}")
+
+
 def input_bound(s: Signals) -> Finding:
-    share = host_share(s)
-    if share is None:
+    idle = host_share(s)
+    if idle is None:
         if s.host_median_s is not None and s.iteration_median_s:
-            share = s.host_median_s / s.iteration_median_s
+            idle = s.host_median_s / s.iteration_median_s
             evidence = [src("host_median_s", s.host_median_s), src("iteration_median_s", s.iteration_median_s)]
         else:
             return not_evaluable(INPUT_BOUND, "no trace window and no host time per step: record without --no-trace")
     else:
-        evidence = [ev("trace_host_fraction", share, "trace", _share_path(s)), ev("trace_input_fraction", s.breakdown.get("input", 0.0), "trace", "breakdown.input")]
+        evidence = [ev("trace_host_fraction", idle, "trace", _share_path(s)), ev("trace_input_fraction", s.breakdown.get("input", 0.0), "trace", "breakdown.input")]
     pps = s.programs_per_step
     if pps is not None and pps >= T.OP_BY_OP_PROGRAMS_PER_STEP:
         return passed(INPUT_BOUND, f"the host time between device ops is op-by-op dispatch ({pps:.0f} programs per step): see op-by-op", evidence + [src("programs_per_step", pps)])
-    if share < T.INPUT_BOUND_SHARE:
-        level = "moderately input-bound (XProf: 5-20 %)" if share >= T.INPUT_BOUND_MODERATE_SHARE else "not input-bound"
-        return passed(INPUT_BOUND, f"{level}: the host held the device up for {share:.0%} of the step", evidence)
+    loop = loop_share(s)
+    # the device idles while the loop works outside the step call (input) or while the host is inside it
+    # (dispatch): only the first is the input pipeline's, and only it can an input fix take off the step
+    inputs = idle if loop is None else min(idle, loop)
+    if loop is not None:
+        evidence += [src("loop_median_s", s.loop_median_s), src("call_median_s", s.call_median_s), src("iteration_median_s", s.iteration_median_s)]
+    if inputs < T.INPUT_BOUND_SHARE:
+        if idle - inputs >= T.INPUT_BOUND_SHARE:
+            return passed(INPUT_BOUND, _dispatch_bound(s, idle, inputs), evidence)
+        level = "moderately input-bound (XProf: 5-20 %)" if inputs >= T.INPUT_BOUND_MODERATE_SHARE else "not input-bound"
+        return passed(INPUT_BOUND, f"{level}: the host held the device up for {inputs:.0%} of the step", evidence)
     fetch = s.fetches_per_step
     if fetch is not None and fetch > T.FETCHES_PER_STEP:
         evidence.append(src("fetches_per_step", fetch))
-    gain = Gain(factor=1 / (1 - share), basis=f"the device waited {share:.0%} of the step for the host; an input pipeline that keeps up removes all of the wait", kind="upper_bound") if share < 1 else None
-    return fired(INPUT_BOUND, f"the device waited for the host {share:.0%} of the step", evidence, gain)
+    own = f" ({s.loop_median_s * 1e3:.3g} ms per step of the loop's own work outside the step call)" if loop is not None else ""
+    gain = Gain(factor=1 / (1 - inputs), basis=f"the device waited {inputs:.0%} of the step for the host{own}; an input pipeline that keeps up removes all of the wait", kind="upper_bound") if inputs < 1 else None
+    return fired(INPUT_BOUND, f"the device waited for the host's input {inputs:.0%} of the step{own}", evidence, gain)

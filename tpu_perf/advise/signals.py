@@ -48,6 +48,10 @@ class Signals:
     iteration_median_s: float | None
     device_median_s: float | None
     host_median_s: float | None
+    loop_median_s: float | None = None
+    """The loop's own host time per step, outside jitted calls and device waits (JAX collector)."""
+    call_median_s: float | None = None
+    """Host time per step inside calls of jitted functions: dispatch and framework overhead."""
     after_warmup_wall_s: float | None
     """The iterations after warm-up, summed (the window `compile.after_warmup` counts in)."""
     steps_after_warmup: int | None
@@ -152,6 +156,8 @@ SOURCES: dict[str, tuple[str, str]] = {
     "iteration_median_s": ("steps", "steps.median_s (median over steady steps of duration_s, the wall-clock iteration)"),
     "device_median_s": ("steps", "steps.device_median_s (median over steady steps of device_s, dispatch to outputs ready)"),
     "host_median_s": ("steps", "steps.host_median_s (median over steady steps of duration_s - device_s)"),
+    "loop_median_s": ("steps", "steps.loop_median_s (median over steady steps of loop_s: the iteration outside jitted calls and device waits)"),
+    "call_median_s": ("steps", "steps.call_median_s (median over steady steps of call_s: time inside jitted calls)"),
     "after_warmup_wall_s": ("steps", "steps.parquet: sum(duration_s[warmup:]) (the iterations after warm-up)"),
     "late_compiles": ("compiles", "compile.after_warmup (recompiles: the step function, or a function compiled before; analyzers/compiles.py)"),
     "late_compile_s": ("compiles", "compile.after_warmup_s"),
@@ -169,7 +175,7 @@ SOURCES: dict[str, tuple[str, str]] = {
     "step_calls": ("steps", "run.json jax.step_calls"),
     "jitted_functions": ("compiles", "run.json jax.jitted_functions"),
     "hlo_instructions": ("hlo", "hlo.top_level_instructions"),
-    "max_dot_repeats": ("hlo", "step program HLO: occurrences of a repeated matmul shape (dtype, m, n, k), weighted by FLOPs (signals.layer_repeats)"),
+    "max_dot_repeats": ("hlo", "step program HLO: occurrences of a repeated matmul (dtype, m, n, k, dimension numbers), weighted by FLOPs (signals.layer_repeats)"),
     "while_loops": ("hlo", "hlo.analysis.while_loops"),
     "step_compile_s": ("compiles", "compiles.parquet: longest backend_compile of the step function"),
     "argument_bytes": ("hlo", "programs[step].argument_bytes (XLA memory analysis)"),
@@ -207,6 +213,7 @@ def build_signals(run: Run, report: Report | None = None, *, target: str | None 
         run_chip=own, target=target_chip, target_from=target_from,
         steps=st.count, traced_steps=st.traced or (traces.device_step_count if traces is not None else 0),
         iteration_median_s=st.median_s, device_median_s=st.device_median_s, host_median_s=st.host_median_s,
+        loop_median_s=st.loop_median_s, call_median_s=st.call_median_s,
         after_warmup_wall_s=wall_after, steps_after_warmup=steps_after,
         compiles=comp.count if comp is not None else None, compile_total_s=comp.total_s if comp is not None else None,
         late_compiles=comp.after_warmup if comp is not None else None, late_compile_s=comp.after_warmup_s if comp is not None else None,
@@ -343,13 +350,15 @@ def dot_bytes_bf16(d: DotInfo) -> float:
 
 
 def layer_repeats(a: HloAnalysis) -> int:
-    """How many times the program repeats one layer: among matmul shapes (dtype, m, n, k) that occur
-    more than once, the occurrence count carrying the most FLOPs. Each unrolled layer repeats its
-    own matmuls once, so in an L-layer stack most repeated shapes occur L times."""
-    counts = Counter((d.dtype, d.m, d.n, d.k) for d in a.dots)
+    """How many times the program repeats one layer: among matmuls (dtype, m, n, k, dimension
+    numbers) that occur more than once, the occurrence count carrying the most FLOPs. Each unrolled
+    layer repeats its own matmuls once, so in an L-layer stack most repeated matmuls occur L times.
+    The dimension numbers tell a layer's forward, weight-gradient and input-gradient dots apart:
+    in a square two-layer MLP they share one shape (5 dots) but each role occurs at most twice."""
+    counts = Counter((d.dtype, d.m, d.n, d.k, d.dims) for d in a.dots)
     flops_by_count: Counter[int] = Counter()
     for d in a.dots:
-        n = counts[(d.dtype, d.m, d.n, d.k)]
+        n = counts[(d.dtype, d.m, d.n, d.k, d.dims)]
         if n > 1:
             flops_by_count[n] += d.flops
     return flops_by_count.most_common(1)[0][0] if flops_by_count else 1

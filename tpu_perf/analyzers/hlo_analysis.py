@@ -45,6 +45,10 @@ class DotInfo:
     flops: float
     padding_waste: float
     """Share of the padded tile work that is padding: 1 - MNK / (pad(M) pad(N) pad(K))."""
+    dims: str = ""
+    """Its dimension numbers (batch and contracting dims; a convolution's dim_labels): the role a
+    dot plays. A layer's forward, weight-gradient and input-gradient dots of one square shape differ
+    here; L unrolled copies of a layer repeat each of them L times."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,6 +69,7 @@ class HloAnalysis:
 
 
 _DIM_LABELS = re.compile(r"dim_labels=\w+_(\w+)->")
+_DIM_NUMBERS = re.compile(r"(?:lhs|rhs)_(?:batch|contracting)_dims=\{[\d,]*\}|dim_labels=[\w>-]+")
 
 
 def _contracted(instr: Instruction, lhs: tuple[int, ...], rhs: tuple[int, ...]) -> int:
@@ -103,7 +108,8 @@ def _dot(instr: Instruction, tile: int, shape_of: dict[str, str]) -> DotInfo | N
     flops = dot_flops(instr, shape_of)
     padded = _pad(m, tile) * _pad(n, tile) * _pad(k, tile)
     waste = 1.0 - (m * n * k) / padded if padded else 0.0
-    return DotInfo(name=instr.name, opcode=instr.opcode, dtype=lhs[0], m=m, n=n, k=k, flops=flops, padding_waste=waste)
+    dims = " ".join(_DIM_NUMBERS.findall(instr.text))
+    return DotInfo(name=instr.name, opcode=instr.opcode, dtype=lhs[0], m=m, n=n, k=k, flops=flops, padding_waste=waste, dims=dims)
 
 
 def _async_overlap(module: HloModule) -> tuple[int, int]:

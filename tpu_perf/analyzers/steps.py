@@ -58,6 +58,12 @@ class StepStats:
     """Wall time per step over every step after the first (`analyzers.all_in`): recompiles, evals and
     trace windows included. Beside `median_s` everywhere: a median of few steady steps can hide them."""
     all_in_steps: int = 0
+    call_median_s: float | None = None
+    """Median seconds per steady step the loop spent inside calls of jitted functions (dispatch,
+    argument flattening, framework wrappers); None where the collector does not see the calls (PyTorch)."""
+    loop_median_s: float | None = None
+    """Median seconds per steady step of the loop's own host work: neither inside a jitted call nor
+    blocked on the device (the input pipeline, augmentation, logging); None where not seen."""
     excluded: tuple[Exclusion, ...] = ()
     """What the steady sample leaves out, per reason: how many steps and how much wall time."""
     excluded_share: float | None = None
@@ -137,6 +143,17 @@ def _device_view(steps: pd.DataFrame, mask: np.ndarray) -> tuple[float | None, f
     return float(np.median(device[known])), float(np.median(np.maximum(host, 0.0))), seen
 
 
+def _column_median(steps: pd.DataFrame, mask: np.ndarray, name: str) -> float | None:
+    """Median of a per-step column over the steady steps; None when under half of them have it."""
+    if name not in steps:
+        return None
+    values = pd.to_numeric(steps[name], errors="coerce").to_numpy(dtype=float)
+    known = mask & ~np.isnan(values)
+    if not known.any() or 2 * int(known.sum()) < int(mask.sum()):
+        return None
+    return float(np.median(values[known]))
+
+
 def _device_unknown(run: Run, seen: int = 0, steady: int = 0) -> str:
     if seen:
         return f"the device time was seen for only {seen} of {steady} steady steps; " + _device_unknown(run)
@@ -204,4 +221,6 @@ def analyze_steps(run: Run, *, warmup_steps: int | None = None) -> StepStats:
         all_in_steps=whole.all_in_steps,
         excluded=whole.exclusions,
         excluded_share=whole.excluded_share,
+        call_median_s=_column_median(steps, mask, "call_s"),
+        loop_median_s=_column_median(steps, mask, "loop_s"),
     )

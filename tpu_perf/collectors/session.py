@@ -254,6 +254,11 @@ class Recorder:
         collective, backward()): a step's `wait_s`; the rest of its iteration is this host's own work."""
         self.steps.waited(start, end)
 
+    def called(self, start: float, end: float) -> None:
+        """The loop was inside a call of a jitted function from `start` to `end`: a step's `call_s`;
+        its `loop_s` is the rest of the iteration outside calls and waits (the input pipeline's)."""
+        self.steps.called(start, end)
+
     @property
     def trace_active(self) -> bool:
         return bool(self.trace and self.trace.active)

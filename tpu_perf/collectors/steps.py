@@ -49,6 +49,10 @@ class _ClosedStep:
     """The device time is the reported device work inside the iteration, counted when it is written."""
 
 
+MAX_CALLS_HELD = 200_000
+"""Call intervals kept while no step takes them (before the step function is known): a few MB."""
+
+
 class StepTracker:
     """Opens and closes steps; writes one record per closed step through `emit`."""
 
@@ -65,6 +69,10 @@ class StepTracker:
         """Intervals the loop spent blocked in a framework call (a device sync, a collective,
         backward()), for each step's `wait_s`: the rest of its iteration is this process's own work."""
         self._waits_seen = False
+        self._calls: list[tuple[float, float]] = []
+        """Intervals the loop spent inside calls of jitted functions (dispatch, argument handling,
+        framework wrappers), for each step's `call_s` and `loop_s`."""
+        self._calls_seen = False
         self._source: str | None = None
         self._next_index = 0
         self.traced: Callable[[], bool] = lambda: False
@@ -134,6 +142,15 @@ class StepTracker:
             if end > start:
                 self._waits.append((start, end))
 
+    def called(self, start: float, end: float) -> None:
+        """The loop was inside a call of a jitted function from `start` to `end`."""
+        with self._lock:
+            self._calls_seen = True
+            if end > start:
+                self._calls.append((start, end))
+            if len(self._calls) > MAX_CALLS_HELD:  # no step opened for a long while (no step source yet): keep the latest
+                del self._calls[: MAX_CALLS_HELD // 2]
+
     def mark_instrumented(self) -> None:
         """Mark the open step; from a boundary hook (no step open yet), the step about to open."""
         with self._lock:
@@ -179,6 +196,8 @@ class StepTracker:
             self._busy = [(lo, hi) for lo, hi in self._busy if hi > step.start]
         if self._waits:
             self._waits = [(lo, hi) for lo, hi in self._waits if hi > step.start]
+        if self._calls:
+            self._calls = [(lo, hi) for lo, hi in self._calls if hi > step.start]
         self._open = step
         self._next_index += 1
 
@@ -215,11 +234,22 @@ class StepTracker:
         covered, self._waits = _take(self._waits, start, end)
         return covered
 
+    def _loop_seconds(self, start: float, end: float) -> tuple[float | None, float | None]:
+        """Seconds of [start, end] inside jitted calls, and the loop's own host time: neither in a
+        call nor blocked (input, augmentation, logging); both None when no call was ever seen."""
+        if not self._calls_seen:
+            return None, None
+        inside, _ = _take(self._calls, start, end)
+        busy, _ = _take(self._calls + self._waits, start, end)
+        self._calls = [(lo, hi) for lo, hi in self._calls if hi > end]
+        return inside, max(0.0, end - start - busy)
+
     def _write(self, closed: _ClosedStep, end: float, *, tail: bool = False) -> None:
         step = closed.step
         end = max(end, step.start)
         duration = end - step.start
         compile_s = self._compile_seconds(step.start, end)
+        call_s, loop_s = self._loop_seconds(step.start, end)
         record = {
             "step": step.index,
             "step_num": step.step_num,
@@ -228,6 +258,8 @@ class StepTracker:
             "duration_s": duration,
             "device_s": self._device_seconds(step.start, end) if closed.busy else closed.device_s,
             "wait_s": self._wait_seconds(step.start, end),
+            "call_s": call_s,
+            "loop_s": loop_s,
             "compiled": compile_s > 0,
             "compile_s": compile_s,
             "traced": step.traced,

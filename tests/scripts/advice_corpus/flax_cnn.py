@@ -1,5 +1,5 @@
 """A flax CNN on 32x32 RGB images (3 input channels), batch 16, conv channels 32 and 64, trained with
-optax: the shapes of a first image-classification script."""
+optax: the shapes of a first image-classification script, its images held in memory."""
 
 import flax.linen as nn
 import jax
@@ -37,8 +37,8 @@ def train_step(params, opt_state, images, labels):
     return optax.apply_updates(params, updates), opt_state, loss
 
 
-for _ in range(30):
-    images = rng.normal(size=(16, 32, 32, 3)).astype(np.float32)
-    labels = rng.integers(0, 10, 16)
+data_images, data_labels = rng.normal(size=(30 * 16, 32, 32, 3)).astype(np.float32), rng.integers(0, 10, 30 * 16)
+for i in range(30):
+    images, labels = data_images[i * 16 : (i + 1) * 16], data_labels[i * 16 : (i + 1) * 16]
     params, opt_state, loss = train_step(params, opt_state, images, labels)
 print("loss", float(loss))

@@ -32,8 +32,9 @@ def train_step(state, x, y):
 
 
 rng = np.random.default_rng(0)
+data_x, data_y = rng.normal(size=(40 * 64, 64)).astype(np.float32), rng.integers(0, 10, 40 * 64)
 for step in range(40):
-    x, y = rng.normal(size=(64, 64)).astype(np.float32), rng.integers(0, 10, 64)
+    x, y = data_x[step * 64 : (step + 1) * 64], data_y[step * 64 : (step + 1) * 64]
     state, loss = train_step(state, x, y)
     if step % 10 == 0:
         print(step, float(loss))

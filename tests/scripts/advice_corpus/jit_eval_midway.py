@@ -1,4 +1,5 @@
-"""A plain JAX training loop with a jitted eval function run once, halfway through."""
+"""A plain JAX training loop with a jitted eval function run once, halfway through. Batches are
+slices of a dataset held in memory (no input pipeline to speak of: see numpy_augment.py for one)."""
 
 import jax
 import jax.numpy as jnp
@@ -32,8 +33,9 @@ def eval_step(params, x, y):
 
 
 x_eval, y_eval = rng.normal(size=(512, 32)).astype(np.float32), rng.integers(0, 10, 512)
+data_x, data_y = rng.normal(size=(40 * 128, 32)).astype(np.float32), rng.integers(0, 10, 40 * 128)
 for step in range(40):
-    x, y = rng.normal(size=(128, 32)).astype(np.float32), rng.integers(0, 10, 128)
+    x, y = data_x[step * 128 : (step + 1) * 128], data_y[step * 128 : (step + 1) * 128]
     params, opt_state, loss = train_step(params, opt_state, x, y)
     if step == 20:
         acc, eval_loss = eval_step(params, x_eval, y_eval)

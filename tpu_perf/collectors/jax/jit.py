@@ -153,6 +153,7 @@ class JitTracker:
         if self._clean is not None and not self._clean():
             return state.jitted(*args, **kwargs)  # called while tracing another function
         rec, step_fn = self.rec, self.step_fn
+        entered = rec.now()
         timed = state is step_fn or step_fn is None
         # The step function's own arguments need no look once it is known: the hot path stays short.
         arg_leaves = [] if (state is step_fn and self._clean is not None) else self.jax.tree_util.tree_leaves((args, kwargs))
@@ -217,6 +218,7 @@ class JitTracker:
             chosen = choice.ready(self.functions, CARRIES_TO_DECIDE)
             if chosen is not None:
                 self._decide(chosen)
+        rec.called(min(start, entered), rec.now())  # the call's host time (wrappers, flattening, dispatch, tpu-perf's own) is not the loop's
         return out
 
     def _fetched(self, x: Any) -> None:

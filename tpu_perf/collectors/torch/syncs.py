@@ -1,5 +1,7 @@
 """Device-to-host transfers per step in a PyTorch script: `.item()`, `.cpu()`, `.tolist()`,
-`.numpy()` and printing or formatting a tensor, counted while steps run.
+`.numpy()`, printing or formatting a tensor, and Python reading a tensor as a number or a truth
+value (`float(loss)`, `int(n)`, `bool(t)`, `if loss > x:`, in the script's own code), counted while
+steps run.
 
 Each of these makes the host wait for the device (on torch-tpu and CUDA the queued work must finish
 before the value exists): PyTorch/XLA's debug analysis counts them as `TransferFromDevice`, and
@@ -20,10 +22,16 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-METHODS = ("item", "cpu", "tolist", "numpy", "__repr__", "__format__")
-"""Tensor methods that copy a value to the host (`__repr__`/`__format__`: printing a tensor)."""
+METHODS = ("item", "cpu", "tolist", "numpy", "__repr__", "__format__", "__float__", "__int__", "__bool__")
+"""Tensor methods that copy a value to the host (`__repr__`/`__format__`: printing a tensor;
+`__float__`/`__int__`/`__bool__`: `float(t)`, `int(t)`, `bool(t)` and `if t > x:`)."""
 SKIP_MODULES = ("torch", "tpu_perf")
 """Callers whose calls are not the script's: torch itself (inside printing, optimizers) and tpu-perf."""
+SCRIPT_ONLY = ("__float__", "__int__", "__bool__")
+"""Counted only when the script's own code (not an installed library) makes them: libraries read
+tensors as numbers and truth values in CPU-side logic and guard the per-step ones for XLA (the
+Hugging Face Trainer's NaN filter is `bool(torch.isnan(loss))`, skipped under torch_xla)."""
+LIBRARY_DIRS = ("site-packages", "dist-packages")
 
 
 class HostSyncs:
@@ -43,8 +51,10 @@ class HostSyncs:
     def _count(self, name: str) -> None:
         if self.step is None:
             return
-        caller = sys._getframe(2).f_globals.get("__name__", "")
-        if caller.split(".", 1)[0] in SKIP_MODULES:
+        frame = sys._getframe(2)
+        if frame.f_globals.get("__name__", "").split(".", 1)[0] in SKIP_MODULES:
+            return
+        if name in SCRIPT_ONLY and any(d in frame.f_code.co_filename for d in LIBRARY_DIRS):
             return
         with self._lock:
             self.by_call[name] += 1
