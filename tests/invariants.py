@@ -1,6 +1,7 @@
 """Invariants every recording must satisfy; recording tests call `check_run` on their runs.
 
-- window parts sum to the window, and recorder windows are the steps' iterations;
+- window parts sum to the window, and recorder windows are the steps' iterations (or, when the
+  host ran ahead, one device window per traced step and lane);
 - device time <= iteration (plus the breakdown's alignment error);
 - op time per step per device <= device time per step (within the alignment error and a poll);
 - shares are in [0, 1] and sum to 1;
@@ -75,6 +76,13 @@ def _check_breakdown(run: Run, bd: Any, doc: dict[str, Any], steps: pd.DataFrame
         known = ~pd.isna(device)
         slack = error + POLL_S + 0.05 * per["step_s"].to_numpy()
         assert (ops[known] <= device[known] + slack[known]).all(), f"op time per step above the device time: {list(zip(ops, device, strict=True))}"
+    elif bd.steps_from == "device":  # the host ran ahead: windows are where the device ran the traced steps
+        traced = steps[steps["traced"].fillna(False).astype(bool)]
+        ready = pd.to_numeric(traced["ready_time_s"], errors="coerce")
+        assert (ready > traced["end_time_s"] + 0.001).sum() * 2 > ready.notna().sum(), "device windows only when most traced steps were ready after their iterations"
+        for _, lane in per.groupby("lane"):
+            assert sorted(lane["step"]) == sorted(traced["step"]), "one device window per traced step and lane"
+        assert bd.device_check is not None and bd.device_check["recorded_median_s"] is not None, "device windows are checked against the ready stamps"
 
 
 def _no_nan(doc: dict[str, Any]) -> None:

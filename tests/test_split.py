@@ -130,6 +130,12 @@ def test_a_device_bound_loop_is_not_shown_as_host_time(device_bound) -> None:
     run, doc, _ = device_bound
     bd = analyze_breakdown(run)
     assert bd.window == "steps" and len(bd.per_step) == int(run.steps["traced"].sum())
+    # the host queued steps far ahead (XLA:CPU dispatch is unbounded): the traced steps are framed
+    # where the device ran them, matched to the watcher's ready stamps
+    assert doc["breakdown_detail"]["steps_from"] == "device"
+    assert doc["breakdown_detail"]["alignment_error_s"] is not None
+    check = doc["breakdown_detail"]["device_check"]
+    assert check["trace_median_s"] == pytest.approx(check["recorded_median_s"], rel=0.5)
     assert doc["breakdown"]["host"] < 0.3
     assert max(doc["breakdown"], key=doc["breakdown"].get) in ("matmul", "compute")
 
