@@ -45,6 +45,9 @@ def check_run(run: Run, doc: dict[str, Any] | None = None) -> dict[str, Any]:
                 values = pd.to_numeric(steps[column], errors="coerce").dropna()
                 assert (values >= 0).all(), f"negative {column}"
                 assert (values <= duration[values.index] + error + 1e-9).all(), f"{column} longer than its iteration: {(values - duration[values.index]).max()}"
+        if "ready_time_s" in steps:  # outputs are seen ready after their dispatch
+            ready = pd.to_numeric(steps["ready_time_s"], errors="coerce")
+            assert (ready.dropna() >= steps["start_time_s"][ready.notna()] - 1e-9).all(), "outputs ready before their dispatch"
     s = doc["steps"]
     for key in ("device_median_s", "host_median_s"):
         assert s.get(key) is None or s[key] >= 0, f"negative {key}"

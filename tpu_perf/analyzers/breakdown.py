@@ -89,7 +89,10 @@ def _recorder_windows(run: Run, tl: pd.DataFrame) -> tuple[pd.DataFrame, str, fl
         if device is not None:
             return device[0], "device", offset, device[1]
     starts = traced["start_time_s"].to_numpy(float) + offset
-    progs = np.sort(tl.loc[(tl["kind"] == "program") & tl["lane"].isin(_device_lanes(tl)), "start_s"].to_numpy(float))
+    on_device = tl["lane"].isin(_device_lanes(tl))
+    progs = np.sort(tl.loc[(tl["kind"] == "program") & on_device, "start_s"].to_numpy(float))
+    if not progs.size:  # no program events (Kineto): a step's first device op starts no earlier than its step
+        progs = np.sort(tl.loc[tl["kind"].isin(OP_CLASSES) & on_device, "start_s"].to_numpy(float))
     error = None
     if progs.size:
         idx = np.searchsorted(progs, starts - ALIGN_SLACK_S)
