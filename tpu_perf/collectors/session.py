@@ -136,6 +136,7 @@ class Recorder:
         self._compile_starts: list[float] = []
         self.trace: TraceControl | None = None
         self._trace_held_since: float | None = None
+        self._trace_lock = threading.Lock()
         """When the trace window's steps ended with their device work still running (the trace is held open)."""
         self.steps = StepTracker(self._emit_step, self.compile_seconds)
         self.steps.traced = lambda: self.trace_active
@@ -316,16 +317,19 @@ class Recorder:
         return cut
 
     def _trace_call(self, trace: TraceControl, call: Callable[[], None], *, active: bool) -> None:
-        try:
-            call()
-            trace.active = active
-            trace.done = not active
-        except Exception as exc:
-            trace.active, trace.done = False, True
-            self.warn(f"no trace window: {exc}")
-        finally:
-            if not trace.active:
-                self._trace_held_since = None
+        with self._trace_lock:  # a held trace may be stopped by a sync on another thread
+            if trace.active == active or trace.done:
+                return
+            try:
+                call()
+                trace.active = active
+                trace.done = not active
+            except Exception as exc:
+                trace.active, trace.done = False, True
+                self.warn(f"no trace window: {exc}")
+            finally:
+                if not trace.active:
+                    self._trace_held_since = None
 
     # -- lifecycle ------------------------------------------------------------------------------
     def detach_after_fork(self) -> None:
