@@ -1,6 +1,7 @@
 """Invariants every recording must satisfy; recording tests call `check_run` on their runs.
 
-- window parts sum to the window, and recorder windows are the steps' iterations;
+- window parts sum to the window, and recorder windows are the steps' iterations (or, when the
+  host ran ahead, one device window per traced step and lane);
 - device time <= iteration (plus the breakdown's alignment error);
 - op time per step per device <= device time per step (within the alignment error and a poll);
 - shares are in [0, 1] and sum to 1;
@@ -47,6 +48,9 @@ def check_run(run: Run, doc: dict[str, Any] | None = None) -> dict[str, Any]:
         if "loop_s" in steps:  # the loop's own work and the calls never overlap
             both = (pd.to_numeric(steps["call_s"], errors="coerce") + pd.to_numeric(steps["loop_s"], errors="coerce")).dropna()
             assert (both <= duration[both.index] + 1e-9).all(), "call_s + loop_s longer than the iteration"
+        if "ready_time_s" in steps:  # outputs are seen ready after their dispatch
+            ready = pd.to_numeric(steps["ready_time_s"], errors="coerce")
+            assert (ready.dropna() >= steps["start_time_s"][ready.notna()] - 1e-9).all(), "outputs ready before their dispatch"
     s = doc["steps"]
     for key in ("device_median_s", "host_median_s", "call_median_s", "loop_median_s"):
         assert s.get(key) is None or s[key] >= 0, f"negative {key}"
@@ -78,6 +82,13 @@ def _check_breakdown(run: Run, bd: Any, doc: dict[str, Any], steps: pd.DataFrame
         known = ~pd.isna(device)
         slack = error + POLL_S + 0.05 * per["step_s"].to_numpy()
         assert (ops[known] <= device[known] + slack[known]).all(), f"op time per step above the device time: {list(zip(ops, device, strict=True))}"
+    elif bd.steps_from == "device":  # the host ran ahead: windows are where the device ran the traced steps
+        traced = steps[steps["traced"].fillna(False).astype(bool)]
+        ready = pd.to_numeric(traced["ready_time_s"], errors="coerce")
+        assert (ready > traced["end_time_s"] + 0.001).sum() * 2 > ready.notna().sum(), "device windows only when most traced steps were ready after their iterations"
+        for _, lane in per.groupby("lane"):
+            assert sorted(lane["step"]) == sorted(traced["step"]), "one device window per traced step and lane"
+        assert bd.device_check is not None and bd.device_check["recorded_median_s"] is not None, "device windows are checked against the ready stamps"
 
 
 def _no_nan(doc: dict[str, Any]) -> None:

@@ -75,6 +75,22 @@ def test_step_times_match_an_independent_clock(lm_runs) -> None:
     assert (run.list_files("trace") and any(f.endswith(".pt.trace.json.gz") for f in run.list_files("trace")))
 
 
+def test_breakdown_has_one_window_per_traced_step(lm_runs) -> None:
+    """Kineto's time zero (`baseTimeNanoseconds`) maps the recorder's steps onto the trace: one
+    window per traced step (was one whole-trace window), measured against the steps' first ops."""
+    from tests.invariants import check_run
+
+    run, _ = lm_runs["manual"]
+    doc = check_run(run)
+    detail = doc["breakdown_detail"]
+    assert run.manifest["trace_clock"]["source"] == "kineto"
+    assert detail["window"] == "steps" and detail["steps_from"] == "recorder"
+    assert sorted({r["step"] for r in detail["steps"]}) == sorted(run.steps.loc[run.steps["traced"], "step"])
+    assert detail["alignment_error_s"] is not None and detail["alignment_error_s"] < 0.005
+    assert all(r["matmul"] > 0 for r in detail["steps"])  # each window holds its step's matmuls
+    assert doc["breakdown"]["matmul"] > 0.05
+
+
 def test_report_json_has_the_keys_of_a_jax_run(lm_runs, tmp_path) -> None:
     proc, jax_run = record(tmp_path / "jax", str(ROOT / "examples" / "jax_mlp.py"), "--steps", "8", "--width", "64")
     assert proc.returncode == 0, proc.stderr

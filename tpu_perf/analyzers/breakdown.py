@@ -72,8 +72,10 @@ def _device_lanes(tl: pd.DataFrame) -> list[str]:
     return [ln for ln in tl["lane"].unique() if not str(ln).endswith("host")]
 
 
-def _recorder_windows(run: Run, tl: pd.DataFrame) -> tuple[pd.DataFrame, float, float | None] | None:
-    """Traced steps on the trace clock, the offset used, and the alignment error."""
+def _recorder_windows(run: Run, tl: pd.DataFrame) -> tuple[pd.DataFrame, str, float, float | None] | None:
+    """Traced steps on the trace clock, where they were framed (`recorder`: the iterations;
+    `device`: where the device ran them, when the host ran ahead), the offset used, and the
+    alignment error."""
     zero = (run.manifest.get("trace_clock") or {}).get("zero_s")
     steps = run.table("steps")
     if zero is None or steps.empty or "traced" not in steps:
@@ -82,8 +84,15 @@ def _recorder_windows(run: Run, tl: pd.DataFrame) -> tuple[pd.DataFrame, float, 
     if traced.empty:
         return None
     offset = -float(zero)
+    if _ran_ahead(traced):
+        device = _device_windows(traced, tl, offset)
+        if device is not None:
+            return device[0], "device", offset, device[1]
     starts = traced["start_time_s"].to_numpy(float) + offset
-    progs = np.sort(tl.loc[(tl["kind"] == "program") & tl["lane"].isin(_device_lanes(tl)), "start_s"].to_numpy(float))
+    on_device = tl["lane"].isin(_device_lanes(tl))
+    progs = np.sort(tl.loc[(tl["kind"] == "program") & on_device, "start_s"].to_numpy(float))
+    if not progs.size:  # no program events (Kineto): a step's first device op starts no earlier than its step
+        progs = np.sort(tl.loc[tl["kind"].isin(OP_CLASSES) & on_device, "start_s"].to_numpy(float))
     error = None
     if progs.size:
         idx = np.searchsorted(progs, starts - ALIGN_SLACK_S)
@@ -96,7 +105,66 @@ def _recorder_windows(run: Run, tl: pd.DataFrame) -> tuple[pd.DataFrame, float, 
         "device": None, "step": traced["step"].to_numpy(int),
         "start_s": traced["start_time_s"].to_numpy(float) + offset, "end_s": traced["end_time_s"].to_numpy(float) + offset,
     })
-    return frame, offset, error
+    return frame, "recorder", offset, error
+
+
+def _ran_ahead(traced: pd.DataFrame) -> bool:
+    """Whether the host ran ahead of the device: most traced steps' outputs became ready after
+    their iterations ended, so the device ran them outside their iterations."""
+    if "ready_time_s" not in traced:
+        return False
+    ready = pd.to_numeric(traced["ready_time_s"], errors="coerce").to_numpy(float)
+    known = ~np.isnan(ready)
+    late = ready[known] > traced["end_time_s"].to_numpy(float)[known] + ALIGN_SLACK_S
+    return bool(known.any()) and 2 * int(late.sum()) > int(known.sum())
+
+
+def _lane_executions(progs: pd.DataFrame, dispatch: np.ndarray, ready: np.ndarray) -> tuple[np.ndarray, np.ndarray, int, float] | None:
+    """One lane's executions of the step program, and which one ran the first traced step: the
+    traced steps ran in dispatch order (FIFO), each starting after its dispatch, so the offset is
+    the one whose program ends lie nearest before the watcher's ready stamps. Returns (starts,
+    ends, index of the first traced step's execution, median ready - program end)."""
+    known = ~np.isnan(ready)
+    names = []
+    for d, r in zip(dispatch[known], ready[known], strict=True):  # the program each ready stamp closes
+        fit = progs[(progs["end_s"] <= r + ALIGN_SLACK_S) & (progs["start_s"] >= d - ALIGN_SLACK_S)]
+        if not fit.empty:
+            names.append(fit.loc[fit["end_s"].idxmax(), "name"])
+    if not names:
+        return None
+    runs = progs[progs["name"] == pd.Series(names).mode().iloc[0]].sort_values("start_s")
+    starts, ends = runs["start_s"].to_numpy(float), runs["end_s"].to_numpy(float)
+    n, best = len(dispatch), None
+    for j0 in range(len(starts) - n + 1):
+        lag = (ready - ends[j0:j0 + n])[known]
+        if (starts[j0:j0 + n] < dispatch - ALIGN_SLACK_S).any() or (lag < -ALIGN_SLACK_S).any():
+            continue  # a program cannot start before its dispatch, nor be seen ready before it ends
+        if best is None or float(np.median(lag)) < best[1]:
+            best = (j0, float(np.median(lag)))
+    return None if best is None else (starts, ends, best[0], best[1])
+
+
+def _device_windows(traced: pd.DataFrame, tl: pd.DataFrame, offset: float) -> tuple[pd.DataFrame, float] | None:
+    """Traced steps framed where the device ran them (XProf's device step: from a step's program
+    start to the next step's program start; the last traced one to the next execution's start, or
+    its own end when the trace stops first), per device lane; and the median gap between the
+    watcher's ready stamps and the matched program ends (the alignment error; the largest over lanes)."""
+    dispatch = traced["start_time_s"].to_numpy(float) + offset
+    ready = pd.to_numeric(traced["ready_time_s"], errors="coerce").to_numpy(float) + offset
+    progs = tl[(tl["kind"] == "program") & tl["lane"].isin(_device_lanes(tl))]
+    frames, errors = [], []
+    for lane, lane_progs in progs.groupby("lane", observed=True):
+        found = _lane_executions(lane_progs, dispatch, ready)
+        if found is None:
+            return None
+        starts, ends, j0, error = found
+        n = len(dispatch)
+        nxt = np.array([starts[j] if j < len(starts) else ends[j - 1] for j in range(j0 + 1, j0 + n + 1)])
+        frames.append(pd.DataFrame({"device": lane, "step": traced["step"].to_numpy(int), "start_s": starts[j0:j0 + n], "end_s": nxt}))
+        errors.append(error)
+    if not frames:
+        return None
+    return pd.concat(frames, ignore_index=True), float(max(errors))
 
 
 def _agree(marks: pd.DataFrame, windows: pd.DataFrame) -> bool:
@@ -108,12 +176,21 @@ def _agree(marks: pd.DataFrame, windows: pd.DataFrame) -> bool:
     return want > 0 and abs(got - want) <= AGREE * want
 
 
-def _device_check(run: Run, per_step: pd.DataFrame) -> dict[str, float | None] | None:
+def _device_check(run: Run, per_step: pd.DataFrame, *, ready_to_ready: bool = False) -> dict[str, float | None] | None:
+    """The recorder's device time per traced step against the trace's. `ready_to_ready` (the host
+    ran ahead): the recorder's is from the previous step's outputs ready (or this step's dispatch,
+    when later) to this step's, the device's time on it, not its busy time inside the iteration."""
     steps = run.table("steps")
     if per_step.empty or "device_s" not in steps:
         return None
     trace = per_step.assign(busy=per_step[list(OP_CLASSES)].sum(axis=1)).groupby("step")["busy"].mean()
-    recorded = pd.to_numeric(steps.set_index("step")["device_s"], errors="coerce").reindex(trace.index)
+    if ready_to_ready:
+        by_step = steps.set_index("step")
+        ready = pd.to_numeric(by_step["ready_time_s"], errors="coerce")
+        began = np.fmax(ready.shift(1).to_numpy(float), by_step["start_time_s"].to_numpy(float))
+        recorded = pd.Series(ready.to_numpy(float) - began, index=by_step.index).reindex(trace.index)
+    else:
+        recorded = pd.to_numeric(steps.set_index("step")["device_s"], errors="coerce").reindex(trace.index)
     both = recorded.notna()
     diff = (recorded[both] - trace[both])
     return {
@@ -178,8 +255,8 @@ def analyze_breakdown(run: Run) -> Breakdown:
     recorded = _recorder_windows(run, tl)
     offset = error = agree = source = None
     if recorded is not None:
-        windows, offset, error = recorded
-        how, source = "steps", "recorder"
+        windows, source, offset, error = recorded
+        how = "steps"
         agree = _agree(marks, windows) if not marks.empty else None
     elif not marks.empty:
         windows, how, source = marks[["device", "step", "start_s", "end_s"]].reset_index(drop=True), "steps", "trace"
@@ -189,8 +266,8 @@ def analyze_breakdown(run: Run) -> Breakdown:
     per_step = analyze_windows(tl, windows)
     total = per_step["step_s"].sum()
     fractions = {p: float(per_step[p].sum() / total) for p in PARTS} if total > 0 else {}
-    check = _device_check(run, per_step) if source == "recorder" else None
-    if check and check["recorded_median_s"] and check["trace_median_s"] < QUEUED * check["recorded_median_s"]:
+    check = _device_check(run, per_step, ready_to_ready=source == "device") if source in ("recorder", "device") else None
+    if source == "recorder" and check and check["recorded_median_s"] and check["trace_median_s"] < QUEUED * check["recorded_median_s"]:
         span = tl[tl["kind"] != "step"]
         whole = analyze_windows(tl, pd.DataFrame({"device": [None], "step": [0], "start_s": [span["start_s"].min()], "end_s": [span["end_s"].max()]}))
         total = whole["step_s"].sum()

@@ -35,10 +35,17 @@ PROGRESS_INTERVAL_S = 15.0
 
 
 TRACE_EXTRA_STEPS = 3
-"""Steps the trace window may stay open past its end while the traced steps' device work runs (a
-TPU queues a few steps ahead). Bounded small: every extra step is one fewer steady step, and the
-watcher sees readiness a poll late, so a loop of millisecond steps would otherwise trace most of a
-short run; a host that queues further ahead than this gets a breakdown from whole-trace shares."""
+"""Steps the trace stays open past its window while the traced steps' device work runs (a TPU
+queues a few steps ahead), however long they take."""
+
+TRACE_HOLD_S = 2.0
+"""Seconds the trace stays open past its window while the traced steps' device work runs, however
+many steps the host dispatches meanwhile (XLA:CPU queues without bound): the host ran ahead of the
+device, and the trace must hold the traced steps' programs for the breakdown to frame them where
+the device ran them. The hold ends at the first step or sync after the traced work is done; that
+step is `instrumented` (it holds the stop). Steps dispatched while it is held are neither traced nor
+instrumented: their host ran ahead of the device, which sets their pace, so the profiler's cost on
+the host does not lengthen them (flagging them would leave a run-ahead loop no steady steps)."""
 
 @dataclass(kw_only=True)
 class RecordOptions:
@@ -124,6 +131,9 @@ class Recorder:
         self._compile_ends: list[float] = []
         self._compile_starts: list[float] = []
         self.trace: TraceControl | None = None
+        self._trace_held_since: float | None = None
+        self._trace_lock = threading.Lock()
+        """When the trace window's steps ended with their device work still running (the trace is held open)."""
         self.steps = StepTracker(self._emit_step, self.compile_seconds)
         self.steps.traced = lambda: self.trace_active
         self._recent: list[float] = []
@@ -261,7 +271,13 @@ class Recorder:
 
     @property
     def trace_active(self) -> bool:
-        return bool(self.trace and self.trace.active)
+        """Inside the trace window: steps dispatched now are traced."""
+        return bool(self.trace and self.trace.active) and self._trace_held_since is None
+
+    @property
+    def trace_held(self) -> bool:
+        """Past the window's steps, the trace held open while their device work runs."""
+        return bool(self.trace and self.trace.active) and self._trace_held_since is not None
 
     def before_step(self, index: int) -> None:
         """Call on the main thread just before step `index` starts: opens/closes the trace window."""
@@ -270,10 +286,22 @@ class Recorder:
             start, stop = window
             if not trace.active and start <= index < stop:
                 self._trace_call(trace, trace.start, active=True)
-            elif trace.active and index >= stop and (index >= stop + TRACE_EXTRA_STEPS or not self.traced_in_flight()):
-                self._trace_call(trace, trace.stop, active=False)
+            elif trace.active and index >= stop:
+                held = self._trace_held_since
+                if self.traced_in_flight() and (held is None or index < stop + TRACE_EXTRA_STEPS or self.now() - held < TRACE_HOLD_S):
+                    self._trace_held_since = self.now() if held is None else held
+                else:
+                    self._trace_call(trace, trace.stop, active=False)
         for hook in self._boundary_hooks:
             hook(index)
+
+    def release_held_trace(self) -> None:
+        """After the script synced: stop a trace held open for traced device work that is now done
+        (a loop whose host ran ahead may dispatch no further step). The step under way holds the stop."""
+        trace = self.trace
+        if trace is not None and self.trace_held and not self.traced_in_flight():
+            self.steps.mark_current_instrumented()
+            self._trace_call(trace, trace.stop, active=False)
 
     def yield_trace(self, reason: str) -> bool:
         """The script starts its own profiler: stop tpu-perf's window (or never open it), warn once.
@@ -290,13 +318,19 @@ class Recorder:
         return cut
 
     def _trace_call(self, trace: TraceControl, call: Callable[[], None], *, active: bool) -> None:
-        try:
-            call()
-            trace.active = active
-            trace.done = not active
-        except Exception as exc:
-            trace.active, trace.done = False, True
-            self.warn(f"no trace window: {exc}")
+        with self._trace_lock:  # a held trace may be stopped by a sync on another thread
+            if trace.active == active or trace.done:
+                return
+            try:
+                call()
+                trace.active = active
+                trace.done = not active
+            except Exception as exc:
+                trace.active, trace.done = False, True
+                self.warn(f"no trace window: {exc}")
+            finally:
+                if not trace.active:
+                    self._trace_held_since = None
 
     # -- lifecycle ------------------------------------------------------------------------------
     def detach_after_fork(self) -> None:

@@ -47,6 +47,8 @@ class _ClosedStep:
     device_s: float | None
     busy: bool = False
     """The device time is the reported device work inside the iteration, counted when it is written."""
+    ready: float | None = None
+    """When the step's outputs were seen ready (span marks stamped exactly); None otherwise."""
 
 
 MAX_CALLS_HELD = 200_000
@@ -159,6 +161,14 @@ class StepTracker:
             else:
                 self._instrument_next = True
 
+    def mark_current_instrumented(self) -> None:
+        """Mark the step whose iteration is under way: the open one, else the one held for its end."""
+        with self._lock:
+            if self._open is not None:
+                self._open.instrumented = True
+            elif self._closed is not None:
+                self._closed.step.instrumented = True
+
     def mark_interleaved(self) -> None:
         """The open step also ran an eval or a checkpoint: a long iteration for a known reason."""
         with self._lock:
@@ -175,7 +185,7 @@ class StepTracker:
     # -- span marks -------------------------------------------------------------------------------
     def span(self, source: str, start: float, end: float, *, traced: bool = False, step_num: int | None = None, device_known: bool = True, interleaved: bool = False, busy: bool = False, instrumented: bool = False) -> None:
         """A complete step [start, end]: dispatch to device completion (its `device_s`, when
-        `device_known`; else unknown). The step's iteration ends where the next one starts.
+        `device_known`; else unknown; `end` is the step's `ready_time_s` when known). The step's iteration ends where the next one starts.
         `interleaved`: an eval ran since the previous dispatch, so in the previous step's iteration.
         `busy`: `device_s` is the device work reported (`device_busy`) inside the step's iteration,
         counted when the next step starts: with steps queued ahead, dispatch-to-ready overstates it."""
@@ -186,6 +196,8 @@ class StepTracker:
                 self._closed.step.interleaved = True
             self._begin(_OpenStep(self._next_index, start, source, step_num, traced, instrumented))
             self._close(end, device_s=max(0.0, end - start) if device_known else None, from_reports=False, busy=busy)
+            if self._closed is not None and device_known:
+                self._closed.ready = end
 
     def _begin(self, step: _OpenStep) -> None:
         """Open `step`; the step held before it ends where this one starts."""
@@ -257,6 +269,7 @@ class StepTracker:
             "end_time_s": end,
             "duration_s": duration,
             "device_s": self._device_seconds(step.start, end) if closed.busy else closed.device_s,
+            "ready_time_s": closed.ready,
             "wait_s": self._wait_seconds(step.start, end),
             "call_s": call_s,
             "loop_s": loop_s,

@@ -103,6 +103,7 @@ def read_traces(path: Path, *, max_bytes: int | None = None) -> TraceTables:
         ops=_concat([p.ops for p in parts], OPS_COLUMNS), timeline=_concat([p.timeline for p in parts], TIMELINE_COLUMNS),
         device_steps=_concat([p.device_steps for p in parts], STEP_COLUMNS), devices=_concat([p.devices for p in parts], DEVICE_COLUMNS),
         format="kineto", platform="gpu" if any(p.platform == "gpu" for p in parts) else "cpu", files=tuple(str(f) for f in kineto),
+        clock_zero_s=parts[0].clock_zero_s if len({p.clock_zero_s for p in parts}) == 1 else None,  # ranks on one time zero only
     )
 
 

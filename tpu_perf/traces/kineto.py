@@ -166,4 +166,6 @@ def read_kineto(path: Path, rank: int | None = None, *, max_bytes: int | None = 
     steps, marks = _host_side(ev, ~is_dev, prefix)
     timeline = pd.concat([device_tl, *marks], ignore_index=True).reindex(columns=list(TIMELINE_COLUMNS))
     platform = "gpu" if is_dev.any() else "cpu"
-    return TraceTables(ops=ops, timeline=timeline, device_steps=steps, devices=devices, format="kineto", platform=platform, files=(str(path),))
+    base = header.get("baseTimeNanoseconds")  # PyTorch >= 2.1: epoch ns of ts 0 (ts + base is Unix time)
+    zero = float(base) / 1e9 if isinstance(base, (int, float)) and base > 0 else None
+    return TraceTables(ops=ops, timeline=timeline, device_steps=steps, devices=devices, format="kineto", platform=platform, files=(str(path),), clock_zero_s=zero)

@@ -96,7 +96,7 @@ class JitTracker:
         self.jax = jax
         self.functions: list[FunctionState] = []
         self.step_fn: FunctionState | None = None
-        self.stamper = SyncStamper(recorder.now, recorder.waited)
+        self.stamper = SyncStamper(recorder.now, recorder.waited, recorder.release_held_trace)
         self.stamper.on_fetch = self._fetched
         self._lock = threading.Lock()
         self._compiles = 0
@@ -170,9 +170,9 @@ class JitTracker:
         if state is step_fn:
             k = step_fn.micro_batches or 1
             if self._step_index % k == 0:
-                tracing, before = rec.trace_active, rec.now()
+                tracing, before = rec.trace_active or rec.trace_held, rec.now()
                 rec.before_step(self._step_index // k)
-                if tracing and not rec.trace_active:  # the window closed here: its cost is this step's, not the last traced one's
+                if tracing and not (rec.trace_active or rec.trace_held):  # the trace stopped here: its cost is this step's, not the last traced one's
                     stopped_at = before
             self._step_index += 1
         elif step_fn is not None:
@@ -315,7 +315,7 @@ class JitTracker:
         g.end = end
         if g.calls >= k:
             self._group = None
-            self.rec.span(self.source, g.start, end, traced=g.traced, interleaved=g.interleaved, busy=True, instrumented=g.instrumented)
+            self.rec.span(self.source, g.start, end, traced=g.traced, device_known=g.exact, interleaved=g.interleaved, busy=True, instrumented=g.instrumented)
 
     def accumulates(self, optimizer: Any, by: str) -> None:
         """An accumulating optimizer's update is being traced: the function under way accumulates."""

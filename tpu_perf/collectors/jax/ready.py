@@ -104,9 +104,11 @@ class ReadyWatcher:
             self._cv.notify_all()
 
     def traced_pending(self) -> bool:
-        """Whether a call dispatched inside the trace window is still running."""
+        """Whether a call dispatched inside the trace window is still running (its outputs are
+        looked at here: the watcher may not have stamped a finished one yet)."""
         with self._cv:
-            return any(c.traced for c in self._calls)
+            calls = [c for c in self._calls if c.traced and c.end is None]
+        return any(readiness(c) is False for c in calls)
 
     def settle(self, timeout_s: float = 600.0) -> None:
         """Block until every watched call is finished (end of the run, the step function chosen)."""
@@ -144,10 +146,12 @@ class ReadyWatcher:
 class SyncStamper:
     """Stamps calls whose outputs the script syncs on, by wrapping JAX's sync points."""
 
-    def __init__(self, now: Callable[[], float], waited: Callable[[float, float], None] = lambda start, end: None) -> None:
+    def __init__(self, now: Callable[[], float], waited: Callable[[float, float], None] = lambda start, end: None, synced: Callable[[], None] = lambda: None) -> None:
         self._now = now
         self._waited = waited
         """Told each interval the script spent blocked in a sync: the step's `wait_s`."""
+        self._synced = synced
+        """Called after each sync returns (a trace held open for traced device work may stop there)."""
         self.unstamped: list[Call] = []
         self.on_fetch: Callable[[Any], None] | None = None
         """Called with each array the script fetches to the host (`float`, `np.asarray`, `print`)."""
@@ -190,6 +194,7 @@ class SyncStamper:
                 stamper.seen(self)
             elif stamper.unstamped:
                 stamper.release(self)
+            stamper._synced()
             return result
 
         def value(self: Any) -> Any:
@@ -203,6 +208,7 @@ class SyncStamper:
                 stamper.release(self)
             if stamper.on_fetch is not None:
                 stamper.on_fetch(self)
+            stamper._synced()
             return result
 
         def tree_block_until_ready(x: Any) -> Any:
@@ -212,6 +218,7 @@ class SyncStamper:
             stamper._waited(start, stamper._now())
             for leaf in leaves:
                 stamper.seen(leaf)
+            stamper._synced()
             return result
 
         cls.block_until_ready = block_until_ready
