@@ -21,10 +21,9 @@ TORCH_TPU_TESTS := tests/test_torch_tpu.py
 
 # The installs go through uv (pip-installable, with parallel downloads and a faster resolver). uv
 # reads no pip configuration: UV_PIP_ARGS passes pip's find-links on (where this machine keeps the
-# CPU torch wheel). No: compiling every module of torch, jax and transformers
-# at install took longer than downloading them; the tests compile what they import, once
-# (tests/conftest.py).
-# Each venv keeps pip (the tests call `python -m pip`).
+# CPU torch wheel). No --compile-bytecode: compiling every module of torch, jax and transformers at
+# install took longer than installing them; the tests compile what they import, once
+# (tests/conftest.py). Each venv keeps pip (the tests call `python -m pip`).
 PIP_CONFIG := $(shell $(PYTHON) -m pip config list 2>/dev/null)
 PIP_FIND_LINKS_CONFIG := $(subst ',,$(patsubst global.find-links=%,%,$(filter global.find-links=%,$(PIP_CONFIG))))
 UV_PIP_ARGS ?= $(addprefix --find-links ,$(sort $(PIP_FIND_LINKS) $(PIP_FIND_LINKS_CONFIG)))
