@@ -23,7 +23,7 @@ import numpy as np
 import psutil
 import pytest
 
-from tests.conftest import ROOT, advice_doc, copy_run, start_recording, tpu_perf_cli, tpu_perf_clis  # noqa: E402
+from tests.conftest import ROOT, advice_doc, copy_run, tpu_perf_cli  # noqa: E402
 from tpu_perf.dashboard import shape, tables  # noqa: E402
 from tpu_perf.views import format as fmt  # noqa: E402
 
@@ -42,15 +42,10 @@ def dash_store(tmp_path_factory: pytest.TempPathFactory) -> dict:
     store = tmp_path_factory.mktemp("dash") / "runs"
     tpu_perf_cli("record", "--store", str(store), "--name", "narrow", "-q", EXAMPLE, "--steps", "10", "--width", "128", check=True)
     tpu_perf_cli("record", "--store", str(store), "--name", "wide", "-q", "--tokens-per-step", str(TOKENS_PER_STEP), "--tag", "team=perf", EXAMPLE, "--steps", "10", "--width", "384", check=True)
-    return {"store": store, "reports": reports_of(store, "narrow", "wide")}
-
-
-def reports_of(store: Path, *names: str) -> dict[str, dict]:
-    """Each run's `report --json`, the commands run at once."""
-    procs = tpu_perf_clis(*(["report", "--store", str(store), name, "--json"] for name in names))
-    for proc in procs:
-        assert proc.returncode == 0, proc.stderr
-    return {name: json.loads(proc.stdout) for name, proc in zip(names, procs, strict=True)}
+    reports = {}
+    for name in ("narrow", "wide"):
+        reports[name] = json.loads(tpu_perf_cli("report", "--store", str(store), name, "--json", check=True).stdout)
+    return {"store": store, "reports": reports}
 
 
 @pytest.fixture
@@ -467,18 +462,16 @@ def mixed_store(dash_store: dict, tmp_path_factory: pytest.TempPathFactory) -> d
     (neither finished nor like-for-like)."""
     store = tmp_path_factory.mktemp("mixed") / "runs"
     shutil.copytree(dash_store["store"], store)
-
-    def loop(name: str, sleep: str) -> list[str]:
-        return ["record", "--store", str(store), "--name", name, "-q", "--no-trace", SELFTIMED, str(store.parent / f"{name}.json"), "--steps", "16", "--sleep", sleep]
-
-    tpu_perf_cli(*loop("fast", "0.01"), check=True)  # first: the oldest run, the compare page's default baseline
-    # the failed run records while the slow loop does (each loop is checked against its own clock)
-    failing = start_recording(store, Path(SELFTIMED), [str(store.parent / "failing.json"), "--steps", "10", "--fail-at", "6"], {"XLA_FLAGS": XLA_FLAGS}, "--name", "failing")
-    tpu_perf_cli(*loop("slow", "0.03"), check=True)
-    output = failing.communicate(timeout=300)[0]
-    assert failing.returncode == 1, output
-    timed = {name: json.loads((store.parent / f"{name}.json").read_text()) for name in ("fast", "slow")}
-    reports = {**dash_store["reports"], **reports_of(store, "fast", "slow", "failing")}
+    timed = {}
+    for name, sleep in (("fast", "0.01"), ("slow", "0.03")):
+        out = store.parent / f"{name}.json"
+        tpu_perf_cli("record", "--store", str(store), "--name", name, "-q", "--no-trace", SELFTIMED, str(out), "--steps", "16", "--sleep", sleep, check=True)
+        timed[name] = json.loads(out.read_text())
+    proc = tpu_perf_cli("record", "--store", str(store), "--name", "failing", "-q", SELFTIMED, str(store.parent / "failing.json"), "--steps", "10", "--fail-at", "6", env={"XLA_FLAGS": XLA_FLAGS})
+    assert proc.returncode == 1, proc.stderr
+    reports = {**dash_store["reports"]}
+    for name in ("fast", "slow", "failing"):
+        reports[name] = json.loads(tpu_perf_cli("report", "--store", str(store), name, "--json", check=True).stdout)
     assert reports["failing"]["run"]["status"] == "failed"
     return {"store": store, "reports": reports, "timed": timed}
 
@@ -535,10 +528,8 @@ def test_compare_never_rates_a_failed_run_and_names_what_differs(mixed: dict) ->
 def repeat_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """`tpu-perf record --repeat 2` of the 10 ms and the 30 ms loop: two groups of two runs."""
     store = tmp_path_factory.mktemp("repeat") / "runs"
-    procs = tpu_perf_clis(*(["record", "--store", str(store), "--repeat", "2", "--tag", f"sleep={sleep}", "-q", "--no-trace", SELFTIMED, str(store.parent / f"o{sleep}.json"), "--steps", "16", "--sleep", sleep]
-                            for sleep in ("0.01", "0.03")))  # the two groups at once (the verdict is on their ratio)
-    for proc in procs:
-        assert proc.returncode == 0, proc.stderr
+    for sleep in ("0.01", "0.03"):
+        tpu_perf_cli("record", "--store", str(store), "--repeat", "2", "--tag", f"sleep={sleep}", "-q", "--no-trace", SELFTIMED, str(store.parent / "o.json"), "--steps", "16", "--sleep", sleep, check=True)
     return store
 
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import MULTIHOST_SCRIPTS, ROOT, free_port, tpu_perf_cli, tpu_perf_clis, user_env
+from conftest import MULTIHOST_SCRIPTS, ROOT, free_port, tpu_perf_cli, user_env
 
 BUCKET = "team-runs"
 
@@ -55,6 +55,19 @@ def test_record_ls_report_advise_check_dashboard_on_an_s3_store(s3_env: dict[str
     tpu_perf_cli("record", "-q", "--store", store, "--name", "s3-run", "--no-trace", str(script), "12", env=s3_env, check=True)
     listed = json.loads(tpu_perf_cli("ls", "--json", "--store", store, env=s3_env, check=True).stdout)
     assert [r["name"] for r in listed] == ["s3-run"] and listed[0]["status"] == "completed" and listed[0]["steps"] == 12
+    doc = json.loads(tpu_perf_cli("report", "--json", "--store", store, "s3-run", env=s3_env, check=True).stdout)
+    assert doc["run"]["url"] == f"{store}/{listed[0]['id']}" and doc["steps"]["count"] == 12
+    assert doc["steps"]["median_s"] == pytest.approx(0.1, rel=0.3)
+    import s3fs
+
+    names = {Path(p).name for p in s3fs.S3FileSystem(endpoint_url=s3_env["FSSPEC_S3_ENDPOINT_URL"]).ls(f"{BUCKET}/done/{listed[0]['id']}")}
+    assert "steps.parquet" in names and "steps.jsonl" not in names  # compacted, and the JSON lines gone
+    advice = json.loads(tpu_perf_cli("advise", "--json", "--store", store, "s3-run", env=s3_env, check=True).stdout)
+    assert advice["run"]["id"] == listed[0]["id"] and advice["findings"]
+    checked = tpu_perf_cli("check", "--json", "--store", store, "--baseline", "s3-run", "--candidate", "s3-run", env=s3_env)
+    step = next(c for c in json.loads(checked.stdout)["checks"] if c["metric"] == "step_time")
+    assert step["baseline"] == [pytest.approx(doc["steps"]["median_s"])] and step["method"] == "batch means"  # read; one run a side: an interval over its steps
+    assert checked.returncode == 0 and step["verdict"] == "PASS" and step["ratio"] == 1.0  # a run against itself
     page = (  # the dashboard's run page, in a process of its own (no other test's Streamlit state)
         "from streamlit.testing.v1 import AppTest\n"
         "at = AppTest.from_string('from tpu_perf.dashboard.screens import run\\nrun.render()\\n', default_timeout=60)\n"
@@ -62,24 +75,7 @@ def test_record_ls_report_advise_check_dashboard_on_an_s3_store(s3_env: dict[str
         "print(repr(at.exception), at.markdown[0].value if at.markdown else [e.value for e in at.error])"
     )
     env = {**user_env(), **s3_env, "PYTHONPATH": str(ROOT), "TPU_PERF_STORE": store, "TPU_PERF_CACHE_DIR": str(tmp_path / "cache")}
-    dashboard = subprocess.Popen([sys.executable, "-c", page], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    # report, advise and check read the run at once (and the dashboard page beside them)
-    reported, advised, checked = tpu_perf_clis(["report", "--json", "--store", store, "s3-run"], ["advise", "--json", "--store", store, "s3-run"],
-                                               ["check", "--json", "--store", store, "--baseline", "s3-run", "--candidate", "s3-run"], env=s3_env)
-    assert reported.returncode == 0 and advised.returncode == 0, reported.stderr + advised.stderr
-    doc = json.loads(reported.stdout)
-    assert doc["run"]["url"] == f"{store}/{listed[0]['id']}" and doc["steps"]["count"] == 12
-    assert doc["steps"]["median_s"] == pytest.approx(0.1, rel=0.3)
-    import s3fs
-
-    names = {Path(p).name for p in s3fs.S3FileSystem(endpoint_url=s3_env["FSSPEC_S3_ENDPOINT_URL"]).ls(f"{BUCKET}/done/{listed[0]['id']}")}
-    assert "steps.parquet" in names and "steps.jsonl" not in names  # compacted, and the JSON lines gone
-    advice = json.loads(advised.stdout)
-    assert advice["run"]["id"] == listed[0]["id"] and advice["findings"]
-    step = next(c for c in json.loads(checked.stdout)["checks"] if c["metric"] == "step_time")
-    assert step["baseline"] == [pytest.approx(doc["steps"]["median_s"])] and step["method"] == "batch means"  # read; one run a side: an interval over its steps
-    assert checked.returncode == 0 and step["verdict"] == "PASS" and step["ratio"] == 1.0  # a run against itself
-    shown = dashboard.communicate(timeout=180)[0]
+    shown = subprocess.run([sys.executable, "-c", page], env=env, capture_output=True, text=True, timeout=180).stdout
     assert shown.startswith("ElementList()") and listed[0]["id"] in shown, shown
 
 
