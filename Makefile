@@ -19,16 +19,28 @@ TORCH_TPU_TESTS := tests/test_torch_tpu.py
 
 .PHONY: install install-torch-tpu demo test test-fast lint bench clean
 
-$(BIN)/tpu-perf: pyproject.toml
+# The installs go through uv (pip-installable, with parallel downloads and a faster resolver). uv
+# reads no pip configuration: UV_PIP_ARGS passes pip's find-links on (where this machine keeps the
+# CPU torch wheel). No --compile-bytecode: compiling every module of torch, jax and transformers at
+# install took longer than installing them; the tests compile what they import, once
+# (tests/conftest.py). Each venv keeps pip (the tests call `python -m pip`).
+PIP_CONFIG := $(shell $(PYTHON) -m pip config list 2>/dev/null)
+PIP_FIND_LINKS_CONFIG := $(subst ',,$(patsubst global.find-links=%,%,$(filter global.find-links=%,$(PIP_CONFIG))))
+UV_PIP_ARGS ?= $(addprefix --find-links ,$(sort $(PIP_FIND_LINKS) $(PIP_FIND_LINKS_CONFIG)))
+UV := $(BIN)/uv
+
+$(UV):
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e ".[$(EXTRAS)]"
+	$(BIN)/pip install -q uv
 	touch $@
 
-$(TT_BIN)/tpu-perf: pyproject.toml
+$(BIN)/tpu-perf: pyproject.toml $(UV)
+	$(UV) pip install -q --python $(BIN)/python $(UV_PIP_ARGS) -e ".[$(EXTRAS)]"
+	touch $@
+
+$(TT_BIN)/tpu-perf: pyproject.toml $(UV)
 	$(PYTHON) -m venv $(TORCH_TPU_VENV)
-	$(TT_BIN)/pip install -q --upgrade pip
-	$(TT_BIN)/pip install -q -e ".[$(TORCH_TPU_EXTRAS)]"
+	$(UV) pip install -q --python $(TT_BIN)/python $(UV_PIP_ARGS) -e ".[$(TORCH_TPU_EXTRAS)]"
 	touch $@
 
 install: $(BIN)/tpu-perf

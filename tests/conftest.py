@@ -23,6 +23,11 @@ os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
 # retries that take minutes off GCP (seen: torch-tpu autoloaded on a CPU machine stalled in
 # backward()). jax sets this itself when imported; the torch-tpu environment has no jax.
 os.environ.setdefault("TPU_SKIP_MDS_QUERY", "1")
+# Bytecode is written, whatever the shell says: the first process that imports a module compiles it
+# and the hundreds of recording and CLI processes after it read the .pyc. With PYTHONDONTWRITEBYTECODE
+# set, each compiled every module without one again (uv installs none: Makefile).
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 
 JAX_SET_ENV = ("TPU_LIBRARY_PATH", "TF_CPP_MIN_LOG_LEVEL")

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, report_doc, tpu_perf_cli
+from conftest import ROOT, report_doc, tpu_perf_cli, tpu_perf_clis
 
 from tpu_perf.store import load_run
 
@@ -22,18 +22,31 @@ SCRIPTS = ROOT / "tests" / "aot_scripts"
 FOUR_CPUS = {"XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
 
 
-def record(store: Path, script: str, *topologies: str, env: dict[str, str] | None = None, options: tuple[str, ...] = ()) -> tuple[subprocess.CompletedProcess[str], dict]:
-    args = [a for t in topologies for a in ("--topology", t)]
-    proc = tpu_perf_cli("record", "-q", "--no-trace", "--store", str(store), *args, *options, str(SCRIPTS / script), env={**FOUR_CPUS, **(env or {})})
+def record_args(store: Path, script: str, *topologies: str, options: tuple[str, ...] = ()) -> list[str]:
+    return ["record", "-q", "--no-trace", "--store", str(store), *[a for t in topologies for a in ("--topology", t)], *options, str(SCRIPTS / script)]
+
+
+def last_report(store: Path) -> dict:
+    """The `report --json` of the store's newest run, computed in this process ({} when none)."""
     runs = sorted(store.iterdir(), key=lambda p: p.stat().st_mtime) if store.exists() else []
-    doc = report_doc(runs[-1]) if runs else {}  # `report --json`, computed in this process
-    return proc, doc
+    return report_doc(runs[-1]) if runs else {}
 
 
-def direct(script: str, topology: str) -> dict:
-    proc = subprocess.run([sys.executable, str(SCRIPTS / "direct_compile.py"), str(SCRIPTS / script), topology], capture_output=True, text=True, timeout=300, env={**os.environ, **FOUR_CPUS})
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+def record(store: Path, script: str, *topologies: str, env: dict[str, str] | None = None, options: tuple[str, ...] = ()) -> tuple[subprocess.CompletedProcess[str], dict]:
+    proc = tpu_perf_cli(*record_args(store, script, *topologies, options=options), env={**FOUR_CPUS, **(env or {})})
+    return proc, last_report(store)
+
+
+def start_direct(script: str, topology: str) -> subprocess.Popen[str]:
+    """direct_compile.py, started in the background: it needs nothing from a recording, so a test
+    compiles it while it records (nothing here is timed)."""
+    return subprocess.Popen([sys.executable, str(SCRIPTS / "direct_compile.py"), str(SCRIPTS / script), topology], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **FOUR_CPUS})
+
+
+def direct(started: subprocess.Popen[str]) -> dict:
+    out, err = started.communicate(timeout=300)
+    assert started.returncode == 0, err[-2000:]
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def assert_matches(aot: dict, ref: dict) -> None:
@@ -51,14 +64,16 @@ def assert_matches(aot: dict, ref: dict) -> None:
 
 @pytest.mark.slow
 def test_two_slices_equal_a_direct_compile_and_repeat_exactly(tmp_path: Path) -> None:
-    proc, first = record(tmp_path / "a", "dp_mlp.py", "v6e:2x2", "v5e:2x2")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    _, second = record(tmp_path / "b", "dp_mlp.py", "v6e:2x2", "v5e:2x2")
+    references = [start_direct("dp_mlp.py", t) for t in ("v6e:2x2", "v5e:2x2")]
+    procs = tpu_perf_clis(*(record_args(tmp_path / side, "dp_mlp.py", "v6e:2x2", "v5e:2x2") for side in "ab"), env=FOUR_CPUS)  # the two recordings at once
+    for proc in procs:
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    first, second = last_report(tmp_path / "a"), last_report(tmp_path / "b")
     assert isinstance(first["aot"], list) and [a["topology"] for a in first["aot"]] == ["v6e:2x2", "v5e:2x2"]
     assert first["aot"] == second["aot"]
     v6e, v5e = first["aot"]
-    assert_matches(v6e, direct("dp_mlp.py", "v6e:2x2"))
-    assert_matches(v5e, direct("dp_mlp.py", "v5e:2x2"))
+    assert_matches(v6e, direct(references[0]))
+    assert_matches(v5e, direct(references[1]))
     # data parallel: one all-reduce of every gradient (the parameters' bytes), on each device
     params = (256 * 1024 + 1024 + 1024 * 64) * 4
     assert v6e["collectives"] == {"all-reduce": {"count": 1, "bytes": params}}
@@ -77,6 +92,7 @@ def test_mesh_axes_and_jit_shardings_move_to_the_slice(tmp_path: Path, script: s
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"model_type": "gpt2", "n_layer": 1, "n_embd": 128, "n_head": 4, "n_inner": 512, "vocab_size": 256, "n_positions": 64}))
     options = ("--hf-config", str(config), "--tokens-per-step", str(8 * 64)) if script == "mesh_transformer.py" else ()
+    reference = start_direct(script, "v6e:2x2")
     proc, doc = record(tmp_path / "runs", script, "v6e:2x2", options=options)
     assert proc.returncode == 0, proc.stderr[-3000:]
     aot = doc["aot"]
@@ -86,7 +102,7 @@ def test_mesh_axes_and_jit_shardings_move_to_the_slice(tmp_path: Path, script: s
     else:
         assert model_flops is None and aot["model_roofline_mfu"] is None
     assert isinstance(doc["aot"], dict) and doc["aot"]["topology"] == "v6e:2x2"
-    assert_matches(doc["aot"], direct(script, "v6e:2x2"))
+    assert_matches(doc["aot"], direct(reference))
     raw = json.loads(load_run(doc["run"]["url"]).read_text("aot/v6e_2x2.json"))
     expected_axes = ["data", "model"] if script == "mesh_transformer.py" else ["batch"]
     assert raw["meshes"][0]["axis_names"] == expected_axes

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
@@ -30,21 +31,32 @@ ENV = {"XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_thr
 pytestmark = pytest.mark.slow
 
 
-def record(store: str, side: str, *extra: str, work: int = 50, repeat: int = 1, jax: bool = False) -> None:
+def record_args(store: str, side: str, *extra: str, work: int = 50, repeat: int = 1, jax: bool = False) -> list[str]:
     script = [JAX_SCRIPT, "--work", str(work), "--width", "64"] if jax else [SCRIPT, "--work", str(work)]
-    tpu_perf_cli("record", "--store", store, "--repeat", str(repeat), "--tag", f"side={side}", "--name", "gate", "--no-trace", "-q", *extra, *script, "--steps", "40", env=ENV, check=True)
+    return ["record", "--store", store, "--repeat", str(repeat), "--tag", f"side={side}", "--name", "gate", "--no-trace", "-q", *extra, *script, "--steps", "40"]
+
+
+def record_in_two_streams(*streams: list[list[str]]) -> None:
+    """Two sequences of `record` commands side by side, each one command after another: on 2 cores
+    a loop that waits keeps its step time while the other stream's process starts beside it."""
+
+    def run(stream: list[list[str]]) -> list:
+        return [tpu_perf_cli(*args, env=ENV) for args in stream]
+
+    with ThreadPoolExecutor(len(streams)) as pool:
+        for proc in [p for done in pool.map(run, streams) for p in done]:
+            assert proc.returncode == 0, f"{' '.join(proc.args)} exited {proc.returncode}\n{proc.stderr}"
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> str:
     path = str(tmp_path_factory.mktemp("check") / "runs")
-    for side in ("base", "same"):
-        record(path, side, repeat=5)
-    record(path, "slow", work=100, repeat=3)
-    for work in (25, 100, 25, 100):  # half and twice the base's work: as fast as it on average, very noisy
-        record(path, "noisy", work=work)
-    record(path, "cpu", repeat=2, jax=True)  # JAX detects the chip (cpu) and gives the FLOPs
-    record(path, "chip", "--chip", "v6e", repeat=2, jax=True)
+    record_in_two_streams(
+        [record_args(path, "base", repeat=5), record_args(path, "slow", work=100, repeat=3)],
+        [record_args(path, "same", repeat=5), *(record_args(path, "noisy", work=work) for work in (25, 100, 25, 100))],  # half and twice the base's work: as fast as it on average, very noisy
+    )
+    # JAX detects the chip (cpu) and gives the FLOPs; these sides are compared for fields, not times
+    record_in_two_streams([record_args(path, "cpu", repeat=2, jax=True)], [record_args(path, "chip", "--chip", "v6e", repeat=2, jax=True)])
     return path
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import ROOT, tpu_perf_cli
+from conftest import ROOT, tpu_perf_cli, tpu_perf_clis
 
 SCRIPT = str(ROOT / "tests" / "scripts" / "gate_loop.py")
 FACTORS = (0.7, 1.3, 0.95, 1.05, 1.0)
@@ -23,11 +23,17 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Pair after pair; in each, the baseline and the unchanged candidate at once (on 2 cores their
+    waits hold; side by side they share the moment exactly), then the slower candidate."""
     path = str(tmp_path_factory.mktemp("paired") / "runs")
+
+    def args(i: int, side: str, work: float) -> list[str]:
+        return ["record", "--store", path, "--tag", f"side={side}", "--tag", f"pair={i}", "--name", "paired", "--no-trace", "-q", SCRIPT, "--work", str(work), "--steps", "30"]
+
     for i, factor in enumerate(FACTORS):
-        for side, work in (("base", 100), ("same", 100), ("slow", 110)):
-            tpu_perf_cli("record", "--store", path, "--tag", f"side={side}", "--tag", f"pair={i}", "--name", "paired", "--no-trace", "-q",
-                         SCRIPT, "--work", str(work * factor), "--steps", "30", check=True)
+        for proc in tpu_perf_clis(args(i, "base", 100 * factor), args(i, "same", 100 * factor)):
+            assert proc.returncode == 0, proc.stderr
+        tpu_perf_cli(*args(i, "slow", 110 * factor), check=True)
     return path
 
 
