@@ -244,8 +244,13 @@ class Recorder:
         index = self.steps.boundary(source, self.now())
         if index is None:
             return
+        start, tracing = self.now(), self.trace_active or self.trace_held
         self.before_step(index)
-        self.steps.open(source, self.now(), step_num)
+        if tracing and not (self.trace_active or self.trace_held):  # the trace stopped here: its cost is the new step's
+            self.steps.mark_instrumented()
+            self.steps.open(source, start, step_num)
+        else:
+            self.steps.open(source, self.now(), step_num)
 
     def end_step(self, source: str) -> None:
         if not self.steps.accepts(source):
