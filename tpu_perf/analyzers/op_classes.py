@@ -4,8 +4,11 @@ An instruction's class is its opcode's (`tpu_perf.traces.tables.opcode_class`: d
 matmul custom-calls are matmul; collectives and their -start/-done are collective; copy, transpose,
 dynamic-(update-)slice and host transfers are data movement; everything else, `convert` included,
 is compute). A fusion, call or loop takes the class of what it calls: matmul if a dot, convolution
-or matmul custom-call runs inside it, else collective if a collective does, else its root's class
-(a fusion whose root is a copy or transpose moves data). Trace importers classify without the
+or matmul custom-call runs inside it, else collective if a collective does, else data movement
+when it only moves data (a copy, transpose or dynamic-(update-)slice, with nothing but reshapes,
+slices, broadcasts and scalar index arithmetic beside it: a scan stacking its residuals), else
+compute (arithmetic that ends in a transpose or a dynamic-update-slice is still arithmetic: XLA:CPU
+fuses the GELU backward of a scanned LM with the transpose of its output). Trace importers classify without the
 module (by opcode name and XLA's category); analyzers replace that with these classes wherever the
 op's name is an instruction of a saved program.
 """
@@ -23,6 +26,11 @@ from tpu_perf.traces.tables import opcode_class
 _TARGET = re.compile(r'custom_call_target="([^"]+)"')
 _FUSION_CONFIG = re.compile(r'"fusion_config"\s*:\s*\{\s*"kind"\s*:\s*"([^"]+)"')
 _RANK = {"matmul": 0, "collective": 1, "data_movement": 2, "compute": 3}
+_SHAPE_ONLY = frozenset({
+    "parameter", "constant", "bitcast", "reshape", "broadcast", "slice", "concatenate", "pad", "reverse",
+    "tuple", "get-tuple-element", "iota",
+})
+"""Opcodes that only lay out data: beside a data movement op they leave a fusion data movement."""
 
 
 def _own_class(inst: Instruction) -> str | None:
@@ -30,9 +38,13 @@ def _own_class(inst: Instruction) -> str | None:
     return opcode_class(inst.opcode, target.group(1) if target else None)
 
 
+def _scalar(inst: Instruction) -> bool:
+    """A rank-0 result (a loop index, a dynamic-slice offset): bookkeeping, not array work."""
+    return inst.shape.split("{")[0].endswith("[]")
+
+
 def hlo_op_classes(module: HloModule) -> dict[str, str]:
     """Class of every instruction of `module`, by name."""
-    by_name = {i.name: i for i in module.instructions()}
     memo: dict[str, str | None] = {}
 
     def inside(comp: str, depth: int = 0) -> str | None:
@@ -51,15 +63,23 @@ def hlo_op_classes(module: HloModule) -> dict[str, str]:
         found = [c for name in inst.called if (c := inside(name, depth + 1))]
         return min(found, key=_RANK.__getitem__) if found else None
 
-    def root_class(comp: str) -> str:
-        body = module.computations.get(comp, [])
-        root = next((i for i in body if i.text.startswith("ROOT")), body[-1] if body else None)
-        if root is None:
-            return "compute"
-        if root.opcode in ("tuple", "bitcast", "get-tuple-element"):
-            classes = [_own_class(by_name[o]) or "compute" for o in root.operands if o in by_name]
-            return "data_movement" if classes and all(c == "data_movement" for c in classes) else "compute"
-        return _own_class(root) or "compute"
+    def moves_only(comp: str, depth: int = 0) -> bool | None:
+        """True when `comp` moves data and computes nothing on arrays; None when it does neither."""
+        moved = False
+        for i in module.computations.get(comp, []):
+            if i.opcode in _SHAPE_ONLY or _scalar(i):
+                continue
+            own = _own_class(i)
+            if own == "data_movement":
+                moved = True
+            elif own is None and i.called and depth < 64:  # a nested fusion or call
+                inner = [moves_only(c, depth + 1) for c in i.called]
+                if any(x is False for x in inner):
+                    return False
+                moved = moved or any(inner)
+            else:
+                return False
+        return moved or None
 
     out: dict[str, str] = {}
     for inst in module.instructions():
@@ -71,7 +91,7 @@ def hlo_op_classes(module: HloModule) -> dict[str, str]:
         if deep is not None:
             out[inst.name] = deep
         elif inst.opcode == "fusion" and inst.called:
-            out[inst.name] = root_class(inst.called[0])
+            out[inst.name] = "data_movement" if moves_only(inst.called[0]) else "compute"
         else:
             out[inst.name] = "compute"
     return out
