@@ -19,6 +19,7 @@ is marked `tail`: it lacks the host work after it, so the statistics leave it ou
 
 from __future__ import annotations
 
+import bisect
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -135,21 +136,21 @@ class StepTracker:
         """Device work from `start` (dispatch) to `end` (outputs ready), for boundary steps' `device_s`."""
         with self._lock:
             self._busy_seen = True
-            self._busy.append((start, end))
+            _add(self._busy, start, end)
 
     def waited(self, start: float, end: float) -> None:
         """The loop was blocked from `start` to `end` waiting for the device or other processes."""
         with self._lock:
             self._waits_seen = True
             if end > start:
-                self._waits.append((start, end))
+                _add(self._waits, start, end)
 
     def called(self, start: float, end: float) -> None:
         """The loop was inside a call of a jitted function from `start` to `end`."""
         with self._lock:
             self._calls_seen = True
             if end > start:
-                self._calls.append((start, end))
+                _add(self._calls, start, end)
             if len(self._calls) > MAX_CALLS_HELD:  # no step opened for a long while (no step source yet): keep the latest
                 del self._calls[: MAX_CALLS_HELD // 2]
 
@@ -204,12 +205,8 @@ class StepTracker:
         if self._closed is not None:
             self._write(self._closed, step.start)
             self._closed = None
-        if self._busy:  # device work that ended before this step cannot be inside it, or any later one
-            self._busy = [(lo, hi) for lo, hi in self._busy if hi > step.start]
-        if self._waits:
-            self._waits = [(lo, hi) for lo, hi in self._waits if hi > step.start]
-        if self._calls:
-            self._calls = [(lo, hi) for lo, hi in self._calls if hi > step.start]
+        for held in (self._busy, self._waits, self._calls):  # what ended before this step is in no later one
+            _drop_until(held, step.start)
         self._open = step
         self._next_index += 1
 
@@ -236,14 +233,16 @@ class StepTracker:
         """Seconds in [start, end] covered by reported device work; None when none was ever reported."""
         if not self._busy_seen:
             return None
-        covered, self._busy = _take(self._busy, start, end)
+        covered = _covered(_overlapping(self._busy, start, end), start, end)
+        _drop_until(self._busy, end)
         return covered
 
     def _wait_seconds(self, start: float, end: float) -> float | None:
         """Seconds in [start, end] the loop was blocked; None when no blocking call was ever seen."""
         if not self._waits_seen:
             return None
-        covered, self._waits = _take(self._waits, start, end)
+        covered = _covered(_overlapping(self._waits, start, end), start, end)
+        _drop_until(self._waits, end)
         return covered
 
     def _loop_seconds(self, start: float, end: float) -> tuple[float | None, float | None]:
@@ -251,9 +250,10 @@ class StepTracker:
         call nor blocked (input, augmentation, logging); both None when no call was ever seen."""
         if not self._calls_seen:
             return None, None
-        inside, _ = _take(self._calls, start, end)
-        busy, _ = _take(self._calls + self._waits, start, end)
-        self._calls = [(lo, hi) for lo, hi in self._calls if hi > end]
+        calls = _overlapping(self._calls, start, end)
+        inside = _covered(calls, start, end)
+        busy = _covered(sorted(calls + _overlapping(self._waits, start, end)), start, end)
+        _drop_until(self._calls, end)
         return inside, max(0.0, end - start - busy)
 
     def _write(self, closed: _ClosedStep, end: float, *, tail: bool = False) -> None:
@@ -286,13 +286,44 @@ class StepTracker:
         self._emit(record)
 
 
-def _take(intervals: list[tuple[float, float]], start: float, end: float) -> tuple[float, list[tuple[float, float]]]:
-    """Seconds of [start, end] inside the union of `intervals`, and the intervals reaching past `end`
-    (later steps may still hold them)."""
+def _add(intervals: list[tuple[float, float]], lo: float, hi: float) -> None:
+    """Add [lo, hi] to sorted, disjoint `intervals`, merged with those it overlaps. A host that queues
+    steps ahead reports busy intervals that all overlap (each from a dispatch to outputs ready far
+    later): merged, the list stays a few entries long, where a list of every interval made each step's
+    bookkeeping O(steps in flight) and slowed a recorded run-ahead loop (1.7 ms a step at 1000 in flight)."""
+    if not intervals or lo > intervals[-1][1]:
+        intervals.append((lo, hi))
+    elif lo >= intervals[-1][0]:
+        intervals[-1] = (intervals[-1][0], max(hi, intervals[-1][1]))
+    else:  # out of order (a donated call's interval, reported late): merge the whole list once
+        merged: list[tuple[float, float]] = []
+        for a, b in sorted([*intervals, (lo, hi)]):
+            if merged and a <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(b, merged[-1][1]))
+            else:
+                merged.append((a, b))
+        intervals[:] = merged
+
+
+def _overlapping(intervals: list[tuple[float, float]], start: float, end: float) -> list[tuple[float, float]]:
+    """The sorted, disjoint `intervals` that overlap [start, end] (found by bisection: a queue of steps
+    in flight holds many, and every step's bookkeeping once walked them all)."""
+    i = bisect.bisect_right(intervals, start, key=lambda iv: iv[1])
+    j = bisect.bisect_left(intervals, end, key=lambda iv: iv[0])
+    return intervals[i:j]
+
+
+def _covered(intervals: list[tuple[float, float]], start: float, end: float) -> float:
+    """Seconds of [start, end] inside the union of `intervals` (sorted by start)."""
     covered, reach = 0.0, start
-    for lo, hi in sorted(intervals):
+    for lo, hi in intervals:
         lo, hi = max(lo, reach), min(hi, end)
         if hi > lo:
             covered += hi - lo
             reach = hi
-    return covered, [(lo, hi) for lo, hi in intervals if hi > end]
+    return covered
+
+
+def _drop_until(intervals: list[tuple[float, float]], t: float) -> None:
+    """Drop the sorted, disjoint intervals that end by `t` (no later step can hold them)."""
+    del intervals[: bisect.bisect_right(intervals, t, key=lambda iv: iv[1])]

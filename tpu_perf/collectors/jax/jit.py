@@ -210,7 +210,7 @@ class JitTracker:
                 call.interleaved, self._interleaved = self._interleaved, False
                 call.instrumented = stopped_at is not None
             state.pending = call
-            self.stamper.unstamped = [c for c in self.stamper.unstamped if c.end is None and not c.lost] + [call]
+            self.stamper.track(call)
             self.watcher.watch(call)
         if carried and step_fn is None:
             state.carry_calls += 1

@@ -156,6 +156,18 @@ class SyncStamper:
         self.on_fetch: Callable[[Any], None] | None = None
         """Called with each array the script fetches to the host (`float`, `np.asarray`, `print`)."""
 
+    def track(self, call: Call) -> None:
+        """Watch `call` for syncs; calls stamped (or lost) since are dropped from the front: they end
+        in dispatch order, so this stays short and costs the dispatch nothing when steps are queued
+        far ahead (rebuilding the list per call was O(steps in flight))."""
+        u = self.unstamped
+        i = 0
+        while i < len(u) and (u[i].end is not None or u[i].lost):
+            i += 1
+        if i:
+            del u[:i]
+        u.append(call)
+
     def release(self, x: Any) -> None:
         """`x` was synced on and was ready already: stop holding its call's output (it is ready)."""
         key = id(x)
