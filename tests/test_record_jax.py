@@ -40,15 +40,26 @@ def test_unmarked_script_steps_equal_steps_run(auto_run) -> None:
     assert run.steps["step"].tolist() == list(range(40))
 
 
+def test_the_trace_start_and_stop_are_flagged_instrumented(auto_run) -> None:
+    """Starting the profiler costs the step before the window what stopping it costs the one after:
+    both iterations hold tpu-perf's own work and are left out of the statistics."""
+    run, _ = auto_run
+    s = run.steps
+    first, last = int(s.loc[s["traced"], "step"].min()), int(s.loc[s["traced"], "step"].max())
+    flagged = s.loc[s["instrumented"], "step"].tolist()
+    assert first - 1 in flagged and len(flagged) == 2 and max(flagged) > last
+
+
 def test_median_step_time_matches_synchronized_measurement(auto_run) -> None:
     """Two clocks, the same steps: the iteration against the script's call-to-call time, the device
     view against its call-to-ready time."""
     run, selfm = auto_run
     doc = check_run(run)
     steps = run.steps.iloc[:-1]  # the last step has no next call in the script's own clock
-    # The script's own timer also sees the end of the trace window (stop_trace runs at the start of
-    # step 6, in its iteration, which is marked instrumented): leave the steps around it out of the comparison.
-    keep = ~(steps["traced"] | steps["compiled"]) & (steps["step"] >= doc["steps"]["warmup"]) & ~steps["step"].isin([5, 6])
+    # The script's own timer also sees the ends of the trace window (start_trace in step 2's
+    # iteration, stop_trace at the start of step 6, in its iteration; both marked instrumented):
+    # leave the steps around them out of the comparison.
+    keep = ~(steps["traced"] | steps["compiled"]) & (steps["step"] >= doc["steps"]["warmup"]) & ~steps["step"].isin([2, 5, 6])
     ours = steps.loc[keep, "duration_s"]
     theirs = [t for t, k in zip(selfm["iteration_s"], keep, strict=True) if k]
     assert ours.median() == pytest.approx(statistics.median(theirs), rel=0.05)

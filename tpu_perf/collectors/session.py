@@ -250,6 +250,8 @@ class Recorder:
             self.steps.mark_instrumented()
             self.steps.open(source, start, step_num)
         else:
+            if not tracing and self.trace_active:  # it started here: its cost ends the step before, held for its end
+                self.steps.mark_current_instrumented()
             self.steps.open(source, self.now(), step_num)
 
     def end_step(self, source: str) -> None:

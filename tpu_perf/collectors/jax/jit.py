@@ -174,6 +174,8 @@ class JitTracker:
                 rec.before_step(self._step_index // k)
                 if tracing and not (rec.trace_active or rec.trace_held):  # the trace stopped here: its cost is this step's, not the last traced one's
                     stopped_at = before
+                elif not tracing and rec.trace_active:  # it started here: its cost ends the previous step's iteration
+                    self._instrument_previous()
             self._step_index += 1
         elif step_fn is not None:
             if state.calls_in_steps < OCCASIONAL * step_fn.calls_in_steps:
@@ -221,6 +223,18 @@ class JitTracker:
         rec.called(min(start, entered), rec.now())  # the call's host time (wrappers, flattening, dispatch, tpu-perf's own) is not the loop's
         return out
 
+    def _instrument_previous(self) -> None:
+        """Flag the step before the one being dispatched (the trace's start lands in its iteration):
+        its last call if not yet turned into a step, else the group or step still open for its end."""
+        with self._lock:
+            prev = self.step_fn.pending if self.step_fn is not None else None
+            if prev is not None and not prev.drained:
+                prev.instrumented = True
+            elif self._group is not None:
+                self._group.instrumented = True
+            else:
+                self.rec.steps.mark_current_instrumented()
+
     def _fetched(self, x: Any) -> None:
         """Count a fetch of the latest outputs of a timed function, once per call."""
         key = id(x)
@@ -244,6 +258,7 @@ class JitTracker:
             ready = self._ready[:]
             del self._ready[: len(ready)]
             for call in ready:
+                call.drained = True
                 end = call.end if call.end is not None else call.start
                 if call.state is self.step_fn:
                     self._step_span(call.start, end, call.traced, call.exact, call.interleaved, call.instrumented)

@@ -44,6 +44,8 @@ class Call:
     """tpu-perf's trace window closed at this call's dispatch: its iteration holds the stop."""
     lost: bool = False
     """Its outputs were deleted (donated) before they were seen ready."""
+    drained: bool = False
+    """Turned into a step (or a buffered span): a flag set later would be lost."""
     ready_seen: bool = False
     """The script synced on an output that was ready already: the watcher stamps it at its next look,
     without holding the output meanwhile."""
