@@ -39,15 +39,16 @@ x = jnp.ones((64, width))
 for _ in range(3):
     w, x = step(w, x)
 jax.block_until_ready((w, x))
-t = time.perf_counter()
+t, cpu, main = time.perf_counter(), time.process_time(), time.thread_time()
 for _ in range(steps):
     w, x = step(w, x)
+main = time.thread_time() - main
 jax.block_until_ready((w, x))
-json.dump({"loop_s": time.perf_counter() - t}, open(sys.argv[1], "w"))
+json.dump({"loop_s": time.perf_counter() - t, "cpu_s": time.process_time() - cpu, "main_cpu_s": main}, open(sys.argv[1], "w"))
 '''
 
 
-def run(arm: str, loop: Path, steps: int, width: int, tmp: Path) -> float:
+def run(arm: str, loop: Path, steps: int, width: int, tmp: Path) -> dict[str, float]:
     out = tmp / f"{arm}.json"
     args = [str(out), str(steps), str(width)]
     env = {**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", str(ROOT)), "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu")}
@@ -56,7 +57,7 @@ def run(arm: str, loop: Path, steps: int, width: int, tmp: Path) -> float:
     else:
         cmd = [sys.executable, "-m", "tpu_perf", "record", "-q", "--no-trace", "--store", str(tmp / "runs"), str(loop), *args]
     subprocess.run(cmd, env=env, check=True, capture_output=True)
-    return float(json.loads(out.read_text())["loop_s"])
+    return json.loads(out.read_text())
 
 
 def main() -> None:
@@ -65,17 +66,24 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=400)
     parser.add_argument("--width", type=int, default=256)
     args = parser.parse_args()
-    ratios = []
+    ratios, cpu, loop_cpu = [], {"plain": [], "record": []}, {"plain": [], "record": []}
     with tempfile.TemporaryDirectory() as tmp:
         loop = Path(tmp) / "loop.py"
         loop.write_text(LOOP)
         for i in range(args.pairs):
             times = {}
             for arm in (("plain", "record") if i % 2 == 0 else ("record", "plain")):
-                times[arm] = run(arm, loop, args.steps, args.width, Path(tmp))
+                got = run(arm, loop, args.steps, args.width, Path(tmp))
+                times[arm] = got["loop_s"]
+                cpu[arm].append(got["cpu_s"] / args.steps)
+                loop_cpu[arm].append(got["main_cpu_s"] / args.steps)
             ratios.append(times["plain"] / times["record"])
             print(f"pair {i}: plain {times['plain'] * 1e3 / args.steps:.3f} ms/step, recorded {times['record'] * 1e3 / args.steps:.3f} ms/step, ratio {ratios[-1]:.3f}", flush=True)
     print(f"median ratio plain/recorded over {args.pairs} pairs: {statistics.median(ratios):.3f} (target >= 0.99); geometric mean {statistics.geometric_mean(ratios):.3f}")
+    # CPU time is steadier than wall time on a shared machine: what recording adds per step, all threads and the loop's own
+    extra = (statistics.median(cpu["record"]) - statistics.median(cpu["plain"])) * 1e6
+    extra_main = (statistics.median(loop_cpu["record"]) - statistics.median(loop_cpu["plain"])) * 1e6
+    print(f"process CPU per step: plain {statistics.median(cpu['plain']) * 1e6:.0f} us, recorded {statistics.median(cpu['record']) * 1e6:.0f} us (+{extra:.0f} us); loop thread +{extra_main:.0f} us per step")
 
 
 if __name__ == "__main__":

@@ -167,6 +167,24 @@ def _device_unknown(run: Run, seen: int = 0, steady: int = 0) -> str:
     return "no device work was seen"
 
 
+SHARED_CORES = 0.1
+"""Share of the iteration the loop's own host work must take before a CPU run's note says the
+device time includes contention for the cores."""
+
+
+def _shared_cores(run: Run, loop_s: float | None, median_s: float | None, device_s: float | None) -> str | None:
+    """On XLA:CPU the device is this machine's cores, and the loop's own work (numpy augmentation,
+    a Python input pipeline) runs on the same cores: the programs run slower than they would alone
+    (measured 1.05-1.5x on 2 cores with numpy augmentation, no slower with the loop pinned to
+    another core; docs/traces.md). A TPU or GPU does not share the host's cores."""
+    platform = ((run.manifest.get("hardware") or {}).get("platform") or "").lower()
+    if platform != "cpu" or not loop_s or not median_s or device_s is None or loop_s < SHARED_CORES * median_s:
+        return None
+    return (f"XLA:CPU runs the device's programs on this machine's cores: where the loop's own host work "
+            f"({loop_s * 1e3:.3g} ms per step) computes rather than waits (numpy augmentation, not a storage wait), "
+            f"it slows them (1.05-1.5x measured on 2 cores), and the device time includes that; a TPU or GPU does not share the host's cores")
+
+
 def _flags(column: pd.Series) -> np.ndarray:
     """`column.astype(bool)` as an array (a bool column as it is: 10k-step runs, many runs)."""
     return column.to_numpy() if column.dtype == bool else column.astype(bool).to_numpy()
@@ -187,7 +205,9 @@ def analyze_steps(run: Run, *, warmup_steps: int | None = None) -> StepStats:
     own_work = 0 if run.manifest.get("imported") else int((mask & _extra_work(steps)).sum())
     note = f"every steady step ran inside tpu-perf's trace window or FLOP count, or an eval: the statistics include those {own_work} slower steps (record more steps, or move --trace-steps)" if own_work else None
     accumulation = run.manifest.get("accumulation") or {}
-    note = "; ".join(n for n in (note, accumulation.get("note")) if n) or None
+    loop_median = _column_median(steps, mask, "loop_s")
+    shared = _shared_cores(run, loop_median, float(np.median(durations)) if durations.size else None, device_median)
+    note = "; ".join(n for n in (note, accumulation.get("note"), shared) if n) or None
 
     def stat(fn: object) -> float | None:
         return float(fn(durations)) if durations.size else None  # type: ignore[operator]
@@ -222,5 +242,5 @@ def analyze_steps(run: Run, *, warmup_steps: int | None = None) -> StepStats:
         excluded=whole.exclusions,
         excluded_share=whole.excluded_share,
         call_median_s=_column_median(steps, mask, "call_s"),
-        loop_median_s=_column_median(steps, mask, "loop_s"),
+        loop_median_s=loop_median,
     )
