@@ -182,8 +182,10 @@ def test_input_bound_loops_get_the_device_time_and_the_off_device_share(input_lo
     first = [progs[progs["start_s"] >= d - 0.001].iloc[0] for d in dispatch]
     program = float(np.median([p["end_s"] - d for p, d in zip(first, dispatch, strict=True)]))
     assert device == pytest.approx(program, rel=0.30), (device, program)
+    # off the device: no program running (a loaded machine may start one ms after its dispatch)
+    running = sum(float(p["end_s"] - p["start_s"]) for p in first) / float(traced["duration_s"].sum())
     off = sum(doc["breakdown"][p] for p in ("host", "input", "compile"))
-    assert abs(off - (1 - program / float(traced["duration_s"].median()))) <= 0.15, (doc["breakdown"], program)
+    assert abs(off - (1 - running)) <= 0.15, (doc["breakdown"], running)
     # the report says that on XLA:CPU the loop's own work may share the device's cores
     assert "XLA:CPU runs the device's programs on this machine's cores" in (doc["steps"]["note"] or "")
     lo, hi = sorted((truth["device_only_before_s"], truth["device_only_after_s"]))
