@@ -176,7 +176,7 @@ def jax_job(tmp_path_factory: pytest.TempPathFactory) -> dict:
     coordinator = f"127.0.0.1:{free_port()}"
     record_job(store, MULTIHOST_SCRIPTS / "jax_spmd.py", ["20", "1", "0.05"], [{"PROCESS_ID": str(i), "COORDINATOR": coordinator} for i in range(2)])
     (run_dir,) = [p for p in store.iterdir() if (p / "run.json").exists()]
-    doc = json.loads(tpu_perf_cli("report", "--store", str(store), run_dir.name, "--json", check=True).stdout)
+    doc = report_doc(run_dir.name, store)
     return {"store": store, "dir": run_dir, "report": doc}
 
 

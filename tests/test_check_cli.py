@@ -20,7 +20,7 @@ from xml.etree import ElementTree as ET
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import ROOT, tpu_perf_cli
+from conftest import ROOT, report_doc, tpu_perf_cli
 from scipy import stats
 
 SCRIPT = str(ROOT / "tests" / "scripts" / "gate_loop.py")
@@ -204,7 +204,7 @@ def test_repeat_stops_at_the_first_failing_run_with_its_exit_code(tmp_path: Path
 
 def test_mfu_is_the_default_metric_when_every_run_has_it(store: str) -> None:
     ids = [folder.name for folder in sorted(Path(store).glob("[!.]*")) if json.loads((folder / "run.json").read_text())["tags"].get("side") == "chip"]
-    reports = [json.loads(tpu_perf_cli("report", "--store", store, "--json", run_id, check=True).stdout) for run_id in ids]
+    reports = [report_doc(run_id, store) for run_id in ids]
     assert all(r["mfu"] for r in reports)  # declared a v6e: utilisation against its peak
     _, doc = check_json(store, "--baseline", *ids, "--candidate", *ids)
     assert [c["metric"] for c in doc["checks"]] == ["fingerprint", "runs", "mfu", "all_in_step_time", "peak_memory", "compiles", "flops_per_step", "hlo"]

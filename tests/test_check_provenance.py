@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, tpu_perf_cli
+from conftest import ROOT, report_doc, tpu_perf_cli
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +42,7 @@ def test_declared_chip_that_is_not_the_device_is_a_warning(tmp_path: Path) -> No
     rec = tpu_perf_cli("record", "--store", store, "--chip", "v6e", "--no-trace", str(ROOT / "tests" / "scripts" / "gate_step.py"), "--work", "2", "--width", "32", "--steps", "10", check=True)
     assert "warning: --chip v6e does not match the detected device (cpu)" in rec.stderr
     run_id = next(Path(store).glob("*/run.json")).parent.name
-    doc = json.loads(tpu_perf_cli("report", "--store", store, run_id, "--json", check=True).stdout)
+    doc = report_doc(run_id, store)
     assert any(w.startswith("--chip v6e does not match the detected device (cpu)") for w in doc["run"]["warnings"])
     same = tpu_perf_cli("record", "--store", str(tmp_path / "other"), "--no-trace", str(ROOT / "tests" / "scripts" / "gate_step.py"), "--work", "2", "--width", "32", "--steps", "10", check=True)
     assert "does not match the detected device" not in same.stderr

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, Recordings, tpu_perf_cli
+from tests.conftest import ROOT, Recordings, report_doc, tpu_perf_cli
 from tpu_perf import load_run
 from tpu_perf.errors import DataError, RunNotFoundError
 from tpu_perf.store.reader import TornLineWarning
@@ -95,8 +95,7 @@ def test_sigkill_leaves_a_loadable_crashed_run(tmp_path: Path) -> None:
     assert run.status == "crashed"
     assert len(run.steps) >= flushed >= 8
     assert run.steps["step"].tolist() == list(range(len(run.steps)))
-    report = tpu_perf_cli("report", "--json", str(run_dir), check=True)
-    assert json.loads(report.stdout)["run"]["status"] == "crashed"
+    assert report_doc(run_dir)["run"]["status"] == "crashed"
 
 
 def _finished_run(recordings: Recordings, tmp_path: Path) -> Path:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import textwrap
@@ -10,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import DATA, tpu_perf_cli
+from tests.conftest import DATA, report_doc, tpu_perf_cli
 from tpu_perf.analyzers.report import build_report
 from tpu_perf.store import list_runs, load_run
 
@@ -95,8 +94,7 @@ def test_import_pytorch_cpu_trace_made_here(store: Path, tmp_path: Path) -> None
 
 def test_import_a100_reports_json(store: Path) -> None:
     doc = _import(store, DATA / "a100_alexnet.json.gz")
-    proc = tpu_perf_cli("report", doc["run"]["id"], "--store", str(store), "--json", check=True)
-    out = json.loads(proc.stdout)
+    out = report_doc(doc["run"]["id"], store)
     assert out["devices"][0]["kind"] == "NVIDIA A100-PG509-200" and out["devices"][0]["peak_tflops"] == 312.0
     assert out["ops"]["top"][0]["device"] == "rank0/GPU:0"
     text = tpu_perf_cli("report", doc["run"]["id"], "--store", str(store), check=True).stdout

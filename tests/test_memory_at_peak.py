@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, tpu_perf_cli
+from conftest import ROOT, report_doc, tpu_perf_cli
 
 SCRIPT = ROOT / "tests" / "memory_scripts" / "adam_mlp.py"
 SIZES = [128, 256, 256, 256, 256, 10]
@@ -37,7 +37,7 @@ def adam_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def adam_report(adam_store: Path) -> dict:
     (run,) = adam_store.iterdir()
-    return json.loads(tpu_perf_cli("report", "--json", str(run), check=True).stdout)
+    return report_doc(run)
 
 
 def assert_breakdown(at_peak: dict) -> None:
@@ -83,7 +83,7 @@ def test_out_of_memory_leaves_a_failed_run_that_names_what_filled_memory(tmp_pat
     proc = tpu_perf_cli("record", "-q", "--no-trace", "--store", str(tmp_path), str(SCRIPT), "--steps", "2", "--repeat", str(2**23), env={"JAX_PLATFORMS": "cpu"})
     assert proc.returncode != 0
     (run,) = tmp_path.iterdir()
-    doc = json.loads(tpu_perf_cli("report", "--json", str(run), check=True).stdout)
+    doc = report_doc(run)
     assert doc["run"]["status"] == "failed"
     oom, at_peak = doc["memory"]["out_of_memory"], doc["memory"]["at_peak"]
     assert oom["function"] == at_peak["program"] == "train_step" and "Out of memory" in oom["message"]
@@ -103,7 +103,7 @@ def test_pytorch_parameters_gradients_and_optimizer_state_from_the_tensors(tmp_p
     proc = tpu_perf_cli("record", "-q", "--no-trace", "--store", str(tmp_path), str(ROOT / "tests" / "memory_scripts" / "torch_adam.py"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     (run,) = tmp_path.iterdir()
-    state = json.loads(tpu_perf_cli("report", "--json", str(run), check=True).stdout)["memory"]["torch_state"]
+    state = report_doc(run)["memory"]["torch_state"]
     params = 4 * (64 * 128 + 128 + 128 * 10 + 10)
     assert state["parameters_bytes"] == params and state["gradients_bytes"] == params
     assert state["optimizer_state_bytes"] == pytest.approx(2 * params, rel=0.05)  # exp_avg, exp_avg_sq (+ step counts)
@@ -176,7 +176,7 @@ def test_sgd_momentum_with_remat(tmp_path: Path) -> None:
     proc = tpu_perf_cli("record", "-q", "--no-trace", "--store", str(tmp_path), str(SCRIPT), "--steps", "3", "--optimizer", "momentum", "--remat", env={"JAX_PLATFORMS": "cpu"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     (run,) = tmp_path.iterdir()
-    at_peak = json.loads(tpu_perf_cli("report", "--json", str(run), check=True).stdout)["memory"]["at_peak"]
+    at_peak = report_doc(run)["memory"]["at_peak"]
     assert sum(at_peak["categories"].values()) == pytest.approx(at_peak["peak_bytes"], rel=0.02)
     assert at_peak["categories"]["parameters"] == pytest.approx(PARAM_BYTES, rel=0.05)
     assert at_peak["categories"]["optimizer_state"] == pytest.approx(PARAM_BYTES, rel=0.05)  # one momentum per parameter

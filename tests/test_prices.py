@@ -3,11 +3,9 @@ so 1 chip), its cost per 1M tokens and per step against numbers worked out by ha
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from tests.conftest import ROOT, tpu_perf_cli
+from tests.conftest import ROOT, report_doc, tpu_perf_cli
 from tpu_perf.analyzers import compare
 
 pytestmark = pytest.mark.slow
@@ -21,7 +19,7 @@ def ironwood(tmp_path_factory: pytest.TempPathFactory) -> dict:
     store = tmp_path_factory.mktemp("prices") / "runs"
     env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu"}
     tpu_perf_cli("record", "--store", str(store), "--name", "iw", "-q", "--chip", "ironwood", "--tokens-per-step", str(TOKENS), str(ROOT / "tests" / "scripts" / "jax_two_devices.py"), env=env, check=True)
-    return json.loads(tpu_perf_cli("report", "--store", str(store), "iw", "--json", check=True).stdout)
+    return report_doc("iw", store)
 
 
 def test_cost_divides_by_chips_not_devices(ironwood: dict) -> None:

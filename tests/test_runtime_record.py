@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import textwrap
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ROOT, tpu_perf_cli, tpu_perf_clis
+from conftest import ROOT, report_doc, tpu_perf_cli, tpu_perf_clis
 from metric_server import TOTAL_BYTES, MetricServer
 from recording import record_in_process
 
@@ -115,8 +114,7 @@ def test_timeline_shows_the_gap(killed_run: dict) -> None:
 @pytest.mark.slow
 def test_report_json_and_terminal(killed_run: dict) -> None:
     run, store = killed_run["run"], killed_run["store"]
-    proc = tpu_perf_cli("report", run.id, "--store", str(store), "--json", check=True)
-    doc = json.loads(proc.stdout)
+    doc = report_doc(run.id, store)
     per_device = doc["memory"]["per_device"]
     assert [d["device"] for d in per_device] == ["tpu:0", "tpu:1"]
     libtpu = run.memory[run.memory["source"] == "libtpu"]

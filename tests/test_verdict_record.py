@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import ROOT, tpu_perf_cli
+from tests.conftest import ROOT, report_doc, tpu_perf_cli
 
 pytestmark = pytest.mark.slow
 SCRIPTS = ROOT / "tests" / "scripts"
@@ -28,7 +28,7 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> dict:
     reports = {}
     for name in ("bad", "fixed"):
         tpu_perf_cli("record", "--store", str(store), "--name", name, "-q", str(SCRIPTS / f"recompile_{name}.py"), check=True)
-        reports[name] = json.loads(tpu_perf_cli("report", "--store", str(store), name, "--json", check=True).stdout)
+        reports[name] = report_doc(name, store)
     return {"store": store, "reports": reports}
 
 
