@@ -751,7 +751,7 @@ def test_imported_tpu_ops_are_per_device_over_the_trace(imports: dict) -> None:
     at.query_params["runs"] = "tpu4,kineto"
     at.run()
     assert not at.exception
-    captions = " ".join(c.value for c in at.caption)
+    captions = " ".join(c.value for c in opened(at, "Top ops", "compare_tab").caption)
     assert re.search(r"(tpu4, kineto|kineto, tpu4): no steps in the trace, so no time per step and no column", captions), captions  # said once for both
     assert "No clear winner" not in at.markdown[0].value and re.search(r"no steady step time for (tpu4 and kineto|kineto and tpu4)", at.markdown[0].value), at.markdown[0].value
 
@@ -1097,6 +1097,15 @@ SWEEP_JS = r"""() => {
 has a sign and is no share), text wider than its own box (outside grids, code, charts and the tab
 bar, which scroll or are drawn)."""
 VIEWPORTS = ((1280, 800), (1920, 1080))
+COUNT_RUNS_JS = """window.__tpRuns = 0;
+new MutationObserver(changes => { for (const c of changes) if (c.target.getAttribute('data-test-script-state') === 'notRunning') window.__tpRuns++; })
+    .observe(document, {subtree: true, attributes: true, attributeFilter: ['data-test-script-state']});"""
+"""Counts the app's finished script runs (Streamlit's `data-test-script-state` on its root), so a
+test waits for the run its action started, not a guessed time."""
+SETTLED_JS = """(runs) => window.__tpRuns > runs && document.querySelector('[data-testid="stApp"]')?.getAttribute('data-test-script-state') === 'notRunning'
+    && !document.querySelector('[data-stale="true"], [data-testid="stStatusWidgetRunningIcon"], [data-testid="stProgress"]')
+    && [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].every(c => c.querySelector('.main-svg'))"""
+"""A run finished after the `runs` counted before the action, nothing stale or running, every chart drawn."""
 
 
 @pytest.fixture(scope="session")
@@ -1154,6 +1163,7 @@ def test_browser_every_page_and_tab_reads_right(sweep_store: dict, tmp_path: Pat
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 800})
+            page.add_init_script(COUNT_RUNS_JS)
             own = urlparse(server).netloc
             elsewhere = []
             page.on("request", lambda r: elsewhere.append(r.url) if urlparse(r.url).netloc not in ("", own) else None)
@@ -1165,19 +1175,23 @@ def test_browser_every_page_and_tab_reads_right(sweep_store: dict, tmp_path: Pat
                 for width, height in sorted(VIEWPORTS, key=lambda v: v != (size["width"], size["height"])):
                     if (width, height) != (size["width"], size["height"]):
                         page.set_viewport_size({"width": width, "height": height})
-                        page.wait_for_timeout(250)
+                        page.wait_for_timeout(250)  # the layout follows the new width
                     for problem in page.evaluate(SWEEP_JS):
                         found.setdefault(problem, f"{where} at {width}x{height}")
 
+            def settled(act: Any, *args: Any, runs: int | None = None) -> None:
+                """`act(*args)`, then wait for the script run it starts to finish and its charts to be
+                drawn; `runs=0`: a navigation (a new document counts from 0)."""
+                runs = page.evaluate("() => window.__tpRuns") if runs is None else runs
+                act(*args)
+                page.wait_for_function(SETTLED_JS, arg=runs, polling=100, timeout=60_000)
+
             for path in paths:
-                page.goto(server + path)
-                _idle(page)
-                page.wait_for_timeout(300)
+                settled(page.goto, server + path, runs=0)
                 check(path)
-                every_tab = path.startswith("/compare?") or path.rsplit("=", 1)[1] in {ids[n] for n in ("wide", "torchy", "tpu4", "failing")}
+                every_tab = path.startswith("/compare?") or path.startswith("/run?") and path.rsplit("=", 1)[1] in {ids[n] for n in ("wide", "torchy", "tpu4", "failing")}
                 for tab in page.get_by_role("tab").all_inner_texts()[1:] if every_tab else []:  # the other runs are alike
-                    page.get_by_role("tab", name=tab).click()
-                    _idle(page)
+                    settled(page.get_by_role("tab", name=tab).click)
                     check(f"{path} {tab}")
         finally:
             browser.close()

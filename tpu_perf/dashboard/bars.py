@@ -57,9 +57,9 @@ def stacked_bars_html(
             share, tint = value / scale, colour(part)
             said = f"{share * 100:.0f} %" if share >= SAY_SHARE else ""
             segments.append(f'<span style="width:{share * 100:.3f}%;background:{tint};color:{_ink(tint)}" title="{html.escape(hover(label, part, value))}">{said}</span>')
-        body.append(f'<div class="tp-bars-row"><span class="tp-bars-label" title="{html.escape(label)}">{html.escape(label)}</span><div class="tp-bars-bar">{"".join(segments)}</div></div>')
-    legend = "".join(f'<span><i style="background:{colour(p)}"></i>{html.escape(p.replace("_", " "))}</span>' for p in parts)
-    return f'{CSS}<div class="tp-bars"><div class="tp-bars-title">{html.escape(title)}</div>{"".join(body)}<div class="tp-bars-axis">{html.escape(axis)}</div><div class="tp-bars-legend">{legend}</div></div>'
+        body.append(f'<div class="tp-bars-row"><span class="tp-bars-label" title="{html.escape(label)}">{html.escape(label, quote=False)}</span><div class="tp-bars-bar">{"".join(segments)}</div></div>')
+    legend = "".join(f'<span><i style="background:{colour(p)}"></i>{html.escape(p.replace("_", " "), quote=False)}</span>' for p in parts)
+    return f'{CSS}<div class="tp-bars"><div class="tp-bars-title">{html.escape(title, quote=False)}</div>{"".join(body)}<div class="tp-bars-axis">{html.escape(axis, quote=False)}</div><div class="tp-bars-legend">{legend}</div></div>'
 
 
 def breakdown_axis(labels: Sequence[str], whole_trace: Sequence[str]) -> str:
