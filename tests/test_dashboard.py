@@ -1102,10 +1102,17 @@ new MutationObserver(changes => { for (const c of changes) if (c.target.getAttri
     .observe(document, {subtree: true, attributes: true, attributeFilter: ['data-test-script-state']});"""
 """Counts the app's finished script runs (Streamlit's `data-test-script-state` on its root), so a
 test waits for the run its action started, not a guessed time."""
-SETTLED_JS = """(runs) => window.__tpRuns > runs && document.querySelector('[data-testid="stApp"]')?.getAttribute('data-test-script-state') === 'notRunning'
-    && !document.querySelector('[data-stale="true"], [data-testid="stStatusWidgetRunningIcon"], [data-testid="stProgress"]')
-    && [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].every(c => c.querySelector('.main-svg'))"""
-"""A run finished after the `runs` counted before the action, nothing stale or running, every chart drawn."""
+SETTLED_JS = """([runs, since, name]) => {
+    if (!(window.__tpRuns > runs) && (since === null || performance.now() - since < 300)) return false;
+    if (document.querySelector('[data-testid="stApp"]')?.getAttribute('data-test-script-state') !== 'notRunning') return false;
+    if (document.querySelector('[data-stale="true"], [data-testid="stStatusWidgetRunningIcon"], [data-testid="stProgress"]')) return false;
+    const tab = name && [...document.querySelectorAll('[role="tab"]')].find(t => t.getAttribute('aria-selected') === 'true' && t.innerText.trim() === name);
+    if (name && !document.getElementById(tab?.getAttribute('aria-controls'))?.querySelector('[data-testid="stElementContainer"]')) return false;
+    return [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].every(c => c.querySelector('.main-svg'));
+}"""
+"""Done: a script run finished after the `runs` counted before the action (a run so short that the
+app's state never showed it running is not counted: then 300 ms after the action, as before), the
+tab `name` selected and built, nothing stale or running, every chart drawn."""
 
 
 @pytest.fixture(scope="session")
@@ -1179,19 +1186,19 @@ def test_browser_every_page_and_tab_reads_right(sweep_store: dict, tmp_path: Pat
                     for problem in page.evaluate(SWEEP_JS):
                         found.setdefault(problem, f"{where} at {width}x{height}")
 
-            def settled(act: Any, *args: Any, runs: int | None = None) -> None:
+            def settled(act: Any, *args: Any, tab: str | None = None) -> None:
                 """`act(*args)`, then wait for the script run it starts to finish and its charts to be
-                drawn; `runs=0`: a navigation (a new document counts from 0)."""
-                runs = page.evaluate("() => window.__tpRuns") if runs is None else runs
+                drawn; without `tab`, a navigation (a new document counts its runs from 0)."""
+                runs, since = page.evaluate("() => [window.__tpRuns, performance.now()]") if tab else (0, None)
                 act(*args)
-                page.wait_for_function(SETTLED_JS, arg=runs, polling=100, timeout=60_000)
+                page.wait_for_function(SETTLED_JS, arg=[runs, since, tab], polling=100, timeout=60_000)
 
             for path in paths:
-                settled(page.goto, server + path, runs=0)
+                settled(page.goto, server + path)
                 check(path)
                 every_tab = path.startswith("/compare?") or path.startswith("/run?") and path.rsplit("=", 1)[1] in {ids[n] for n in ("wide", "torchy", "tpu4", "failing")}
                 for tab in page.get_by_role("tab").all_inner_texts()[1:] if every_tab else []:  # the other runs are alike
-                    settled(page.get_by_role("tab", name=tab).click)
+                    settled(page.get_by_role("tab", name=tab).click, tab=tab)
                     check(f"{path} {tab}")
         finally:
             browser.close()
