@@ -23,7 +23,8 @@ def test_breakdown_bars_read_in_order_with_words_and_shares() -> None:
     colour, the share said inside a wide segment and on hover, what the shares are of on the axis."""
     from tpu_perf.dashboard import bars, palette
 
-    drawn = bars.breakdown_bars({"a": {"compute": 0.6, "host_gap": 0.3, "collective_wait": 0.1}, "b": {"compute": 0.5}}, whole_trace=["b"])
+    drawn = bars.breakdown_bars({"a": {"compute": 0.6, "host_gap": 0.3, "collective_wait": 0.1, "compile": 0.0}, "b": {"compute": 0.5}}, whole_trace=["b"])
+    assert "compile" not in drawn  # no time in it: not in the legend either
     legend = drawn[drawn.index('class="tp-bars-legend"') :]
     assert [legend.index(w) for w in ("compute", "host gap", "collective wait")] == sorted(legend.index(w) for w in ("compute", "host gap", "collective wait"))
     assert f"background:{palette.part_colour('compute')}" in drawn and 'title="a: host gap 30.0 % of the step">30 %</span>' in drawn

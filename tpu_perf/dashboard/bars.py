@@ -41,10 +41,10 @@ def stacked_bars_html(
 ) -> str:
     """One bar per row, its parts side by side in their first-seen order across rows, each the
     share of `whole` (1.0 for fractions) or, without it, of the row's total; a legend of the parts
-    in that order. `hover(row, part, value)` is each segment's tooltip."""
+    in that order (those above 0 in some row). `hover(row, part, value)` is each segment's tooltip."""
     parts: list[str] = []
     for values in rows.values():
-        parts += [p for p in values if p not in parts]
+        parts += [p for p, v in values.items() if p not in parts and float(v or 0.0) > 0]
     body = []
     for label, values in rows.items():
         total = sum(max(0.0, float(v)) for v in values.values())
