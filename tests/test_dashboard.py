@@ -63,10 +63,16 @@ def page(name: str) -> AppTest:
     return AppTest.from_string(f"from tpu_perf.dashboard.screens import {name}\n{name}.render()\n", default_timeout=60)
 
 
-def opened(at: AppTest, tab: str) -> AppTest:
-    """The run page with `tab` open: its tabs are built lazily, only the open one."""
-    at.session_state["run_tab"] = tab
+def opened(at: AppTest, tab: str, key: str = "run_tab") -> AppTest:
+    """The run page (or, `key="compare_tab"`, the compare page) with `tab` open: its tabs are built
+    lazily, only the open one."""
+    at.session_state[key] = tab
     return at.run()
+
+
+def bars_html(at: AppTest, title: str) -> str:
+    """The HTML of the stacked share bars titled `title` (`tpu_perf.dashboard.bars`)."""
+    return next(h.proto.body for h in at.get("html") if f'<div class="tp-bars-title">{title}' in h.proto.body)
 
 
 def plotted(values: list | dict) -> np.ndarray:
@@ -192,7 +198,7 @@ def test_compare_page_shows_report_numbers_and_deltas(env: dict) -> None:
     assert cells[("Median step time", "narrow")][1] == ""  # the baseline
     assert cells[("Tokens/s", "wide")][1] == ""  # no change against an unknown value
     charts = at.get("plotly_chart")
-    assert len(charts) >= 4  # steps over time, distribution, memory, fusion
+    assert len(charts) == 2  # the Step time tab: steps over time, distribution (the other tabs are built when opened)
     steps_fig = next(f for f in (json.loads(c.proto.spec) for c in charts) if f["layout"]["title"]["text"] == "Step time over steps")
     names = [t.get("name") for t in steps_fig["data"]]
     assert "narrow" in names and "wide · warm-up" in names
@@ -202,7 +208,10 @@ def test_compare_page_shows_report_numbers_and_deltas(env: dict) -> None:
     config = next(df.value for df in at.dataframe if df.value.index.name == "setting")
     assert config.loc["config.tokens_per_step", "wide"] == str(TOKENS_PER_STEP)
     assert "command" in config.index
-    ops = next(df.value for df in at.dataframe if df.value.index.name == "op")
+    memory = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in opened(at, "Memory", "compare_tab").get("plotly_chart")]
+    assert memory == ["Host memory (RSS) instead"]  # CPU runs: no device samples, said so
+    assert [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in opened(at, "Fusion", "compare_tab").get("plotly_chart")] == ["Fusions by kind (step program)"]
+    ops = next(df.value for df in opened(at, "Top ops", "compare_tab").dataframe if df.value.index.name == "op")
     for doc in (narrow, wide):  # each row: the report's top ops it names, per traced step, in ms
         name, top = doc["run"]["name"], {o["name"]: o["total_time_s"] for o in doc["ops"]["top"]}
         if name not in ops.columns:  # a run whose trace window holds no timed op has no column (seen once in CI; see the closing note)
@@ -418,7 +427,7 @@ def test_browser_select_two_runs_and_compare(server: str, dash_store: dict, tmp_
                 _select_row(page, grid, row, f"Compare {row + 1} selected runs")
             page.get_by_role("button", name="Compare 2 selected runs").click()
             page.get_by_role("heading", name="Compare runs").wait_for(timeout=30_000)
-            page.locator(".js-plotly-plot").nth(3).wait_for(timeout=30_000)
+            page.locator(".js-plotly-plot").nth(1).wait_for(timeout=30_000)
             for doc in reports.values():  # Streamlit draws a page in pieces: wait for each number
                 page.locator(".tp-kpis td").filter(has_text=fmt.seconds(doc["compile"]["total_s"])).first.wait_for(timeout=30_000)
             values = [v.strip() for v in page.locator(".tp-kpis td .tp-v").all_inner_texts()]
@@ -431,10 +440,15 @@ def test_browser_select_two_runs_and_compare(server: str, dash_store: dict, tmp_
             assert verdict.bounding_box()["y"] + verdict.bounding_box()["height"] <= 1000  # seen without scrolling
             assert "per step than" in verdict.inner_text() or "No clear winner" in verdict.inner_text()
             assert "runs=" in page.url and all(doc["run"]["id"] in page.url for doc in reports.values())
-            assert page.locator(".js-plotly-plot").count() >= 4
+            assert page.locator(".js-plotly-plot").count() == 2  # the Step time tab's; the others are built when opened
             body = page.inner_text("body")
-            assert "Step time over steps" in body and "Fusions by kind" in body and "Configuration and environment" in body
-            assert page.locator("[data-testid='stDataFrame']").count() >= 2  # fusion table, configuration diff (canvas grids)
+            assert "Step time over steps" in body and "Step-time breakdown" in body and "Configuration and environment" in body
+            assert page.locator("[data-testid='stDataFrame']").count() >= 2  # breakdown, configuration diff (canvas grids)
+            page.get_by_role("tab", name="Fusion").click()
+            page.locator(".js-plotly-plot").filter(has_text="Fusions by kind").wait_for(timeout=30_000)
+            page.get_by_role("tab", name="Step time").click()
+            page.locator(".js-plotly-plot").filter(has_text="Step time over steps").wait_for(timeout=30_000)
+            _idle(page)
             page.set_viewport_size({"width": 1280, "height": 2600})
             page.wait_for_timeout(1500)
             shot.parent.mkdir(parents=True, exist_ok=True)
@@ -645,7 +659,7 @@ def test_browser_four_runs_failed_run_and_urls(mixed_store: dict, tmp_path: Path
         try:
             page = browser.new_page()
             page.goto(f"{server}/compare?runs={','.join(names)}")
-            page.locator(".js-plotly-plot").nth(2).wait_for(timeout=60_000)
+            page.locator(".js-plotly-plot").nth(1).wait_for(timeout=60_000)
             page.locator(".tp-kpis td").filter(has_text=fmt.seconds(reports["failing"]["steps"]["median_s"])).first.wait_for(timeout=30_000)
             header = [t.split("\n")[0].strip() for t in page.locator(".tp-kpis thead th").all_inner_texts()[1:]]
             assert header == names
@@ -737,7 +751,7 @@ def test_imported_tpu_ops_are_per_device_over_the_trace(imports: dict) -> None:
     at.query_params["runs"] = "tpu4,kineto"
     at.run()
     assert not at.exception
-    captions = " ".join(c.value for c in at.caption)
+    captions = " ".join(c.value for c in opened(at, "Top ops", "compare_tab").caption)
     assert re.search(r"(tpu4, kineto|kineto, tpu4): no steps in the trace, so no time per step and no column", captions), captions  # said once for both
     assert "No clear winner" not in at.markdown[0].value and re.search(r"no steady step time for (tpu4 and kineto|kineto and tpu4)", at.markdown[0].value), at.markdown[0].value
 
@@ -787,21 +801,22 @@ def test_whole_trace_breakdowns_get_shares_only(stepped_store: dict, tmp_path: P
     captions = [c.value for c in at.caption]
     assert "tpu4, kineto: shares of the whole trace only (an import whose trace marks no steps), so no time per step and no change against the baseline." in captions
     assert not any(m.value.startswith(("tpu4: largest change", "kineto: largest change")) for m in at.markdown)
-    assert _figure(at, "Step-time breakdown")["layout"]["xaxis"]["title"]["text"] == "% of step time (of the whole trace for tpu4, kineto)"
+    assert '<div class="tp-bars-axis">% of step time (of the whole trace for tpu4, kineto)</div>' in bars_html(at, "Step-time breakdown")
     at.selectbox(key="compare_baseline").set_value("tpu4").run()  # a baseline with shares only: no change per step at all
     assert not at.exception
     table = next(df.value for df in at.dataframe if df.value.index.name == "part")
     assert list(table.columns) == ["tpu4 %", "stepped s", "stepped %", "kineto %"]
     captions = [c.value for c in at.caption]
     assert any(c.startswith("No change per step for stepped: the baseline tpu4 has shares of the whole trace only") for c in captions)
-    ops = next(df.value for df in at.dataframe if df.value.index.name == "op")
+    ops = next(df.value for df in opened(at, "Top ops", "compare_tab").dataframe if df.value.index.name == "op")
+    captions = [c.value for c in at.caption]
     assert "stepped" in ops and not {"tpu4", "kineto"} & set(ops.columns) and not any(str(c).startswith("Δ") for c in ops.columns)
     assert "No change per op: the baseline tpu4 has no steps; pick a baseline with steps to see one." in captions
     run = page("run")
     run.query_params["run"] = "tpu4"
     run.run()
     assert "Shares of the whole trace only (an import whose trace marks no steps): no time per step in each part." in [c.value for c in run.caption]
-    assert _figure(run, "Step-time breakdown")["layout"]["xaxis"]["title"]["text"] == "% of the whole trace's time (no per-step breakdown)"
+    assert "<div class=\"tp-bars-axis\">% of the whole trace's time (no per-step breakdown)</div>" in bars_html(run, "Step-time breakdown")
     kpis = compare.kpi_rows({"tpu4": reports["tpu4"]}, "tpu4").set_index("kpi")
     for kpi in ("Median step time", "All-in step time", "p10 step time", "p90 step time"):
         assert kpis.loc[kpi, "value"] is None and kpis.loc[kpi, "why"] == compare.IMPORT_NO_STEPS  # not "mark steps with tpu_perf.step()"
@@ -1082,6 +1097,22 @@ SWEEP_JS = r"""() => {
 has a sign and is no share), text wider than its own box (outside grids, code, charts and the tab
 bar, which scroll or are drawn)."""
 VIEWPORTS = ((1280, 800), (1920, 1080))
+COUNT_RUNS_JS = """window.__tpRuns = 0;
+new MutationObserver(changes => { for (const c of changes) if (c.target.getAttribute('data-test-script-state') === 'notRunning') window.__tpRuns++; })
+    .observe(document, {subtree: true, attributes: true, attributeFilter: ['data-test-script-state']});"""
+"""Counts the app's finished script runs (Streamlit's `data-test-script-state` on its root), so a
+test waits for the run its action started, not a guessed time."""
+SETTLED_JS = """([runs, since, name]) => {
+    if (!(window.__tpRuns > runs) && (since === null || performance.now() - since < 300)) return false;
+    if (document.querySelector('[data-testid="stApp"]')?.getAttribute('data-test-script-state') !== 'notRunning') return false;
+    if (document.querySelector('[data-stale="true"], [data-testid="stStatusWidgetRunningIcon"], [data-testid="stProgress"]')) return false;
+    const tab = name && [...document.querySelectorAll('[role="tab"]')].find(t => t.getAttribute('aria-selected') === 'true' && t.innerText.trim() === name);
+    if (name && !document.getElementById(tab?.getAttribute('aria-controls'))?.querySelector('[data-testid="stElementContainer"]')) return false;
+    return [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].every(c => c.querySelector('.main-svg'));
+}"""
+"""Done: a script run finished after the `runs` counted before the action (a run so short that the
+app's state never showed it running is not counted: then 300 ms after the action, as before), the
+tab `name` selected and built, nothing stale or running, every chart drawn."""
 
 
 @pytest.fixture(scope="session")
@@ -1114,6 +1145,8 @@ def test_every_page_and_tab_has_no_null_cell(sweep_store: dict, tmp_path: Path, 
     at = page("compare")
     at.query_params["runs"] = ",".join(sweep_store["ids"].values())
     _holes(at.run(), "compare page")
+    for tab in ("Memory", "Top ops", "Fusion"):
+        _holes(opened(at, tab, "compare_tab"), f"compare page, {tab}")
     for name in ("torchy", "tpu4", "kineto", "failing", "wide"):
         at = page("run")
         at.query_params["run"] = name
@@ -1137,6 +1170,7 @@ def test_browser_every_page_and_tab_reads_right(sweep_store: dict, tmp_path: Pat
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 800})
+            page.add_init_script(COUNT_RUNS_JS)
             own = urlparse(server).netloc
             elsewhere = []
             page.on("request", lambda r: elsewhere.append(r.url) if urlparse(r.url).netloc not in ("", own) else None)
@@ -1148,19 +1182,23 @@ def test_browser_every_page_and_tab_reads_right(sweep_store: dict, tmp_path: Pat
                 for width, height in sorted(VIEWPORTS, key=lambda v: v != (size["width"], size["height"])):
                     if (width, height) != (size["width"], size["height"]):
                         page.set_viewport_size({"width": width, "height": height})
-                        page.wait_for_timeout(250)
+                        page.wait_for_timeout(250)  # the layout follows the new width
                     for problem in page.evaluate(SWEEP_JS):
                         found.setdefault(problem, f"{where} at {width}x{height}")
 
+            def settled(act: Any, *args: Any, tab: str | None = None) -> None:
+                """`act(*args)`, then wait for the script run it starts to finish and its charts to be
+                drawn; without `tab`, a navigation (a new document counts its runs from 0)."""
+                runs, since = page.evaluate("() => [window.__tpRuns, performance.now()]") if tab else (0, None)
+                act(*args)
+                page.wait_for_function(SETTLED_JS, arg=[runs, since, tab], polling=100, timeout=60_000)
+
             for path in paths:
-                page.goto(server + path)
-                _idle(page)
-                page.wait_for_timeout(300)
+                settled(page.goto, server + path)
                 check(path)
-                every_tab = path.startswith("/run?") and path.rsplit("=", 1)[1] in {ids[n] for n in ("wide", "torchy", "tpu4", "failing")}
+                every_tab = path.startswith("/compare?") or path.startswith("/run?") and path.rsplit("=", 1)[1] in {ids[n] for n in ("wide", "torchy", "tpu4", "failing")}
                 for tab in page.get_by_role("tab").all_inner_texts()[1:] if every_tab else []:  # the other runs are alike
-                    page.get_by_role("tab", name=tab).click()
-                    _idle(page)
+                    settled(page.get_by_role("tab", name=tab).click, tab=tab)
                     check(f"{path} {tab}")
         finally:
             browser.close()

@@ -18,10 +18,18 @@ def test_step_time_axis_has_1_2_5_ticks_with_units() -> None:
     assert wide == [1.0, 10.0, 100.0, 1000.0, 10000.0] and [figures._ms(t) for t in (0.5, 250.0, 2000.0)] == ["500 µs", "250 ms", "2 s"]
 
 
-def test_breakdown_legend_reads_in_the_bars_order_with_words() -> None:
-    fig = figures.breakdown_bars({"a": {"compute": 0.6, "host_gap": 0.3, "collective_wait": 0.1}})
-    assert [t.name for t in fig.data] == ["compute", "host gap", "collective wait"]
-    assert fig.layout.legend.traceorder == "normal"
+def test_breakdown_bars_read_in_order_with_words_and_shares() -> None:
+    """The breakdown's HTML bars: the legend in the bars' order, in words, each part in its fixed
+    colour, the share said inside a wide segment and on hover, what the shares are of on the axis."""
+    from tpu_perf.dashboard import bars, palette
+
+    drawn = bars.breakdown_bars({"a": {"compute": 0.6, "host_gap": 0.3, "collective_wait": 0.1, "compile": 0.0}, "b": {"compute": 0.5}}, whole_trace=["b"])
+    assert "compile" not in drawn  # no time in it: not in the legend either
+    legend = drawn[drawn.index('class="tp-bars-legend"') :]
+    assert [legend.index(w) for w in ("compute", "host gap", "collective wait")] == sorted(legend.index(w) for w in ("compute", "host gap", "collective wait"))
+    assert f"background:{palette.part_colour('compute')}" in drawn and 'title="a: host gap 30.0 % of the step">30 %</span>' in drawn
+    assert 'title="b: compute 50.0 % of the whole trace"' in drawn and "width:50.000%" in drawn  # b's bar: half of the trace
+    assert "% of step time (of the whole trace for b)" in drawn
 
 
 def test_linear_axis_has_round_1_2_5_steps_from_zero() -> None:

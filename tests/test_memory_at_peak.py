@@ -162,8 +162,11 @@ def test_the_run_page_memory_tab_shows_the_breakdown(adam_store: Path, adam_repo
     for table, at_peak in zip(tables, (adam_report["memory"]["at_peak"], adam_report["aot"]["at_peak"]), strict=True):
         assert list(table["bytes"]) == [fmt.bytes_(b["bytes"]) for b in at_peak["top_buffers"]]
         assert list(table["source"]) == [b["source"] for b in at_peak["top_buffers"]]
-    bars = [c for c in at.get("plotly_chart") if '"barmode":"stack"' in c.proto.spec.replace(" ", "")]
+    bars = [h.proto.body for h in at.get("html") if 'class="tp-bars"' in h.proto.body]  # one stacked bar each (HTML)
     assert len(bars) == 2
+    for drawn, at_peak in zip(bars, (adam_report["memory"]["at_peak"], adam_report["aot"]["at_peak"]), strict=True):
+        for name, size in at_peak["categories"].items():  # each category's bytes on hover
+            assert (f'title="{name.replace("_", " ")}: {fmt.bytes_(size)}"' in drawn) == bool(size), name
     from tpu_perf.dashboard.at_peak import compare_frame
 
     side = compare_frame({"a": adam_report, "b": {"memory": {"at_peak": None}}}).set_index("at the peak")

@@ -233,7 +233,8 @@ def check_metric(metric: Metric, baseline: Sequence[float | None], candidate: Se
 
 def _single_run_check(metric: Metric, steps: tuple[Sequence[float], Sequence[float]], options: CheckOptions, common: dict[str, Any]) -> Check:
     """One run a side: the interval over each run's steps by batch means (`analyzers.batch_means`)."""
-    b, c = (tuple(v for v in side if v > 0) for side in steps)
+    b, c = (np.asarray(side, dtype=float) for side in steps)
+    b, c = b[b > 0], c[c > 0]  # NaN is not > 0 either
     comp = batch_means.compare_runs(b, c, alpha=options.alpha, geometric=metric.geometric)
     if comp is None:
         return Check(**common, verdict=Verdict.BAD_DATA, method=batch_means.METHOD, message=f"{metric.label}: {len(b)} and {len(c)} steps, too few for an interval over steps (4 a run at least); run more steps or record `--repeat`")

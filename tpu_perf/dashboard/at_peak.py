@@ -7,23 +7,22 @@ from __future__ import annotations
 from typing import Any
 
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
+from tpu_perf.dashboard import bars, palette
 from tpu_perf.views import format as fmt
 from tpu_perf.views.aot import aot_entries
 
 COLORS = {"parameters": "#4C78A8", "optimizer_state": "#F58518", "gradients": "#E45756", "activations": "#72B7B2", "inputs": "#54A24B", "temporaries": "#B279A2", "other": "#9D755D"}
 
 
-def categories_figure(at_peak: dict[str, Any], title: str) -> go.Figure:
-    """One horizontal bar, the peak split by category (GiB)."""
-    fig = go.Figure()
-    for name, size in at_peak["categories"].items():
-        if size:
-            fig.add_bar(y=[""], x=[size / 2**30], name=name.replace("_", " "), orientation="h", marker_color=COLORS.get(name), hovertemplate=f"{name}: {fmt.bytes_(size)}<extra></extra>")
-    fig.update_layout(barmode="stack", title=title, height=170, margin={"l": 10, "r": 10, "t": 40, "b": 30}, xaxis_title="GiB at the peak", legend={"orientation": "h"})
-    return fig
+def categories_html(at_peak: dict[str, Any], title: str) -> str:
+    """One bar, the bytes live at the peak split by category (HTML, `bars`), each one's bytes on hover."""
+    sizes = {name: float(size) for name, size in at_peak["categories"].items() if size}
+    return bars.stacked_bars_html(
+        {"at the peak": sizes}, title=title, axis="share of the bytes live at the peak", colour=lambda name: COLORS.get(name, palette.OTHER_PART),
+        hover=lambda _, name, size: f"{name.replace('_', ' ')}: {fmt.bytes_(size)}",
+    )  # fmt: skip
 
 
 def buffers_frame(at_peak: dict[str, Any]) -> pd.DataFrame:
@@ -34,7 +33,7 @@ def buffers_frame(at_peak: dict[str, Any]) -> pd.DataFrame:
 
 
 def _one(at_peak: dict[str, Any], title: str, key: str) -> None:
-    st.plotly_chart(categories_figure(at_peak, f"{title}: {fmt.bytes_(at_peak['peak_bytes'])} at the peak of {at_peak['program']}"), width="stretch", key=f"{key}_bar")
+    st.html(categories_html(at_peak, f"{title}: {fmt.bytes_(at_peak['peak_bytes'])} at the peak of {at_peak['program']}"))
     for finding in at_peak["findings"]:
         st.markdown(f"- {finding}")
     st.dataframe(buffers_frame(at_peak), hide_index=True, width="stretch", key=f"{key}_buffers")

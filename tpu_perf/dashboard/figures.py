@@ -2,7 +2,7 @@
 none calls Streamlit, so they can be built and checked anywhere.
 
 Runs keep one colour across every figure of a page (the n-th run of the selection gets the n-th
-colour of `palette`), breakdown parts one colour everywhere (`palette.part_colour`).
+colour of `palette`). Stacked share bars (the breakdown) are HTML, in `bars`.
 """
 
 from __future__ import annotations
@@ -87,12 +87,14 @@ def step_times(series: Sequence[tuple[str, pd.DataFrame]], *, log: bool = True, 
             shade = span if shade is None else (min(shade[0], span[0]), max(shade[1], span[1]))
     if shade is not None and all(math.isfinite(v) for v in shade):
         fig.add_vrect(x0=shade[0], x1=shade[1], fillcolor="grey", opacity=0.15, line_width=0, annotation_text="warm-up", annotation_position="outside top left")  # above the plot, clear of the markers
-    values = [float(v) for _, steps in series if not steps.empty for v in steps["duration_s"].dropna() * 1e3 if v > 0]
+    drawn = [steps["duration_s"].to_numpy(dtype=float) * 1e3 for _, steps in series if not steps.empty]
+    values = np.concatenate(drawn) if drawn else np.empty(0)
+    values = values[values > 0]  # NaN is not > 0 either
     if log:
-        ticks = log_ticks(min(values), max(values)) if values else []
+        ticks = log_ticks(float(values.min()), float(values.max())) if values.size else []
         fig.update_yaxes(type="log", tickvals=ticks or None, ticktext=[_ms(t) for t in ticks] or None)
     else:
-        ticks = linear_ticks(0.0, max(values)) if values else []
+        ticks = linear_ticks(0.0, float(values.max())) if values.size else []
         fig.update_yaxes(type="linear", rangemode="tozero", tickvals=ticks or None, ticktext=[_ms(t) for t in ticks] or None)
     return _layout(fig, "Step time over steps" if x == "step" else "Step time over time", xaxis_title=X_AXES[x], yaxis_title="step time (log)" if log else "step time")
 
@@ -222,30 +224,6 @@ def hosts_heatmap(frame: pd.DataFrame, value: str = "duration_s") -> go.Figure:
     fig = _layout(fig, f"Hosts × steps: {what} per step", xaxis_title="step", yaxis_title="")
     fig.update_layout(height=max(240, 80 + 36 * len(rows)))
     return fig
-
-
-def breakdown_bars(breakdowns: Mapping[str, Mapping[str, float]], *, whole_trace: Sequence[str] = ()) -> go.Figure:
-    """The step-time breakdown as one stacked horizontal bar per run (fractions of the step; of the
-    whole trace for the runs in `whole_trace`, which have no per-step breakdown), said on the axis."""
-    parts: list[str] = []
-    for fractions in breakdowns.values():
-        parts += [p for p in fractions if p not in parts]
-    labels = list(breakdowns)
-    fig = go.Figure()
-    of = ["of the whole trace" if label in whole_trace else "of the step" for label in labels]
-    for part in parts:
-        values = [100 * float(breakdowns[label].get(part) or 0.0) for label in labels]
-        name = part.replace("_", " ")
-        fig.add_trace(go.Bar(y=labels, x=values, customdata=of, name=name, orientation="h", marker_color=palette.part_colour(part), hovertemplate="%{y}: %{x:.1f} % %{customdata}<extra>" + name + "</extra>"))
-    fig.update_layout(barmode="stack", legend_traceorder="normal")  # the legend in the bars' order, left to right
-    whole = [label for label in labels if label in whole_trace]
-    if not whole:
-        axis = "% of step time"
-    elif len(whole) == len(labels):
-        axis = "% of the whole trace's time (no per-step breakdown)"
-    else:
-        axis = f"% of step time (of the whole trace for {', '.join(whole)})"
-    return _layout(fig, "Step-time breakdown", xaxis_title=axis)
 
 
 def top_ops(table: pd.DataFrame, labels: Sequence[str]) -> go.Figure:

@@ -35,7 +35,7 @@ def warm() -> None:
     memory = pd.DataFrame({"t_s": [0.0, 1.0], "time_s": [0.0, 1.0], "device": ["tpu:0", "tpu:0"], "bytes_in_use": [1.0, 2.0], "source": ["libtpu", "libtpu"]})
     charts = [
         lambda: figures.step_times([("a", steps)]), lambda: figures.step_times([("a", steps)], log=False, x="wall"),
-        lambda: figures.step_distribution([("a", np.array([0.1, 0.1, 0.2]))]), lambda: figures.breakdown_bars({"a": {"compute": 1.0}}),
+        lambda: figures.step_distribution([("a", np.array([0.1, 0.1, 0.2]))]),
         lambda: figures.memory_band([("a", memory)]), lambda: figures.fusion_bars({"a": {"kLoop": 1}}),
     ]  # fmt: skip
     for chart in charts:

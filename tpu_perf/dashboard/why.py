@@ -17,7 +17,7 @@ import streamlit as st
 
 from tpu_perf.advise.differ import FindingDiff, compare_findings
 from tpu_perf.analyzers import breakdown_compare, compare
-from tpu_perf.dashboard import data, differing, figures, tables, widgets
+from tpu_perf.dashboard import bars, data, differing, tables, widgets
 from tpu_perf.views import format as fmt
 from tpu_perf.views.advice import gain_text
 
@@ -154,9 +154,7 @@ def _breakdown(docs: Mapping[str, dict[str, Any]], baseline: str) -> None:
         st.caption(line)
     fractions = {label: {p: float(v) for p, v in table[f"{label} %"].dropna().items()} for label in docs if f"{label} %" in table}
     whole = [label for label in fractions if f"{label} s" not in table]
-    chart = figures.breakdown_bars(fractions, whole_trace=whole)
-    chart.update_layout(height=150 + 45 * len(fractions), legend={"orientation": "h", "yref": "paper", "y": 1.02, "yanchor": "bottom", "x": 1, "xanchor": "right"})  # above the bars, clear of the axis title
-    st.plotly_chart(chart, width="stretch", key="cmp_breakdown")
+    st.html(bars.breakdown_bars(fractions, whole_trace=whole))
     for label in docs:
         if f"{label} %" not in table:
             st.caption(f"{label}: no breakdown recorded.")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import streamlit as st
 
 from tpu_perf.views.format import md
@@ -32,3 +34,15 @@ def step_axes(prefix: str) -> tuple[bool, str]:
     x = right.radio("x-axis", list(X_CHOICES), horizontal=True, key=f"{prefix}_x", help="step index, or when each step started (seconds since the run started): pauses and slow stretches show in time")
     return scale != "linear", X_CHOICES[x or "step"]
 
+
+
+@st.fragment
+def lazy_tabs(parts: Sequence[tuple[str, Callable[[], None]]], key: str) -> None:
+    """Tabs of which only the open one is built: every Plotly chart sent costs the browser 50-100 ms
+    to draw on a busy machine (Streamlit's chart draws it twice when it mounts), so a rerun draws
+    the open tab's charts, not all of them. A fragment: a click on a tab, or on a widget inside
+    one (an axis), reruns the tabs alone, not the page above them."""
+    for tab, (_, draw) in zip(st.tabs([name for name, _ in parts], key=key, on_change="rerun"), parts, strict=True):
+        if tab.open is not False:  # None: a Streamlit that keeps no tab state builds them all
+            with tab:
+                draw()

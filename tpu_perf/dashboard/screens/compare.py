@@ -126,7 +126,6 @@ def _kpis(docs: dict[str, dict[str, Any]], baseline: str, checked: list[export.C
 
 
 def _steps(docs: dict[str, dict[str, Any]], refs: dict[str, data.RunRef]) -> None:
-    st.subheader("Step time")
     frames = [(label, data.step_frame(refs[label].url, refs[label].stamp, int(data.dig(doc, "steps.warmup") or 0))) for label, doc in docs.items()]
     if all(f.empty for _, f in frames):
         widgets.missing("Steps", "None of these runs recorded a step.")
@@ -137,17 +136,17 @@ def _steps(docs: dict[str, dict[str, Any]], refs: dict[str, data.RunRef]) -> Non
     right.plotly_chart(figures.step_distribution([(label, f.loc[f["phase"] == "steady", "duration_s"].to_numpy()) for label, f in frames]), width="stretch", key="cmp_dist")
 
 
-def _memory(refs: dict[str, data.RunRef]) -> None:
-    st.subheader("HBM over time")
+def _memory(docs: dict[str, dict[str, Any]], refs: dict[str, data.RunRef]) -> None:
     frames = [(label, data.memory_frame(ref.url, ref.stamp)) for label, ref in refs.items()]
     device = [(label, f[f["device"] != "host"] if not f.empty else f) for label, f in frames]  # every run: colours by position
     if any(not f.empty for _, f in device):
         st.plotly_chart(figures.memory_band(device), width="stretch", key="cmp_hbm")
-        return
-    widgets.missing("Device memory samples", "These runs have no device memory time series (CPU runs have none; TPU/GPU runs sample it).")
-    host = [(label, f[f["device"] == "host"] if not f.empty else f) for label, f in frames]
-    if any(not f.empty for _, f in host):
-        st.plotly_chart(figures.memory_band(host, title="Host memory (RSS) instead"), width="stretch", key="cmp_host")
+    else:
+        widgets.missing("Device memory samples", "These runs have no device memory time series (CPU runs have none; TPU/GPU runs sample it).")
+        host = [(label, f[f["device"] == "host"] if not f.empty else f) for label, f in frames]
+        if any(not f.empty for _, f in host):
+            st.plotly_chart(figures.memory_band(host, title="Host memory (RSS) instead"), width="stretch", key="cmp_host")
+    at_peak.render_compare(docs)
 
 
 def breakdown_fractions(doc: dict[str, Any]) -> dict[str, float] | None:
@@ -190,8 +189,7 @@ def ops_table_view(ops: pd.DataFrame, labels: list[str], per: str = "step") -> t
     return shown, config
 
 
-def _ops_and_fusion(docs: dict[str, dict[str, Any]], refs: dict[str, data.RunRef], baseline: str) -> None:
-    st.subheader("Top ops")
+def _ops(docs: dict[str, dict[str, Any]], refs: dict[str, data.RunRef], baseline: str) -> None:
     digests = {_step_program_digest(refs[label], doc) for label, doc in docs.items()}
     same = len(digests) == 1 and None not in digests
     ops = ops_compare.ops_side_by_side(docs, baseline, same_program=same)
@@ -207,7 +205,9 @@ def _ops_and_fusion(docs: dict[str, dict[str, Any]], refs: dict[str, data.RunRef
         table, config = ops_table_view(ops, list(docs))
         st.dataframe(table, column_config=config, width="stretch", key="cmp_ops_table")
         st.plotly_chart(figures.top_ops(ops, list(docs)), width="stretch", key="cmp_ops")
-    st.subheader("Fusion")
+
+
+def _fusion(docs: dict[str, dict[str, Any]]) -> None:
     fusion = compare.fusion_side_by_side(docs)
     if fusion.empty:
         widgets.missing("Fusion summaries", "They come from the step program's optimized HLO (JAX runs save it).")
@@ -239,7 +239,7 @@ def render() -> None:
     why.render(docs, loaded, baseline, basis=checked[0].result.basis if checked else None)
     rows = _kpis(docs, baseline, checked)
     _export(checked, loaded, baseline, said, rows)
-    _steps(docs, loaded)
-    _memory(loaded)
-    at_peak.render_compare(docs)
-    _ops_and_fusion(docs, loaded, baseline)
+    widgets.lazy_tabs([
+        ("Step time", lambda: _steps(docs, loaded)), ("Memory", lambda: _memory(docs, loaded)),
+        ("Top ops", lambda: _ops(docs, loaded, baseline)), ("Fusion", lambda: _fusion(docs)),
+    ], key="compare_tab")  # fmt: skip

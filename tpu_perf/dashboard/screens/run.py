@@ -14,6 +14,7 @@ from tpu_perf.dashboard import (
     advice_tab,
     aot,
     at_peak,
+    bars,
     data,
     figures,
     hosts_tab,
@@ -68,7 +69,7 @@ def _overview(doc: dict[str, Any], ref: data.RunRef) -> None:
     parts = breakdown_fractions(doc)
     if parts:
         whole = breakdown_compare.whole_trace_only(doc)
-        st.plotly_chart(figures.breakdown_bars({ref.name: parts}, whole_trace=[ref.name] if whole else ()), width="stretch", key="run_breakdown")
+        st.html(bars.breakdown_bars({ref.name: parts}, whole_trace=[ref.name] if whole else ()))
         if whole:
             st.caption(f"Shares of the whole trace only ({breakdown_compare.whole_trace_reason(doc)}): no time per step in each part.")
     else:
@@ -257,7 +258,4 @@ def render() -> None:
         ("Memory", lambda: _memory(doc, ref)), ("Ops & fusion", lambda: _ops(doc)), ("Compiles", lambda: _compiles(doc)),
         ("Trace", lambda: _trace(doc, ref)), ("Config", lambda: _config(ref)), ("Downloads", lambda: _downloads(doc, ref)),
     ]  # fmt: skip
-    for tab, (_, draw) in zip(st.tabs([name for name, _ in parts], key="run_tab", on_change="rerun"), parts, strict=True):
-        if tab.open is not False:  # lazily: only the open tab is built (None: a Streamlit that keeps no tab state)
-            with tab:
-                draw()
+    widgets.lazy_tabs(parts, key="run_tab")
