@@ -111,6 +111,9 @@ class Signals:
     """Matmul FLOP shares by the dtype the program asked for (advise/dot_dtypes.py)."""
     # trace
     breakdown: dict[str, float]
+    traced_step_s: dict[str, float] = field(default_factory=dict)
+    """Seconds per traced step of each breakdown part and the window (`step_s`): medians over the
+    traced steps' windows (report `breakdown_detail.steps`); empty without per-step windows."""
     programs_in_trace: int | None
     # memory / runtime
     peak_bytes: int | None
@@ -185,6 +188,8 @@ SOURCES: dict[str, tuple[str, str]] = {
     "padding_waste": ("hlo", "step program HLO dots padded to the target's MXU tile"),
     "dot_intensity_bf16": ("hlo", "step program HLO: sum(dot FLOPs) / sum(dot operand+result bytes at 2 bytes per element)"),
     "ridge_flops_per_byte": ("chip", "target bf16 peak FLOP/s / HBM bytes/s (chip catalogue)"),
+    "traced_matmul_s": ("trace", "breakdown_detail.steps: median matmul + collective seconds per traced step"),
+    "traced_device_ops_s": ("trace", "breakdown_detail.steps: median seconds per traced step with a device op running (matmul, collective, data movement, compute)"),
     "programs_per_step": ("trace", "timeline.parquet: program events / steps.traced (imported runs: device_steps.count)"),
     "peak_bytes": ("memory", "memory.peak_bytes"),
     "capacity_bytes": ("memory", "memory.capacity_bytes, else the target chip's HBM per device (catalogue)"),
@@ -227,7 +232,7 @@ def build_signals(run: Run, report: Report | None = None, *, target: str | None 
         step_calls=jax_counts.get("step_calls"), fetched_step_calls=jax_counts.get("fetched_step_calls"),
         torch_syncs=syncs.get("count"), torch_sync_steps=st.count if syncs else None, batch_size=int(batch) if batch else None,
         **hlo_fields, fixed_dims=_fixed_dims(run, report, batch, memory_full),
-        breakdown=_usable_breakdown(traces), programs_in_trace=_programs_in_trace(run),
+        breakdown=_usable_breakdown(traces), traced_step_s=_traced_step_s(traces), programs_in_trace=_programs_in_trace(run),
         peak_bytes=mem.peak_bytes, peak_source=mem.peak_source, capacity_bytes=capacity, capacity_from=capacity_from,
         fixed_bytes=mem.fixed_bytes, duty_cycle_pct=report.runtime.duty_cycle_pct if report.runtime is not None else None,
         at_peak=to_jsonable(mem.at_peak) if mem.at_peak is not None else None,
@@ -250,6 +255,13 @@ def _usable_breakdown(traces: TraceSection | None) -> dict[str, float]:
     parts = dict(traces.breakdown)
     device = sum(parts.get(p, 0.0) for p in (*OP_PARTS, "device_idle"))
     return {} if (parts and traces.breakdown_window == "steps" and device < BREAKDOWN_MIN_DEVICE_SHARE) else parts
+
+
+def _traced_step_s(traces: TraceSection | None) -> dict[str, float]:
+    if traces is None or not _usable_breakdown(traces) or traces.breakdown_window != "steps" or not traces.breakdown_steps:
+        return {}
+    keys = [k for k, v in traces.breakdown_steps[0].items() if isinstance(v, (int, float)) and k != "step"]
+    return {k: float(np.median([row[k] for row in traces.breakdown_steps if row.get(k) is not None])) for k in keys}
 
 
 def _framework(run: Run) -> str | None:
