@@ -12,6 +12,7 @@ import pytest
 from tests.conftest import ROOT, advice_doc, report_doc, tpu_perf_cli
 from tpu_perf import load_run
 from tpu_perf.advise.rules import AFTER_RULES, RULES
+from tpu_perf.views import format as fmt
 
 pytestmark = pytest.mark.slow
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
@@ -75,6 +76,9 @@ def test_an_unjitted_step_is_op_by_op(jax_runs) -> None:
     assert eager["op-by-op"] == "fired" and eager["input-bound"] != "fired"  # the host gaps are op dispatch
     top = next(f for f in doc["findings"] if f["id"] == "op-by-op")
     assert top["expected_gain"]["factor"] > 1 and "jax.jit" in top["fix"]["jax"]
+    ev = {e["name"]: e["value"] for e in top["evidence"]}  # untraced step / the eager matmuls' time (XLA:CPU ynn_fusion ops of jit_dot_general/jit_matmul)
+    assert top["expected_gain"]["kind"] == "upper_bound" and 0 < ev["traced_matmul_s"] < ev["traced_device_ops_s"]
+    assert top["expected_gain"]["factor"] == pytest.approx(ev["iteration_median_s"] / ev["traced_matmul_s"], rel=1e-4)
 
 
 def test_hardware_rules_need_a_target_on_cpu(jax_runs) -> None:
@@ -255,6 +259,9 @@ def test_report_shows_the_top_findings(jax_runs) -> None:
     assert report["advice"]["conclusion"].startswith("next: ")
     text = tpu_perf_cli("report", "--store", str(jax_runs), "defective", check=True, env={"COLUMNS": "200"}).stdout
     assert "Advice" in text and fired[0]["id"] in text
+    s = report["steps"]  # the split input-bound stands on, with its sample
+    assert f"median {fmt.seconds(s['call_median_s'])} inside jitted calls" in text and f"{fmt.seconds(s['loop_median_s'])} the loop's own work outside the step call" in text
+    assert f"{s['call_loop_steps']} of {s['steady']} steady steps" in text and 2 * s["call_loop_steps"] >= s["steady"] > 0
     terminal = tpu_perf_cli("advise", "--store", str(jax_runs), "defective", "--all", check=True, env={"COLUMNS": "200"}).stdout
     assert all(rule in terminal for rule in CATALOGUE)
 
