@@ -117,6 +117,15 @@ def _resolve(doc: dict, path: str) -> object:
     return node
 
 
+def _per_traced_step(report: dict, name: str) -> float | KeyError:
+    """Seconds per traced step (medians over the breakdown's step windows, part by part)."""
+    rows = report["breakdown_detail"]["steps"]
+    parts = {"traced_matmul_s": ("matmul", "collective"), "traced_device_ops_s": ("matmul", "collective", "data_movement", "compute"), "traced_step_s": ("step_s",)}
+    if name not in parts:
+        return KeyError(name)
+    return sum(float(np.median([r[p] for r in rows])) for p in parts[name])
+
+
 def _steady_times(run, report: dict) -> dict[str, float]:
     """Iteration, device and host medians over the steady steps, recomputed from steps.parquet:
     after warm-up, not compiled, not the tail step, not traced (while any untraced one is left)."""
@@ -208,6 +217,8 @@ def _evidence_checked(store: Path, name: str, *extra: str) -> int:
                 expected = _from_hlo(run, report, e["name"], 256 if "v6e" in extra else 128)
             elif e["name"] in ("iteration_median_s", "device_median_s", "host_median_s"):
                 expected = _steady_times(run, report)[e["name"]]
+            elif e["path"].startswith("breakdown_detail.steps"):
+                expected = _per_traced_step(report, e["name"])
             elif e["path"].startswith(("steps.parquet", "compiles.parquet", "timeline.parquet", "run.json")):
                 expected = _from_tables(run, e["name"])
             else:
@@ -259,9 +270,9 @@ def test_report_shows_the_top_findings(jax_runs) -> None:
     assert report["advice"]["conclusion"].startswith("next: ")
     text = tpu_perf_cli("report", "--store", str(jax_runs), "defective", check=True, env={"COLUMNS": "200"}).stdout
     assert "Advice" in text and fired[0]["id"] in text
-    s = report["steps"]  # the split input-bound stands on, with its sample
-    assert f"median {fmt.seconds(s['call_median_s'])} inside jitted calls" in text and f"{fmt.seconds(s['loop_median_s'])} the loop's own work outside the step call" in text
-    assert f"{s['call_loop_steps']} of {s['steady']} steady steps" in text and 2 * s["call_loop_steps"] >= s["steady"] > 0
+    s, flat = report["steps"], " ".join(text.replace("│", " ").split())  # the split input-bound stands on, with its sample
+    assert f"median {fmt.seconds(s['call_median_s'])} inside jitted calls, {fmt.seconds(s['loop_median_s'])} the loop's own work outside the step call" in flat
+    assert f"{s['call_loop_steps']} of {s['steady']} steady steps" in flat and 2 * s["call_loop_steps"] >= s["steady"] > 0
     terminal = tpu_perf_cli("advise", "--store", str(jax_runs), "defective", "--all", check=True, env={"COLUMNS": "200"}).stdout
     assert all(rule in terminal for rule in CATALOGUE)
 

@@ -96,8 +96,8 @@ def _call_loop(s: dict[str, Any]) -> list[tuple[str, str]]:
     call, loop = s.get("call_median_s"), s.get("loop_median_s")
     if call is None or loop is None:
         return []
-    return [("call / loop", f"median {fmt.seconds(call)} inside jitted calls (dispatch, argument handling), {fmt.seconds(loop)} the loop's own work outside the step call "
-             f"(input, augmentation, logging, a framework's per-step code); {s.get('call_loop_steps', 0)} of {s['steady']} steady steps")]
+    return [("call / loop", f"median {fmt.seconds(call)} inside jitted calls, {fmt.seconds(loop)} the loop's own work outside the step call "
+             f"(input, logging, framework code); {s.get('call_loop_steps', 0)} of {s['steady']} steady steps")]
 
 
 def _flops(doc: dict[str, Any]) -> RenderableType:
