@@ -126,7 +126,7 @@ def _op_by_op_gain(s: Signals, pps: float | None) -> tuple[Gain | None, list[Evi
     the separate passes of elementwise ops (which XLA fuses into them) go. The trace's host share is
     not used: the profiler's Python tracer slows eager dispatch itself (traced op-by-op steps take
     about twice an untraced one), so that share measures the profiler as much as the step."""
-    step, where = s.iteration_median_s, "untraced step"
+    step, where = s.iteration_median_s, "untraced step" if s.steps > s.traced_steps else "step"
     if not step:
         step, where = s.traced_step_s.get("step_s"), "traced step"
     parts = s.traced_step_s
@@ -134,15 +134,15 @@ def _op_by_op_gain(s: Signals, pps: float | None) -> tuple[Gain | None, list[Evi
         return None, []
     kept = parts.get("matmul", 0.0) + parts.get("collective", 0.0)
     busy = sum(parts.get(p, 0.0) for p in OP_PARTS)
-    evidence = [src("iteration_median_s", step) if where == "untraced step" else ev("traced_step_s", step, "trace", "breakdown_detail.steps[].step_s (median)"),
+    evidence = [src("iteration_median_s", step) if where != "traced step" else ev("traced_step_s", step, "trace", "breakdown_detail.steps[].step_s (median)"),
                 src("traced_matmul_s", kept), src("traced_device_ops_s", busy)]
     launches = f"launching {pps:.0f} programs one by one" if pps is not None else "dispatching ops one by one"
     if kept > 0:
-        unfused = f"; with no fusion saving (the {busy * 1e3:.3g} ms of device ops unchanged) it would be {max(1.0, step / busy):.2f}x" if busy > kept else ""
-        return Gain(factor=max(1.0, step / kept), basis=f"the {where} takes {step * 1e3:.3g} ms and its matmuls and collectives {kept * 1e3:.3g} ms, which a compiled step still runs; "
+        unfused = f"; with no fusion saving (the {busy * 1e3:.4g} ms of device ops unchanged) it would be {max(1.0, step / busy):.2f}x" if busy > kept else ""
+        return Gain(factor=max(1.0, step / kept), basis=f"the {where} takes {step * 1e3:.4g} ms and its matmuls and collectives {kept * 1e3:.4g} ms, which a compiled step still runs; "
                     f"{launches} and the separate elementwise passes XLA fuses away are the rest{unfused} (compile time is the recompilation finding's)", kind="upper_bound"), evidence
     if busy > 0:
-        return Gain(factor=max(1.0, step / busy), basis=f"the {where} takes {step * 1e3:.3g} ms and its device ops {busy * 1e3:.3g} ms; compiled, the ops remain and {launches} goes (fusion may save more)", kind="estimate"), evidence
+        return Gain(factor=max(1.0, step / busy), basis=f"the {where} takes {step * 1e3:.4g} ms and its device ops {busy * 1e3:.4g} ms; compiled, the ops remain and {launches} goes (fusion may save more)", kind="estimate"), evidence
     return None, evidence
 
 
