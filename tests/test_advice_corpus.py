@@ -19,23 +19,20 @@ REAL_FRAMEWORK = ("jax_pmap", "jax_aot", "eval_midway", "keras_fit", "keras_jax"
 NEVER_ON_THESE = ("recompilation", "op-by-op", "host-sync", "input-bound", "graph-break", "mxu-padding", "unrolled-loop", "device-idle", "hbm-pressure")
 """Rules whose high or medium finding on REAL_FRAMEWORK would be a false alarm. Not listed: what these
 small scripts really have (f32 matmuls, small batches, undonated state in some)."""
-HOST_BOUND = {
-    "keras_fit": (0.30, "Keras fit()'s own per-step code around the jitted call (callbacks, state handling; slicing the batch is 0.02-0.09 ms of it): "
-                  "0.82 ms of a 1.35 ms step (61 %). Measured: steps_per_execution=8, 1.07-1.42 -> 0.59-0.96 ms per step (1.5-1.8x; upper bound 2.58x; load 8)"),
-}
-"""REAL_FRAMEWORK scripts whose loop does host work of its own each step, outside the step call, for
-much of their tiny steps on a CPU: input-bound must fire, on that share (the minimum asserted; what
-the work is and what removing it measured)."""
-NEAR_LINE = {
+LOOP_WORK = {
+    "keras_fit": (0.10, "Keras fit()'s own per-step code around the jitted call (callbacks, state handling; slicing the batch is 0.02-0.09 ms of it): "
+                  "0.38-0.82 ms of a 1.35 ms step (22-61 %). Measured: steps_per_execution=8, 1.07-1.42 -> 0.59-0.96 ms per step (1.5-1.8x; upper bound 2.58x; load 8)"),
     "jax_mesh": (0.10, "a jax.device_put of each batch onto the mesh inside the loop: 0.29 ms of a 1.07 ms step (27 %). "
                  "Measured: the batches put on the mesh before the loop, 1.33 -> 0.99 ms per step (1.35x; the finding's upper bound 1.37x; load 7)"),
     "torch_compile_amp": (0.0, "the DataLoader's 2 workers on a 2-core CPU: the main process waits in DataLoader.__next__ (named in the trace) 20-52 % of a 6 ms step"),
     "lightning_module": (0.0, "Lightning's DataLoader, named in the trace: 14 % of a 48 ms step"),
     "accelerate_loop": (0.0, "accelerate's prepared DataLoader, named in the trace: 1-15 % of a 13 ms step"),
 }
-"""Scripts with real per-step input work near XProf's 20 % line (measured shares above, which move
-with the machine's load): the work is asserted where it is stable (its share at least the minimum),
-and input-bound fires exactly when the share it reads reaches 20 %."""
+"""REAL_FRAMEWORK scripts whose loop does real host work of its own each step, outside the step call,
+as long as a good share of their tiny steps on a CPU (measured shares above, which move with the
+machine's load around XProf's 20 % line): the work is asserted where it is stable (its share at least
+the minimum), and input-bound fires exactly when the share it reads reaches 20 %, with a gain no
+larger than that share allows. The rest keep their batches in memory: input-bound must not fire."""
 
 
 def _advise(corpus_runs, name: str, target: str | None = None) -> dict:
@@ -52,9 +49,7 @@ def _by_id(doc: dict) -> dict[str, dict]:
 
 @pytest.mark.parametrize("name", REAL_FRAMEWORK)
 def test_real_framework_scripts_fire_no_false_alarm(corpus_runs, name) -> None:
-    """input-bound is judged on what it stands on, script by script: the loop's own host work
-    (HOST_BOUND fire, NEAR_LINE fire exactly when their share reaches 20 %, the rest keep their
-    batches in memory and must not fire)."""
+    """input-bound is judged on what it stands on, script by script: the loop's own host work (LOOP_WORK)."""
     doc = _advise(corpus_runs, name, None if name in TORCH_EAGER else "v6e")
     false = [f["id"] for f in doc["findings"] if f["outcome"] == "fired" and f["severity"] in ("high", "medium") and f["id"] in NEVER_ON_THESE and f["id"] != "input-bound"]
     assert false == [], f"{name}: {false}"
@@ -66,11 +61,10 @@ def test_real_framework_scripts_fire_no_false_alarm(corpus_runs, name) -> None:
         share = min(loop, ev["trace_host_fraction"]) if "trace_host_fraction" in ev else loop
     else:  # PyTorch on a CPU: the input events named in the trace
         loop = share = ev.get("trace_input_fraction", 0.0)
-    if name in HOST_BOUND:
-        assert bound["outcome"] == "fired" and share >= HOST_BOUND[name][0], (name, share, bound["reason"])
-        assert bound["expected_gain"]["kind"] == "upper_bound" and bound["expected_gain"]["factor"] <= 1 / (1 - share) * 1.001
-    elif name in NEAR_LINE:
-        assert loop >= NEAR_LINE[name][0] and (bound["outcome"] == "fired") == (share >= 0.2), (name, loop, share, bound["reason"])
+    if name in LOOP_WORK:
+        assert loop >= LOOP_WORK[name][0] and (bound["outcome"] == "fired") == (share >= 0.2), (name, loop, share, bound["reason"])
+        if bound["outcome"] == "fired":
+            assert bound["expected_gain"]["kind"] == "upper_bound" and bound["expected_gain"]["factor"] <= 1 / (1 - share) * 1.001
     else:
         assert bound["outcome"] != "fired", (name, bound["reason"])
 
