@@ -170,7 +170,7 @@ def _from_tables(run, name: str) -> float | None:
     compiled = steps["compiled"].astype(bool).to_numpy()
     warmup = 1 if compiled.all() else max(1, int(np.argmin(compiled)))  # leading compiled steps; the first when all compiled
     return {
-        "after_warmup_wall_s": steps["duration_s"].iloc[warmup:].sum(),
+        "after_warmup_wall_s": steps["duration_s"].iloc[warmup:][~_profiled(steps.iloc[warmup:])].sum(),
         "steps_after_warmup_count": len(steps) - warmup,
         "recompile_excess_s": _excess(run, steps, warmup),
         "torch_syncs": ((run.manifest.get("torch") or {}).get("syncs") or {}).get("count"),
@@ -193,9 +193,15 @@ def _excess(run, steps, warmup: int) -> float:
     again = backend["function"].duplicated() | (backend["function"] == f"jit({step_fn})")
     times = backend.loc[again, "time_s"].to_numpy()
     after = steps.iloc[warmup:]
+    after = after[~_profiled(after)]
     holds = np.array([((times > a) & (times <= b)).any() for a, b in zip(after["start_time_s"], after["end_time_s"], strict=True)])
     durations, compiled = after["duration_s"].to_numpy(float), after["compiled"].astype(bool).to_numpy()
     return float(np.clip(durations[holds] - np.median(durations[~compiled]), 0, None).sum())
+
+
+def _profiled(steps) -> np.ndarray:
+    """Steps the profiler slowed (traced, or the one that stopped the trace): out of the recompile share."""
+    return (steps["traced"].astype(bool) | steps["instrumented"].astype(bool)).to_numpy()
 
 
 def _step_fn(run) -> str | None:
