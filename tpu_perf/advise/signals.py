@@ -53,9 +53,10 @@ class Signals:
     call_median_s: float | None = None
     """Host time per step inside calls of jitted functions: dispatch and framework overhead."""
     after_warmup_wall_s: float | None
-    """The iterations after warm-up, summed (the window `compile.after_warmup` counts in), less the
-    traced and instrumented ones: those also time the profiler (its Python tracer slows eager
-    dispatch about 2x; the step that stops the trace writes it)."""
+    """The iterations after warm-up, summed (the window `compile.after_warmup` counts in); a traced or
+    instrumented step counts as an ordinary step plus the recompile seconds it held: its own time is
+    the profiler's too (its Python tracer slows eager dispatch about 2x; the step that stops the trace
+    writes it)."""
     steps_after_warmup: int | None
     # compiles (None: the recorder could not hear them: imported traces, torch-tpu)
     compiles: int | None
@@ -163,11 +164,11 @@ SOURCES: dict[str, tuple[str, str]] = {
     "host_median_s": ("steps", "steps.host_median_s (median over steady steps of duration_s - device_s)"),
     "loop_median_s": ("steps", "steps.loop_median_s (median over steady steps of loop_s: the iteration outside jitted calls and device waits)"),
     "call_median_s": ("steps", "steps.call_median_s (median over steady steps of call_s: time inside jitted calls)"),
-    "after_warmup_wall_s": ("steps", "steps.parquet: sum(duration_s[warmup:]) over steps neither traced nor instrumented (the iterations after warm-up the profiler did not slow)"),
+    "after_warmup_wall_s": ("steps", "steps.parquet: sum(duration_s[warmup:]), a traced or instrumented step as the ordinary median plus its recompile seconds (the profiler slowed it)"),
     "late_compiles": ("compiles", "compile.after_warmup (recompiles: the step function, or a function compiled before; analyzers/compiles.py)"),
     "late_compile_s": ("compiles", "compile.after_warmup_s"),
     "first_compiles_after_warmup": ("compiles", "compile.other_after_warmup (first compiles of functions called now and then: not recompiles)"),
-    "recompile_excess_s": ("steps", "steps.parquet: sum over steps after warm-up, neither traced nor instrumented, holding a recompile of duration_s - median(duration_s of those that did not compile)"),
+    "recompile_excess_s": ("steps", "steps.parquet: sum over steps after warm-up holding a recompile of duration_s - median(duration_s of steps that did not compile, untraced); a traced or instrumented step counts its recompile seconds"),
     "pmap_compiles": ("compiles", "compiles.parquet: backend_compile events of pmap(...) or jit(_fun) (pmap in jax >= 0.7)"),
     "torch_syncs": ("steps", "run.json torch.syncs.count (device-to-host transfers in the steps)"),
     "compile_total_s": ("compiles", "compile.total_s"),
@@ -279,24 +280,27 @@ def _after_warmup(run: Run) -> tuple[int | None, float | None, float | None]:
         return None, None, None
     warmup = compile_warmup(run, steps)
     after = steps.iloc[warmup:]
-    count = len(after)
+    durations = after["duration_s"].to_numpy(float)
     profiled = np.zeros(len(after), dtype=bool)
     for flag in ("traced", "instrumented"):
         if flag in after:
             profiled |= after[flag].fillna(False).astype(bool).to_numpy()
-    if (~profiled).any():  # traced steps time the profiler too: eager dispatch under its Python tracer, the trace's stop
-        after = after[~profiled]
-    durations = after["duration_s"].to_numpy(float)
-    wall = float(durations.sum())
-    times = late.loc[late["recompile"], "time_s"].to_numpy(float)
-    if not len(times):
-        return count, wall, 0.0
+    rec = late[late["recompile"]]
+    times, secs = rec["time_s"].to_numpy(float), rec["duration_s"].to_numpy(float)
     starts, ends = after["start_time_s"].to_numpy(float), after["end_time_s"].to_numpy(float)
-    holds = np.array([bool(((times > a) & (times <= b)).any()) for a, b in zip(starts, ends, strict=True)])
-    ordinary = ~after["compiled"].astype(bool).to_numpy()
-    if not ordinary.any():
-        return count, wall, None  # no step without a compile to compare with
-    return count, wall, float(np.clip(durations[holds] - np.median(durations[ordinary]), 0.0, None).sum())
+    inside = [(times > a) & (times <= b) for a, b in zip(starts, ends, strict=True)]
+    holds = np.array([bool(m.any()) for m in inside], dtype=bool)
+    compiled = after["compiled"].astype(bool).to_numpy()
+    ordinary = ~compiled & ~profiled if (~compiled & ~profiled).any() else ~compiled
+    base = float(np.median(durations[ordinary])) if ordinary.any() else None
+    if base is not None:  # a step the profiler slowed (its Python tracer, the trace's stop) counts as an ordinary step plus the recompiles it held
+        durations = np.where(profiled, base + np.array([float(secs[m].sum()) for m in inside]), durations)
+    wall = float(durations.sum())
+    if not len(times):
+        return len(after), wall, 0.0
+    if base is None:
+        return len(after), wall, None  # no step without a compile to compare with
+    return len(after), wall, float(np.clip(durations[holds] - base, 0.0, None).sum())
 
 
 def _pmap_compiles(run: Run) -> int:
