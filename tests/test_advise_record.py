@@ -170,7 +170,7 @@ def _from_tables(run, name: str) -> float | None:
     compiled = steps["compiled"].astype(bool).to_numpy()
     warmup = 1 if compiled.all() else max(1, int(np.argmin(compiled)))  # leading compiled steps; the first when all compiled
     return {
-        "after_warmup_wall_s": steps["duration_s"].iloc[warmup:][~_profiled(steps.iloc[warmup:])].sum(),
+        "after_warmup_wall_s": _unprofiled(run, steps, warmup)[0].sum(),
         "steps_after_warmup_count": len(steps) - warmup,
         "recompile_excess_s": _excess(run, steps, warmup),
         "torch_syncs": ((run.manifest.get("torch") or {}).get("syncs") or {}).get("count"),
@@ -184,24 +184,28 @@ def _from_tables(run, name: str) -> float | None:
     }.get(name, KeyError(name))
 
 
-def _excess(run, steps, warmup: int) -> float:
-    """Steps after warm-up holding a recompile (a compile of a function compiled before, or of the
-    step function), beyond the median step after warm-up that did not compile."""
+def _unprofiled(run, steps, warmup: int) -> tuple[np.ndarray, np.ndarray, float]:
+    """Durations of the steps after warm-up, a traced or instrumented one (the profiler slowed it) as
+    the untraced ordinary median plus its recompile seconds; which held a recompile; that median."""
     c = run.compiles
     backend = c[c["event"] == "backend_compile"].sort_values("time_s")
     step_fn = _step_fn(run)
     again = backend["function"].duplicated() | (backend["function"] == f"jit({step_fn})")
-    times = backend.loc[again, "time_s"].to_numpy()
+    times, secs = backend.loc[again, "time_s"].to_numpy(), backend.loc[again, "duration_s"].to_numpy()
     after = steps.iloc[warmup:]
-    after = after[~_profiled(after)]
-    holds = np.array([((times > a) & (times <= b)).any() for a, b in zip(after["start_time_s"], after["end_time_s"], strict=True)])
+    inside = [(times > a) & (times <= b) for a, b in zip(after["start_time_s"], after["end_time_s"], strict=True)]
     durations, compiled = after["duration_s"].to_numpy(float), after["compiled"].astype(bool).to_numpy()
-    return float(np.clip(durations[holds] - np.median(durations[~compiled]), 0, None).sum())
+    profiled = (after["traced"].astype(bool) | after["instrumented"].astype(bool)).to_numpy()
+    base = float(np.median(durations[~compiled & ~profiled]))
+    durations = np.where(profiled, base + np.array([secs[m].sum() for m in inside]), durations)
+    return durations, np.array([m.any() for m in inside]), base
 
 
-def _profiled(steps) -> np.ndarray:
-    """Steps the profiler slowed (traced, or the one that stopped the trace): out of the recompile share."""
-    return (steps["traced"].astype(bool) | steps["instrumented"].astype(bool)).to_numpy()
+def _excess(run, steps, warmup: int) -> float:
+    """Steps after warm-up holding a recompile (a compile of a function compiled before, or of the
+    step function), beyond the median untraced step after warm-up that did not compile."""
+    durations, holds, base = _unprofiled(run, steps, warmup)
+    return float(np.clip(durations[holds] - base, 0, None).sum())
 
 
 def _step_fn(run) -> str | None:
