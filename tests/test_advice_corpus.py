@@ -19,16 +19,20 @@ REAL_FRAMEWORK = ("jax_pmap", "jax_aot", "eval_midway", "keras_fit", "keras_jax"
 NEVER_ON_THESE = ("recompilation", "op-by-op", "host-sync", "input-bound", "graph-break", "mxu-padding", "unrolled-loop", "device-idle", "hbm-pressure")
 """Rules whose high or medium finding on REAL_FRAMEWORK would be a false alarm. Not listed: what these
 small scripts really have (f32 matmuls, small batches, undonated state in some)."""
-INPUT_WORK = {
-    "jax_mesh": "a jax.device_put of each batch onto the mesh in the loop: 0.3 ms of a 1.1-1.3 ms step",
-    "keras_fit": "Keras's data adapter slices and converts each batch outside the jitted step: about half of a 0.3 ms step",
-    "keras_jax": "the same adapter beside a 12-19 ms step: 5-18 % measured, near the line",
-    "torch_compile_amp": "the DataLoader's collate, named in the trace: 52 % of a small compiled step",
+LOOP_WORK = {
+    "keras_fit": (0.10, "Keras fit()'s own per-step code around the jitted call (callbacks, state handling; slicing the batch is 0.02-0.09 ms of it): "
+                  "0.38-0.82 ms of a 1.35 ms step (22-61 %). Measured: steps_per_execution=8, 1.07-1.42 -> 0.59-0.96 ms per step (1.5-1.8x; upper bound 2.58x; load 8)"),
+    "jax_mesh": (0.10, "a jax.device_put of each batch onto the mesh inside the loop: 0.29 ms of a 1.07 ms step (27 %). "
+                 "Measured: the batches put on the mesh before the loop, 1.33 -> 0.99 ms per step (1.35x; the finding's upper bound 1.37x; load 7)"),
+    "torch_compile_amp": (0.0, "the DataLoader's 2 workers on a 2-core CPU: the main process waits in DataLoader.__next__ (named in the trace) 20-52 % of a 6 ms step"),
+    "lightning_module": (0.0, "Lightning's DataLoader, named in the trace: 14 % of a 48 ms step"),
+    "accelerate_loop": (0.0, "accelerate's prepared DataLoader, named in the trace: 1-15 % of a 13 ms step"),
 }
-"""REAL_FRAMEWORK scripts whose loop does real per-step input work outside the step call, as large as
-their tiny steps on a CPU: input-bound may fire on them (the loop's own time is what it measures).
-The rest keep their batches in memory: the device's idle time there is dispatch, and input-bound
-must not fire."""
+"""REAL_FRAMEWORK scripts whose loop does real host work of its own each step, outside the step call,
+as long as a good share of their tiny steps on a CPU (measured shares above, which move with the
+machine's load around XProf's 20 % line): the work is asserted where it is stable (its share at least
+the minimum), and input-bound fires exactly when the share it reads reaches 20 %, with a gain no
+larger than that share allows. The rest keep their batches in memory: input-bound must not fire."""
 
 
 def _advise(corpus_runs, name: str, target: str | None = None) -> dict:
@@ -45,11 +49,24 @@ def _by_id(doc: dict) -> dict[str, dict]:
 
 @pytest.mark.parametrize("name", REAL_FRAMEWORK)
 def test_real_framework_scripts_fire_no_false_alarm(corpus_runs, name) -> None:
+    """input-bound is judged on what it stands on, script by script: the loop's own host work (LOOP_WORK)."""
     doc = _advise(corpus_runs, name, None if name in TORCH_EAGER else "v6e")
-    never = [r for r in NEVER_ON_THESE if not (r == "input-bound" and name in INPUT_WORK)]
-    false = [f["id"] for f in doc["findings"] if f["outcome"] == "fired" and f["severity"] in ("high", "medium") and f["id"] in never]
+    false = [f["id"] for f in doc["findings"] if f["outcome"] == "fired" and f["severity"] in ("high", "medium") and f["id"] in NEVER_ON_THESE and f["id"] != "input-bound"]
     assert false == [], f"{name}: {false}"
     assert doc["conclusion"]
+    bound = _by_id(doc)["input-bound"]
+    ev = {e["name"]: e["value"] for e in bound.get("evidence") or []}
+    if "loop_median_s" in ev:  # JAX: the smaller of the device's idle share and the loop's own share
+        loop = ev["loop_median_s"] / ev["iteration_median_s"]
+        share = min(loop, ev["trace_host_fraction"]) if "trace_host_fraction" in ev else loop
+    else:  # PyTorch on a CPU: the input events named in the trace
+        loop = share = ev.get("trace_input_fraction", 0.0)
+    if name in LOOP_WORK:
+        assert loop >= LOOP_WORK[name][0] and (bound["outcome"] == "fired") == (share >= 0.2), (name, loop, share, bound["reason"])
+        if bound["outcome"] == "fired":
+            assert bound["expected_gain"]["kind"] == "upper_bound" and bound["expected_gain"]["factor"] <= 1 / (1 - share) * 1.001
+    else:
+        assert bound["outcome"] != "fired", (name, bound["reason"])
 
 
 def test_a_pmap_step_is_not_op_by_op(corpus_runs) -> None:

@@ -12,6 +12,7 @@ import pytest
 from tests.conftest import ROOT, advice_doc, report_doc, tpu_perf_cli
 from tpu_perf import load_run
 from tpu_perf.advise.rules import AFTER_RULES, RULES
+from tpu_perf.views import format as fmt
 
 pytestmark = pytest.mark.slow
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
@@ -75,6 +76,9 @@ def test_an_unjitted_step_is_op_by_op(jax_runs) -> None:
     assert eager["op-by-op"] == "fired" and eager["input-bound"] != "fired"  # the host gaps are op dispatch
     top = next(f for f in doc["findings"] if f["id"] == "op-by-op")
     assert top["expected_gain"]["factor"] > 1 and "jax.jit" in top["fix"]["jax"]
+    ev = {e["name"]: e["value"] for e in top["evidence"]}  # untraced step / the eager matmuls' time (XLA:CPU ynn_fusion ops of jit_dot_general/jit_matmul)
+    assert top["expected_gain"]["kind"] == "upper_bound" and 0 < ev["traced_matmul_s"] < ev["traced_device_ops_s"]
+    assert top["expected_gain"]["factor"] == pytest.approx(ev["iteration_median_s"] / ev["traced_matmul_s"], rel=1e-4)
 
 
 def test_hardware_rules_need_a_target_on_cpu(jax_runs) -> None:
@@ -111,6 +115,15 @@ def _resolve(doc: dict, path: str) -> object:
             return KeyError(path)
         node = node[key]
     return node
+
+
+def _per_traced_step(report: dict, name: str) -> float | KeyError:
+    """Seconds per traced step (medians over the breakdown's step windows, part by part)."""
+    rows = report["breakdown_detail"]["steps"]
+    parts = {"traced_matmul_s": ("matmul", "collective"), "traced_device_ops_s": ("matmul", "collective", "data_movement", "compute"), "traced_step_s": ("step_s",)}
+    if name not in parts:
+        return KeyError(name)
+    return sum(float(np.median([r[p] for r in rows])) for p in parts[name])
 
 
 def _steady_times(run, report: dict) -> dict[str, float]:
@@ -157,7 +170,7 @@ def _from_tables(run, name: str) -> float | None:
     compiled = steps["compiled"].astype(bool).to_numpy()
     warmup = 1 if compiled.all() else max(1, int(np.argmin(compiled)))  # leading compiled steps; the first when all compiled
     return {
-        "after_warmup_wall_s": steps["duration_s"].iloc[warmup:].sum(),
+        "after_warmup_wall_s": _unprofiled(run, steps, warmup)[0].sum(),
         "steps_after_warmup_count": len(steps) - warmup,
         "recompile_excess_s": _excess(run, steps, warmup),
         "torch_syncs": ((run.manifest.get("torch") or {}).get("syncs") or {}).get("count"),
@@ -171,18 +184,28 @@ def _from_tables(run, name: str) -> float | None:
     }.get(name, KeyError(name))
 
 
-def _excess(run, steps, warmup: int) -> float:
-    """Steps after warm-up holding a recompile (a compile of a function compiled before, or of the
-    step function), beyond the median step after warm-up that did not compile."""
+def _unprofiled(run, steps, warmup: int) -> tuple[np.ndarray, np.ndarray, float]:
+    """Durations of the steps after warm-up, a traced or instrumented one (the profiler slowed it) as
+    the untraced ordinary median plus its recompile seconds; which held a recompile; that median."""
     c = run.compiles
     backend = c[c["event"] == "backend_compile"].sort_values("time_s")
     step_fn = _step_fn(run)
     again = backend["function"].duplicated() | (backend["function"] == f"jit({step_fn})")
-    times = backend.loc[again, "time_s"].to_numpy()
+    times, secs = backend.loc[again, "time_s"].to_numpy(), backend.loc[again, "duration_s"].to_numpy()
     after = steps.iloc[warmup:]
-    holds = np.array([((times > a) & (times <= b)).any() for a, b in zip(after["start_time_s"], after["end_time_s"], strict=True)])
+    inside = [(times > a) & (times <= b) for a, b in zip(after["start_time_s"], after["end_time_s"], strict=True)]
     durations, compiled = after["duration_s"].to_numpy(float), after["compiled"].astype(bool).to_numpy()
-    return float(np.clip(durations[holds] - np.median(durations[~compiled]), 0, None).sum())
+    profiled = (after["traced"].astype(bool) | after["instrumented"].astype(bool)).to_numpy()
+    base = float(np.median(durations[~compiled & ~profiled]))
+    durations = np.where(profiled, base + np.array([secs[m].sum() for m in inside]), durations)
+    return durations, np.array([m.any() for m in inside]), base
+
+
+def _excess(run, steps, warmup: int) -> float:
+    """Steps after warm-up holding a recompile (a compile of a function compiled before, or of the
+    step function), beyond the median untraced step after warm-up that did not compile."""
+    durations, holds, base = _unprofiled(run, steps, warmup)
+    return float(np.clip(durations[holds] - base, 0, None).sum())
 
 
 def _step_fn(run) -> str | None:
@@ -204,6 +227,8 @@ def _evidence_checked(store: Path, name: str, *extra: str) -> int:
                 expected = _from_hlo(run, report, e["name"], 256 if "v6e" in extra else 128)
             elif e["name"] in ("iteration_median_s", "device_median_s", "host_median_s"):
                 expected = _steady_times(run, report)[e["name"]]
+            elif e["path"].startswith("breakdown_detail.steps"):
+                expected = _per_traced_step(report, e["name"])
             elif e["path"].startswith(("steps.parquet", "compiles.parquet", "timeline.parquet", "run.json")):
                 expected = _from_tables(run, e["name"])
             else:
@@ -255,6 +280,9 @@ def test_report_shows_the_top_findings(jax_runs) -> None:
     assert report["advice"]["conclusion"].startswith("next: ")
     text = tpu_perf_cli("report", "--store", str(jax_runs), "defective", check=True, env={"COLUMNS": "200"}).stdout
     assert "Advice" in text and fired[0]["id"] in text
+    s, flat = report["steps"], " ".join(text.replace("│", " ").split())  # the split input-bound stands on, with its sample
+    assert f"median {fmt.seconds(s['call_median_s'])} inside jitted calls, {fmt.seconds(s['loop_median_s'])} the loop's own work outside the step call" in flat
+    assert f"{s['call_loop_steps']} of {s['steady']} steady steps" in flat and 2 * s["call_loop_steps"] >= s["steady"] > 0
     terminal = tpu_perf_cli("advise", "--store", str(jax_runs), "defective", "--all", check=True, env={"COLUMNS": "200"}).stdout
     assert all(rule in terminal for rule in CATALOGUE)
 

@@ -144,6 +144,26 @@ def test_op_by_op_threshold() -> None:
     assert op_by_op(base(framework="torch", torch_graphs=0, target=None)).outcome == "passed"
 
 
+def test_op_by_op_gain_rests_on_the_untraced_step_and_the_matmuls() -> None:
+    """A traced eager step twice the untraced one (the profiler's Python tracer) leaves the gain
+    alone: untraced step / the matmul and collective time a compiled step still runs."""
+    parts = {"step_s": 0.64, "matmul": 0.08, "collective": 0.01, "compute": 0.12, "data_movement": 0.01, "host": 0.42}
+    eager = base(step_program=False, programs_in_trace=3 * 1070, iteration_median_s=0.3, traced_step_s=parts)
+    got = op_by_op(eager).expected_gain
+    assert (got.factor, got.kind) == (pytest.approx(0.3 / 0.09), "upper_bound") and "1.36x" in got.basis  # 0.3 / 0.22 s of device ops: no fusion saving
+    assert op_by_op(replace(eager, traced_step_s={**parts, "step_s": 1.2, "host": 0.98})).gain_factor == got.factor  # more tracer time changes nothing
+    no_dots = op_by_op(replace(eager, traced_step_s={**parts, "matmul": 0.0, "collective": 0.0})).expected_gain
+    assert (no_dots.factor, no_dots.kind) == (pytest.approx(0.3 / 0.13), "estimate")
+    assert op_by_op(replace(eager, traced_step_s={})).gain_factor is None
+
+
+def test_host_sync_on_the_cpu_backend_promises_no_overlap() -> None:
+    """The CPU backend's device work runs on the host's cores: no overlap to gain unless judged for a TPU."""
+    fetching = base(fetched_step_calls=40, iteration_median_s=0.1, device_median_s=0.07, host_median_s=0.03)
+    assert host_sync(replace(fetching, target=None)).expected_gain.kind == "none"
+    assert host_sync(replace(fetching, platform="gpu", target=None)).gain_factor == pytest.approx(0.1 / 0.07)
+
+
 def test_unrolled_loop_counts_layer_copies() -> None:
     def stack(layers, scan):
         def f(x, ws):

@@ -53,7 +53,10 @@ class Signals:
     call_median_s: float | None = None
     """Host time per step inside calls of jitted functions: dispatch and framework overhead."""
     after_warmup_wall_s: float | None
-    """The iterations after warm-up, summed (the window `compile.after_warmup` counts in)."""
+    """The iterations after warm-up, summed (the window `compile.after_warmup` counts in); a traced or
+    instrumented step counts as an ordinary step plus the recompile seconds it held: its own time is
+    the profiler's too (its Python tracer slows eager dispatch about 2x; the step that stops the trace
+    writes it)."""
     steps_after_warmup: int | None
     # compiles (None: the recorder could not hear them: imported traces, torch-tpu)
     compiles: int | None
@@ -111,6 +114,9 @@ class Signals:
     """Matmul FLOP shares by the dtype the program asked for (advise/dot_dtypes.py)."""
     # trace
     breakdown: dict[str, float]
+    traced_step_s: dict[str, float] = field(default_factory=dict)
+    """Seconds per traced step of each breakdown part and the window (`step_s`): medians over the
+    traced steps' windows (report `breakdown_detail.steps`); empty without per-step windows."""
     programs_in_trace: int | None
     # memory / runtime
     peak_bytes: int | None
@@ -158,11 +164,11 @@ SOURCES: dict[str, tuple[str, str]] = {
     "host_median_s": ("steps", "steps.host_median_s (median over steady steps of duration_s - device_s)"),
     "loop_median_s": ("steps", "steps.loop_median_s (median over steady steps of loop_s: the iteration outside jitted calls and device waits)"),
     "call_median_s": ("steps", "steps.call_median_s (median over steady steps of call_s: time inside jitted calls)"),
-    "after_warmup_wall_s": ("steps", "steps.parquet: sum(duration_s[warmup:]) (the iterations after warm-up)"),
+    "after_warmup_wall_s": ("steps", "steps.parquet: sum(duration_s[warmup:]), a traced or instrumented step as the ordinary median plus its recompile seconds (the profiler slowed it)"),
     "late_compiles": ("compiles", "compile.after_warmup (recompiles: the step function, or a function compiled before; analyzers/compiles.py)"),
     "late_compile_s": ("compiles", "compile.after_warmup_s"),
     "first_compiles_after_warmup": ("compiles", "compile.other_after_warmup (first compiles of functions called now and then: not recompiles)"),
-    "recompile_excess_s": ("steps", "steps.parquet: sum over steps after warm-up holding a recompile of duration_s - median(duration_s of steps after warm-up that did not compile)"),
+    "recompile_excess_s": ("steps", "steps.parquet: sum over steps after warm-up holding a recompile of duration_s - median(duration_s of steps that did not compile, untraced); a traced or instrumented step counts its recompile seconds"),
     "pmap_compiles": ("compiles", "compiles.parquet: backend_compile events of pmap(...) or jit(_fun) (pmap in jax >= 0.7)"),
     "torch_syncs": ("steps", "run.json torch.syncs.count (device-to-host transfers in the steps)"),
     "compile_total_s": ("compiles", "compile.total_s"),
@@ -185,6 +191,8 @@ SOURCES: dict[str, tuple[str, str]] = {
     "padding_waste": ("hlo", "step program HLO dots padded to the target's MXU tile"),
     "dot_intensity_bf16": ("hlo", "step program HLO: sum(dot FLOPs) / sum(dot operand+result bytes at 2 bytes per element)"),
     "ridge_flops_per_byte": ("chip", "target bf16 peak FLOP/s / HBM bytes/s (chip catalogue)"),
+    "traced_matmul_s": ("trace", "breakdown_detail.steps: median matmul + collective seconds per traced step"),
+    "traced_device_ops_s": ("trace", "breakdown_detail.steps: median seconds per traced step with a device op running (matmul, collective, data movement, compute)"),
     "programs_per_step": ("trace", "timeline.parquet: program events / steps.traced (imported runs: device_steps.count)"),
     "peak_bytes": ("memory", "memory.peak_bytes"),
     "capacity_bytes": ("memory", "memory.capacity_bytes, else the target chip's HBM per device (catalogue)"),
@@ -227,7 +235,7 @@ def build_signals(run: Run, report: Report | None = None, *, target: str | None 
         step_calls=jax_counts.get("step_calls"), fetched_step_calls=jax_counts.get("fetched_step_calls"),
         torch_syncs=syncs.get("count"), torch_sync_steps=st.count if syncs else None, batch_size=int(batch) if batch else None,
         **hlo_fields, fixed_dims=_fixed_dims(run, report, batch, memory_full),
-        breakdown=_usable_breakdown(traces), programs_in_trace=_programs_in_trace(run),
+        breakdown=_usable_breakdown(traces), traced_step_s=_traced_step_s(traces), programs_in_trace=_programs_in_trace(run),
         peak_bytes=mem.peak_bytes, peak_source=mem.peak_source, capacity_bytes=capacity, capacity_from=capacity_from,
         fixed_bytes=mem.fixed_bytes, duty_cycle_pct=report.runtime.duty_cycle_pct if report.runtime is not None else None,
         at_peak=to_jsonable(mem.at_peak) if mem.at_peak is not None else None,
@@ -252,6 +260,13 @@ def _usable_breakdown(traces: TraceSection | None) -> dict[str, float]:
     return {} if (parts and traces.breakdown_window == "steps" and device < BREAKDOWN_MIN_DEVICE_SHARE) else parts
 
 
+def _traced_step_s(traces: TraceSection | None) -> dict[str, float]:
+    if traces is None or not _usable_breakdown(traces) or traces.breakdown_window != "steps" or not traces.breakdown_steps:
+        return {}
+    keys = [k for k, v in traces.breakdown_steps[0].items() if isinstance(v, (int, float)) and k != "step"]
+    return {k: float(np.median([row[k] for row in traces.breakdown_steps if row.get(k) is not None])) for k in keys}
+
+
 def _framework(run: Run) -> str | None:
     frameworks = run.manifest.get("frameworks") or []
     return "torch" if {"torch", "pytorch"} & set(frameworks) else ("jax" if "jax" in frameworks else (frameworks[0] if frameworks else None))
@@ -266,16 +281,26 @@ def _after_warmup(run: Run) -> tuple[int | None, float | None, float | None]:
     warmup = compile_warmup(run, steps)
     after = steps.iloc[warmup:]
     durations = after["duration_s"].to_numpy(float)
+    profiled = np.zeros(len(after), dtype=bool)
+    for flag in ("traced", "instrumented"):
+        if flag in after:
+            profiled |= after[flag].fillna(False).astype(bool).to_numpy()
+    rec = late[late["recompile"]]
+    times, secs = rec["time_s"].to_numpy(float), rec["duration_s"].to_numpy(float)
+    starts, ends = after["start_time_s"].to_numpy(float), after["end_time_s"].to_numpy(float)
+    inside = [(times > a) & (times <= b) for a, b in zip(starts, ends, strict=True)]
+    holds = np.array([bool(m.any()) for m in inside], dtype=bool)
+    compiled = after["compiled"].astype(bool).to_numpy()
+    ordinary = ~compiled & ~profiled if (~compiled & ~profiled).any() else ~compiled
+    base = float(np.median(durations[ordinary])) if ordinary.any() else None
+    if base is not None:  # a step the profiler slowed (its Python tracer, the trace's stop) counts as an ordinary step plus the recompiles it held
+        durations = np.where(profiled, base + np.array([float(secs[m].sum()) for m in inside]), durations)
     wall = float(durations.sum())
-    times = late.loc[late["recompile"], "time_s"].to_numpy(float)
     if not len(times):
         return len(after), wall, 0.0
-    starts, ends = after["start_time_s"].to_numpy(float), after["end_time_s"].to_numpy(float)
-    holds = np.array([bool(((times > a) & (times <= b)).any()) for a, b in zip(starts, ends, strict=True)])
-    ordinary = ~after["compiled"].astype(bool).to_numpy()
-    if not ordinary.any():
+    if base is None:
         return len(after), wall, None  # no step without a compile to compare with
-    return len(after), wall, float(np.clip(durations[holds] - np.median(durations[ordinary]), 0.0, None).sum())
+    return len(after), wall, float(np.clip(durations[holds] - base, 0.0, None).sum())
 
 
 def _pmap_compiles(run: Run) -> int:

@@ -64,6 +64,8 @@ class StepStats:
     loop_median_s: float | None = None
     """Median seconds per steady step of the loop's own host work: neither inside a jitted call nor
     blocked on the device (the input pipeline, augmentation, logging); None where not seen."""
+    call_loop_steps: int = 0
+    """Steady steps with `call_s` and `loop_s` known: the sample of `call_median_s` and `loop_median_s`."""
     excluded: tuple[Exclusion, ...] = ()
     """What the steady sample leaves out, per reason: how many steps and how much wall time."""
     excluded_share: float | None = None
@@ -152,6 +154,16 @@ def _column_median(steps: pd.DataFrame, mask: np.ndarray, name: str) -> float | 
     if not known.any() or 2 * int(known.sum()) < int(mask.sum()):
         return None
     return float(np.median(values[known]))
+
+
+def _known(steps: pd.DataFrame, mask: np.ndarray, *names: str) -> int:
+    """Steady steps with every one of `names` known."""
+    known = mask.copy()
+    for name in names:
+        if name not in steps:
+            return 0
+        known &= ~np.isnan(pd.to_numeric(steps[name], errors="coerce").to_numpy(dtype=float))
+    return int(known.sum())
 
 
 def _device_unknown(run: Run, seen: int = 0, steady: int = 0) -> str:
@@ -243,4 +255,5 @@ def analyze_steps(run: Run, *, warmup_steps: int | None = None) -> StepStats:
         excluded_share=whole.excluded_share,
         call_median_s=_column_median(steps, mask, "call_s"),
         loop_median_s=loop_median,
+        call_loop_steps=_known(steps, mask, "call_s", "loop_s"),
     )

@@ -30,6 +30,7 @@ from tpu_perf.traces.tables import (
     add_boundness,
     classify_ops,
     empty,
+    opcode_class,
 )
 from tpu_perf.traces.xplane_stream import Line, Plane, SpaceInfo, breakdown_bytes, planes
 
@@ -39,6 +40,11 @@ _FUSION_KIND = re.compile(r"\bkind=(k\w+)")
 _COMPILE = re.compile(r"backend_compile|compile_and_load|XlaCompile|Compile\b|PjitFunction.*compile", re.I)
 _INPUT = re.compile(r"Iterator::|input_pipeline|data_load|dataloader|next_batch|tpu_perf.input", re.I)
 _HOST_STATS = ("step_num", "hlo_op", "device_ordinal", "program_id", "hlo_module", "run_id")
+_EAGER_MATMUL_MODULE = re.compile(r"^jit_(dot_general|conv_general_dilated|ragged_dot(_general)?|matmul|dot|vdot|vecdot|matvec|vecmat|inner|tensordot|_?einsum)$")
+"""XLA:CPU modules that JAX runs for one matmul when the step is not jitted: `jit_<primitive>` for
+`lax.dot_general`/`conv_general_dilated`, and the jnp functions that are only a matmul (`@` is
+`jnp.matmul`). XLA:CPU names their matmul `ynn_fusion` (YNNPACK), as it does reductions, so the op
+name alone cannot tell; the module can. Jitted programs are classified from their saved HLO."""
 _RAW_OPS = ("device", "line", "name", "program", "start_ns", "dur_ns", "end_ns", "self_ns", "fusion_kind", "flops", "bytes_accessed", "category")
 
 
@@ -164,7 +170,9 @@ def _host_tables(plane: Plane, prefix: str) -> tuple[pd.DataFrame, pd.DataFrame,
                     steps.append((name, int(sn), line.start_ns[i] / 1e9, (line.start_ns[i] + line.dur_ns[i]) / 1e9))
         for i in np.flatnonzero(is_op):
             st = {k: v[i] for k, v in line.stats.items()}
-            cpu_ops.append((f"{prefix}CPU:{st.get('device_ordinal') or 0}", li, str(st["hlo_op"]), str(st.get("program_id") or st.get("hlo_module") or ""), st.get("run_id"), line.start_ns[i], float(line.dur_ns[i])))
+            module = str(st.get("hlo_module") or "")
+            category = "dot" if _EAGER_MATMUL_MODULE.match(module) and opcode_class(re.sub(r"\.\d+$", "", str(st["hlo_op"]))) != "data_movement" else None
+            cpu_ops.append((f"{prefix}CPU:{st.get('device_ordinal') or 0}", li, str(st["hlo_op"]), str(st.get("program_id") or module), st.get("run_id"), line.start_ns[i], float(line.dur_ns[i]), category))
         sel = np.flatnonzero(np.isin(line.metadata_id, mark_ids) & ~is_op)
         marks.extend((f"{prefix}host", mark_of[int(line.metadata_id[i])], plane.event_names[int(line.metadata_id[i])], line.start_ns[i] / 1e9, (line.start_ns[i] + line.dur_ns[i]) / 1e9) for i in sel)
     host = pd.DataFrame(marks, columns=list(TIMELINE_COLUMNS))
@@ -172,14 +180,13 @@ def _host_tables(plane: Plane, prefix: str) -> tuple[pd.DataFrame, pd.DataFrame,
     if not st_df.empty:
         st_df = st_df.assign(device=f"{prefix}host", step=np.arange(len(st_df)), duration_s=st_df["end_s"] - st_df["start_s"], source="annotation")
         host = pd.concat([host, pd.DataFrame({"lane": f"{prefix}host", "kind": "step", "name": st_df["name"], "start_s": st_df["start_s"], "end_s": st_df["end_s"]})], ignore_index=True)
-    ops = pd.DataFrame(cpu_ops, columns=["device", "line", "name", "program", "run_id", "start_ns", "dur_ns"])
+    ops = pd.DataFrame(cpu_ops, columns=["device", "line", "name", "program", "run_id", "start_ns", "dur_ns", "category"])
     if not ops.empty:
         ops["end_ns"] = ops["start_ns"] + ops["dur_ns"]
         ops["self_ns"] = _line_self_ns(ops)
         ops["fusion_kind"] = None
         ops["flops"] = np.nan
         ops["bytes_accessed"] = np.nan
-        ops["category"] = None
         runs = ops.groupby(["device", "run_id", "program"], dropna=False).agg(start_ns=("start_ns", "min"), end_ns=("end_ns", "max")).reset_index()
         progs = pd.DataFrame({"lane": runs["device"], "kind": "program", "name": runs["program"].astype(str), "start_s": runs["start_ns"] / 1e9, "end_s": runs["end_ns"] / 1e9})
         host = pd.concat([host, progs], ignore_index=True)
@@ -259,8 +266,9 @@ def read_host(path: Path, host: int | None) -> HostTables:
         if device_ops and ops_raw["flops"].isna().all():
             ops_raw = _with_op_profile(ops_raw, path)
         ops = add_boundness(_aggregate(ops_raw), devices_df).reindex(columns=list(OPS_COLUMNS))
-        kinds = dict(zip(ops["name"], ops["op_class"], strict=False))
-        timeline.append(pd.DataFrame({"lane": ops_raw["device"], "kind": ops_raw["name"].map(kinds), "name": ops_raw["name"], "start_s": ops_raw["start_ns"] / 1e9, "end_s": ops_raw["end_ns"] / 1e9}))
+        kinds = pd.Series(ops["op_class"].to_numpy(), index=pd.MultiIndex.from_arrays([ops["program"].astype(str), ops["name"].astype(str)]))
+        kind = kinds[~kinds.index.duplicated()].reindex(pd.MultiIndex.from_arrays([ops_raw["program"].astype(str), ops_raw["name"].astype(str)])).to_numpy()
+        timeline.append(pd.DataFrame({"lane": ops_raw["device"], "kind": kind, "name": ops_raw["name"], "start_s": ops_raw["start_ns"] / 1e9, "end_s": ops_raw["end_ns"] / 1e9}))
     steps = [s for s in all_steps if not s.empty]
     tl = [t for t in timeline if not t.empty]
     return HostTables(

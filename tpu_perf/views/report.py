@@ -56,6 +56,7 @@ def _steps(doc: dict[str, Any]) -> RenderableType:
         ("step time", f"median {fmt.seconds(s['median_s'])}  p10 {fmt.seconds(s['p10_s'])}  p90 {fmt.seconds(s['p90_s'])}  mean {fmt.seconds(s['mean_s'])}  (wall-clock iteration, steady steps)"),
         ("all-in", _all_in(s)),
         ("device / host", _device_view(s)),
+        *_call_loop(s),
         ("throughput", f"{fmt.number(s['steps_per_s'])} steps/s" + (f", {fmt.number(s['tokens_per_s'], 4)} tokens/s" if s.get("tokens_per_s") else "")),
     ]
     if s.get("note"):
@@ -88,6 +89,15 @@ def _device_view(s: dict[str, Any]) -> str:
     if device is None:
         return f"n/a ({s.get('device_reason') or 'unknown'})"
     return f"median {fmt.seconds(device)} device (dispatch to outputs ready), {fmt.seconds(host)} host (the rest of the iteration: input, syncs, logging)"
+
+
+def _call_loop(s: dict[str, Any]) -> list[tuple[str, str]]:
+    """The host side of the step the input-bound rule reads: inside jitted calls, and the loop's own work."""
+    call, loop = s.get("call_median_s"), s.get("loop_median_s")
+    if call is None or loop is None:
+        return []
+    return [("call / loop", f"median {fmt.seconds(call)} inside jitted calls, {fmt.seconds(loop)} the loop's own work outside the step call "
+             f"(input, logging, framework code); {s.get('call_loop_steps', 0)} of {s['steady']} steady steps")]
 
 
 def _flops(doc: dict[str, Any]) -> RenderableType:
