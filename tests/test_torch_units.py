@@ -96,3 +96,42 @@ def test_python_reading_a_tensor_as_a_number_is_a_host_sync() -> None:
         uninstall()
     assert float(loss) == 2.5  # uninstalled: not counted
     assert syncs.summary() == {"count": 10, "steps": 1, "steps_with_sync": 1, "by_call": {"__float__": 2, "__int__": 2, "__bool__": 4, "__format__": 2}}
+
+
+def test_counting_syncs_does_not_recompile_a_compiled_step() -> None:
+    """Dynamo inlines the counting wrapper into compiled code: counting there guarded the user's
+    function on the recorder's step index (a recompile once the first step began) and broke its
+    graph at the frame lookup. While Dynamo traces, the wrapper counts nothing; the compiled
+    graph's own device-to-host copies (`.cpu()` run by the graph each step) and eager syncs are
+    still counted."""
+    import torch._dynamo
+
+    from tpu_perf.collectors.torch.syncs import HostSyncs
+
+    graphs: list[int] = []
+
+    def backend(gm, inputs):  # counts the graphs Dynamo hands over: one per (re)compile
+        graphs.append(len(gm.graph.nodes))
+        return gm.forward
+
+    syncs = HostSyncs(torch)
+    uninstall = syncs.install()
+    torch._dynamo.reset()
+    try:
+        step = torch.compile(lambda x: (x * 2).sum().cpu() + (x * 3).sum().item(), backend=backend)
+        step(torch.ones(4))  # compiled before the first step began (the recorder's step index unset)
+        with torch._dynamo.config.patch(error_on_recompile=True):
+            for i in range(3):
+                syncs.on_boundary(i)
+                step(torch.ones(4))
+        syncs.on_boundary(3)
+        torch.ones(2).sum().item()
+    finally:
+        uninstall()
+        torch._dynamo.reset()
+    with_syncs, graphs[:] = list(graphs), []
+    step = torch.compile(lambda x: (x * 2).sum().cpu() + (x * 3).sum().item(), backend=backend)
+    step(torch.ones(4))
+    torch._dynamo.reset()
+    assert with_syncs == graphs  # the same graphs, broken at the same .item(), as without tpu-perf
+    assert syncs.summary() == {"count": 7, "steps": 4, "steps_with_sync": 4, "by_call": {"cpu": 3, "item": 4}}

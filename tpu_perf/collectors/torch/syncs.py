@@ -25,6 +25,8 @@ from typing import Any
 METHODS = ("item", "cpu", "tolist", "numpy", "__repr__", "__format__", "__float__", "__int__", "__bool__")
 """Tensor methods that copy a value to the host (`__repr__`/`__format__`: printing a tensor;
 `__float__`/`__int__`/`__bool__`: `float(t)`, `int(t)`, `bool(t)` and `if t > x:`)."""
+TRACEABLE = ("cpu", "numpy")
+"""Calls Dynamo puts in a compiled graph; the others break the graph wherever they are."""
 SKIP_MODULES = ("torch", "tpu_perf")
 """Callers whose calls are not the script's: torch itself (inside printing, optimizers) and tpu-perf."""
 SCRIPT_ONLY = ("__float__", "__int__", "__bool__")
@@ -52,6 +54,8 @@ class HostSyncs:
         if self.step is None:
             return
         frame = sys._getframe(2)
+        while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith("torch._dynamo"):
+            frame = frame.f_back  # the compiler.disable wrapper's frames: the caller is above them
         if frame.f_globals.get("__name__", "").split(".", 1)[0] in SKIP_MODULES:
             return
         if name in SCRIPT_ONLY and any(d in frame.f_code.co_filename for d in LIBRARY_DIRS):
@@ -78,11 +82,22 @@ class HostSyncs:
 
     def _wrap(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         count = self._count
+        # Dynamo inlines this wrapper into compiled code: counting there would guard the compiled
+        # code on the step index (a recompile once the first step begins) and break the graph at
+        # sys._getframe. While Dynamo traces, it counts nothing. A sync that breaks the graph
+        # anyway (`.item()`, `float(t)`, printing) is kept out of Dynamo, so the break falls where
+        # it fell without tpu-perf and the sync is counted when it runs eagerly; the traceable
+        # ones (`.cpu()`, `.numpy()`) stay in the user's graph, counted only when they run eagerly.
+        compiler = getattr(self.torch, "compiler", None)
+        compiling = getattr(compiler, "is_compiling", lambda: False)
 
         def counted(self_tensor: Any, *args: Any, **kwargs: Any) -> Any:
-            count(name)
+            if not compiling():
+                count(name)
             return original(self_tensor, *args, **kwargs)
 
+        if name not in TRACEABLE and compiler is not None:
+            counted = compiler.disable(counted)
         counted.__name__, counted.__qualname__, counted.__doc__ = original.__name__, getattr(original, "__qualname__", name), original.__doc__
         return counted
 
