@@ -62,8 +62,11 @@ def loss_fn(params, tokens, heads):
     return -jnp.mean(jnp.sum(jax.nn.log_softmax(logits) * targets, axis=-1))
 
 
-def make_train_step(heads, lr=3e-4, b1=0.9, b2=0.95, eps=1e-8):
-    def train_step(state, tokens):
+def make_train_step(heads, batch, seq, vocab, lr=3e-4, b1=0.9, b2=0.95, eps=1e-8):
+    def train_step(state, data_key):
+        # synthetic tokens drawn on the device, inside the step: no per-step host work in the loop
+        data_key, sub = jax.random.split(data_key)
+        tokens = jax.random.randint(sub, (batch, seq + 1), 0, vocab)
         params, m, v, t = state
         loss, grads = jax.value_and_grad(loss_fn)(params, tokens, heads)
         t = t + 1
@@ -71,7 +74,7 @@ def make_train_step(heads, lr=3e-4, b1=0.9, b2=0.95, eps=1e-8):
         v = jax.tree_util.tree_map(lambda v, g: b2 * v + (1 - b2) * g * g, v, grads)
         scale = lr * jnp.sqrt(1 - b2**t) / (1 - b1**t)
         params = jax.tree_util.tree_map(lambda p, m, v: p - scale * m / (jnp.sqrt(v) + eps), params, m, v)
-        return (params, m, v, t), loss
+        return (params, m, v, t), loss, data_key
 
     return jax.jit(train_step, donate_argnums=0)
 
@@ -91,12 +94,10 @@ def main():
     params = init(key, args.vocab, args.d_model, args.heads, args.layers, 4 * args.d_model, args.seq)
     zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
     state = (params, zeros, jax.tree_util.tree_map(jnp.zeros_like, params), jnp.zeros((), jnp.float32))
-    train_step = make_train_step(args.heads)
+    train_step = make_train_step(args.heads, args.batch, args.seq, args.vocab)
     data_key = jax.random.PRNGKey(1)
     for step in range(args.steps):
-        data_key, sub = jax.random.split(data_key)
-        tokens = jax.random.randint(sub, (args.batch, args.seq + 1), 0, args.vocab)
-        state, loss = train_step(state, tokens)
+        state, loss, data_key = train_step(state, data_key)
         if step % 10 == 0:
             print(f"step {step} loss {float(loss):.4f}")
     print(f"final loss {float(loss):.4f}")

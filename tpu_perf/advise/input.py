@@ -105,9 +105,19 @@ def host_sync(s: Signals) -> Finding:
 def loop_share(s: Signals) -> float | None:
     """Share of the iteration the loop spent on its own host work, outside jitted calls and device
     waits (the JAX collector times each call): what an input pipeline fix can take off the step."""
-    if s.loop_median_s is None or not s.iteration_median_s:
+    wall = step_wall_s(s)
+    if s.loop_median_s is None or not wall:
         return None
-    return min(1.0, s.loop_median_s / s.iteration_median_s)
+    return min(1.0, s.loop_median_s / wall)
+
+
+def step_wall_s(s: Signals) -> float | None:
+    """The steady iteration the loop's work is a share of: the median, unless the loop runs ahead
+    (most iterations return at dispatch, the syncs pay for the queued steps): then the mean."""
+    median, mean = s.iteration_median_s, s.iteration_mean_s
+    if median and mean and mean > T.RUN_AHEAD_MEAN_OVER_MEDIAN * median:
+        return mean
+    return median
 
 
 def _dispatch_bound(s: Signals, idle: float, inputs: float) -> str:
@@ -136,6 +146,8 @@ def input_bound(s: Signals) -> Finding:
     inputs = idle if loop is None else min(idle, loop)
     if loop is not None:
         evidence += [src("loop_median_s", s.loop_median_s), src("call_median_s", s.call_median_s), src("iteration_median_s", s.iteration_median_s)]
+        if step_wall_s(s) != s.iteration_median_s:
+            evidence.append(src("iteration_mean_s", s.iteration_mean_s))
     if inputs < T.INPUT_BOUND_SHARE:
         if idle - inputs >= T.INPUT_BOUND_SHARE:
             return passed(INPUT_BOUND, _dispatch_bound(s, idle, inputs), evidence)
