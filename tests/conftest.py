@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -152,17 +153,34 @@ def corpus_runs(tmp_path_factory: pytest.TempPathFactory):
 
 def start_recording(store: Path, script: Path, args: Sequence[str], env: dict[str, str], *record_args: str) -> subprocess.Popen[str]:
     """`tpu-perf record -q --store STORE [RECORD_ARGS] SCRIPT ARGS` started in the background, as
-    one process of a job would be (stdout and stderr together)."""
-    full = {**user_env(), "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu", **env}
+    one process of a job would be (stdout and stderr together), in a process group of its own with
+    Python's fault handler on, so that `finish` can show where a hung job stands."""
+    full = {**user_env(), "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu", "PYTHONFAULTHANDLER": "1", **env}
     cmd = [sys.executable, "-m", "tpu_perf", "record", "-q", "--store", str(store), *record_args, str(script), *args]
-    return subprocess.Popen(cmd, env=full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(cmd, env=full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def finish(proc: subprocess.Popen[str], timeout: float) -> str:
+    """The output of a `start_recording` process once it ends; past `timeout`, every process of its
+    group (spawned workers too) is sent SIGABRT, on which the fault handler prints each thread's
+    stack, and the test fails with them: a hang shows where it hung."""
+    try:
+        return proc.communicate(timeout=timeout)[0]
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGABRT)
+        try:
+            out = proc.communicate(timeout=30)[0]
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out = proc.communicate()[0]
+        pytest.fail(f"{' '.join(proc.args)} ran past {timeout:.0f} s; the stacks of its processes then:\n{out[-12000:]}")
 
 
 def record_job(store: Path, script: Path, args: Sequence[str], envs: Sequence[dict[str, str]], timeout: float = 300) -> None:
     """One recording per process of a job, all with the same command, started at once; waits for
     all and fails with their output."""
     procs = [start_recording(store, script, args, env) for env in envs]
-    outputs = [p.communicate(timeout=timeout)[0] for p in procs]
+    outputs = [finish(p, timeout) for p in procs]
     for p, out in zip(procs, outputs, strict=True):
         assert p.returncode == 0, out
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import MULTIHOST_SCRIPTS as SCRIPTS
-from conftest import ROOT, free_port, report_doc, start_recording, tpu_perf_cli, user_env
+from conftest import ROOT, finish, free_port, report_doc, start_recording, tpu_perf_cli, user_env
 from conftest import record_job as record_job_at
 
 from tpu_perf.store import list_runs
@@ -137,7 +137,7 @@ def test_ranks_started_by_torch_multiprocessing_spawn_make_the_job_run(tmp_path:
     the launcher's own stepless run gives way to it."""
     store = tmp_path / "runs"
     proc = start(store, "torch_spawn.py", [str(free_port()), "20", "1", "0.05"], {})
-    out = proc.communicate(timeout=240)[0]
+    out = finish(proc, 240)
     assert proc.returncode == 0, out
     run = only_run(store)
     assert run["processes"] == 2 and run["steps"] == 20 and run["name"] == "torch_spawn"
