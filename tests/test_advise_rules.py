@@ -129,9 +129,9 @@ def test_input_bound_share_of_a_loop_that_runs_ahead_is_over_the_wall_time_per_s
     pays for the queued steps at its syncs (mean 190 ms, examples/jax_transformer.py): 0.15 ms of its
     own work per step is a share of the 190 ms step, not of the 0.5 ms dispatch."""
     idle = base(breakdown={**base().breakdown, "host": 0.4})
-    ahead = input_bound(replace(idle, iteration_median_s=0.0005, iteration_mean_s=0.19, loop_median_s=0.00015, call_median_s=0.0003))
-    assert ahead.outcome == "passed" and "iteration_mean_s" in {e.name for e in ahead.evidence}
-    even = input_bound(replace(idle, iteration_median_s=0.1, iteration_mean_s=0.1 * T.RUN_AHEAD_MEAN_OVER_MEDIAN, loop_median_s=0.05, call_median_s=0.001))
+    ahead = input_bound(replace(idle, iteration_median_s=0.0005, step_s=0.19, loop_median_s=0.00015, call_median_s=0.0003))
+    assert ahead.outcome == "passed" and "step_s" in {e.name for e in ahead.evidence}
+    even = input_bound(replace(idle, iteration_median_s=0.1, step_s=0.1, loop_median_s=0.05, call_median_s=0.001))
     assert even.outcome == "fired" and even.gain_factor == pytest.approx(1 / (1 - 0.4))  # one kind of iteration: the median
 
 

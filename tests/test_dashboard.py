@@ -144,7 +144,7 @@ def test_runs_page_lists_runs_with_report_numbers(env: dict) -> None:
         row = table.loc[name]
         assert row["id"] == doc["run"]["id"] and row["status"] == "completed" and row["framework"] == "jax"
         assert row["steps"] == doc["steps"]["count"]
-        assert row["median step"] == fmt.seconds(doc["steps"]["median_s"])
+        assert row["step"] == fmt.seconds(doc["steps"]["step_s"])
         assert row["peak HBM"] == fmt.bytes_(doc["memory"]["peak_bytes"])
         assert row["MFU"] == "n/a"  # a CPU run: no chip peak; never "None"
     assert table.loc["wide", "tokens/s"] == f"{env['reports']['wide']['steps']['tokens_per_s']:,.0f}"
@@ -163,7 +163,7 @@ def test_runs_page_analyses_runs_the_index_lacks(env: dict, tmp_path: Path, monk
     assert not at.exception
     table = at.dataframe[0].value.set_index("name")
     for name, doc in env["reports"].items():
-        assert table.loc[name, "median step"] == fmt.seconds(doc["steps"]["median_s"])
+        assert table.loc[name, "step"] == fmt.seconds(doc["steps"]["step_s"])
     # the summaries were kept on disk, keyed on the run's stamp, for the next server to reuse
     kept = [json.loads(p.read_text()) for p in env["cache"].glob("*.json")]
     assert sorted(k["summary"]["steps"] for k in kept) == sorted(d["steps"]["count"] for d in env["reports"].values())
@@ -186,16 +186,16 @@ def test_compare_page_shows_report_numbers_and_deltas(env: dict) -> None:
     cells = kpi_table(at)
     for doc in (narrow, wide):
         name = doc["run"]["name"]
-        assert cells[("Median step time", name)][0] == fmt.seconds(doc["steps"]["median_s"])
+        assert cells[("Step time", name)][0] == fmt.seconds(doc["steps"]["step_s"])
         assert cells[("p90 step time", name)][0] == fmt.seconds(doc["steps"]["p90_s"])
         assert cells[("Compile time", name)][0] == fmt.seconds(doc["compile"]["total_s"])
         assert cells[("Peak HBM", name)][0] == fmt.bytes_(doc["memory"]["peak_bytes"])
         assert cells[("FLOPs / step", name)][0] == fmt.flops(doc["flops"]["per_step"])
     assert cells[("Tokens/s", "wide")][0] == shape.rate(wide["steps"]["tokens_per_s"])
     assert cells[("Tokens/s", "narrow")] == ("n/a", "", "tokens per step unknown: record with `--tokens-per-step N`")
-    expected = (wide["steps"]["median_s"] - narrow["steps"]["median_s"]) / narrow["steps"]["median_s"]
-    assert cells[("Median step time", "wide")][1].endswith(f"{expected * 100:+.1f} %")
-    assert cells[("Median step time", "narrow")][1] == ""  # the baseline
+    expected = (wide["steps"]["step_s"] - narrow["steps"]["step_s"]) / narrow["steps"]["step_s"]
+    assert cells[("Step time", "wide")][1].endswith(f"{expected * 100:+.1f} %")
+    assert cells[("Step time", "narrow")][1] == ""  # the baseline
     assert cells[("Tokens/s", "wide")][1] == ""  # no change against an unknown value
     charts = at.get("plotly_chart")
     assert len(charts) == 2  # the Step time tab: steps over time, distribution (the other tabs are built when opened)
@@ -263,7 +263,7 @@ def test_run_page_has_everything(env: dict) -> None:
     at.query_params["run"] = wide["run"]["id"]
     at.run()
     assert not at.exception
-    assert kpi_table(at)[("Median step time", "wide")][0] == fmt.seconds(wide["steps"]["median_s"])
+    assert kpi_table(at)[("Step time", "wide")][0] == fmt.seconds(wide["steps"]["step_s"])
     s = wide["steps"]
     assert f"{s['count']} steps: {s['warmup']} warm-up, {s['steady']} steady, {s['count'] - s['warmup'] - s['steady']} left out" in at.caption[1].value  # adds up
     assert not at.get("download_button")  # lazy: the Downloads tab is not built until opened
@@ -456,7 +456,7 @@ def test_browser_select_two_runs_and_compare(server: str, dash_store: dict, tmp_
             wide = reports["wide"]  # a run page opened straight from its URL, as a shared link would
             page.goto(f"{server}/run?run={wide['run']['id']}")
             page.get_by_role("tab", name="Downloads").wait_for(timeout=30_000)
-            median = fmt.seconds(wide["steps"]["median_s"])
+            median = fmt.seconds(wide["steps"]["step_s"])
             shown = page.locator(".tp-kpis td").filter(has_text=median)
             shown.first.wait_for(timeout=30_000)  # Streamlit draws a page in pieces: wait for this one
             assert median in [v.strip() for v in page.locator(".tp-kpis td .tp-v").all_inner_texts()]
@@ -478,7 +478,7 @@ def test_runs_page_summary_sections_give_the_reports_numbers(env: dict) -> None:
         full = {k: doc[k] for k in part}
         full["memory"] = {k: v for k, v in full["memory"].items() if k != "at_peak"}  # XLA's liveness: the full report only
         assert {**part, "memory": {k: v for k, v in part["memory"].items() if k != "at_peak"}} == full
-        assert summarize(part) == summarize(doc) and summarize(part)["median_step_s"] == doc["steps"]["median_s"]
+        assert summarize(part) == summarize(doc) and summarize(part)["step_s"] == doc["steps"]["step_s"]
 
 
 # -- verdict, banners and URLs --------------------------------------------------------------------
@@ -599,7 +599,7 @@ def test_urls_name_one_run_or_say_which_cannot_be_shown(env: dict) -> None:
         at.run()
         assert not at.exception and not at.error
         assert at.selectbox(key="run_pick").value == expected["run"]["id"]
-        assert kpi_table(at)[("Median step time", expected["run"]["name"])][0] == fmt.seconds(expected["steps"]["median_s"])
+        assert kpi_table(at)[("Step time", expected["run"]["name"])][0] == fmt.seconds(expected["steps"]["step_s"])
     common = os.path.commonprefix([narrow["run"]["id"], wide["run"]["id"]])
     for asked, why in (("no-such-run", "no run 'no-such-run'"), (common, f"run '{common}' is ambiguous")):
         at = page("run")
@@ -818,7 +818,7 @@ def test_whole_trace_breakdowns_get_shares_only(stepped_store: dict, tmp_path: P
     assert "Shares of the whole trace only (an import whose trace marks no steps): no time per step in each part." in [c.value for c in run.caption]
     assert "<div class=\"tp-bars-axis\">% of the whole trace's time (no per-step breakdown)</div>" in bars_html(run, "Step-time breakdown")
     kpis = compare.kpi_rows({"tpu4": reports["tpu4"]}, "tpu4").set_index("kpi")
-    for kpi in ("Median step time", "All-in step time", "p10 step time", "p90 step time"):
+    for kpi in ("Step time", "All-in step time", "p10 step time", "p90 step time"):
         assert kpis.loc[kpi, "value"] is None and kpis.loc[kpi, "why"] == compare.IMPORT_NO_STEPS  # not "mark steps with tpu_perf.step()"
 
 
@@ -981,7 +981,7 @@ def test_browser_why_axes_export_price_and_advice(server: str, dash_store: dict,
             with page.expect_download(timeout=30_000) as got:
                 page.get_by_role("button", name="Export as CSV").click()
             rows = list(csv.DictReader(io.StringIO(Path(got.value.path()).read_text())))
-            median = {r["run"]: r for r in rows if r["kpi"] == "Median step time"}
+            median = {r["run"]: r for r in rows if r["kpi"] == "Step time"}
             assert float(median["wide"]["value"]) == pytest.approx(wide["steps"]["median_s"])
             assert float(median["wide"]["change_vs_baseline"]) == pytest.approx((wide["steps"]["median_s"] - narrow["steps"]["median_s"]) / narrow["steps"]["median_s"])
             assert median["narrow"]["change_vs_baseline"] == "" and median["wide"]["run_id"] == wide["run"]["id"]

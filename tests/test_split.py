@@ -10,6 +10,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pandas as pd
 import pytest
 from conftest import DATA, ROOT, tpu_perf_cli
 from invariants import check_run
@@ -19,6 +20,7 @@ from tpu_perf.analyzers.breakdown import analyze_breakdown
 from tpu_perf.analyzers.hlo import HloModule, parse_hlo
 from tpu_perf.analyzers.loops import loop_flops
 from tpu_perf.analyzers.op_classes import hlo_op_classes
+from tpu_perf.analyzers.steps import step_time
 from tpu_perf.traces.kineto import read_kineto
 from tpu_perf.traces.tables import classify_op
 
@@ -162,6 +164,7 @@ def test_a_loop_that_never_syncs_gets_its_device_time(storage_wait) -> None:
     assert s["device_median_s"] <= s["median_s"]
     assert 0 < s["host_median_s"] <= s["median_s"]  # the iteration less the device's busy time in it, per step
     assert s["median_s"] == pytest.approx(truth["iteration_median_s"], rel=0.15)
+    assert not s["runs_ahead"] and s["step_basis"] == "median iteration" and s["step_s"] == s["median_s"]  # host-bound: the device keeps pace
 
 
 @pytest.mark.slow
@@ -220,6 +223,25 @@ def test_a_device_bound_loop_is_not_shown_as_host_time(device_bound) -> None:
     assert max(doc["breakdown"], key=doc["breakdown"].get) in ("matmul", "compute")
 
 
+@pytest.mark.slow
+def test_a_loop_that_runs_ahead_has_the_devices_step_time(device_bound, tmp_path: Path) -> None:
+    """Iterations return at dispatch (the host queues steps ahead): the median iteration is a
+    dispatch time, and a step time, steps/s or MFU on it would be many times too fast. The step time
+    is the device's pace from its ready stamps: against the step's device-only time (the script's
+    own, back to back) in a traced run, and against the script's own wall time per step (its loop
+    and the final wait, over the steps after the first two) in an untraced run that reads the loss
+    every 5 steps and donates the weights, where only the syncs are stamped (examples/jax_transformer.py)."""
+    logging = _record(tmp_path, "--host", "none", "--scan", "--width", "512", "--steps", "24", "--sync-every", "5", "--donate", record_args=("--no-trace",))
+    for (_, doc, truth), wall in ((device_bound, "device_only_s"), (logging, "wall_per_step_s")):
+        s = doc["steps"]
+        assert s["runs_ahead"] and s["step_basis"] == "device pace" and s["median_s"] < 0.5 * s["step_s"], s
+        # traced steps run slower under the profiler: the traced run's truth is the step run alone
+        assert s["step_s"] == pytest.approx(truth[wall], rel=0.3), (s["step_s"], truth)
+        assert s["steps_per_s"] == pytest.approx(1 / s["step_s"])
+        assert doc["flops"]["achieved_tflops"] == pytest.approx(doc["flops"]["per_step"] / s["step_s"] / 1e12)
+        assert s["device_median_s"] is None and "runs ahead" in s["device_reason"] and "runs ahead" in s["note"]
+
+
 def test_an_imported_trace_without_step_marks_gives_shares_only(tmp_path: Path) -> None:
     """No ms per step for a trace that marks no steps: one window, shares, nothing per step."""
     proc = tpu_perf_cli("import", str(DATA / "tpu_v6e_x4_inference.xplane.pb"), "--store", str(tmp_path))
@@ -228,3 +250,20 @@ def test_an_imported_trace_without_step_marks_gives_shares_only(tmp_path: Path) 
     doc = check_run(run)
     assert doc["breakdown_detail"]["window"] == "trace" and doc["breakdown_detail"]["steps"] == []
     assert sum(doc["breakdown"].values()) == pytest.approx(1.0)
+
+
+def test_without_ready_stamps_a_loop_paying_for_queued_steps_at_its_syncs_is_timed_by_its_mean() -> None:
+    """PyTorch on CUDA stamps no readiness: a loop that reads the loss every 10 steps returns from
+    9 iterations at dispatch and waits for the queued steps in the 10th, so the wall time per step
+    is the mean; a host stall as long every 10 steps (a checkpoint: no wait on the device) is not a
+    queue being paid for, and the median stays."""
+    def table(long_wait: float) -> pd.DataFrame:
+        durations = np.tile([0.001] * 9 + [0.2], 4)
+        waits = np.where(durations > 0.1, long_wait, 0.0005)
+        return pd.DataFrame({"duration_s": durations, "wait_s": waits})
+
+    mask = np.ones(40, dtype=bool)
+    paying = step_time(table(0.199), mask, warmup=0)
+    assert paying.runs_ahead and paying.basis == "mean iteration" and paying.value == pytest.approx((9 * 0.001 + 0.2) / 10)
+    stalled = step_time(table(0.0), mask, warmup=0)
+    assert not stalled.runs_ahead and stalled.value == pytest.approx(0.001)

@@ -170,7 +170,7 @@ def test_colour_only_what_the_verdict_can_claim() -> None:
     from tpu_perf.dashboard.kpi_table import _cell
 
     rng = np.random.default_rng(2)
-    kpis = ["Median step time", "All-in step time", "Peak HBM", "p90 step time", "Compile time"]
+    kpis = ["Step time", "All-in step time", "Peak HBM", "p90 step time", "Compile time"]
     a, b = run("A", 0.1 * np.exp(rng.normal(0, 0.02, 60))), run("B", 0.05 * np.exp(rng.normal(0, 0.02, 60)))
     b = dataclasses.replace(b, peak_memory_bytes=a.peak_memory_bytes)  # the same memory: PASS, no claim
     assert claims(_rows(kpis, "B"), [_checked(a, b)]) == [True, True, False, False, False]  # no interval, no colour

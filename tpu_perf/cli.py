@@ -253,7 +253,7 @@ def _print_summary(url: str, store: str) -> None:
     s, r = report.steps, report.run
     device = f" ({fmt.seconds(s.device_median_s)} on the device)" if s.device_median_s is not None else ""
     err.print(
-        f"tpu-perf: run {r.id} {r.status}: {s.count} steps, median iteration {fmt.seconds(s.median_s)}{device}, "
+        f"tpu-perf: run {r.id} {r.status}: {s.count} steps, {fmt.step_time(s.median_s, s.step_s, s.step_basis)}{device}, "
         f"utilisation {fmt.percent(report.mfu.value)}; folder {url}\n"
         f"tpu-perf: see it with `tpu-perf report {r.id}" + (f" --store {store}" if store != layout.DEFAULT_STORE else "") + "`",
         highlight=False,

@@ -17,7 +17,7 @@ two or more cores): the device then does not share its core with the host's own 
 does not; without it, numpy augmentation and XLA:CPU compete for the same cores.
 
 Usage: jax_split_loop.py OUT_JSON [--steps N] [--host sleep|numpy|queue|generator|none]
-       [--host-ms MS] [--width W] [--layers L] [--scan] [--remat] [--pin]
+       [--host-ms MS] [--width W] [--layers L] [--scan] [--remat] [--pin] [--sync-every N] [--donate]
 """
 
 import argparse
@@ -37,6 +37,8 @@ parser.add_argument("--layers", type=int, default=4)
 parser.add_argument("--scan", action="store_true")
 parser.add_argument("--remat", action="store_true")
 parser.add_argument("--pin", action="store_true")
+parser.add_argument("--sync-every", type=int, default=0, help="read the loss every N steps (0: never), as loops that log do")
+parser.add_argument("--donate", action="store_true", help="donate the weights to the update, as optimizers' steps do")
 args = parser.parse_args()
 pin = args.pin and len(os.sched_getaffinity(0)) >= 2
 if pin:  # threads inherit the mask of the thread that creates them: XLA's pools start on core 1
@@ -118,7 +120,7 @@ def update_fn(ws, x):
     return ws - 1e-3 * grads, loss
 
 
-update = jax.jit(update_fn)
+update = jax.jit(update_fn, donate_argnums=(0,) if args.donate else ())
 probe = jax.jit(update_fn)  # the same program, for the device-only measurement
 ws = jax.random.normal(jax.random.PRNGKey(0), (args.layers, args.width, args.width)) * 0.03
 x0 = raw()
@@ -139,17 +141,23 @@ if pin:
     os.sched_setaffinity(0, {cores[0]})
 source = prefetched() if args.host == "queue" else pipeline() if args.host == "generator" else None
 iterations = []
-for _ in range(args.steps):
+steady_from = None
+for i in range(args.steps):
     t = time.perf_counter()
+    if i == 2:
+        steady_from = t
     x = next(source) if source is not None else batch() if args.host != "none" else x0
     ws, loss = update(ws, x)
+    if args.sync_every and i % args.sync_every == 0:
+        print(f"step {i} loss {float(loss):.4f}")
     iterations.append(time.perf_counter() - t)
 jax.block_until_ready(ws)
+wall_per_step = (time.perf_counter() - steady_from) / (args.steps - 2)
 after = device_only()
 iteration, device = float(np.median(iterations[2:])), float(np.median(before + after))
 truth = {
     "iteration_median_s": iteration, "device_only_s": device, "off_device_truth": 1 - device / iteration,
-    "device_only_before_s": float(np.median(before)), "device_only_after_s": float(np.median(after)), "pinned": pin,
+    "wall_per_step_s": wall_per_step, "device_only_before_s": float(np.median(before)), "device_only_after_s": float(np.median(after)), "pinned": pin,
 }
 with open(args.out, "w") as f:
     json.dump(truth, f)

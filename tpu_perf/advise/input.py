@@ -112,12 +112,9 @@ def loop_share(s: Signals) -> float | None:
 
 
 def step_wall_s(s: Signals) -> float | None:
-    """The steady iteration the loop's work is a share of: the median, unless the loop runs ahead
-    (most iterations return at dispatch, the syncs pay for the queued steps): then the mean."""
-    median, mean = s.iteration_median_s, s.iteration_mean_s
-    if median and mean and mean > T.RUN_AHEAD_MEAN_OVER_MEDIAN * median:
-        return mean
-    return median
+    """The steady iteration the loop's work is a share of: the step time (the mean where the loop
+    runs ahead of the device: most iterations return at dispatch, the syncs pay for the queued steps)."""
+    return s.step_s if s.step_s is not None else s.iteration_median_s
 
 
 def _dispatch_bound(s: Signals, idle: float, inputs: float) -> str:
@@ -147,7 +144,7 @@ def input_bound(s: Signals) -> Finding:
     if loop is not None:
         evidence += [src("loop_median_s", s.loop_median_s), src("call_median_s", s.call_median_s), src("iteration_median_s", s.iteration_median_s)]
         if step_wall_s(s) != s.iteration_median_s:
-            evidence.append(src("iteration_mean_s", s.iteration_mean_s))
+            evidence.append(src("step_s", s.step_s))
     if inputs < T.INPUT_BOUND_SHARE:
         if idle - inputs >= T.INPUT_BOUND_SHARE:
             return passed(INPUT_BOUND, _dispatch_bound(s, idle, inputs), evidence)

@@ -48,8 +48,9 @@ class Signals:
     iteration_median_s: float | None
     device_median_s: float | None
     host_median_s: float | None
-    iteration_mean_s: float | None = None
-    """Mean over the same steady steps as `iteration_median_s`: the wall time per step."""
+    step_s: float | None = None
+    """The step time (`StepStats.step_s`): the median iteration, or the mean where the loop runs
+    ahead of the device (the wall time per step)."""
     loop_median_s: float | None = None
     """The loop's own host time per step, outside jitted calls and device waits (JAX collector)."""
     call_median_s: float | None = None
@@ -162,7 +163,7 @@ class Signals:
 
 SOURCES: dict[str, tuple[str, str]] = {
     "iteration_median_s": ("steps", "steps.median_s (median over steady steps of duration_s, the wall-clock iteration)"),
-    "iteration_mean_s": ("steps", "steps.mean_s (mean over steady steps of duration_s: the wall time per step of a loop that runs ahead)"),
+    "step_s": ("steps", "steps.step_s (the median iteration, or the mean where the loop runs ahead of the device: the wall time per step)"),
     "device_median_s": ("steps", "steps.device_median_s (median over steady steps of device_s, dispatch to outputs ready)"),
     "host_median_s": ("steps", "steps.host_median_s (median over steady steps of duration_s - device_s)"),
     "loop_median_s": ("steps", "steps.loop_median_s (median over steady steps of loop_s: the iteration outside jitted calls and device waits)"),
@@ -224,7 +225,7 @@ def build_signals(run: Run, report: Report | None = None, *, target: str | None 
         run_chip=own, target=target_chip, target_from=target_from,
         steps=st.count, traced_steps=st.traced or (traces.device_step_count if traces is not None else 0),
         iteration_median_s=st.median_s, device_median_s=st.device_median_s, host_median_s=st.host_median_s,
-        iteration_mean_s=st.mean_s, loop_median_s=st.loop_median_s, call_median_s=st.call_median_s,
+        step_s=st.step_s, loop_median_s=st.loop_median_s, call_median_s=st.call_median_s,
         after_warmup_wall_s=wall_after, steps_after_warmup=steps_after,
         compiles=comp.count if comp is not None else None, compile_total_s=comp.total_s if comp is not None else None,
         late_compiles=comp.after_warmup if comp is not None else None, late_compile_s=comp.after_warmup_s if comp is not None else None,

@@ -46,11 +46,6 @@ SMALL_BATCH_MIN_HEADROOM = 0.3
 INPUT_BOUND_SHARE = 0.20
 """XProf input-pipeline analysis: input >= 20 % of step time is "highly input-bound"."""
 INPUT_BOUND_MODERATE_SHARE = 0.05
-RUN_AHEAD_MEAN_OVER_MEDIAN = 3.0
-"""tpu-perf: steady iterations whose mean is over 3x their median are two kinds, not one: a loop
-that queues steps ahead of the device returns from most iterations at dispatch and pays for the
-queued steps at its syncs. The median is then a dispatch time, not the step; the mean is the wall
-time per step (measured on examples/jax_transformer.py: median 0.53 ms, mean 190 ms)."""
 """XProf: >= 5 % "moderately input-bound"; torch-tb-profiler: data loading > 5 % of the step."""
 
 FP32_MATMUL_SHARE = 0.5

@@ -138,7 +138,7 @@ def _compile_missing(doc: Mapping[str, Any]) -> str:
 
 
 KPIS: tuple[Kpi, ...] = (
-    Kpi(label="Median step time", value=lambda d: dig(d, "steps.median_s"), unit="seconds", lower_is_better=True, help="steps.median_s: steady-state median of the wall-clock iteration (warm-up, compiled and traced steps excluded)", why_missing=_steps_missing),
+    Kpi(label="Step time", value=lambda d: dig(d, "steps.step_s"), unit="seconds", lower_is_better=True, help="steps.step_s: steady-state median of the wall-clock iteration (warm-up, compiled and traced steps excluded); the mean where the loop runs ahead of the device", why_missing=_steps_missing),
     Kpi(label="All-in step time", value=lambda d: dig(d, "steps.all_in_s"), unit="seconds", lower_is_better=True, help="steps.all_in_s: wall time per step over every step after the first (recompiles, evals and trace windows included)", why_missing=_all_in_missing),
     Kpi(label="p10 step time", value=lambda d: dig(d, "steps.p10_s"), unit="seconds", lower_is_better=True, help="steps.p10_s: 10th percentile of the steady iterations", why_missing=_steps_missing),
     Kpi(label="p90 step time", value=lambda d: dig(d, "steps.p90_s"), unit="seconds", lower_is_better=True, help="steps.p90_s: 90th percentile of the steady iterations (stragglers, host stalls)", why_missing=_steps_missing),
@@ -146,8 +146,8 @@ KPIS: tuple[Kpi, ...] = (
     Kpi(label="MFU", value=lambda d: d.get("mfu"), unit="fraction", lower_is_better=False, help="mfu (basis: mfu_basis): model FLOPs per second / chip peak", why_missing=_mfu_missing),
     Kpi(label="Hardware FLOPs utilisation", value=lambda d: dig(d, "flops.utilization"), unit="fraction", lower_is_better=False, help="flops.utilization: XLA-counted FLOPs per device / chip peak", why_missing=_peak_missing),
     Kpi(label="FLOPs / step", value=lambda d: dig(d, "flops.per_step"), unit="flops", lower_is_better=False, neutral=True, help="flops.per_step: FLOPs XLA counts in the step program, all devices (the workload: a change is neither better nor worse)", why_missing=lambda d: "no FLOP count for the step program (XLA cost analysis gave none; PyTorch eager has none)"),
-    Kpi(label="Achieved TFLOP/s", value=lambda d: dig(d, "flops.achieved_tflops"), unit="tflops", lower_is_better=False, help="flops.achieved_tflops: FLOPs per step / median step time", why_missing=lambda d: "needs FLOPs per step and a step time"),
-    Kpi(label="Tokens/s", value=lambda d: dig(d, "steps.tokens_per_s"), unit="rate", lower_is_better=False, help="steps.tokens_per_s: tokens per step / median step time", why_missing=lambda d: "tokens per step unknown: record with `--tokens-per-step N`"),
+    Kpi(label="Achieved TFLOP/s", value=lambda d: dig(d, "flops.achieved_tflops"), unit="tflops", lower_is_better=False, help="flops.achieved_tflops: FLOPs per step / step time", why_missing=lambda d: "needs FLOPs per step and a step time"),
+    Kpi(label="Tokens/s", value=lambda d: dig(d, "steps.tokens_per_s"), unit="rate", lower_is_better=False, help="steps.tokens_per_s: tokens per step / step time", why_missing=lambda d: "tokens per step unknown: record with `--tokens-per-step N`"),
     Kpi(label="Peak HBM", value=peak_device_bytes, unit="bytes", lower_is_better=True, help="memory.per_device peak (else memory.peak_bytes)", why_missing=lambda d: "no device memory source (runtime sampler or XLA memory analysis)"),
     Kpi(label="Compile time", value=compile_seconds, unit="seconds", lower_is_better=True, help="compile.total_s: all backend compiles", why_missing=_compile_missing),
 )

@@ -130,8 +130,8 @@ def analyze_flops(run: Run, steps: StepStats, *, precision: str = "bf16") -> Flo
     per_step, source, devices = step_flops(run)
     iteration = run_iteration_flops(run) if source not in (None, "user") else None
     peak = run_peak(run, precision)
-    median = steps.median_s
-    achieved = per_step / median / 1e12 if (per_step and median) else None
+    step = steps.step_s
+    achieved = per_step / step / 1e12 if (per_step and step) else None
     per_device = achieved / devices if achieved is not None else None
     return FlopsStats(
         per_step=per_step,

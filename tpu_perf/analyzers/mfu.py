@@ -1,7 +1,7 @@
 """Model-FLOPs MFU of a recorded run, when its model is known (`record --model` / `--hf-config`).
 
 Model FLOPs per token come from a named convention (`tpu_perf.modelflops.conventions`) and the
-shapes stored in the run at record time; tokens/s from the steady-state median step and
+shapes stored in the run at record time; tokens/s from the step time (`StepStats.step_s`) and
 `--tokens-per-step`; the peak from `flops.run_peak` (catalogue, else the run's calibration).
 The hardware-FLOPs utilisation (what XLA counts) stays in `flops.utilization`.
 """

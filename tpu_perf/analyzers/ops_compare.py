@@ -91,8 +91,8 @@ def ops_side_by_side(docs: Mapping[str, Mapping[str, Any]], baseline: str, *, sa
     names = pd.concat([f["ops"] for f in frames.values()]).groupby(level=0).agg(lambda n: ", ".join(dict.fromkeys(", ".join(n).split(", "))))
     for label in times.columns:
         out[label] = times.loc[order, label]
-        median = dig(docs[label], "steps.median_s")
-        out[f"{label} % of step"] = out[label] / median if median and not whole_trace else float("nan")
+        step = dig(docs[label], "steps.step_s")
+        out[f"{label} % of step"] = out[label] / step if step and not whole_trace else float("nan")
     if baseline in times:
         for label in times.columns:
             if label != baseline:

@@ -41,7 +41,8 @@ class RunValues:
     status: str
     """completed | failed | interrupted | crashed | running: only `completed` runs are good data."""
     step_s: float | None
-    """Steady-state median step time (the iteration) in seconds."""
+    """The step time in seconds (`StepStats.step_s`): the steady median iteration, or where the loop
+    runs ahead of the device the wall time per step."""
     mfu: float | None
     tokens_per_s: float | None
     peak_memory_bytes: int | None
@@ -70,10 +71,14 @@ class RunValues:
     """Which code ran, where and how: git sha (and dirty), command, host, tpu-perf version (`provenance`)."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """The run's tags (`record --tag`): `check --pair-by tag:KEY` matches runs by one of them."""
+    runs_ahead: bool = False
+    """The loop runs ahead of the device (`StepStats.runs_ahead`): its iterations are dispatches and syncs, not steps."""
 
     @property
     def all_in_reason(self) -> str | None:
         """Why this run's comparisons must use the all-in time (`all_in.needs_all_in`); None: the steady median will do."""
+        if self.runs_ahead:
+            return "the loop runs ahead of the device: its iterations are dispatches and syncs paying for queued steps, not steps"
         return needs_all_in(self.steady_steps, self.excluded_share)
 
     def to_dict(self) -> dict[str, Any]:
@@ -84,7 +89,7 @@ class RunValues:
             "steady_steps": self.steady_steps, "fingerprint": dict(self.fingerprint), "aot": [dict(a) for a in self.aot],
             "all_in_s": self.all_in_s, "excluded": [vars(e) for e in self.excluded], "excluded_share": self.excluded_share,
             "flops_per_step": self.flops_per_step, "hlo_hash": self.hlo_hash, "tags": dict(self.tags),
-            "provenance": dict(self.provenance), "error": self.error,
+            "provenance": dict(self.provenance), "error": self.error, "runs_ahead": self.runs_ahead,
         }
 
     @classmethod
@@ -107,6 +112,7 @@ class RunValues:
             flops_per_step=num("flops_per_step"), hlo_hash=None if data.get("hlo_hash") is None else str(data["hlo_hash"]),
             tags={str(k): str(v) for k, v in dict(data.get("tags") or {}).items()},
             provenance=dict(data.get("provenance") or {}), error=None if data.get("error") is None else str(data["error"]),
+            runs_ahead=bool(data.get("runs_ahead")),
         )
 
 
@@ -122,7 +128,7 @@ def run_values(run: Run, report: Report | None = None) -> RunValues:
         run_id=run.id,
         name=run.name,
         status=run.status,
-        step_s=steps.median_s,
+        step_s=steps.step_s,
         mfu=report.mfu.value,
         tokens_per_s=steps.tokens_per_s,
         peak_memory_bytes=memory.peak_bytes,
@@ -135,6 +141,7 @@ def run_values(run: Run, report: Report | None = None) -> RunValues:
         flops_per_step=report.flops.per_step, hlo_hash=step_hlo_hash(run),
         tags={str(k): str(v) for k, v in run.tags.items()}, provenance=provenance(run),
         error=(run.manifest.get("error") or {}).get("message"),
+        runs_ahead=steps.runs_ahead,
         **step_samples(run, steps.warmup),
     )
 

@@ -321,7 +321,7 @@ def summarize(doc: dict[str, Any]) -> dict[str, Any]:
         "framework": ", ".join(dig(doc, "run.frameworks") or []) or None,
         "tags": ", ".join(f"{k}={v}" for k, v in sorted(tags.items())),
         "steps": dig(doc, "steps.count"),
-        "median_step_s": dig(doc, "steps.median_s"),
+        "step_s": dig(doc, "steps.step_s"),
         "mfu": doc.get("mfu"),
         "mfu_basis": doc.get("mfu_basis"),
         "tokens_per_s": dig(doc, "steps.tokens_per_s"),
@@ -391,7 +391,7 @@ def indexed_summaries(store: str, refs: list[RunRef]) -> dict[str, dict[str, Any
         return {}
     return {
         run_id: {
-            "chip": r.get("chip"), "devices": r.get("chip_count"), "steps": r.get("steps"), "median_step_s": r.get("step_s"),
+            "chip": r.get("chip"), "devices": r.get("chip_count"), "steps": r.get("steps"), "step_s": r.get("step_s"),
             "mfu": r.get("mfu"), "tokens_per_s": r.get("tokens_per_s"), "peak_hbm_bytes": r.get("peak_memory_bytes"),
             "indexed_at": r.get("indexed_at"),
         }

@@ -78,7 +78,7 @@ class RunHandle:
         s, r = report.steps, report.run
         device = f" ({fmt.seconds(s.device_median_s)} on the device)" if s.device_median_s is not None else ""
         warnings = "".join(f"\ntpu-perf: warning: {w}" for w in r.warnings)
-        return f"tpu-perf: run {r.id} {r.status}: {s.count} steps, median iteration {fmt.seconds(s.median_s)}{device}; .report() and .advise() show it{warnings}"
+        return f"tpu-perf: run {r.id} {r.status}: {s.count} steps, {fmt.step_time(s.median_s, s.step_s, s.step_basis)}{device}; .report() and .advise() show it{warnings}"
 
 
 def report_view(run: str, *, store: str | None = None, chart: bool = True, convention: str | None = None) -> View:

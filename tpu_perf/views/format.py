@@ -35,6 +35,14 @@ def seconds(value: float | None) -> str:
     return f"{value * 1e6:.1f} µs"
 
 
+def step_time(median_s: float | None, step_s: float | None, basis: str) -> str:
+    """The run's step time in one phrase (the summary after `record`, a notebook handle): the median
+    iteration, or where the loop runs ahead of the device the wall time per step and its basis."""
+    if basis != "median iteration":
+        return f"step time {seconds(step_s)} ({basis}: the loop runs ahead of the device; median iteration {seconds(median_s)})"
+    return f"median iteration {seconds(median_s)}"
+
+
 def bytes_(value: float | None) -> str:
     if value is None:
         return "n/a"

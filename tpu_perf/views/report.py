@@ -49,11 +49,18 @@ def _header(doc: dict[str, Any]) -> RenderableType:
     return Group(*parts)
 
 
+def _step_time(s: dict[str, Any]) -> str:
+    spread = f"median {fmt.seconds(s['median_s'])}  p10 {fmt.seconds(s['p10_s'])}  p90 {fmt.seconds(s['p90_s'])}  mean {fmt.seconds(s['mean_s'])}"
+    if s.get("runs_ahead"):
+        return f"{fmt.seconds(s['step_s'])} per step ({s['step_basis']}, {s['step_basis_steps']} steps: the loop runs ahead of the device; see the note)  iterations: {spread}"
+    return f"{spread}  (wall-clock iteration, steady steps)"
+
+
 def _steps(doc: dict[str, Any]) -> RenderableType:
     s, c = doc["steps"], doc.get("compile") or {}
     rows = [
         ("steps", f"{s['count']} ({s['warmup']} warm-up, {s['steady']} steady, {s['traced']} traced; source {s['source'] or 'none'})" + (f"; each an optimizer update over {s['micro_batches']} micro-batches" if (s.get("micro_batches") or 1) > 1 else "")),
-        ("step time", f"median {fmt.seconds(s['median_s'])}  p10 {fmt.seconds(s['p10_s'])}  p90 {fmt.seconds(s['p90_s'])}  mean {fmt.seconds(s['mean_s'])}  (wall-clock iteration, steady steps)"),
+        ("step time", _step_time(s)),
         ("all-in", _all_in(s)),
         ("device / host", _device_view(s)),
         *_call_loop(s),
