@@ -222,7 +222,7 @@ def test_compare_page_shows_report_numbers_and_deltas(env: dict) -> None:
                 continue
             held = sum(top.get(n, 0.0) for n in row["ops"].split(", "))
             assert row[name] == tables.ms(held / doc["steps"]["traced"])
-            assert row[f"{name} % of step"] == tables.share(held / doc["steps"]["traced"] / doc["steps"]["median_s"])
+            assert row[f"{name} % of step"] == tables.share(held / doc["steps"]["traced"] / doc["steps"]["step_s"])
         assert "None" not in ops.to_string() and "nan" not in ops.to_string()
     assert not any(n[-1].isdigit() for n in ops.index)  # matched by meaning: two programs' HLO names are not the same ops
     assert any("Matched by what they are" in c.value for c in at.caption)
@@ -432,7 +432,7 @@ def test_browser_select_two_runs_and_compare(server: str, dash_store: dict, tmp_
                 page.locator(".tp-kpis td").filter(has_text=fmt.seconds(doc["compile"]["total_s"])).first.wait_for(timeout=30_000)
             values = [v.strip() for v in page.locator(".tp-kpis td .tp-v").all_inner_texts()]
             for doc in reports.values():
-                assert fmt.seconds(doc["steps"]["median_s"]) in values
+                assert fmt.seconds(doc["steps"]["step_s"]) in values
                 assert fmt.seconds(doc["compile"]["total_s"]) in values
             assert shape.rate(reports["wide"]["steps"]["tokens_per_s"]) in values
             assert not _cut(page), "KPI table cells are cut at 1280 px"
@@ -660,7 +660,7 @@ def test_browser_four_runs_failed_run_and_urls(mixed_store: dict, tmp_path: Path
             page = browser.new_page()
             page.goto(f"{server}/compare?runs={','.join(names)}")
             page.locator(".js-plotly-plot").nth(1).wait_for(timeout=60_000)
-            page.locator(".tp-kpis td").filter(has_text=fmt.seconds(reports["failing"]["steps"]["median_s"])).first.wait_for(timeout=30_000)
+            page.locator(".tp-kpis td").filter(has_text=fmt.seconds(reports["failing"]["steps"]["step_s"])).first.wait_for(timeout=30_000)
             header = [t.split("\n")[0].strip() for t in page.locator(".tp-kpis thead th").all_inner_texts()[1:]]
             assert header == names
             assert not _cut(page), "KPI table cells are cut at 1280 px with four runs"
@@ -678,7 +678,7 @@ def test_browser_four_runs_failed_run_and_urls(mixed_store: dict, tmp_path: Path
             page.get_by_text("Run 'no-such-run' from the URL cannot be shown").wait_for(timeout=30_000)
             assert page.locator(".tp-kpis").count() == 0  # no other run in its place
             page.goto(f"{server}/run?run=fast")
-            page.locator(".tp-kpis td").filter(has_text=fmt.seconds(reports["fast"]["steps"]["median_s"])).first.wait_for(timeout=30_000)
+            page.locator(".tp-kpis td").filter(has_text=fmt.seconds(reports["fast"]["steps"]["step_s"])).first.wait_for(timeout=30_000)
         finally:
             browser.close()
 
@@ -982,8 +982,8 @@ def test_browser_why_axes_export_price_and_advice(server: str, dash_store: dict,
                 page.get_by_role("button", name="Export as CSV").click()
             rows = list(csv.DictReader(io.StringIO(Path(got.value.path()).read_text())))
             median = {r["run"]: r for r in rows if r["kpi"] == "Step time"}
-            assert float(median["wide"]["value"]) == pytest.approx(wide["steps"]["median_s"])
-            assert float(median["wide"]["change_vs_baseline"]) == pytest.approx((wide["steps"]["median_s"] - narrow["steps"]["median_s"]) / narrow["steps"]["median_s"])
+            assert float(median["wide"]["value"]) == pytest.approx(wide["steps"]["step_s"])
+            assert float(median["wide"]["change_vs_baseline"]) == pytest.approx((wide["steps"]["step_s"] - narrow["steps"]["step_s"]) / narrow["steps"]["step_s"])
             assert median["narrow"]["change_vs_baseline"] == "" and median["wide"]["run_id"] == wide["run"]["id"]
             tokens = {r["run"]: r for r in rows if r["kpi"] == "Tokens/s"}
             assert tokens["narrow"]["value"] == "" and "tokens-per-step" in tokens["narrow"]["why_unknown"]  # unknown, never 0

@@ -166,7 +166,7 @@ def test_index_rebuilds_missing_rows_lists_damaged_runs_and_drops_deleted(tmp_pa
     listed = json.loads(tpu_perf_cli("ls", "--json", "--store", str(store), check=True).stdout)
     by_id = {r["id"]: r for r in listed}
     assert set(by_id) == {good, torn, "broken"}
-    assert by_id[good]["status"] == "completed" and by_id[good]["median_s"] == pytest.approx(0.01)
+    assert by_id[good]["status"] == "completed" and by_id[good]["step_s"] == pytest.approx(0.01)
     assert by_id[torn]["status"] == "damaged" and "steps.parquet" in by_id[torn]["damage"]
     assert by_id["broken"]["status"] == "damaged" and "manifest" in by_id["broken"]["damage"]
     assert (store / good / ROW_FILE).exists()  # the rebuilt row is kept; damaged ones are built again next time

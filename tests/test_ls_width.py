@@ -9,8 +9,8 @@ from tpu_perf.cli import render_ls
 
 def test_ls_fits_80_columns_without_cutting() -> None:
     rows = [
-        {"id": "20261202-041448-81d618", "name": "lm-untuned-baseline-v6e", "status": "completed", "started_at": 1796184888.0, "steps": 120, "median_s": 0.6045, "processes": 1},
-        {"id": "20261202-041520-fcd40d", "name": "lm-tuned", "status": "interrupted", "started_at": None, "steps": None, "median_s": None, "processes": 4},
+        {"id": "20261202-041448-81d618", "name": "lm-untuned-baseline-v6e", "status": "completed", "started_at": 1796184888.0, "steps": 120, "step_s": 0.6045, "processes": 1},
+        {"id": "20261202-041520-fcd40d", "name": "lm-tuned", "status": "interrupted", "started_at": None, "steps": None, "step_s": None, "processes": 4},
     ]
     console = Console(width=80, record=True, color_system=None)
     console.print(render_ls(rows, "/tmp/some/store/of/runs", width=80))

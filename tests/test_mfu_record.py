@@ -49,7 +49,7 @@ def test_model_mfu_from_stored_hf_config_per_device_and_per_chip(runs: dict) -> 
     assert doc["mfu_basis"] == "model_flops" and d["convention"] == DEFAULT_CONVENTION
     fpt = CONVENTIONS[DEFAULT_CONVENTION].fn(Architecture.from_dict(stored)).flops_per_token
     assert d["flops_per_token"] == pytest.approx(fpt)
-    tokens_per_s = TOKENS / doc["steps"]["median_s"]
+    tokens_per_s = TOKENS / doc["steps"]["step_s"]
     assert d["tokens_per_s"] == pytest.approx(tokens_per_s)
     # one CPU device recorded as an Ironwood device: 2 devices per chip, half a chip, half the chip's peak per device
     assert d["devices"] == 1 and d["devices_per_chip"] == 2 and d["chips"] == 0.5

@@ -26,7 +26,7 @@ def test_cost_divides_by_chips_not_devices(ironwood: dict) -> None:
     doc = ironwood
     assert (doc["flops"]["devices"], doc["flops"]["devices_per_chip"]) == (2, 2)  # 2 devices = 1 Ironwood chip
     assert compare.devices(doc) == 2 and compare.chips(doc) == 1
-    tokens_per_s = TOKENS / doc["steps"]["median_s"]
+    tokens_per_s = TOKENS / doc["steps"]["step_s"]
     assert doc["steps"]["tokens_per_s"] == pytest.approx(tokens_per_s)
     # by hand: $4 per chip-hour x 1 chip x the hours 1M tokens take
     assert compare.cost_per_million_tokens(doc, PRICE) == pytest.approx(4.0 * 1 * (1e6 / tokens_per_s) / 3600, rel=1e-12)

@@ -66,7 +66,7 @@ def test_record_ls_report_advise_check_dashboard_on_an_s3_store(s3_env: dict[str
     assert advice["run"]["id"] == listed[0]["id"] and advice["findings"]
     checked = tpu_perf_cli("check", "--json", "--store", store, "--baseline", "s3-run", "--candidate", "s3-run", env=s3_env)
     step = next(c for c in json.loads(checked.stdout)["checks"] if c["metric"] == "step_time")
-    assert step["baseline"] == [pytest.approx(doc["steps"]["median_s"])] and step["method"] == "batch means"  # read; one run a side: an interval over its steps
+    assert step["baseline"] == [pytest.approx(doc["steps"]["step_s"])] and step["method"] == "batch means"  # read; one run a side: an interval over its steps
     assert checked.returncode == 0 and step["verdict"] == "PASS" and step["ratio"] == 1.0  # a run against itself
     page = (  # the dashboard's run page, in a process of its own (no other test's Streamlit state)
         "from streamlit.testing.v1 import AppTest\n"

@@ -290,7 +290,7 @@ def report(
 
 @app.command("ls")
 def ls(store: StoreOption = layout.DEFAULT_STORE, as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False) -> None:
-    """List the runs in a store: id, name, status, start, steps, median step time (a multi-process
+    """List the runs in a store: id, name, status, start, steps, step time (a multi-process
     job is one run; its steps are process 0's). Read from the store's runs index (`.index/`), which
     is rebuilt here for runs that have no row; a damaged run is listed as `damaged`, with why."""
     from tpu_perf.store.writable import check_readable_store
@@ -310,13 +310,13 @@ def ls(store: StoreOption = layout.DEFAULT_STORE, as_json: Annotated[bool, typer
 
 def ls_rows(store: str) -> list[dict[str, Any]]:
     """One row per run of `store` for `ls`, from the runs index: id, name, status, start, steps,
-    median step time, processes, url, tags, and why a damaged run is damaged (`damage`)."""
+    step time (`steps.step_s`), processes, url, tags, and why a damaged run is damaged (`damage`)."""
     from tpu_perf.analyzers.index_row import load_index
     from tpu_perf.store.fs import filesystem, join, to_url
 
     fs, base = filesystem(store)
     return [
-        {"id": row["id"], "name": row["name"], "status": row["status"], "started_at": row["started_at"], "steps": row.get("steps"), "median_s": row.get("step_s"), "processes": row.get("processes") or 1, "url": to_url(fs, join(base, row["id"])), "tags": row.get("tags") or {}, "damage": row.get("error")}
+        {"id": row["id"], "name": row["name"], "status": row["status"], "started_at": row["started_at"], "steps": row.get("steps"), "step_s": row.get("step_s"), "processes": row.get("processes") or 1, "url": to_url(fs, join(base, row["id"])), "tags": row.get("tags") or {}, "damage": row.get("error")}
         for row in load_index(store)
     ]
 
@@ -338,7 +338,7 @@ def render_ls(rows: list[dict[str, Any]], store: str, width: int | None = None) 
 
     narrow = (width or out.width) < LS_FULL_WIDTH
     table = Table(title=Text(f"runs in {store}"), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-    for col in ("id", "name", "status", "started", "steps", "median step"):
+    for col in ("id", "name", "status", "started", "steps", "step time"):
         whole = col in ("id", "status", "started")
         table.add_column(col, no_wrap=whole, overflow="fold", min_width=max(len(r[col]) for r in rows) if col in ("id", "status") and rows else None)  # ids are copied whole
     for r in rows:
@@ -349,7 +349,7 @@ def render_ls(rows: list[dict[str, Any]], store: str, width: int | None = None) 
         started = fmt.timestamp(r["started_at"])
         if narrow and r["started_at"] is not None:
             started = started[5:16]  # "12-02 04:14" of "2026-12-02 04:14:48"
-        table.add_row(Text(r["id"]), Text(name), Text(r["status"], style=STATUS_STYLE.get(r["status"], "red")), started, steps, fmt.seconds(r["median_s"]))
+        table.add_row(Text(r["id"]), Text(name), Text(r["status"], style=STATUS_STYLE.get(r["status"], "red")), started, steps, fmt.seconds(r["step_s"]))
     return table
 
 

@@ -38,7 +38,7 @@ parser.add_argument("--scan", action="store_true")
 parser.add_argument("--remat", action="store_true")
 parser.add_argument("--pin", action="store_true")
 parser.add_argument("--sync-every", type=int, default=0, help="read the loss every N steps (0: never), as loops that log do")
-parser.add_argument("--donate", action="store_true", help="donate the weights to the update, as optimizers' steps do")
+parser.add_argument("--donate", action="store_true", help="donate the train state (a step count, the weights) to the update, as optimizers' steps do")
 args = parser.parse_args()
 pin = args.pin and len(os.sched_getaffinity(0)) >= 2
 if pin:  # threads inherit the mask of the thread that creates them: XLA's pools start on core 1
@@ -120,9 +120,17 @@ def update_fn(ws, x):
     return ws - 1e-3 * grads, loss
 
 
-update = jax.jit(update_fn, donate_argnums=(0,) if args.donate else ())
+def train_step(state, x):
+    """The update on a train state whose first leaf is a scalar step count (optax's, jax_transformer's)."""
+    count, ws = state
+    ws, loss = update_fn(ws, x)
+    return (count + 1, ws), loss
+
+
+update = jax.jit(train_step, donate_argnums=(0,) if args.donate else ())
 probe = jax.jit(update_fn)  # the same program, for the device-only measurement
 ws = jax.random.normal(jax.random.PRNGKey(0), (args.layers, args.width, args.width)) * 0.03
+count = jnp.zeros((), jnp.int32)
 x0 = raw()
 
 
@@ -147,7 +155,7 @@ for i in range(args.steps):
     if i == 2:
         steady_from = t
     x = next(source) if source is not None else batch() if args.host != "none" else x0
-    ws, loss = update(ws, x)
+    (count, ws), loss = update((count, ws), x)
     if args.sync_every and i % args.sync_every == 0:
         print(f"step {i} loss {float(loss):.4f}")
     iterations.append(time.perf_counter() - t)

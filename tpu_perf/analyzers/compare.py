@@ -138,7 +138,7 @@ def _compile_missing(doc: Mapping[str, Any]) -> str:
 
 
 KPIS: tuple[Kpi, ...] = (
-    Kpi(label="Step time", value=lambda d: dig(d, "steps.step_s"), unit="seconds", lower_is_better=True, help="steps.step_s: steady-state median of the wall-clock iteration (warm-up, compiled and traced steps excluded); the mean where the loop runs ahead of the device", why_missing=_steps_missing),
+    Kpi(label="Step time", value=lambda d: dig(d, "steps.step_s"), unit="seconds", lower_is_better=True, help="steps.step_s: steady-state median of the wall-clock iteration (warm-up, compiled and traced steps excluded); where the loop runs ahead of the device, its pace (or the mean iteration): steps.step_basis", why_missing=_steps_missing),
     Kpi(label="All-in step time", value=lambda d: dig(d, "steps.all_in_s"), unit="seconds", lower_is_better=True, help="steps.all_in_s: wall time per step over every step after the first (recompiles, evals and trace windows included)", why_missing=_all_in_missing),
     Kpi(label="p10 step time", value=lambda d: dig(d, "steps.p10_s"), unit="seconds", lower_is_better=True, help="steps.p10_s: 10th percentile of the steady iterations", why_missing=_steps_missing),
     Kpi(label="p90 step time", value=lambda d: dig(d, "steps.p90_s"), unit="seconds", lower_is_better=True, help="steps.p90_s: 90th percentile of the steady iterations (stragglers, host stalls)", why_missing=_steps_missing),

@@ -45,7 +45,7 @@ class FlopsStats:
     """devices / devices per chip (an Ironwood chip is 2 devices)."""
     devices_per_chip: int
     achieved_tflops: float | None
-    """All devices together, at the steady-state median step time."""
+    """All devices together, at the step time (`StepStats.step_s`)."""
     achieved_tflops_per_device: float | None
     achieved_tflops_per_chip: float | None
     chip: str | None

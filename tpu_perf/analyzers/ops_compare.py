@@ -74,7 +74,7 @@ def has_steps(doc: Mapping[str, Any]) -> bool:
 
 
 def ops_side_by_side(docs: Mapping[str, Mapping[str, Any]], baseline: str, *, same_program: bool = False, whole_trace: bool = False, limit: int = 15) -> pd.DataFrame:
-    """Per run: time per step per device (`LABEL`, seconds), its share of the median step
+    """Per run: time per step per device (`LABEL`, seconds), its share of the step time (`steps.step_s`)
     (`LABEL % of step`), and the change against the baseline (`Δ LABEL`); `ops` lists the names
     (and by name, `what` each op is and its `bound`).
 

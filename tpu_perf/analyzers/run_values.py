@@ -58,7 +58,8 @@ class RunValues:
     excluded: tuple[Exclusion, ...] = ()
     excluded_share: float | None = None
     steady_samples_s: tuple[float, ...] = ()
-    """The steady steps' iterations in order: a single run's interval (batch means); not saved."""
+    """The steady steps' iterations in order (where the loop runs ahead of the device, its per-step
+    pace: `steps.pace_samples`): a single run's interval (batch means); not saved."""
     all_in_samples_s: tuple[float, ...] = ()
     """The iterations of every step after the first, in order (the all-in time's steps); not saved."""
     flops_per_step: float | None = None
@@ -71,14 +72,10 @@ class RunValues:
     """Which code ran, where and how: git sha (and dirty), command, host, tpu-perf version (`provenance`)."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """The run's tags (`record --tag`): `check --pair-by tag:KEY` matches runs by one of them."""
-    runs_ahead: bool = False
-    """The loop runs ahead of the device (`StepStats.runs_ahead`): its iterations are dispatches and syncs, not steps."""
 
     @property
     def all_in_reason(self) -> str | None:
         """Why this run's comparisons must use the all-in time (`all_in.needs_all_in`); None: the steady median will do."""
-        if self.runs_ahead:
-            return "the loop runs ahead of the device: its iterations are dispatches and syncs paying for queued steps, not steps"
         return needs_all_in(self.steady_steps, self.excluded_share)
 
     def to_dict(self) -> dict[str, Any]:
@@ -89,7 +86,7 @@ class RunValues:
             "steady_steps": self.steady_steps, "fingerprint": dict(self.fingerprint), "aot": [dict(a) for a in self.aot],
             "all_in_s": self.all_in_s, "excluded": [vars(e) for e in self.excluded], "excluded_share": self.excluded_share,
             "flops_per_step": self.flops_per_step, "hlo_hash": self.hlo_hash, "tags": dict(self.tags),
-            "provenance": dict(self.provenance), "error": self.error, "runs_ahead": self.runs_ahead,
+            "provenance": dict(self.provenance), "error": self.error
         }
 
     @classmethod
@@ -112,7 +109,6 @@ class RunValues:
             flops_per_step=num("flops_per_step"), hlo_hash=None if data.get("hlo_hash") is None else str(data["hlo_hash"]),
             tags={str(k): str(v) for k, v in dict(data.get("tags") or {}).items()},
             provenance=dict(data.get("provenance") or {}), error=None if data.get("error") is None else str(data["error"]),
-            runs_ahead=bool(data.get("runs_ahead")),
         )
 
 
@@ -141,7 +137,6 @@ def run_values(run: Run, report: Report | None = None) -> RunValues:
         flops_per_step=report.flops.per_step, hlo_hash=step_hlo_hash(run),
         tags={str(k): str(v) for k, v in run.tags.items()}, provenance=provenance(run),
         error=(run.manifest.get("error") or {}).get("message"),
-        runs_ahead=steps.runs_ahead,
         **step_samples(run, steps.warmup),
     )
 
@@ -158,15 +153,18 @@ def provenance(run: Run) -> dict[str, Any]:
 
 
 def step_samples(run: Run, warmup: int) -> dict[str, tuple[float, ...]]:
-    """The steady iterations and the iterations after the first step, in order (a single run's interval)."""
+    """The steady iterations (where the loop runs ahead of the device, its per-step pace) and the
+    iterations after the first step, in order (a single run's interval)."""
     from tpu_perf.analyzers.all_in import after_first
-    from tpu_perf.analyzers.steps import run_steps, steady_mask
+    from tpu_perf.analyzers.steps import pace_samples, run_steps, steady_mask, step_time
 
     steps = run_steps(run)
     if steps.empty:
         return {"steady_samples_s": (), "all_in_samples_s": ()}
     durations = steps["duration_s"].to_numpy(dtype=float)
-    steady = durations[steady_mask(steps, warmup).to_numpy()]
+    mask = steady_mask(steps, warmup).to_numpy()
+    basis = step_time(steps, mask).basis
+    steady = pace_samples(steps, mask) if basis == "device pace" else durations[mask]  # a loop that runs ahead: its device's pace
     return {"steady_samples_s": tuple(float(d) for d in steady if d == d), "all_in_samples_s": tuple(float(d) for d in durations[after_first(steps)] if d == d)}
 
 

@@ -220,7 +220,7 @@ RUN_AHEAD_WAITED = 0.5
 """Share of the long iterations' time spent blocked on the device (where the collector times the
 waits) for them to be syncs paying for queued steps, not host stalls (a checkpoint every N steps)."""
 PACE_MIN_STEPS = 3
-"""Steady steps between ready stamps the device pace must span; fewer, and it spans every stamped step after warm-up."""
+"""Steady steps the device pace must stand on."""
 
 
 @dataclass(frozen=True)
@@ -238,27 +238,30 @@ class StepTime:
         return self.basis != "median iteration"
 
 
-def device_pace(steps: pd.DataFrame, mask: np.ndarray, warmup: int) -> tuple[float, int] | None:
-    """Seconds per step at which the device finished steps, and over how many: between steps whose
-    outputs were seen ready (the JAX collector's stamps), the time between the stamps over the steps
-    finished in between. Spans holding a non-steady step (tpu-perf's trace window, an eval, the
-    tail) are left out while PACE_MIN_STEPS steps are left."""
+def pace_samples(steps: pd.DataFrame, mask: np.ndarray) -> np.ndarray:
+    """Seconds per step at which the device finished steps, one value per step, in order: between
+    steps whose outputs were seen ready (the JAX collector's stamps), the time between the stamps
+    over the steps finished in between, for spans of steady steps only (not tpu-perf's trace window,
+    an eval, warm-up or the tail). Their mean is the device's pace; `check` takes them as the
+    samples of a loop that runs ahead."""
     if "ready_time_s" not in steps:
-        return None
+        return np.empty(0)
     ready = pd.to_numeric(steps["ready_time_s"], errors="coerce").to_numpy(dtype=float)
     stamped = np.flatnonzero(~np.isnan(ready))
-    stamped = stamped[stamped >= max(warmup, 1) - 1]
-    if stamped.size < 2:
-        return None
-    spans = list(zip(stamped[:-1], stamped[1:], strict=True))
-    clean = [(i, j) for i, j in spans if mask[i + 1:j + 1].all()]
-    use = clean if sum(j - i for i, j in clean) >= PACE_MIN_STEPS else spans
-    count = int(sum(j - i for i, j in use))
-    seconds = float(sum(ready[j] - ready[i] for i, j in use))
-    return (seconds / count, count) if count and seconds > 0 else None
+    # a span holds the steps finished after step i up to step j; a hiccup in step i's iteration (an
+    # eval, tpu-perf's trace stop) delays the next step's end, so step i must be steady too
+    spans = [(i, j) for i, j in zip(stamped[:-1], stamped[1:], strict=True) if mask[i:j + 1].all()]
+    return np.concatenate([np.full(j - i, (ready[j] - ready[i]) / (j - i)) for i, j in spans]) if spans else np.empty(0)
 
 
-def step_time(steps: pd.DataFrame, mask: np.ndarray, warmup: int) -> StepTime:
+def device_pace(steps: pd.DataFrame, mask: np.ndarray) -> tuple[float, int] | None:
+    """The device's seconds per step (`pace_samples`' mean) and how many steps it stands on; None
+    under PACE_MIN_STEPS steps."""
+    samples = pace_samples(steps, mask)
+    return (float(samples.mean()), int(samples.size)) if samples.size >= PACE_MIN_STEPS and samples.sum() > 0 else None
+
+
+def step_time(steps: pd.DataFrame, mask: np.ndarray) -> StepTime:
     """The median steady iteration, unless the loop runs ahead of the device: then the device's pace
     where ready stamps give it, else the mean iteration (the wall time per step)."""
     durations = steps["duration_s"].to_numpy(dtype=float)
@@ -266,7 +269,7 @@ def step_time(steps: pd.DataFrame, mask: np.ndarray, warmup: int) -> StepTime:
     if not timed.any():
         return StepTime(None, "median iteration", 0)
     median = float(np.median(durations[timed]))
-    pace = device_pace(steps, mask, warmup)
+    pace = device_pace(steps, mask)
     if pace is not None:
         if pace[0] > RUN_AHEAD_PACE_OVER_MEDIAN * median:
             return StepTime(pace[0], "device pace", pace[1])
@@ -296,7 +299,7 @@ def analyze_steps(run: Run, *, warmup_steps: int | None = None) -> StepStats:
     mask = steady_mask(steps, warmup).to_numpy()
     all_durations = steps["duration_s"].to_numpy(dtype=float)
     durations = all_durations[mask & ~np.isnan(all_durations)]
-    step = step_time(steps, mask, warmup)
+    step = step_time(steps, mask)
     ahead = step.runs_ahead
     device_median, host_median, device_seen = (None, None, 0) if ahead else _device_view(steps, mask)
     after = steps.iloc[warmup:]

@@ -54,6 +54,9 @@ class FunctionState:
     spans: list[Span] = field(default_factory=list)
     pending: Call | None = None
     out_ids: frozenset[int] = frozenset()
+    donated_outputs: set[int] = field(default_factory=set)
+    """Positions of outputs seen donated to a later call before they were ready (the train state):
+    the watcher watches another output, which stays alive until it is stamped."""
     abstract_args: tuple[tuple[Any, ...], dict[str, Any]] | None = None
     fun: Any = None
     """The Python function given to `jax.jit`, and the keywords it was given (`record --topology` re-jits it)."""
@@ -205,9 +208,11 @@ class JitTracker:
         if timed:
             state.out_ids = frozenset(map(id, out_leaves))
             # one output tells when the call finished (they share one completion event): the smallest,
-            # so that watching it keeps little memory alive, and the least likely to be donated
-            watched = [min(out_leaves, key=lambda x: getattr(x, "nbytes", 0))] if out_leaves else []
-            call = Call(state, start, traced, state.out_ids, watched)
+            # so that watching it keeps little memory alive, of those not seen donated to a later call
+            # (a donated one is deleted before it is seen ready, and the call is then stamped late)
+            kept = [i for i in range(len(out_leaves)) if i not in state.donated_outputs] or range(len(out_leaves))
+            position = min(kept, key=lambda i: getattr(out_leaves[i], "nbytes", 0)) if out_leaves else -1
+            call = Call(state, start, traced, state.out_ids, [out_leaves[position]] if out_leaves else [], position=position)
             if state is step_fn:
                 call.interleaved, self._interleaved = self._interleaved, False
                 call.instrumented = stopped_at is not None
@@ -283,6 +288,7 @@ class JitTracker:
         """From the watcher, in dispatch order: a call whose outputs are ready (or were donated unseen)."""
         state = call.state
         if call.lost:
+            state.donated_outputs.add(call.position)
             self._lost.setdefault(id(state), []).append(call)
             return
         with self._lock:

@@ -34,7 +34,9 @@ class Call:
     traced: bool
     ids: frozenset[int]
     leaves: list[Any]
-    """One output (the smallest) watched for readiness, kept only until the call is stamped."""
+    """One output (the smallest not seen donated) watched for readiness, kept only until the call is stamped."""
+    position: int = -1
+    """The watched output's position among the call's output leaves."""
     end: float | None = None
     exact: bool = True
     """False when `end` is only when tpu-perf looked, not when the outputs became ready."""

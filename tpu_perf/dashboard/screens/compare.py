@@ -178,7 +178,7 @@ def ops_table_view(ops: pd.DataFrame, labels: list[str], per: str = "step") -> t
             what = "time per step on one device (the trace window's total / steps / devices)" if per == "step" else "time on one device over the whole trace (total / devices)"
             config[label] = st.column_config.TextColumn(f"{label} ({unit})", help=f"{what}; n/a: the run has no such op, or no steps")
             formats[f"{label} % of step"] = tables.share
-            config[f"{label} % of step"] = st.column_config.TextColumn(help="of the run's median step time; n/a without a step time, or where the row's ops nest inside each other (CPU ops of a PyTorch trace) and add up to more than the step")
+            config[f"{label} % of step"] = st.column_config.TextColumn(help="of the run's step time; n/a without a step time, or where the row's ops nest inside each other (CPU ops of a PyTorch trace) and add up to more than the step")
     for column in shown.columns:
         if str(column).startswith("Δ"):
             formats[column] = tables.change
