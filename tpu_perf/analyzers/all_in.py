@@ -54,7 +54,7 @@ class Exclusion:
 class AllIn:
     all_in_s: float | None
     """Wall time per step over every whole step after the first (the unended last iteration is not
-    a step); None with fewer than 2 steps."""
+    a step, unless the loop runs ahead); None with fewer than 2 steps."""
     all_in_steps: int
     """Steps it is over (count - 1, less an unended tail; 0 when unknown)."""
     exclusions: tuple[Exclusion, ...]
@@ -63,17 +63,20 @@ class AllIn:
     """Share of the time of the steps after the first that the steady sample leaves out."""
 
 
-def after_first(steps: pd.DataFrame) -> np.ndarray:
+def after_first(steps: pd.DataFrame, *, runs_ahead: bool = False) -> np.ndarray:
     """The steps the all-in time is over: every whole step after the first (the last iteration,
-    which no next step ended, is not a whole step). One definition for the report and `check`."""
-    mask = ~_column(steps, "tail")
+    which no next step ended, is not a whole step, unless the loop runs ahead of the device: its
+    last iteration ends when the queued steps' outputs were ready, and holds their time). One
+    definition for the report and `check`."""
+    mask = ~_column(steps, "tail") if not runs_ahead else np.ones(len(steps), dtype=bool)
     if len(mask):
         mask[0] = False
     return mask
 
 
-def all_in(steps: pd.DataFrame, steady: np.ndarray, warmup: int) -> AllIn:
-    """All-in time and exclusions of `steps` (in order), given the steady mask and the warm-up count."""
+def all_in(steps: pd.DataFrame, steady: np.ndarray, warmup: int, *, runs_ahead: bool = False) -> AllIn:
+    """All-in time and exclusions of `steps` (in order), given the steady mask, the warm-up count
+    and whether the loop runs ahead of the device (`steps.step_time`)."""
     if steps.empty:
         return AllIn(all_in_s=None, all_in_steps=0, exclusions=(), excluded_share=None)
     durations = np.nan_to_num(steps["duration_s"].to_numpy(dtype=float), nan=0.0)
@@ -93,7 +96,7 @@ def all_in(steps: pd.DataFrame, steady: np.ndarray, warmup: int) -> AllIn:
         taken |= mine
         if mine.any():
             exclusions.append(Exclusion(reason=key, label=label, steps=int(mine.sum()), time_s=float(durations[mine].sum())))
-    whole = after_first(steps)
+    whole = after_first(steps, runs_ahead=runs_ahead)
     after = durations[whole]
     total = float(after.sum())
     value = total / after.size if after.size and total > 0 else None

@@ -163,9 +163,9 @@ def step_samples(run: Run, warmup: int) -> dict[str, tuple[float, ...]]:
         return {"steady_samples_s": (), "all_in_samples_s": ()}
     durations = steps["duration_s"].to_numpy(dtype=float)
     mask = steady_mask(steps, warmup).to_numpy()
-    basis = step_time(steps, mask).basis
-    steady = pace_samples(steps, mask) if basis == "device pace" else durations[mask]  # a loop that runs ahead: its device's pace
-    return {"steady_samples_s": tuple(float(d) for d in steady if d == d), "all_in_samples_s": tuple(float(d) for d in durations[after_first(steps)] if d == d)}
+    step = step_time(steps, mask)
+    steady = pace_samples(steps, mask) if step.basis == "device pace" else durations[mask]  # a loop that runs ahead: its device's pace
+    return {"steady_samples_s": tuple(float(d) for d in steady if d == d), "all_in_samples_s": tuple(float(d) for d in durations[after_first(steps, runs_ahead=step.runs_ahead)] if d == d)}
 
 
 AOT_FIELDS: tuple[str, ...] = ("topology", "chip", "chips", "flops_per_step", "peak_hbm_bytes", "optimal_step_s")

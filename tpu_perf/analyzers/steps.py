@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from tpu_perf.analyzers.all_in import Exclusion, all_in
+from tpu_perf.analyzers.all_in import AllIn, Exclusion, all_in
 from tpu_perf.store import Run
 from tpu_perf.store.layout import source_rank
 
@@ -314,7 +314,7 @@ def analyze_steps(run: Run, *, warmup_steps: int | None = None) -> StepStats:
         return float(fn(durations)) if durations.size else None  # type: ignore[operator]
 
     median = stat(np.median)
-    whole = all_in(steps, mask, warmup)
+    whole = all_in(steps, mask, warmup, runs_ahead=ahead)
     return StepStats(
         count=len(steps),
         warmup=warmup,
@@ -341,7 +341,7 @@ def analyze_steps(run: Run, *, warmup_steps: int | None = None) -> StepStats:
         all_in_s=whole.all_in_s,
         all_in_steps=whole.all_in_steps,
         excluded=whole.exclusions,
-        excluded_share=whole.excluded_share,
+        excluded_share=_paced_excluded_share(step, whole) if step.basis == "device pace" else whole.excluded_share,
         call_median_s=_column_median(steps, mask, "call_s"),
         loop_median_s=loop_median,
         call_loop_steps=_known(steps, mask, "call_s", "loop_s"),
@@ -350,6 +350,15 @@ def analyze_steps(run: Run, *, warmup_steps: int | None = None) -> StepStats:
         step_basis=step.basis,
         step_basis_steps=step.steps,
     )
+
+
+def _paced_excluded_share(step: StepTime, whole: AllIn) -> float | None:
+    """Where the step time is the device's pace, the share of the wall time after the first step
+    that its spans leave out (a loop that runs ahead pays for its steps in a few long iterations,
+    so the left-out iterations' own share says nothing of what the pace covers)."""
+    if not whole.all_in_s or step.value is None:
+        return whole.excluded_share
+    return max(0.0, 1.0 - step.value * step.steps / (whole.all_in_s * whole.all_in_steps))
 
 
 _AHEAD_DEVICE = ("the loop runs ahead of the device: an iteration returns at dispatch or waits for steps queued "

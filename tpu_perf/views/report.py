@@ -88,6 +88,8 @@ def _all_in(s: dict[str, Any]) -> str:
     share = "" if s.get("excluded_share") is None else f", {s['excluded_share']:.0%} of the time after the first step"
     why = needs_all_in(int(s["steady"]), s.get("excluded_share"))
     warn = f"; comparisons use the all-in time: {why}" if why else ""
+    if s.get("step_basis") == "device pace":  # the steady sample is the pace over spans of steady steps, not iterations
+        return f"{fmt.seconds(s['all_in_s'])} per step over the {s['all_in_steps']} steps after the first; the device pace leaves out {left_out}{share}{warn}"
     return f"{fmt.seconds(s['all_in_s'])} per step over the {s['all_in_steps']} steps after the first; the steady median leaves out {left_out}{share}{warn}"
 
 
