@@ -20,6 +20,7 @@ from tpu_perf.analyzers.breakdown import analyze_breakdown
 from tpu_perf.analyzers.hlo import HloModule, parse_hlo
 from tpu_perf.analyzers.loops import loop_flops
 from tpu_perf.analyzers.op_classes import hlo_op_classes
+from tpu_perf.analyzers.run_values import run_values
 from tpu_perf.analyzers.steps import step_time
 from tpu_perf.traces.kineto import read_kineto
 from tpu_perf.traces.tables import classify_op
@@ -227,19 +228,23 @@ def test_a_device_bound_loop_is_not_shown_as_host_time(device_bound) -> None:
 def test_a_loop_that_runs_ahead_has_the_devices_step_time(device_bound, tmp_path: Path) -> None:
     """Iterations return at dispatch (the host queues steps ahead): the median iteration is a
     dispatch time, and a step time, steps/s or MFU on it would be many times too fast. The step time
-    is the device's pace from its ready stamps: against the step's device-only time (the script's
-    own, back to back) in a traced run, and against the script's own wall time per step (its loop
-    and the final wait, over the steps after the first two) in an untraced run that reads the loss
-    every 5 steps and donates the weights (examples/jax_transformer.py)."""
+    is the device's pace from its ready stamps, between the step's device-only time (the script's
+    own, back to back) and the script's own wall time per step (its loop and the final wait, over
+    the steps after the first two); in an untraced run that reads the loss every 5 steps and donates
+    a (count, weights) state (examples/jax_transformer.py), within 30 % of that wall time."""
     logging = _record(tmp_path, "--host", "none", "--scan", "--width", "512", "--steps", "24", "--sync-every", "5", "--donate", record_args=("--no-trace",))
-    for (_, doc, truth), wall in ((device_bound, "device_only_s"), (logging, "wall_per_step_s")):
+    for run, doc, truth in (device_bound, logging):
         s = doc["steps"]
+        assert np.mean(run_values(run).steady_samples_s) == pytest.approx(s["step_s"])  # check's samples: the per-step pace
         assert s["runs_ahead"] and s["step_basis"] == "device pace" and s["median_s"] < 0.5 * s["step_s"], s
-        # traced steps run slower under the profiler: the traced run's truth is the step run alone
-        assert s["step_s"] == pytest.approx(truth[wall], rel=0.3), (s["step_s"], truth)
+        # never faster than the program run back to back, never slower than the loop's own wall time per step
+        assert 0.7 * truth["device_only_s"] <= s["step_s"] <= 1.3 * truth["wall_per_step_s"], (s["step_s"], truth)
         assert s["steps_per_s"] == pytest.approx(1 / s["step_s"])
         assert doc["flops"]["achieved_tflops"] == pytest.approx(doc["flops"]["per_step"] / s["step_s"] / 1e12)
         assert s["device_median_s"] is None and "runs ahead" in s["device_reason"] and "runs ahead" in s["note"]
+    # untraced, the pace is the loop's wall time per step (traced, the trace's start, stop and export
+    # are in the loop's time, and on XLA:CPU the export shares the cores with the steps after it)
+    assert logging[1]["steps"]["step_s"] == pytest.approx(logging[2]["wall_per_step_s"], rel=0.3)
     # the all-in time holds the last iteration, which waits for the queued steps
     assert logging[1]["steps"]["all_in_s"] == pytest.approx(logging[2]["wall_per_step_s"], rel=0.3)
     # the weights are donated to the next step before their step is seen ready: the watcher learns
