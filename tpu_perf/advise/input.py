@@ -112,8 +112,8 @@ def loop_share(s: Signals) -> float | None:
 
 
 def step_wall_s(s: Signals) -> float | None:
-    """The steady iteration the loop's work is a share of: the step time (the mean where the loop
-    runs ahead of the device: most iterations return at dispatch, the syncs pay for the queued steps)."""
+    """The steady iteration the loop's work is a share of: the step time (where the loop runs ahead
+    of the device, most iterations return at dispatch: its pace or its mean iteration)."""
     return s.step_s if s.step_s is not None else s.iteration_median_s
 
 

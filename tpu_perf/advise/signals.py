@@ -49,8 +49,8 @@ class Signals:
     device_median_s: float | None
     host_median_s: float | None
     step_s: float | None = None
-    """The step time (`StepStats.step_s`): the median iteration, or the mean where the loop runs
-    ahead of the device (the wall time per step)."""
+    """The step time (`StepStats.step_s`): the median iteration, or where the loop runs ahead of the
+    device the wall time per step (its device pace, or the mean iteration)."""
     loop_median_s: float | None = None
     """The loop's own host time per step, outside jitted calls and device waits (JAX collector)."""
     call_median_s: float | None = None
@@ -163,7 +163,7 @@ class Signals:
 
 SOURCES: dict[str, tuple[str, str]] = {
     "iteration_median_s": ("steps", "steps.median_s (median over steady steps of duration_s, the wall-clock iteration)"),
-    "step_s": ("steps", "steps.step_s (the median iteration, or the mean where the loop runs ahead of the device: the wall time per step)"),
+    "step_s": ("steps", "steps.step_s (the median iteration, or where the loop runs ahead of the device its pace or mean iteration: the wall time per step)"),
     "device_median_s": ("steps", "steps.device_median_s (median over steady steps of device_s, dispatch to outputs ready)"),
     "host_median_s": ("steps", "steps.host_median_s (median over steady steps of duration_s - device_s)"),
     "loop_median_s": ("steps", "steps.loop_median_s (median over steady steps of loop_s: the iteration outside jitted calls and device waits)"),

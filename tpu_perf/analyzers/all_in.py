@@ -56,7 +56,7 @@ class AllIn:
     """Wall time per step over every whole step after the first (the unended last iteration is not
     a step, unless the loop runs ahead); None with fewer than 2 steps."""
     all_in_steps: int
-    """Steps it is over (count - 1, less an unended tail; 0 when unknown)."""
+    """Steps it is over (count - 1, less an unended tail unless the loop runs ahead; 0 when unknown)."""
     exclusions: tuple[Exclusion, ...]
     """Each non-empty reason a step was left out of the steady sample, in `REASONS` order."""
     excluded_share: float | None

@@ -86,7 +86,7 @@ class RunValues:
             "steady_steps": self.steady_steps, "fingerprint": dict(self.fingerprint), "aot": [dict(a) for a in self.aot],
             "all_in_s": self.all_in_s, "excluded": [vars(e) for e in self.excluded], "excluded_share": self.excluded_share,
             "flops_per_step": self.flops_per_step, "hlo_hash": self.hlo_hash, "tags": dict(self.tags),
-            "provenance": dict(self.provenance), "error": self.error
+            "provenance": dict(self.provenance), "error": self.error,
         }
 
     @classmethod

@@ -1,7 +1,9 @@
 """Step-time statistics: warm-up, steady state, throughput.
 
 A step's `duration_s` is the wall-clock iteration (consecutive steps tile the loop), so the median
-step, steps/s, tokens/s, achieved TFLOP/s and MFU are what the loop delivers. `device_s` is the
+step, steps/s, tokens/s, achieved TFLOP/s and MFU are what the loop delivers; unless the loop runs
+ahead of the device (most iterations return at dispatch): then the step time (`step_s`) is the
+device's pace from its ready stamps, or the mean iteration (`step_time`). `device_s` is the
 step's device view (dispatch to outputs ready) where the collector knows it; the gap between the
 two medians is host time per iteration: input work, syncs, logging.
 """
