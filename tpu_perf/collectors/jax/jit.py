@@ -57,9 +57,6 @@ class FunctionState:
     donated_outputs: set[int] = field(default_factory=set)
     """Positions of outputs seen donated to a later call before they were ready (the train state):
     the watcher watches another output, which stays alive until it is stamped."""
-    watched: tuple[int, int] | None = None
-    """(position, number of output leaves) of the output watched for readiness, chosen once: `nbytes`
-    is a Python property on jax arrays (about 13 us a call under cProfile); None: choose again."""
     abstract_args: tuple[tuple[Any, ...], dict[str, Any]] | None = None
     fun: Any = None
     """The Python function given to `jax.jit`, and the keywords it was given (`record --topology` re-jits it)."""
@@ -92,19 +89,6 @@ class _Group:
     end: float = 0.0
     calls: int = 0
     instrumented: bool = False
-
-
-def _watched(state: FunctionState, out_leaves: list[Any]) -> int:
-    """Position of the output to watch: the smallest not seen donated, kept while the outputs are as many."""
-    chosen = state.watched
-    if chosen is not None and chosen[1] == len(out_leaves):
-        return chosen[0]
-    if not out_leaves:
-        return -1
-    kept = [i for i in range(len(out_leaves)) if i not in state.donated_outputs] or range(len(out_leaves))
-    position = min(kept, key=lambda i: getattr(out_leaves[i], "nbytes", 0))
-    state.watched = (position, len(out_leaves))
-    return position
 
 
 class JitTracker:
@@ -226,7 +210,8 @@ class JitTracker:
             # one output tells when the call finished (they share one completion event): the smallest,
             # so that watching it keeps little memory alive, of those not seen donated to a later call
             # (a donated one is deleted before it is seen ready, and the call is then stamped late)
-            position = _watched(state, out_leaves)
+            kept = [i for i in range(len(out_leaves)) if i not in state.donated_outputs] or range(len(out_leaves))
+            position = min(kept, key=lambda i: getattr(out_leaves[i], "nbytes", 0)) if out_leaves else -1
             call = Call(state, start, traced, state.out_ids, [out_leaves[position]] if out_leaves else [], position=position)
             if state is step_fn:
                 call.interleaved, self._interleaved = self._interleaved, False
@@ -304,7 +289,6 @@ class JitTracker:
         state = call.state
         if call.lost:
             state.donated_outputs.add(call.position)
-            state.watched = None  # choose another output at the next call
             self._lost.setdefault(id(state), []).append(call)
             return
         with self._lock:
