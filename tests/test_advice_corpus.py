@@ -57,7 +57,8 @@ def test_real_framework_scripts_fire_no_false_alarm(corpus_runs, name) -> None:
     bound = _by_id(doc)["input-bound"]
     ev = {e["name"]: e["value"] for e in bound.get("evidence") or []}
     if "loop_median_s" in ev:  # JAX: the smaller of the device's idle share and the loop's own share
-        loop = ev["loop_median_s"] / ev.get("step_s", ev["iteration_median_s"])  # the step time where the loop runs ahead
+        own = ev.get("loop_low_s", ev["loop_median_s"])  # the least of few steady steps (advise/input.py own_loop_s)
+        loop = own / ev.get("step_s", ev["iteration_median_s"])  # the step time where the loop runs ahead
         share = min(loop, ev["trace_host_fraction"]) if "trace_host_fraction" in ev else loop
     else:  # PyTorch on a CPU: the input events named in the trace
         loop = share = ev.get("trace_input_fraction", 0.0)

@@ -53,7 +53,7 @@ def test_hlo_rules_on_a_healthy_program(mlp_hlo) -> None:
 def base(**changes) -> Signals:
     s = Signals(
         framework="jax", platform="cpu", run_chip=None, target=V6E, target_from="--target",
-        steps=40, traced_steps=3, iteration_median_s=0.1, device_median_s=0.095, host_median_s=0.005, after_warmup_wall_s=3.9, steps_after_warmup=39,
+        steps=40, traced_steps=3, iteration_median_s=0.1, device_median_s=0.095, host_median_s=0.005, after_warmup_wall_s=3.9, steps_after_warmup=39, loop_steps=32,
         compiles=10, compile_total_s=2.0, late_compiles=0, late_compile_s=0.0, late_functions={}, first_compiles_after_warmup={}, pmap_compiles=0, recompile_excess_s=0.0, distinct_compiled=8,
         compile_cache_events=0, compile_cache_env=None, step_program=True, jitted_functions=3,
         torch_graphs=None, graph_breaks=None, graph_break_reasons=[], torch_recompile_reasons=[],
@@ -122,6 +122,9 @@ def test_input_bound_counts_only_the_loops_own_work() -> None:
     dispatch = input_bound(replace(idle, loop_median_s=0.002, call_median_s=0.04))
     assert dispatch.outcome == "passed" and dispatch.reason.startswith("not the input pipeline") and "38%" in dispatch.reason
     assert dispatch.gain_factor is None
+    few = replace(idle, loop_median_s=0.05, loop_low_s=0.01, call_median_s=0.001, loop_steps=3)  # one stray iteration moves a median of 3
+    assert input_bound(few).outcome == "passed" and "10%" in input_bound(few).reason
+    assert input_bound(replace(few, loop_low_s=0.03)).outcome == "fired" and "the least of its 3 steady steps" in input_bound(replace(few, loop_low_s=0.03)).reason
 
 
 def test_input_bound_share_of_a_loop_that_runs_ahead_is_over_the_wall_time_per_step() -> None:

@@ -15,6 +15,7 @@ from tpu_perf.advise.finding import (
     passed,
 )
 from tpu_perf.advise.signals import Signals, src
+from tpu_perf.analyzers.all_in import MIN_STEADY_STEPS
 
 HOST_SYNC = Rule(
     id="host-sync", title="The loop fetches a device value to the host every step", family="input", severity="medium",
@@ -105,10 +106,17 @@ def host_sync(s: Signals) -> Finding:
 def loop_share(s: Signals) -> float | None:
     """Share of the iteration the loop spent on its own host work, outside jitted calls and device
     waits (the JAX collector times each call): what an input pipeline fix can take off the step."""
-    wall = step_wall_s(s)
-    if s.loop_median_s is None or not wall:
+    wall, own = step_wall_s(s), own_loop_s(s)
+    if own is None or not wall:
         return None
-    return min(1.0, s.loop_median_s / wall)
+    return min(1.0, own / wall)
+
+
+def own_loop_s(s: Signals) -> float | None:
+    """The loop's own host work per step: the median over the steady steps; over fewer than
+    MIN_STEADY_STEPS the least of them (a stray iteration, a sync or the trace's stop, moves a
+    median of 3; none shortens the least)."""
+    return s.loop_median_s if s.loop_steps >= MIN_STEADY_STEPS else s.loop_low_s
 
 
 def step_wall_s(s: Signals) -> float | None:
@@ -142,7 +150,9 @@ def input_bound(s: Signals) -> Finding:
     # (dispatch): only the first is the input pipeline's, and only it can an input fix take off the step
     inputs = idle if loop is None else min(idle, loop)
     if loop is not None:
-        evidence += [src("loop_median_s", s.loop_median_s), src("call_median_s", s.call_median_s), src("iteration_median_s", s.iteration_median_s)]
+        evidence += [src("loop_median_s", s.loop_median_s), src("call_median_s", s.call_median_s), src("iteration_median_s", s.iteration_median_s), src("loop_steps", s.loop_steps)]
+        if s.loop_steps < MIN_STEADY_STEPS:
+            evidence.append(src("loop_low_s", s.loop_low_s))
         if step_wall_s(s) != s.iteration_median_s:
             evidence.append(src("step_s", s.step_s))
     if inputs < T.INPUT_BOUND_SHARE:
@@ -153,6 +163,7 @@ def input_bound(s: Signals) -> Finding:
     fetch = s.fetches_per_step
     if fetch is not None and fetch > T.FETCHES_PER_STEP:
         evidence.append(src("fetches_per_step", fetch))
-    own = f" ({s.loop_median_s * 1e3:.3g} ms per step of the loop's own work outside the step call: input, augmentation, logging, a framework's per-step code)" if loop is not None else ""
+    few = f", the least of its {s.loop_steps} steady steps" if s.loop_steps < MIN_STEADY_STEPS else ""
+    own = f" ({own_loop_s(s) * 1e3:.3g} ms per step of the loop's own work outside the step call{few}: input, augmentation, logging, a framework's per-step code)" if loop is not None else ""
     gain = Gain(factor=1 / (1 - inputs), basis=f"the device waited {inputs:.0%} of the step for the host{own}; prepared ahead, or paid once per several steps, all of the wait goes", kind="upper_bound") if inputs < 1 else None
     return fired(INPUT_BOUND, f"the device waited for the loop's own host work {inputs:.0%} of the step{own}", evidence, gain)

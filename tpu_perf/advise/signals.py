@@ -53,6 +53,10 @@ class Signals:
     device the wall time per step (its device pace, or the mean iteration)."""
     loop_median_s: float | None = None
     """The loop's own host time per step, outside jitted calls and device waits (JAX collector)."""
+    loop_low_s: float | None = None
+    """The least of those per-step times (`StepStats.loop_low_s`)."""
+    loop_steps: int = 0
+    """Steady steps `loop_median_s`, `loop_low_s` and `call_median_s` stand on."""
     call_median_s: float | None = None
     """Host time per step inside calls of jitted functions: dispatch and framework overhead."""
     after_warmup_wall_s: float | None
@@ -168,6 +172,8 @@ SOURCES: dict[str, tuple[str, str]] = {
     "host_median_s": ("steps", "steps.host_median_s (median over steady steps of duration_s - device_s)"),
     "loop_median_s": ("steps", "steps.loop_median_s (median over steady steps of loop_s: the iteration outside jitted calls and device waits)"),
     "call_median_s": ("steps", "steps.call_median_s (median over steady steps of call_s: time inside jitted calls)"),
+    "loop_low_s": ("steps", "steps.loop_low_s (the least loop_s of the steady steps)"),
+    "loop_steps": ("steps", "steps.call_loop_steps (steady steps with call_s and loop_s known)"),
     "after_warmup_wall_s": ("steps", "steps.parquet: sum(duration_s[warmup:]), a traced or instrumented step as the ordinary median plus its recompile seconds (the profiler slowed it)"),
     "late_compiles": ("compiles", "compile.after_warmup (recompiles: the step function, or a function compiled before; analyzers/compiles.py)"),
     "late_compile_s": ("compiles", "compile.after_warmup_s"),
@@ -225,7 +231,7 @@ def build_signals(run: Run, report: Report | None = None, *, target: str | None 
         run_chip=own, target=target_chip, target_from=target_from,
         steps=st.count, traced_steps=st.traced or (traces.device_step_count if traces is not None else 0),
         iteration_median_s=st.median_s, device_median_s=st.device_median_s, host_median_s=st.host_median_s,
-        step_s=st.step_s, loop_median_s=st.loop_median_s, call_median_s=st.call_median_s,
+        step_s=st.step_s, loop_median_s=st.loop_median_s, call_median_s=st.call_median_s, loop_low_s=st.loop_low_s, loop_steps=st.call_loop_steps,
         after_warmup_wall_s=wall_after, steps_after_warmup=steps_after,
         compiles=comp.count if comp is not None else None, compile_total_s=comp.total_s if comp is not None else None,
         late_compiles=comp.after_warmup if comp is not None else None, late_compile_s=comp.after_warmup_s if comp is not None else None,

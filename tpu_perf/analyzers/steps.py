@@ -10,7 +10,9 @@ two medians is host time per iteration: input work, syncs, logging.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -66,6 +68,9 @@ class StepStats:
     loop_median_s: float | None = None
     """Median seconds per steady step of the loop's own host work: neither inside a jitted call nor
     blocked on the device (the input pipeline, augmentation, logging); None where not seen."""
+    loop_low_s: float | None = None
+    """The least `loop_s` of the steady steps: what a handful of them shows for sure (a stray
+    iteration, a sync or a pause, lengthens one; none shortens it)."""
     call_loop_steps: int = 0
     """Steady steps with `call_s` and `loop_s` known: the sample of `call_median_s` and `loop_median_s`."""
     runs_ahead: bool = False
@@ -157,15 +162,15 @@ def _device_view(steps: pd.DataFrame, mask: np.ndarray) -> tuple[float | None, f
     return float(np.median(device[known])), float(np.median(np.maximum(host, 0.0))), seen
 
 
-def _column_median(steps: pd.DataFrame, mask: np.ndarray, name: str) -> float | None:
-    """Median of a per-step column over the steady steps; None when under half of them have it."""
+def _column_median(steps: pd.DataFrame, mask: np.ndarray, name: str, stat: Callable[[np.ndarray], Any] = np.median) -> float | None:
+    """Median (or `stat`) of a per-step column over the steady steps; None when under half of them have it."""
     if name not in steps:
         return None
     values = pd.to_numeric(steps[name], errors="coerce").to_numpy(dtype=float)
     known = mask & ~np.isnan(values)
     if not known.any() or 2 * int(known.sum()) < int(mask.sum()):
         return None
-    return float(np.median(values[known]))
+    return float(stat(values[known]))
 
 
 def _known(steps: pd.DataFrame, mask: np.ndarray, *names: str) -> int:
@@ -346,6 +351,7 @@ def analyze_steps(run: Run, *, warmup_steps: int | None = None) -> StepStats:
         excluded_share=_paced_excluded_share(step, whole) if step.basis == "device pace" else whole.excluded_share,
         call_median_s=_column_median(steps, mask, "call_s"),
         loop_median_s=loop_median,
+        loop_low_s=_column_median(steps, mask, "loop_s", np.min),
         call_loop_steps=_known(steps, mask, "call_s", "loop_s"),
         runs_ahead=ahead,
         step_s=step.value,

@@ -302,12 +302,13 @@ class Recorder:
         for hook in self._boundary_hooks:
             hook(index)
 
-    def release_held_trace(self) -> None:
+    def release_held_trace(self, mark_current: Callable[[], None] | None = None) -> None:
         """After the script synced: stop a trace held open for traced device work that is now done
-        (a loop whose host ran ahead may dispatch no further step). The step under way holds the stop."""
+        (a loop whose host ran ahead may dispatch no further step). The step under way holds the stop:
+        `mark_current` flags it where a collector builds steps later from spans (the JAX tracker)."""
         trace = self.trace
         if trace is not None and self.trace_held and not self.traced_in_flight():
-            self.steps.mark_current_instrumented()
+            (mark_current or self.steps.mark_current_instrumented)()
             self._trace_call(trace, trace.stop, active=False)
 
     def yield_trace(self, reason: str) -> bool:

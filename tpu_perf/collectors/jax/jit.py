@@ -99,7 +99,7 @@ class JitTracker:
         self.jax = jax
         self.functions: list[FunctionState] = []
         self.step_fn: FunctionState | None = None
-        self.stamper = SyncStamper(recorder.now, recorder.waited, recorder.release_held_trace)
+        self.stamper = SyncStamper(recorder.now, recorder.waited, lambda: recorder.release_held_trace(self._instrument_current))
         self.stamper.on_fetch = self._fetched
         self._lock = threading.Lock()
         self._compiles = 0
@@ -178,7 +178,7 @@ class JitTracker:
                 if tracing and not (rec.trace_active or rec.trace_held):  # the trace stopped here: its cost is this step's, not the last traced one's
                     stopped_at = before
                 elif not tracing and rec.trace_active:  # it started here: its cost ends the previous step's iteration
-                    self._instrument_previous()
+                    self._instrument_current()
             self._step_index += 1
         elif step_fn is not None:
             if state.calls_in_steps < OCCASIONAL * step_fn.calls_in_steps:
@@ -228,9 +228,10 @@ class JitTracker:
         rec.called(min(start, entered), rec.now())  # the call's host time (wrappers, flattening, dispatch, tpu-perf's own) is not the loop's
         return out
 
-    def _instrument_previous(self) -> None:
-        """Flag the step before the one being dispatched (the trace's start lands in its iteration):
-        its last call if not yet turned into a step, else the group or step still open for its end."""
+    def _instrument_current(self) -> None:
+        """Flag the step whose iteration is under way (the one before the step being dispatched, or
+        the one a sync stopped the trace in): its last call if not yet turned into a step, else the
+        group or step still open for its end."""
         with self._lock:
             prev = self.step_fn.pending if self.step_fn is not None else None
             if prev is not None and not prev.drained:
