@@ -310,13 +310,15 @@ def test_exposed_collectives_threshold() -> None:
 
 
 def test_device_idle_fires_only_when_unexplained() -> None:
-    idle = base(breakdown={**base().breakdown, "device_idle": T.DEVICE_IDLE_SHARE + EPS})
+    idle = base(platform="tpu", breakdown={**base().breakdown, "device_idle": T.DEVICE_IDLE_SHARE + EPS})
+    on_cpu = device_idle(replace(idle, platform="cpu"), [])  # the CPU executor's gaps between its ops, not a TPU's idle time
+    assert on_cpu.outcome == "not_evaluable" and "CPU backend" in on_cpu.reason
     assert device_idle(idle, []).outcome == "fired"
-    assert device_idle(base(breakdown={**base().breakdown, "device_idle": T.DEVICE_IDLE_SHARE - EPS}), []).outcome == "passed"
+    assert device_idle(replace(idle, breakdown={**base().breakdown, "device_idle": T.DEVICE_IDLE_SHARE - EPS}), []).outcome == "passed"
     explained = device_idle(idle, [host_sync(base(fetched_step_calls=40))])
     assert explained.outcome == "passed" and "host-sync" in explained.reason
     assert device_idle(base(breakdown={}, duty_cycle_pct=None), []).outcome == "not_evaluable"
-    partial = base(breakdown={**base().breakdown, "device_idle": 0.85}, programs_in_trace=1, traced_steps=3)  # one program caught in 3 steps
+    partial = replace(idle, breakdown={**base().breakdown, "device_idle": 0.85}, programs_in_trace=1, traced_steps=3)  # one program caught in 3 steps
     assert device_idle(partial, []).outcome == "not_evaluable" and "partial capture" in device_idle(partial, []).reason
     assert device_idle(base(breakdown={}, duty_cycle_pct=T.DUTY_CYCLE_PCT - 1), []).outcome == "fired"
 
