@@ -6,12 +6,23 @@ Waits are the calls in which a rank waits for the others: the collectives (`all_
 `broadcast`, `barrier`, ...) and `backward()`, where DistributedDataParallel all-reduces the
 gradients and waits for the last bucket. Backward's own compute is the same on every rank, so what
 is left of the iteration (`own_s`) differs by exactly the extra work of the slow rank.
+
+The default process group is held until the recording ends. PyTorch's tutorial shape calls
+`destroy_process_group()` and returns from the worker with its DDP model alive: the model's Reducer
+then drops the group's last reference, and the group's destructor joins gloo's threads with the
+interpreter lock held, while a gloo thread destroying the last backward's all-reduce needs that
+lock (the work's thread-local state holds a Python object: backward stashes its contextvars there).
+That deadlock hung the recorded job (both stacks caught: `std::thread::join` under
+`~ProcessGroupGloo` from `Reducer` dealloc on the main thread; `gil_scoped_acquire` under
+`~AsyncAllreduceWork` on gloo's). Held, the group outlives the model; tpu-perf lets it go at the end
+of the recording, after gloo's threads have had the lock.
 """
 
 from __future__ import annotations
 
 import datetime
 import functools
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +31,8 @@ from tpu_perf.collectors.session import Recorder
 
 COLLECTIVES = ("all_reduce", "all_gather", "all_gather_into_tensor", "all_gather_object", "reduce_scatter", "reduce_scatter_tensor", "broadcast", "broadcast_object_list", "reduce", "barrier", "monitored_barrier", "all_to_all", "all_to_all_single", "gather", "scatter", "gather_object", "scatter_object_list", "recv")
 """torch.distributed calls that block until other ranks take part (with async_op=False)."""
+RELEASE_WAIT_S = 0.05
+"""Seconds the held process group waits, the interpreter lock free, before it is let go."""
 
 
 class _Patches:
@@ -27,6 +40,8 @@ class _Patches:
 
     def __init__(self) -> None:
         self._saved: list[tuple[Any, str, Any]] = []
+        self.held: list[Any] = []
+        """Process groups kept alive until the recording ends (the module docstring says why)."""
 
     def replace(self, owner: Any, name: str, make: Callable[[Any], Any]) -> None:
         original = getattr(owner, name, None)
@@ -38,6 +53,9 @@ class _Patches:
     def undo(self) -> None:
         for owner, name, original in reversed(self._saved):
             setattr(owner, name, original)
+        if self.held:
+            time.sleep(RELEASE_WAIT_S)  # the lock free: a gloo thread still destroying a work takes it now
+            self.held.clear()
         self._saved.clear()
 
 
@@ -80,6 +98,7 @@ def install(rec: Recorder, torch: Any) -> Callable[[], None]:
 
     def joined(dist: Any) -> None:
         try:
+            patches.held.append(dist.distributed_c10d._get_default_group())
             rank, world = dist.get_rank(), dist.get_world_size()
             if world > 1:
                 time_waits(dist)
