@@ -21,7 +21,9 @@ from tpu_perf.analyzers.hlo import HloModule, parse_hlo
 from tpu_perf.analyzers.loops import loop_flops
 from tpu_perf.analyzers.op_classes import hlo_op_classes
 from tpu_perf.analyzers.run_values import run_values
+from tpu_perf.analyzers.step_phases import step_phases
 from tpu_perf.analyzers.steps import step_time
+from tpu_perf.dashboard import figures
 from tpu_perf.traces.kineto import read_kineto
 from tpu_perf.traces.tables import classify_op
 
@@ -166,6 +168,8 @@ def test_a_loop_that_never_syncs_gets_its_device_time(storage_wait) -> None:
     assert 0 < s["host_median_s"] <= s["median_s"]  # the iteration less the device's busy time in it, per step
     assert s["median_s"] == pytest.approx(truth["iteration_median_s"], rel=0.15)
     assert not s["runs_ahead"] and s["step_basis"] == "median iteration" and s["step_s"] == s["median_s"]  # host-bound: the device keeps pace
+    frame = step_phases(run, s["warmup"])
+    assert frame["pace_s"].isna().all() and [t.name for t in figures.step_times([("r", frame)]).data][:1] == ["r"]  # the iterations are the steps
 
 
 @pytest.mark.slow
@@ -244,6 +248,11 @@ def test_a_loop_that_runs_ahead_has_the_devices_step_time(device_bound, tmp_path
         assert s["steps_per_s"] == pytest.approx(1 / s["step_s"])
         assert doc["flops"]["achieved_tflops"] == pytest.approx(doc["flops"]["per_step"] / s["step_s"] / 1e12)
         assert s["device_median_s"] is None and "runs ahead" in s["device_reason"] and "runs ahead" in s["note"]
+        # the step-time charts draw the same pace, the iterations (dispatches) faint beside it
+        frame = step_phases(run, s["warmup"])
+        assert frame["pace_s"].dropna().mean() == pytest.approx(s["step_s"]) and np.mean(figures.steady_step_times(frame)) == pytest.approx(s["step_s"])
+        pace, iterations = figures.step_times([("r", frame)]).data[:2]
+        assert pace.name == "r · device pace" and np.nanmedian(np.asarray(pace.y, dtype=float)) > 2 * np.nanmedian(np.asarray(iterations.y, dtype=float))
     # untraced, the pace is the loop's wall time per step (traced, the trace's start, stop and export
     # are in the loop's time, and on XLA:CPU the export shares the cores with the steps after it)
     assert logging[1]["steps"]["step_s"] == pytest.approx(logging[2]["wall_per_step_s"], rel=0.3)

@@ -245,20 +245,29 @@ class StepTime:
         return self.basis != "median iteration"
 
 
-def pace_samples(steps: pd.DataFrame, mask: np.ndarray) -> np.ndarray:
-    """Seconds per step at which the device finished steps, one value per step, in order: between
+def pace_by_step(steps: pd.DataFrame, mask: np.ndarray) -> np.ndarray:
+    """Seconds per step at which the device finished each step (NaN where not known): between
     steps whose outputs were seen ready (the JAX collector's stamps), the time between the stamps
     over the steps finished in between, for spans of steady steps only (not tpu-perf's trace window,
-    an eval, warm-up or the tail). Their mean is the device's pace; `check` takes them as the
-    samples of a loop that runs ahead."""
+    an eval, warm-up or the tail). What the step-time charts draw for a loop that runs ahead."""
+    pace = np.full(len(steps), np.nan)
     if "ready_time_s" not in steps:
-        return np.empty(0)
+        return pace
     ready = pd.to_numeric(steps["ready_time_s"], errors="coerce").to_numpy(dtype=float)
     stamped = np.flatnonzero(~np.isnan(ready))
     # a span holds the steps finished after step i up to step j; a hiccup in step i's iteration (an
     # eval, tpu-perf's trace stop) delays the next step's end, so step i must be steady too
-    spans = [(i, j) for i, j in zip(stamped[:-1], stamped[1:], strict=True) if mask[i:j + 1].all()]
-    return np.concatenate([np.full(j - i, (ready[j] - ready[i]) / (j - i)) for i, j in spans]) if spans else np.empty(0)
+    for i, j in zip(stamped[:-1], stamped[1:], strict=True):
+        if mask[i:j + 1].all():
+            pace[i + 1:j + 1] = (ready[j] - ready[i]) / (j - i)
+    return pace
+
+
+def pace_samples(steps: pd.DataFrame, mask: np.ndarray) -> np.ndarray:
+    """The known values of `pace_by_step`, in order: their mean is the device's pace; `check` takes
+    them as the samples of a loop that runs ahead."""
+    pace = pace_by_step(steps, mask)
+    return pace[~np.isnan(pace)]
 
 
 def device_pace(steps: pd.DataFrame, mask: np.ndarray) -> tuple[float, int] | None:

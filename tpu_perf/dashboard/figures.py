@@ -67,16 +67,26 @@ X_AXES = {"step": "step", "wall": "time since start (s)"}
 
 def step_times(series: Sequence[tuple[str, pd.DataFrame]], *, log: bool = True, x: str = "step") -> go.Figure:
     """Step time over steps (or over wall-clock time, `x="wall"`), one line per run; warm-up steps
-    marked. Log scale by default: a compiling first step is 100x a steady one. Ticks in µs/ms/s."""
+    marked. Log scale by default: a compiling first step is 100x a steady one. Ticks in µs/ms/s.
+    A run whose loop runs ahead of the device is drawn as its device pace (its step time), with its
+    iterations, mostly dispatches, as a faint dotted line beside it."""
     if x not in X_AXES:
         raise ValueError(f"x={x!r}: one of {', '.join(X_AXES)}")
     column = "step" if x == "step" else "t_s"
     fig = go.Figure()
     shade: tuple[float, float] | None = None
+    drawn: list[np.ndarray] = []
     for i, (label, steps) in enumerate(series):
         if steps.empty:
             continue
-        fig.add_trace(_line(steps[column], steps["duration_s"] * 1e3, name=label, line={"color": colour(i)}, legendgroup=label))
+        paced = steps[steps["pace_s"].notna()] if "pace_s" in steps else steps.iloc[:0]
+        if paced.empty:
+            fig.add_trace(_line(steps[column], steps["duration_s"] * 1e3, name=label, line={"color": colour(i)}, legendgroup=label))
+        else:  # the loop runs ahead: its step time is the device's pace; its iterations are mostly dispatches
+            fig.add_trace(_line(paced[column], paced["pace_s"] * 1e3, name=f"{label} · device pace", line={"color": colour(i)}, legendgroup=label))
+            fig.add_trace(_line(steps[column], steps["duration_s"] * 1e3, name=f"{label} · iterations (the loop runs ahead: mostly dispatches)", line={"color": colour(i), "width": 1, "dash": "dot"}, opacity=0.5, legendgroup=label))
+            drawn.append(paced["pace_s"].to_numpy(dtype=float) * 1e3)
+        drawn.append(steps["duration_s"].to_numpy(dtype=float) * 1e3)
         warm = steps[steps["phase"] == "warm-up"]
         if not warm.empty:
             fig.add_trace(go.Scatter(x=warm[column], y=warm["duration_s"] * 1e3, mode="markers", name=f"{label} · warm-up", marker={"color": colour(i), "symbol": "x", "size": 10}, legendgroup=label))
@@ -87,7 +97,6 @@ def step_times(series: Sequence[tuple[str, pd.DataFrame]], *, log: bool = True, 
             shade = span if shade is None else (min(shade[0], span[0]), max(shade[1], span[1]))
     if shade is not None and all(math.isfinite(v) for v in shade):
         fig.add_vrect(x0=shade[0], x1=shade[1], fillcolor="grey", opacity=0.15, line_width=0, annotation_text="warm-up", annotation_position="outside top left")  # above the plot, clear of the markers
-    drawn = [steps["duration_s"].to_numpy(dtype=float) * 1e3 for _, steps in series if not steps.empty]
     values = np.concatenate(drawn) if drawn else np.empty(0)
     values = values[values > 0]  # NaN is not > 0 either
     if log:
@@ -141,6 +150,14 @@ def box_stats(values: np.ndarray) -> dict[str, float]:
     q1, median, q3 = (float(q) for q in np.percentile(v, [25, 50, 75]))
     iqr = q3 - q1
     return {"q1": q1, "median": median, "q3": q3, "mean": float(v.mean()), "lowerfence": float(v[v >= q1 - 1.5 * iqr].min()), "upperfence": float(v[v <= q3 + 1.5 * iqr].max())}
+
+
+def steady_step_times(steps: pd.DataFrame) -> np.ndarray:
+    """A run's steady step times in seconds (a `step_phases` frame): the device's pace at each step
+    where the loop runs ahead of the device, else the steady iterations."""
+    if "pace_s" in steps and steps["pace_s"].notna().any():
+        return steps["pace_s"].dropna().to_numpy(dtype=float)
+    return steps.loc[steps["phase"] == "steady", "duration_s"].to_numpy(dtype=float)
 
 
 def step_distribution(series: Sequence[tuple[str, np.ndarray]]) -> go.Figure:

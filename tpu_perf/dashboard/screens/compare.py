@@ -133,7 +133,7 @@ def _steps(docs: dict[str, dict[str, Any]], refs: dict[str, data.RunRef]) -> Non
     log, x = widgets.step_axes("cmp")
     left, right = st.columns(2)
     left.plotly_chart(figures.step_times(frames, log=log, x=x), width="stretch", key="cmp_steps")
-    right.plotly_chart(figures.step_distribution([(label, f.loc[f["phase"] == "steady", "duration_s"].to_numpy()) for label, f in frames]), width="stretch", key="cmp_dist")
+    right.plotly_chart(figures.step_distribution([(label, figures.steady_step_times(f)) for label, f in frames]), width="stretch", key="cmp_dist")
 
 
 def _memory(docs: dict[str, dict[str, Any]], refs: dict[str, data.RunRef]) -> None:

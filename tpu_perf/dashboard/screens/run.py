@@ -65,7 +65,7 @@ def _overview(doc: dict[str, Any], ref: data.RunRef) -> None:
         log, x = widgets.step_axes("run")
         left, right = st.columns(2)
         left.plotly_chart(figures.step_times([(ref.name, frame)], log=log, x=x), width="stretch", key="run_steps")
-        right.plotly_chart(figures.step_distribution([(ref.name, frame.loc[frame["phase"] == "steady", "duration_s"].to_numpy())]), width="stretch", key="run_dist")
+        right.plotly_chart(figures.step_distribution([(ref.name, figures.steady_step_times(frame))]), width="stretch", key="run_dist")
     parts = breakdown_fractions(doc)
     if parts:
         whole = breakdown_compare.whole_trace_only(doc)
