@@ -99,6 +99,9 @@ def install(rec: Recorder, torch: Any) -> Callable[[], None]:
     def joined(dist: Any) -> None:
         try:
             patches.held.append(dist.distributed_c10d._get_default_group())
+        except Exception:  # a private API: holding the group is a safeguard, never a condition of joining
+            pass
+        try:
             rank, world = dist.get_rank(), dist.get_world_size()
             if world > 1:
                 time_waits(dist)
