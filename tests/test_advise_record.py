@@ -162,8 +162,9 @@ def _from_hlo(run, report: dict, name: str, tile: int) -> float | KeyError:
     return KeyError(name)
 
 
-def _from_tables(run, name: str) -> float | None:
-    """Evidence the report has no key for, recomputed here from the run's own tables."""
+def _from_tables(run, name: str, held_steps: float | None = None) -> float | None:
+    """Evidence the report has no key for, recomputed here from the run's own tables (programs per
+    step over the steps the trace holds, the report's `ops.steps`, else the traced steps)."""
     steps, compiles = run.steps, run.compiles
     jax_counts = run.manifest.get("jax") or {}
     table = run.table("timeline")
@@ -177,7 +178,7 @@ def _from_tables(run, name: str) -> float | None:
         "fetched_step_calls": jax_counts.get("fetched_step_calls"),
         "step_calls": jax_counts.get("step_calls"),
         "fetches_per_step": jax_counts.get("fetched_step_calls", 0) / jax_counts["step_calls"] if jax_counts.get("step_calls") else None,
-        "programs_per_step": (table["kind"] == "program").sum() / steps["traced"].sum() if not table.empty else None,
+        "programs_per_step": (table["kind"] == "program").sum() / (held_steps or steps["traced"].sum()) if not table.empty else None,
         "distinct_compiled": compiles.loc[(compiles["event"] == "backend_compile") & compiles["function"].str.startswith("jit("), "function"].nunique(),
         "jitted_functions": jax_counts.get("jitted_functions"),
         "step_compile_s": compiles.loc[(compiles["event"] == "backend_compile") & (compiles["function"] == f"jit({_step_fn(run)})"), "duration_s"].max(),
@@ -230,7 +231,7 @@ def _evidence_checked(store: Path, name: str, *extra: str) -> int:
             elif e["path"].startswith("breakdown_detail.steps"):
                 expected = _per_traced_step(report, e["name"])
             elif e["path"].startswith(("steps.parquet", "compiles.parquet", "timeline.parquet", "run.json")):
-                expected = _from_tables(run, e["name"])
+                expected = _from_tables(run, e["name"], (report.get("ops") or {}).get("steps"))
             else:
                 expected = _resolve(report, e["path"])
             if isinstance(expected, KeyError) and e["name"].startswith("compiles_of_"):

@@ -45,6 +45,8 @@ class Signals:
     # steps
     steps: int
     traced_steps: int
+    trace_steps: float | None = None
+    """Steps whose device work the trace holds (`ops.steps`); None: unknown."""
     iteration_median_s: float | None
     device_median_s: float | None
     host_median_s: float | None
@@ -154,9 +156,12 @@ class Signals:
 
     @property
     def programs_per_step(self) -> float | None:
-        if self.programs_in_trace is None or not self.traced_steps:
+        """Program launches in the trace per step it holds (`trace_steps`, else the traced steps: a
+        trace held open while queued steps ran holds more steps than were traced)."""
+        held = self.trace_steps or self.traced_steps
+        if self.programs_in_trace is None or not held:
             return None
-        return self.programs_in_trace / self.traced_steps
+        return self.programs_in_trace / held
 
     @property
     def ridge_flops_per_byte(self) -> float | None:
@@ -203,7 +208,7 @@ SOURCES: dict[str, tuple[str, str]] = {
     "ridge_flops_per_byte": ("chip", "target bf16 peak FLOP/s / HBM bytes/s (chip catalogue)"),
     "traced_matmul_s": ("trace", "breakdown_detail.steps: median matmul + collective seconds per traced step"),
     "traced_device_ops_s": ("trace", "breakdown_detail.steps: median seconds per traced step with a device op running (matmul, collective, data movement, compute)"),
-    "programs_per_step": ("trace", "timeline.parquet: program events / steps.traced (imported runs: device_steps.count)"),
+    "programs_per_step": ("trace", "timeline.parquet: program events / ops.steps, else steps.traced (imported runs: device_steps.count)"),
     "peak_bytes": ("memory", "memory.peak_bytes"),
     "capacity_bytes": ("memory", "memory.capacity_bytes, else the target chip's HBM per device (catalogue)"),
     "fixed_bytes": ("memory", "memory.fixed_bytes"),
@@ -229,7 +234,7 @@ def build_signals(run: Run, report: Report | None = None, *, target: str | None 
     return Signals(
         framework=_framework(run), platform=(run.manifest.get("hardware") or {}).get("platform"),
         run_chip=own, target=target_chip, target_from=target_from,
-        steps=st.count, traced_steps=st.traced or (traces.device_step_count if traces is not None else 0),
+        steps=st.count, traced_steps=st.traced or (traces.device_step_count if traces is not None else 0), trace_steps=traces.op_steps if traces is not None else None,
         iteration_median_s=st.median_s, device_median_s=st.device_median_s, host_median_s=st.host_median_s,
         step_s=st.step_s, loop_median_s=st.loop_median_s, call_median_s=st.call_median_s, loop_low_s=st.loop_low_s, loop_steps=st.call_loop_steps,
         after_warmup_wall_s=wall_after, steps_after_warmup=steps_after,

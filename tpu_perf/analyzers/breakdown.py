@@ -66,6 +66,10 @@ class Breakdown:
     device_check: dict[str, float | None] | None = None
     """`steps` windows: the recorder's device time against the trace's (the union of the step's device
     ops, mean over lanes) over the traced steps: `recorded_median_s`, `trace_median_s`, `difference_median_s`."""
+    trace_steps: float | None = None
+    """Steps whose device work the whole trace holds (recorder windows): more than the traced steps
+    where the trace stayed open while queued steps ran (the recorder holds it for the traced work);
+    what a per-step op total divides by. None where the windows give no program to count."""
 
 
 def _device_lanes(tl: pd.DataFrame) -> list[str]:
@@ -232,6 +236,31 @@ def classified_timeline(run: Run) -> pd.DataFrame:
     return run.derived("classified_timeline", derive)
 
 
+def trace_steps(tl: pd.DataFrame, windows: pd.DataFrame) -> float | None:
+    """Steps whose device work the trace holds: per device lane, the traced steps scaled by how many
+    times the program that ran longest inside their windows ran in the whole trace against inside
+    them (a helper called k times a step scales the same), the median over lanes. A run-ahead
+    loop's trace, held open while its traced work ran, holds several more steps' programs
+    (examples/jax_mlp.py: 18 runs of the step program for 3 traced steps)."""
+    progs = tl[tl["kind"] == "program"]
+    counts = []
+    for lane in _device_lanes(tl):
+        own = windows[windows["device"] == lane] if (windows["device"] == lane).any() else windows.drop_duplicates("step")
+        lane_progs = progs[progs["lane"] == lane]
+        if own.empty or lane_progs.empty:
+            continue
+        starts = lane_progs["start_s"].to_numpy(float)
+        inside = np.zeros(len(lane_progs), dtype=bool)
+        for w in own.itertuples(index=False):
+            inside |= (starts >= float(w.start_s)) & (starts < float(w.end_s))
+        if not inside.any():
+            continue
+        framed = lane_progs[inside]
+        main = (framed["end_s"] - framed["start_s"]).groupby(framed["name"], observed=True).sum().idxmax()
+        counts.append(len(own) * int((lane_progs["name"] == main).sum()) / int((framed["name"] == main).sum()))
+    return float(np.median(counts)) if counts else None
+
+
 def analyze_windows(tl: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
     """One row per (device lane, window): `step_s` and seconds per part."""
     host = tl[tl["kind"].isin(["compile", "input"])]
@@ -277,4 +306,5 @@ def analyze_breakdown(run: Run) -> Breakdown:
         device_check=check,
         per_step=per_step if how != "trace" else empty, fractions=fractions, window=how, steps_from=source,
         alignment_error_s=error, clock_offset_s=offset, annotations_agree=agree,
+        trace_steps=trace_steps(tl, windows) if source in ("recorder", "device") else None,
     )

@@ -35,8 +35,12 @@ def _meaning(row: Mapping[str, Any]) -> str:
     return f"{op_class} · {kind}"
 
 
-def _window_steps(doc: Mapping[str, Any]) -> int | None:
-    """Steps the trace window covered: the traced steps of a recording, all steps of an import."""
+def _window_steps(doc: Mapping[str, Any]) -> float | None:
+    """Steps whose device work the trace holds: those the breakdown counted in it (`ops.steps`: the
+    trace stays open while queued steps run), else the traced steps of a recording, all steps of an import."""
+    held = dig(doc, "ops.steps")
+    if held:
+        return float(held)
     traced = dig(doc, "steps.traced")
     if traced:
         return int(traced)

@@ -67,6 +67,8 @@ class TraceSection:
 
     op_count: int
     op_time_s: float | None
+    op_steps: float | None
+    """Steps whose device work the ops' totals hold (`Breakdown.trace_steps`); None: unknown."""
     top: list[dict[str, Any]]
     breakdown: dict[str, float]
     breakdown_window: str
@@ -83,7 +85,7 @@ class TraceSection:
     def to_dict(self) -> dict[str, Any]:
         """The report's published keys: `ops`, `breakdown`, `breakdown_detail`, `devices`, `device_steps`."""
         return {
-            "ops": {"count": self.op_count, "total_time_s": self.op_time_s, "top": self.top},
+            "ops": {"count": self.op_count, "total_time_s": self.op_time_s, "steps": self.op_steps, "top": self.top},
             "breakdown": self.breakdown,
             "breakdown_detail": {
                 "window": self.breakdown_window, "steps_from": self.breakdown_steps_from, "steps": self.breakdown_steps,
@@ -104,6 +106,7 @@ def analyze_trace_tables(run: Run) -> TraceSection:
     return TraceSection(
         op_count=int(len(ops)),
         op_time_s=float(ops["total_time_s"].sum()) if not ops.empty else None,
+        op_steps=bd.trace_steps,
         top=top_ops(run),
         breakdown=dict(bd.fractions),
         breakdown_window=bd.window,

@@ -16,7 +16,9 @@ def render_trace_tables(doc: dict[str, Any]) -> RenderableType | None:
     ops = (doc.get("ops") or {}).get("top") or []
     parts: list[RenderableType] = []
     if ops:
-        table = Table(title="Top ops by device time (trace)", title_justify="left")
+        held = (doc.get("ops") or {}).get("steps")
+        title = f"Top ops by device time (the whole trace: {held:.3g} steps' device work)" if held else "Top ops by device time (the whole trace)"
+        table = Table(title=title, title_justify="left")
         for col in ("op", "device", "fusion kind", "count", "time", "FLOPs", "bound"):
             table.add_column(col, overflow="fold")
         for o in ops[:SHOWN_OPS]:
