@@ -16,6 +16,7 @@ from conftest import DATA, ROOT, tpu_perf_cli
 from invariants import check_run
 
 from tpu_perf import load_run
+from tpu_perf.analyzers import compare
 from tpu_perf.analyzers.breakdown import analyze_breakdown
 from tpu_perf.analyzers.hlo import HloModule, parse_hlo
 from tpu_perf.analyzers.loops import loop_flops
@@ -170,6 +171,7 @@ def test_a_loop_that_never_syncs_gets_its_device_time(storage_wait) -> None:
     assert not s["runs_ahead"] and s["step_basis"] == "median iteration" and s["step_s"] == s["median_s"]  # host-bound: the device keeps pace
     frame = step_phases(run, s["warmup"])
     assert frame["pace_s"].isna().all() and [t.name for t in figures.step_times([("r", frame)]).data][:1] == ["r"]  # the iterations are the steps
+    assert compare.kpi_rows({"r": doc}, "r").set_index("kpi").loc["p90 step time", "value"] == pytest.approx(s["p90_s"])
 
 
 @pytest.mark.slow
@@ -269,6 +271,8 @@ def test_a_loop_that_runs_ahead_has_the_devices_step_time(device_bound, tmp_path
         assert frame["pace_s"].dropna().mean() == pytest.approx(s["step_s"]) and np.mean(figures.steady_step_times(frame)) == pytest.approx(s["step_s"])
         pace, iterations = figures.step_times([("r", frame)]).data[:2]
         assert pace.name == "r · device pace" and np.nanmedian(np.asarray(pace.y, dtype=float)) > 2 * np.nanmedian(np.asarray(iterations.y, dtype=float))
+        kpis = compare.kpi_rows({"r": doc}, "r").set_index("kpi")  # the compare page: the step time, no dispatch percentiles
+        assert kpis.loc["Step time", "value"] == pytest.approx(s["step_s"]) and pd.isna(kpis.loc["p90 step time", "value"]) and "runs ahead" in kpis.loc["p90 step time", "why"]
     # untraced, the pace is the loop's wall time per step (traced, the trace's start, stop and export
     # are in the loop's time, and on XLA:CPU the export shares the cores with the steps after it)
     assert logging[1]["steps"]["step_s"] == pytest.approx(logging[2]["wall_per_step_s"], rel=0.3)

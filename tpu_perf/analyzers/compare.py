@@ -96,6 +96,18 @@ def _steps_missing(doc: Mapping[str, Any]) -> str:
     return "no steady step was recorded (mark steps with `tpu_perf.step()`)"
 
 
+def _iteration_percentile(doc: Mapping[str, Any], key: str) -> float | None:
+    """A percentile of the steady iterations, unless the loop runs ahead of the device: its
+    iterations are then mostly dispatches, and their spread is not the steps' (`_spread_missing`)."""
+    return None if dig(doc, "steps.runs_ahead") else dig(doc, key)
+
+
+def _spread_missing(doc: Mapping[str, Any]) -> str:
+    if dig(doc, "steps.runs_ahead"):
+        return "the loop runs ahead of the device: its iterations are mostly dispatches, and their percentiles are not step times (Step time is the device's pace)"
+    return _steps_missing(doc)
+
+
 def _all_in_missing(doc: Mapping[str, Any]) -> str:
     return IMPORT_NO_STEPS if dig(doc, "run.imported") and not dig(doc, "steps.count") else "fewer than 2 steps"
 
@@ -140,8 +152,8 @@ def _compile_missing(doc: Mapping[str, Any]) -> str:
 KPIS: tuple[Kpi, ...] = (
     Kpi(label="Step time", value=lambda d: dig(d, "steps.step_s"), unit="seconds", lower_is_better=True, help="steps.step_s: steady-state median of the wall-clock iteration (warm-up, compiled and traced steps excluded); where the loop runs ahead of the device, its pace (or the mean iteration): steps.step_basis", why_missing=_steps_missing),
     Kpi(label="All-in step time", value=lambda d: dig(d, "steps.all_in_s"), unit="seconds", lower_is_better=True, help="steps.all_in_s: wall time per step over every step after the first (recompiles, evals and trace windows included)", why_missing=_all_in_missing),
-    Kpi(label="p10 step time", value=lambda d: dig(d, "steps.p10_s"), unit="seconds", lower_is_better=True, help="steps.p10_s: 10th percentile of the steady iterations", why_missing=_steps_missing),
-    Kpi(label="p90 step time", value=lambda d: dig(d, "steps.p90_s"), unit="seconds", lower_is_better=True, help="steps.p90_s: 90th percentile of the steady iterations (stragglers, host stalls)", why_missing=_steps_missing),
+    Kpi(label="p10 step time", value=lambda d: _iteration_percentile(d, "steps.p10_s"), unit="seconds", lower_is_better=True, help="steps.p10_s: 10th percentile of the steady iterations (n/a where the loop runs ahead of the device)", why_missing=_spread_missing),
+    Kpi(label="p90 step time", value=lambda d: _iteration_percentile(d, "steps.p90_s"), unit="seconds", lower_is_better=True, help="steps.p90_s: 90th percentile of the steady iterations: stragglers, host stalls (n/a where the loop runs ahead of the device)", why_missing=_spread_missing),
     Kpi(label="Device time / step", value=lambda d: dig(d, "steps.device_median_s"), unit="seconds", lower_is_better=True, help="steps.device_median_s: dispatch to outputs ready, median", why_missing=_device_missing),
     Kpi(label="MFU", value=lambda d: d.get("mfu"), unit="fraction", lower_is_better=False, help="mfu (basis: mfu_basis): model FLOPs per second / chip peak", why_missing=_mfu_missing),
     Kpi(label="Hardware FLOPs utilisation", value=lambda d: dig(d, "flops.utilization"), unit="fraction", lower_is_better=False, help="flops.utilization: XLA-counted FLOPs per device / chip peak", why_missing=_peak_missing),

@@ -94,7 +94,8 @@ def steps_sentence(doc: dict[str, Any]) -> str:
         said = f"{count} steps: {warmup} warm-up, {steady} steady{out}" + (f", marked by `{s['source']}`" if s.get("source") else "")
     parts = [said]
     if s.get("p10_s") is not None:
-        parts.append(f"p10 {fmt.seconds(s['p10_s'])} · p90 {fmt.seconds(s.get('p90_s'))}")
+        ahead = " of the iterations (the loop runs ahead: mostly dispatches)" if s.get("runs_ahead") else ""
+        parts.append(f"p10 {fmt.seconds(s['p10_s'])} · p90 {fmt.seconds(s.get('p90_s'))}{ahead}")
     achieved = data.dig(doc, "flops.achieved_tflops")
     if achieved is not None:
         parts.append(f"achieved {fmt.number(achieved)} TFLOP/s")
