@@ -24,8 +24,8 @@ from tpu_perf.traces.tables import OP_CLASSES
 
 SUM_TOLERANCE = 0.02
 """Parts sum to their window within 2 % (the issue's bound; the sweep line makes them exact)."""
-POLL_S = 0.002
-"""Slack for a device time stamped by a poll (the watcher's interval, and the interpreter lock)."""
+STAMP_SLACK_S = 0.002
+"""Slack for a device time stamped by the watcher (its wake-up, and the interpreter lock after it)."""
 
 
 def check_run(run: Run, doc: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -80,7 +80,7 @@ def _check_breakdown(run: Run, bd: Any, doc: dict[str, Any], steps: pd.DataFrame
         device = pd.to_numeric(steps.set_index("step")["device_s"], errors="coerce").reindex(per["step"]).to_numpy()
         ops = per[list(OP_CLASSES)].sum(axis=1).to_numpy()
         known = ~pd.isna(device)
-        slack = error + POLL_S + 0.05 * per["step_s"].to_numpy()
+        slack = error + STAMP_SLACK_S + 0.05 * per["step_s"].to_numpy()
         assert (ops[known] <= device[known] + slack[known]).all(), f"op time per step above the device time: {list(zip(ops, device, strict=True))}"
     elif bd.steps_from == "device":  # the host ran ahead: windows are where the device ran the traced steps
         traced = steps[steps["traced"].fillna(False).astype(bool)]

@@ -309,3 +309,28 @@ def test_without_ready_stamps_a_loop_paying_for_queued_steps_at_its_syncs_is_tim
     assert paying.runs_ahead and paying.basis == "mean iteration" and paying.value == pytest.approx((9 * 0.001 + 0.2) / 10)
     stalled = step_time(table(0.0), mask)
     assert not stalled.runs_ahead and stalled.value == pytest.approx(0.001)
+
+
+@pytest.mark.slow
+def test_a_loop_carrying_a_typed_prng_key_gets_its_device_time(tmp_path: Path) -> None:
+    """The key (`jax.random.key`) is the step's smallest output, the one watched: a typed key array
+    has neither `is_ready` nor jaxlib's wait, so its data is watched (this crashed the recording)."""
+    import tpu_perf
+
+    def update(key, w):
+        key, sub = jax.random.split(key)
+        return key, w + 1e-3 * jax.random.normal(sub, w.shape) @ w
+
+    key, w = jax.random.key(0), jnp.ones((384, 384))
+    with tpu_perf.record(name="keys", store=tmp_path, quiet=True):
+        step = jax.jit(update)
+        for _ in range(20):  # never synced: only the watcher stamps
+            key, w = step(key, w)
+    w.block_until_ready()
+    run = load_run("keys", store=str(tmp_path))
+    assert run.status == "completed"
+    steps = run.table("steps")
+    assert len(steps) == 20
+    steady = steps[steps["step"] >= 2]
+    assert steady["device_s"].notna().all() and (steady["device_s"] > 0).all()
+    check_run(run)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tpu_perf.collectors.jax import at_peak, choice
-from tpu_perf.collectors.jax.ready import Call, ReadyWatcher, SyncStamper, block_ready
+from tpu_perf.collectors.jax.ready import Call, ReadyWatcher, SyncStamper, block_ready, waitable
 from tpu_perf.collectors.jax.wrappers import OuterCalls
 from tpu_perf.collectors.session import Recorder
 
@@ -104,7 +104,7 @@ class JitTracker:
         self._lock = threading.Lock()
         self._compiles = 0
         self._ready: list[Call] = []
-        self.watcher = ReadyWatcher(recorder.now, self._finished)
+        self.watcher = ReadyWatcher(recorder.now, self._finished, self.stamper.wait_unseen)
         recorder.traced_in_flight = self.watcher.traced_pending
         self._multi: bool | None = None
         self._lost: dict[int, list[Call]] = {}
@@ -212,7 +212,7 @@ class JitTracker:
             # (a donated one is deleted before it is seen ready, and the call is then stamped late)
             kept = [i for i in range(len(out_leaves)) if i not in state.donated_outputs] or range(len(out_leaves))
             position = min(kept, key=lambda i: getattr(out_leaves[i], "nbytes", 0)) if out_leaves else -1
-            call = Call(state, start, traced, state.out_ids, [out_leaves[position]] if out_leaves else [], position=position)
+            call = Call(state, start, traced, state.out_ids, [waitable(out_leaves[position])] if out_leaves else [], position=position)
             if state is step_fn:
                 call.interleaved, self._interleaved = self._interleaved, False
                 call.instrumented = stopped_at is not None
@@ -288,8 +288,9 @@ class JitTracker:
     def _finished(self, call: Call) -> None:
         """From the watcher, in dispatch order: a call whose outputs are ready (or were donated unseen)."""
         state = call.state
-        if call.lost:
+        if call.lost or call.donated:
             state.donated_outputs.add(call.position)
+        if call.lost:
             self._lost.setdefault(id(state), []).append(call)
             return
         with self._lock:

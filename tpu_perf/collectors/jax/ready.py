@@ -1,15 +1,16 @@
 """When did a dispatched computation finish? Stamped when it happens, without holding the script.
 
-- A watcher thread polls each pending call's outputs (`is_ready()`, which neither blocks nor holds
-  the buffers) every POLL_S and stamps the moment it sees them ready: loops that never sync get
+- A watcher thread waits on each pending call's outputs in dispatch order, in jaxlib's own
+  `block_until_ready` (unwrapped: not counted as the script's sync; the interpreter lock is
+  released while it waits), and stamps the moment the wait returns: loops that never sync get
   their device time, and the script's thread never waits for the recorder, so it may queue steps
   ahead exactly as under plain python.
 - When the script syncs on an output that was not ready yet (`block_until_ready`, `float(loss)`,
   `np.asarray`, `print`), JAX's sync points are wrapped and stamp the moment the sync returns
-  (the watcher may be a poll late).
-- Outputs donated to a later call before they were seen ready are `lost`: the call's end is taken
-  as the end of the next call of its function that is seen (`exact` False), and the device counts
-  as busy from the lost call's dispatch to then (it ran the two back to back).
+  (whichever of the two returns first stamps).
+- Outputs donated to a later call before the watcher reached them are `lost`: the call's end is
+  taken as the end of the next call of its function that is seen (`exact` False), and the device
+  counts as busy from the lost call's dispatch to then (it ran the two back to back).
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 POLL_S = 0.001
-"""How often the watcher looks at pending outputs: the device time's resolution (plus the wait for
-the interpreter lock while the script runs pure Python), at about 1 % of one core while steps are in flight."""
+"""How often the watcher looks at an output jaxlib cannot wait on directly (none seen so far: a typed
+PRNG key is waited on through its data, `waitable`)."""
 
 
 @dataclass(eq=False)
@@ -45,18 +46,27 @@ class Call:
     instrumented: bool = False
     """tpu-perf's trace window closed at this call's dispatch: its iteration holds the stop."""
     lost: bool = False
-    """Its outputs were deleted (donated) before they were seen ready."""
+    """Its outputs were deleted (donated) before the watcher reached them."""
+    donated: bool = False
+    """The watched output was donated to a later call while the watcher waited on it: the call is
+    stamped all the same, and its function's calls watch another output from then on."""
     drained: bool = False
     """Turned into a step (or a buffered span): a flag set later would be lost."""
     ready_seen: bool = False
-    """The script synced on an output that was ready already: the watcher stamps it at its next look,
-    without holding the output meanwhile."""
+    """The script synced on an output that was ready already: the watcher stamps it when it reaches
+    it, without holding the output meanwhile."""
 
     def stamp(self, t: float, *, exact: bool = True) -> None:
         if self.end is None:
             self.end = t
             self.exact = exact
         self.leaves = []
+
+
+def waitable(leaf: Any) -> Any:
+    """The array jaxlib can look at and wait on for `leaf`: a typed PRNG key array's data (the key
+    array itself has neither `is_ready` nor jaxlib's `block_until_ready`)."""
+    return getattr(leaf, "_base_array", leaf)
 
 
 def block_ready(call: Call) -> None:
@@ -92,8 +102,10 @@ class ReadyWatcher:
     """A daemon thread that stamps calls when their outputs become ready, then hands each to
     `finished` in dispatch order (a call waits for the ones watched before it)."""
 
-    def __init__(self, now: Callable[[], float], finished: Callable[[Call], None]) -> None:
+    def __init__(self, now: Callable[[], float], finished: Callable[[Call], None], wait: Callable[[Any], None]) -> None:
         self._now = now
+        self._wait = wait
+        """Blocks until one output is ready without counting as the script's sync."""
         self._finished = finished
         self._cv = threading.Condition()
         self._calls: list[Call] = []
@@ -118,7 +130,7 @@ class ReadyWatcher:
         """Block until every watched call is finished (end of the run, the step function chosen)."""
         deadline = time.monotonic() + timeout_s
         with self._cv:
-            while self._calls and time.monotonic() < deadline:
+            while self._calls and self._thread is not None and self._thread.is_alive() and time.monotonic() < deadline:
                 self._cv.wait(0.05)
 
     def _run(self) -> None:
@@ -126,25 +138,36 @@ class ReadyWatcher:
             with self._cv:
                 while not self._calls:
                     self._cv.wait()
-                pending = list(self._calls)
-            done = 0
-            for call in pending:  # in dispatch order: stop at the first still running
-                state = True if call.end is not None else readiness(call)
-                if state is False:
-                    break
-                if state is None:
-                    call.lost = True
-                else:
+                call = self._calls[0]  # in dispatch order: a later call cannot finish first
+            if call.end is None:
+                if self._await(call):
                     call.stamp(self._now())
-                done += 1
-            if done:
-                for call in pending[:done]:
-                    self._finished(call)
-                with self._cv:
-                    del self._calls[:done]
-                    self._cv.notify_all()
-            else:
-                time.sleep(POLL_S)
+                else:
+                    call.lost = True
+            self._finished(call)
+            with self._cv:
+                del self._calls[0]
+                self._cv.notify_all()
+
+    def _await(self, call: Call) -> bool:
+        """Wait for `call`'s outputs (they share one completion event); False when all were deleted
+        (donated) before they could be waited on."""
+        if call.ready_seen:
+            return True
+        for leaf in list(call.leaves):
+            try:
+                if leaf.is_deleted():
+                    continue
+                self._wait(leaf)
+                call.donated = bool(leaf.is_deleted())
+                return True
+            except RuntimeError as exc:  # deleted between the two looks, or the computation failed
+                if "delete" in str(exc).lower():
+                    continue
+                return True
+            except Exception:  # noqa: BLE001 -- whatever jaxlib raises, the watcher thread must live on
+                return True
+        return call.end is not None
 
 
 class SyncStamper:
@@ -157,6 +180,8 @@ class SyncStamper:
         self._synced = synced
         """Called after each sync returns (a trace held open for traced device work may stop there)."""
         self.unstamped: list[Call] = []
+        self._block: Callable[[Any], Any] | None = None
+        """jaxlib's own `ArrayImpl.block_until_ready` while the sync points are wrapped."""
         self.on_fetch: Callable[[Any], None] | None = None
         """Called with each array the script fetches to the host (`float`, `np.asarray`, `print`)."""
 
@@ -191,6 +216,16 @@ class SyncStamper:
                 self.unstamped = [c for c in self.unstamped if c is not call]
                 return
 
+    def wait_unseen(self, x: Any) -> None:
+        """Block until `x` is ready without counting as the script's sync (the watcher's wait)."""
+        try:
+            if self._block is None:
+                raise TypeError("sync points not wrapped")
+            self._block(x)
+        except TypeError:  # not a jaxlib array (or nothing wrapped): look until it is ready
+            while not x.is_ready():
+                time.sleep(POLL_S)
+
     def install(self, jax: Any) -> Callable[[], None]:
         """Wrap `ArrayImpl.block_until_ready`, `ArrayImpl._value` and `jax.block_until_ready`."""
         from jax._src import array as array_module
@@ -200,6 +235,7 @@ class SyncStamper:
         original_value = cls.__dict__["_value"]
         original_tree_block = jax.block_until_ready
         stamper = self
+        self._block = original_block
 
         def block_until_ready(self: Any) -> Any:
             start = stamper._now()
@@ -245,6 +281,7 @@ class SyncStamper:
             cls.block_until_ready = original_block
             cls._value = original_value
             jax.block_until_ready = original_tree_block
+            stamper._block = None
 
         return uninstall
 
