@@ -75,6 +75,11 @@ def test_a_pmap_step_is_not_op_by_op(corpus_runs) -> None:
     matmuls, undonated weights, a 1 MiB pmean a step): none of NEVER_ON_THESE (the test above)."""
     got = _by_id(_advise(corpus_runs, "jax_pmap", "v6e"))
     assert got["op-by-op"]["outcome"] == "passed" and "pmap" in got["op-by-op"]["reason"]
+    # the undonated weights: the fix is pmap's own donate_argnums, not a jax.jit the step does not use
+    donation = got["no-donation"]
+    assert donation["outcome"] == "fired" and "jax.pmap(train_step" in donation["fix"]["jax"] and "jax.jit" not in donation["fix"]["jax"]
+    # two CPU "devices" are threads on the same cores: a pmean's time there is its rendezvous
+    assert got["exposed-collectives"]["outcome"] == "not_evaluable" and "CPU backend" in got["exposed-collectives"]["reason"]
 
 
 @pytest.mark.parametrize("name,occasional", [("eval_midway", {"jit(eval_step)"}), ("keras_fit", {"jit(test_step)"})])

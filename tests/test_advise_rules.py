@@ -54,7 +54,7 @@ def base(**changes) -> Signals:
     s = Signals(
         framework="jax", platform="cpu", run_chip=None, target=V6E, target_from="--target",
         steps=40, traced_steps=3, iteration_median_s=0.1, device_median_s=0.095, host_median_s=0.005, after_warmup_wall_s=3.9, steps_after_warmup=39, loop_steps=32,
-        compiles=10, compile_total_s=2.0, late_compiles=0, late_compile_s=0.0, late_functions={}, first_compiles_after_warmup={}, pmap_compiles=0, recompile_excess_s=0.0, distinct_compiled=8,
+        compiles=10, compile_total_s=2.0, late_compiles=0, late_compile_s=0.0, late_functions={}, first_compiles_after_warmup={}, pmap_step=False, pmap_compiles=0, recompile_excess_s=0.0, distinct_compiled=8,
         compile_cache_events=0, compile_cache_env=None, step_program=True, jitted_functions=3,
         torch_graphs=None, graph_breaks=None, graph_break_reasons=[], torch_recompile_reasons=[],
         step_calls=40, fetched_step_calls=2,
@@ -277,6 +277,9 @@ def test_no_donation_threshold() -> None:
     assert no_donation(base(alias_bytes=int(out * T.DONATION_MIN_FRACTION))).outcome == "passed"
     assert no_donation(base(alias_bytes=0, output_bytes=T.DONATION_MIN_BYTES - 1, argument_bytes=T.DONATION_MIN_BYTES - 1)).outcome == "passed"
     assert no_donation(base(output_bytes=None)).outcome == "not_evaluable"
+    jitted, pmapped = no_donation(base(alias_bytes=0)), no_donation(base(alias_bytes=0, pmap_step=True))
+    assert "jax.jit(train_step, donate_argnums" in jitted.fix.jax
+    assert "jax.pmap(train_step" in pmapped.fix.jax and "jax.jit" not in pmapped.fix.jax and pmapped.fix.summary == jitted.fix.summary
 
 
 def test_hbm_rules_thresholds() -> None:
@@ -302,11 +305,13 @@ def test_no_compile_cache_threshold() -> None:
 
 def test_exposed_collectives_threshold() -> None:
     def with_coll(c):
-        return base(breakdown={**base().breakdown, "collective": c})
+        return base(platform="tpu", breakdown={**base().breakdown, "collective": c})
 
     assert exposed_collectives(with_coll(T.EXPOSED_COLLECTIVE_SHARE + EPS)).outcome == "fired"
     assert exposed_collectives(with_coll(T.EXPOSED_COLLECTIVE_SHARE - EPS)).outcome == "passed"
-    assert exposed_collectives(base(breakdown={}, hlo=None)).outcome == "not_evaluable"
+    assert exposed_collectives(base(platform="tpu", breakdown={}, hlo=None)).outcome == "not_evaluable"
+    on_cpu = exposed_collectives(replace(with_coll(0.5), platform="cpu"))  # threads on shared cores: the rendezvous, not the wire
+    assert on_cpu.outcome == "not_evaluable" and "CPU backend" in on_cpu.reason
 
 
 def test_device_idle_fires_only_when_unexplained() -> None:
@@ -344,7 +349,7 @@ def test_compile_time_and_memory_findings_go_to_the_also_list() -> None:
 
 
 def test_every_expected_gain_says_estimate_or_upper_bound() -> None:
-    s = base(late_compiles=30, recompile_excess_s=2.0, fetched_step_calls=40, alias_bytes=0, peak_bytes=4 << 30,
+    s = base(platform="tpu", late_compiles=30, recompile_excess_s=2.0, fetched_step_calls=40, alias_bytes=0, peak_bytes=4 << 30,
              breakdown={**base().breakdown, "host": 0.25, "collective": 0.2, "device_idle": 0.4})
     fired = advise_signals(s).fired
     assert len(fired) >= 6

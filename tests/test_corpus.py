@@ -54,6 +54,7 @@ def test_jax_steps_the_detector_used_to_miss(corpus_runs, script: str) -> None:
     assert doc["flops"]["devices"] == (2 if script == "jax_pmap" else 1)
     step_rows = run.programs[run.programs["is_step"].astype(bool)]
     assert step_rows["kind"].tolist() == ["pmap" if script == "jax_pmap" else "aot"]
+    assert run.steps["source"].unique().tolist() == ["auto:pmap(train_step)" if script == "jax_pmap" else "auto:jit(train_step)"]
 
 
 def test_keras_gradient_accumulation_counts_updates(corpus_runs) -> None:

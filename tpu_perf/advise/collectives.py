@@ -22,6 +22,9 @@ def exposed_collectives(s: Signals) -> Finding:
     if s.stragglers:  # the trace is process 0's: its collectives wait for the straggler
         who = s.stragglers[0]["process_index"]
         return not_evaluable(EXPOSED_COLLECTIVES, f"this process's collectives include waiting for process {who}, which holds the job back (see straggler); even that out first")
+    if s.platform == "cpu":
+        return not_evaluable(EXPOSED_COLLECTIVES, "on the CPU backend the devices are threads on this machine's shared cores: a collective's time is mostly its "
+                             "rendezvous, each device waiting for the others to be scheduled, not communication a TPU or GPU would overlap: judge it on a TPU or GPU run")
     if s.breakdown:
         share = s.breakdown.get("collective", 0.0)
         evidence = [ev("trace_collective_fraction", share, "trace", "breakdown.collective")]

@@ -91,12 +91,13 @@ class Finding:
         return self.expected_gain.benefit if self.expected_gain else "step_time"
 
 
-def fired(rule: Rule, reason: str, evidence: list[Evidence], gain: Gain | None, *, severity: Severity | None = None) -> Finding:
-    """`severity` overrides the rule's, for a finding judged for a target rather than seen on it.
+def fired(rule: Rule, reason: str, evidence: list[Evidence], gain: Gain | None, *, severity: Severity | None = None, fix: Fix | None = None) -> Finding:
+    """`severity` overrides the rule's, for a finding judged for a target rather than seen on it;
+    `fix` the rule's, where the run shows how its step is written (a `jax.pmap` step is not jitted).
     A fired finding always has an expected gain: without one, it says there is no number and why."""
     if gain is None:
         gain = Gain(factor=None, basis="this run's data gives no number for it (the evidence shows what was seen)", kind="none")
-    return Finding(id=rule.id, title=rule.title, family=rule.family, severity=severity or rule.severity, outcome="fired", reason=reason, evidence=evidence, fix=rule.fix, expected_gain=gain, docs=rule.docs)
+    return Finding(id=rule.id, title=rule.title, family=rule.family, severity=severity or rule.severity, outcome="fired", reason=reason, evidence=evidence, fix=fix or rule.fix, expected_gain=gain, docs=rule.docs)
 
 
 def passed(rule: Rule, reason: str, evidence: list[Evidence] | None = None) -> Finding:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tpu_perf.advise import thresholds as T
 from tpu_perf.advise.compute import target_missing
 from tpu_perf.advise.finding import (
@@ -48,6 +50,15 @@ HBM_PRESSURE = Rule(
 )
 
 
+PMAP_DONATION = "train_step = jax.pmap(train_step, axis_name=AXIS, donate_argnums=(0,))  # your axis name; the replicated state"
+"""The donation snippet for a step compiled by `jax.pmap` (which takes `donate_argnums` itself)."""
+
+
+def _for_pmap(rule: Rule, s: Signals, jax: str) -> Fix | None:
+    """The rule's fix with the JAX snippet for a pmap step, or None (the rule's own) for a jitted one."""
+    return replace(rule.fix, jax=jax) if s.pmap_step else None
+
+
 def no_donation(s: Signals) -> Finding:
     if s.framework == "torch":
         return passed(NO_DONATION, "PyTorch optimizers update parameters in place")
@@ -61,7 +72,8 @@ def no_donation(s: Signals) -> Finding:
     if alias >= T.DONATION_MIN_FRACTION * s.output_bytes:
         return passed(NO_DONATION, f"{alias / s.output_bytes:.0%} of the outputs reuse donated inputs", evidence)
     return fired(NO_DONATION, f"the step returns {s.output_bytes / 2**20:.1f} MiB and only {alias / 2**20:.1f} MiB reuse donated inputs", evidence,
-                 Gain(factor=None, basis=f"frees about {(s.output_bytes - alias) / 2**20:.1f} MiB of device memory at the peak (the outputs not aliased); step time stays about the same", kind="estimate", benefit="memory", amount=float(s.output_bytes - alias), unit="bytes"))
+                 Gain(factor=None, basis=f"frees about {(s.output_bytes - alias) / 2**20:.1f} MiB of device memory at the peak (the outputs not aliased); step time stays about the same", kind="estimate", benefit="memory", amount=float(s.output_bytes - alias), unit="bytes"),
+                 fix=_for_pmap(NO_DONATION, s, PMAP_DONATION))
 
 
 def _headroom(s: Signals, rule: object) -> tuple[float, list[Evidence]] | Finding:
@@ -117,4 +129,5 @@ def hbm_pressure(s: Signals) -> Finding:
     if used < T.HBM_PRESSURE_FRACTION:
         return passed(HBM_PRESSURE, f"peak at {used:.0%} of capacity", evidence)
     return fired(HBM_PRESSURE, f"peak at {used:.0%} of capacity: near OOM, and XLA may rematerialize to fit{_what_fills(s)}", evidence,
-                 Gain(factor=None, basis="risk, not speed: an OOM stops the run", kind="none", benefit="risk", amount=float(s.capacity_bytes - s.peak_bytes), unit="bytes"))
+                 Gain(factor=None, basis="risk, not speed: an OOM stops the run", kind="none", benefit="risk", amount=float(s.capacity_bytes - s.peak_bytes), unit="bytes"),
+                 fix=_for_pmap(HBM_PRESSURE, s, "block = jax.checkpoint(block)  # jax.remat; plus jax.pmap(..., donate_argnums=(0,))"))

@@ -121,8 +121,8 @@ def _by_function(rows: pd.DataFrame) -> dict[str, int]:
 
 
 def _step_function(steps: pd.DataFrame) -> str | None:
-    """The jitted function detected as the step (`auto:jit(NAME)`), whose compiles are the recompiles."""
+    """The jitted function detected as the step (`auto:jit(NAME)`, `auto:pmap(NAME)`), whose compiles are the recompiles."""
     if steps.empty or "source" not in steps:
         return None
-    m = re.fullmatch(r"auto:jit\((.+)\)", str(steps["source"].iloc[0]))
+    m = re.fullmatch(r"auto:(?:jit|pmap)\((.+)\)", str(steps["source"].iloc[0]))
     return m.group(1) if m else None

@@ -43,7 +43,8 @@ STALE_HEARTBEAT_S = 120.0
 """A `running` run whose heartbeat is older than this is loaded as `crashed`."""
 
 STEP_SOURCE_RANK = {"explicit": 0, "annotation": 1, "auto": 2}
-"""Step sources, best first. Step records carry the full name, e.g. `auto:jit(train_step)`;
+"""Step sources, best first. Step records carry the full name, e.g. `auto:jit(train_step)`
+(`auto:pmap(train_step)` for a pmap step);
 readers use the best source present in a run's steps table."""
 
 

@@ -149,7 +149,9 @@ class JitTracker:
 
     @property
     def source(self) -> str:
-        return f"auto:jit({self.step_fn.name})" if self.step_fn else "auto:jit"
+        """`auto:jit(NAME)`, or `auto:pmap(NAME)` for a step compiled by `jax.pmap` (its fixes differ)."""
+        wrapper = "pmap" if self.step_fn is not None and self.step_fn.kind == "pmap" else "jit"
+        return f"auto:{wrapper}({self.step_fn.name})" if self.step_fn else "auto:jit"
 
     # -- per call -------------------------------------------------------------------------------
     def call(self, state: FunctionState, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
