@@ -6,6 +6,9 @@ Everything is undone by the returned `uninstall`, so a recording leaves jax as i
 
 from __future__ import annotations
 
+import os
+import sys
+import sysconfig
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -28,6 +31,25 @@ _CACHE_EVENTS = {
     "/jax/compilation_cache/cache_hits": "cache_hit",
     "/jax/compilation_cache/cache_misses": "cache_miss",
 }
+
+
+_OWN_PACKAGES = ("jax", "jaxlib", "tpu_perf")
+"""Packages whose frames sit between a compile and the code that asked for it."""
+_LIBRARY_ROOTS = tuple({os.path.realpath(p) + os.sep for p in (sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], sysconfig.get_paths()["stdlib"])})
+
+
+def compile_caller() -> tuple[str | None, bool | None]:
+    """Who asked for the compile now under way: the first frame outside jax and tpu-perf
+    (`path:line`), and whether it is installed library code (orbax slicing arrays at each save)
+    rather than the script's own, whose changing shapes the script can fix."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_globals.get("__name__", "")
+        if name.split(".", 1)[0] not in _OWN_PACKAGES:
+            path = os.path.realpath(frame.f_code.co_filename)
+            return f"{frame.f_code.co_filename}:{frame.f_lineno}", path.startswith(_LIBRARY_ROOTS)
+        frame = frame.f_back
+    return None, None
 
 
 def _hardware(jax: Any) -> dict[str, Any]:
@@ -129,9 +151,14 @@ class CompileListener:
         kind = _COMPILE_EVENTS.get(event)
         if kind is None or self.paused:
             return
+        extra: dict[str, Any] = {}
         if kind == "backend_compile":
             self._tracker.note_compile()
-        self._rec.compile_event(function=str(kwargs.get("fun_name", "")), duration_s=float(duration), event=kind)
+            extra["caller"], library = compile_caller()
+            # a jitted function's call under way (the script's, or a library's jit wrapper such as
+            # equinox's or flax's around the script's function) is the script's program
+            extra["library"] = library and self._tracker.tracing is None
+        self._rec.compile_event(function=str(kwargs.get("fun_name", "")), duration_s=float(duration), event=kind, **extra)
 
     def on_event(self, event: str, **kwargs: Any) -> None:
         kind = _CACHE_EVENTS.get(event)
