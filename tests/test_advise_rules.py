@@ -54,7 +54,7 @@ def base(**changes) -> Signals:
     s = Signals(
         framework="jax", platform="cpu", run_chip=None, target=V6E, target_from="--target",
         steps=40, traced_steps=3, iteration_median_s=0.1, device_median_s=0.095, host_median_s=0.005, after_warmup_wall_s=3.9, steps_after_warmup=39, loop_steps=32,
-        compiles=10, compile_total_s=2.0, late_compiles=0, late_compile_s=0.0, late_functions={}, first_compiles_after_warmup={}, pmap_step=False, pmap_compiles=0, recompile_excess_s=0.0, distinct_compiled=8,
+        compiles=10, compile_total_s=2.0, late_compiles=0, late_compile_s=0.0, late_functions={}, first_compiles_after_warmup={}, step_api=None, pmap_compiles=0, recompile_excess_s=0.0, distinct_compiled=8,
         compile_cache_events=0, compile_cache_env=None, step_program=True, jitted_functions=3,
         torch_graphs=None, graph_breaks=None, graph_break_reasons=[], torch_recompile_reasons=[],
         step_calls=40, fetched_step_calls=2,
@@ -277,9 +277,11 @@ def test_no_donation_threshold() -> None:
     assert no_donation(base(alias_bytes=int(out * T.DONATION_MIN_FRACTION))).outcome == "passed"
     assert no_donation(base(alias_bytes=0, output_bytes=T.DONATION_MIN_BYTES - 1, argument_bytes=T.DONATION_MIN_BYTES - 1)).outcome == "passed"
     assert no_donation(base(output_bytes=None)).outcome == "not_evaluable"
-    jitted, pmapped = no_donation(base(alias_bytes=0)), no_donation(base(alias_bytes=0, pmap_step=True))
+    jitted = no_donation(base(alias_bytes=0))
     assert "jax.jit(train_step, donate_argnums" in jitted.fix.jax
-    assert "jax.pmap(train_step" in pmapped.fix.jax and "jax.jit" not in pmapped.fix.jax and pmapped.fix.summary == jitted.fix.summary
+    for api, call in (("pmap", "jax.pmap(train_step"), ("equinox", "eqx.filter_jit(train_step, donate="), ("flax", "nnx.jit(train_step, donate_argnums")):
+        own = no_donation(base(alias_bytes=0, step_api=api))  # the API the step is compiled with, not a jax.jit it does not use
+        assert call in own.fix.jax and "jax.jit" not in own.fix.jax and own.fix.summary == jitted.fix.summary
 
 
 def test_hbm_rules_thresholds() -> None:

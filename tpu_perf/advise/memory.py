@@ -50,13 +50,18 @@ HBM_PRESSURE = Rule(
 )
 
 
-PMAP_DONATION = "train_step = jax.pmap(train_step, axis_name=AXIS, donate_argnums=(0,))  # your axis name; the replicated state"
-"""The donation snippet for a step compiled by `jax.pmap` (which takes `donate_argnums` itself)."""
+DONATION_BY_API = {
+    "pmap": "train_step = jax.pmap(train_step, axis_name=AXIS, donate_argnums=(0,))  # your axis name; the replicated state",
+    "equinox": 'train_step = eqx.filter_jit(train_step, donate="all")  # or @eqx.filter_jit(donate="all")',
+    "flax": "train_step = nnx.jit(train_step, donate_argnums=(0, 1))  # the model and the optimizer",
+}
+"""Donation in the API that compiles the step (Signals.step_api), where it is not `jax.jit`'s."""
 
 
-def _for_pmap(rule: Rule, s: Signals, jax: str) -> Fix | None:
-    """The rule's fix with the JAX snippet for a pmap step, or None (the rule's own) for a jitted one."""
-    return replace(rule.fix, jax=jax) if s.pmap_step else None
+def _donation_fix(rule: Rule, s: Signals, prefix: str = "") -> Fix | None:
+    """The rule's fix with donation in the step's own API, or None (the rule's, `jax.jit`)."""
+    snippet = DONATION_BY_API.get(s.step_api or "")
+    return replace(rule.fix, jax=prefix + snippet) if snippet else None
 
 
 def no_donation(s: Signals) -> Finding:
@@ -73,7 +78,7 @@ def no_donation(s: Signals) -> Finding:
         return passed(NO_DONATION, f"{alias / s.output_bytes:.0%} of the outputs reuse donated inputs", evidence)
     return fired(NO_DONATION, f"the step returns {s.output_bytes / 2**20:.1f} MiB and only {alias / 2**20:.1f} MiB reuse donated inputs", evidence,
                  Gain(factor=None, basis=f"frees about {(s.output_bytes - alias) / 2**20:.1f} MiB of device memory at the peak (the outputs not aliased); step time stays about the same", kind="estimate", benefit="memory", amount=float(s.output_bytes - alias), unit="bytes"),
-                 fix=_for_pmap(NO_DONATION, s, PMAP_DONATION))
+                 fix=_donation_fix(NO_DONATION, s))
 
 
 def _headroom(s: Signals, rule: object) -> tuple[float, list[Evidence]] | Finding:
@@ -130,4 +135,4 @@ def hbm_pressure(s: Signals) -> Finding:
         return passed(HBM_PRESSURE, f"peak at {used:.0%} of capacity", evidence)
     return fired(HBM_PRESSURE, f"peak at {used:.0%} of capacity: near OOM, and XLA may rematerialize to fit{_what_fills(s)}", evidence,
                  Gain(factor=None, basis="risk, not speed: an OOM stops the run", kind="none", benefit="risk", amount=float(s.capacity_bytes - s.peak_bytes), unit="bytes"),
-                 fix=_for_pmap(HBM_PRESSURE, s, "block = jax.checkpoint(block)  # jax.remat; plus jax.pmap(..., donate_argnums=(0,))"))
+                 fix=_donation_fix(HBM_PRESSURE, s, "block = jax.checkpoint(block)  # jax.remat; and donate the state:\n"))

@@ -82,8 +82,9 @@ class Signals:
     late_functions: dict[str, int]
     first_compiles_after_warmup: dict[str, int]
     """The report's `compile.other_after_warmup`: first compiles of functions called now and then."""
-    pmap_step: bool
-    """The detected step is a `jax.pmap` function (`auto:pmap(NAME)`): fixes name pmap, not jit."""
+    step_api: str | None
+    """How the step is compiled, where fixes differ from `jax.jit`: `pmap` (`auto:pmap(NAME)`), or
+    the library whose wrapper jitted it (`equinox`, `flax`: the programs table's `wrapper`); None."""
     pmap_compiles: int
     """Backend compiles of pmap programs (`pmap(f)`, or `jit(_fun)`: pmap as jit of shard_map in jax
     >= 0.7): a compiled step the op-by-op rule must not call eager."""
@@ -243,7 +244,7 @@ def build_signals(run: Run, report: Report | None = None, *, target: str | None 
         compiles=comp.count if comp is not None else None, compile_total_s=comp.total_s if comp is not None else None,
         late_compiles=comp.after_warmup if comp is not None else None, late_compile_s=comp.after_warmup_s if comp is not None else None,
         late_functions=dict(comp.after_warmup_functions) if comp is not None else {}, first_compiles_after_warmup=dict(comp.other_after_warmup) if comp is not None else {},
-        recompile_excess_s=excess, pmap_step=str(st.source or "").startswith("auto:pmap("), pmap_compiles=_pmap_compiles(run),
+        recompile_excess_s=excess, step_api=_step_api(run, st.source), pmap_compiles=_pmap_compiles(run),
         distinct_compiled=_distinct_compiled(run), compile_cache_events=(comp.cache_hits or 0) + (comp.cache_misses or 0) if comp is not None else 0,
         compile_cache_env=jax_counts.get("compilation_cache_dir") or (run.manifest.get("env") or {}).get("JAX_COMPILATION_CACHE_DIR"),
         step_program=bool(report.hlo is not None and any(p.is_step for p in report.hlo.programs)), jitted_functions=jax_counts.get("jitted_functions"),
@@ -318,6 +319,16 @@ def _after_warmup(run: Run) -> tuple[int | None, float | None, float | None]:
     if base is None:
         return len(after), wall, None  # no step without a compile to compare with
     return len(after), wall, float(np.clip(durations[holds] - base, 0.0, None).sum())
+
+
+def _step_api(run: Run, source: str | None) -> str | None:
+    if str(source or "").startswith("auto:pmap("):
+        return "pmap"
+    programs = run.programs
+    if programs.empty or "wrapper" not in programs or "is_step" not in programs:
+        return None
+    wrappers = programs.loc[programs["is_step"].fillna(False).astype(bool), "wrapper"].dropna()
+    return str(wrappers.iloc[0]) if len(wrappers) else None
 
 
 def _pmap_compiles(run: Run) -> int:

@@ -6,14 +6,12 @@ Everything is undone by the returned `uninstall`, so a recording leaves jax as i
 
 from __future__ import annotations
 
-import os
 import sys
-import sysconfig
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from tpu_perf.collectors.jax import accumulation, distributed
+from tpu_perf.collectors.jax import accumulation, callers, distributed
 from tpu_perf.collectors.jax.aot import record_topologies
 from tpu_perf.collectors.jax.existing import adopt_jitted
 from tpu_perf.collectors.jax.jit import JitTracker
@@ -33,23 +31,14 @@ _CACHE_EVENTS = {
 }
 
 
-_OWN_PACKAGES = ("jax", "jaxlib", "tpu_perf")
-"""Packages whose frames sit between a compile and the code that asked for it."""
-_LIBRARY_ROOTS = tuple({os.path.realpath(p) + os.sep for p in (sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], sysconfig.get_paths()["stdlib"])})
-
-
 def compile_caller() -> tuple[str | None, bool | None]:
-    """Who asked for the compile now under way: the first frame outside jax and tpu-perf
-    (`path:line`), and whether it is installed library code (orbax slicing arrays at each save)
-    rather than the script's own, whose changing shapes the script can fix."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        name = frame.f_globals.get("__name__", "")
-        if name.split(".", 1)[0] not in _OWN_PACKAGES:
-            path = os.path.realpath(frame.f_code.co_filename)
-            return f"{frame.f_code.co_filename}:{frame.f_lineno}", path.startswith(_LIBRARY_ROOTS)
-        frame = frame.f_back
-    return None, None
+    """Who asked for the compile now under way (`path:line`), and whether it is installed library
+    code (orbax slicing arrays at each save) rather than the script's own, whose changing shapes
+    the script can fix."""
+    frame = callers.asker(sys._getframe(1))
+    if frame is None:
+        return None, None
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}", callers.is_library(frame)
 
 
 def _hardware(jax: Any) -> dict[str, Any]:

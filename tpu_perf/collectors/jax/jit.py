@@ -15,11 +15,13 @@ waits for a step before the next is dispatched: the script queues steps ahead as
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any
 
-from tpu_perf.collectors.jax import at_peak, choice
+from tpu_perf.collectors.jax import at_peak, callers, choice
 from tpu_perf.collectors.jax.ready import Call, ReadyWatcher, SyncStamper, block_ready, waitable
 from tpu_perf.collectors.jax.wrappers import OuterCalls
 from tpu_perf.collectors.session import Recorder
@@ -69,6 +71,9 @@ class FunctionState:
     """It consumed the step function's outputs (the train state): a micro-batch program, or an eval."""
     kind: str = "jit"
     """`jit`, `pmap`, or `aot` (a `jit(f).lower(...).compile()` result the script calls)."""
+    wrapper: str | None = None
+    """The installed package that called `jax.jit` for the script (`equinox` for `eqx.filter_jit`,
+    `flax` for `nnx.jit`); None when the script called it: fixes name the API the script uses."""
     compiled: Any = None
     """For `aot`: the script's own compiled program (its cost analysis is the step's)."""
     micro_batches: int | None = None
@@ -117,7 +122,7 @@ class JitTracker:
         """The function whose call is under way (it is being traced if it compiles now)."""
         from jax._src import core
 
-        self.outer = OuterCalls(recorder.now)
+        self.outer = OuterCalls(recorder.now, recorder.called)
         self.oom: tuple[FunctionState, str] | None = None
         """The function whose call ran out of device memory, and the error's first line."""
         self._clean = getattr(core, "trace_state_clean", None)
@@ -129,13 +134,17 @@ class JitTracker:
         """`jax.jit` (or `jax.pmap`, kind `pmap`) whose functions' calls the tracker sees."""
         tracker = self
 
-        @functools.wraps(original_jit)
-        def jit(fun: Any = None, *args: Any, **kwargs: Any) -> Any:
-            if fun is None:  # @jax.jit(static_argnums=...) style
-                return lambda f: jit(f, *args, **kwargs)
+        def make(fun: Any, args: tuple[Any, ...], kwargs: dict[str, Any], wrapper: str | None) -> Any:
             jitted = original_jit(fun, *args, **kwargs)
             name = getattr(fun, "__name__", None) or getattr(fun, "__qualname__", None) or repr(fun)
-            return TrackedJit(jitted, tracker.add(FunctionState(name=str(name), jitted=jitted, fun=fun, jit_kwargs=dict(kwargs), kind=kind)), tracker)
+            return TrackedJit(jitted, tracker.add(FunctionState(name=str(name), jitted=jitted, fun=fun, jit_kwargs=dict(kwargs), kind=kind, wrapper=wrapper)), tracker)
+
+        @functools.wraps(original_jit)
+        def jit(fun: Any = None, *args: Any, **kwargs: Any) -> Any:
+            wrapper = _wrapper(sys._getframe(1))
+            if fun is None:  # @jax.jit(static_argnums=...) style
+                return lambda f: make(f, args, kwargs, wrapper)
+            return make(fun, args, kwargs, wrapper)
 
         return jit
 
@@ -453,8 +462,14 @@ class TrackedLowered:
     def compile(self, *args: Any, **kwargs: Any) -> Any:
         compiled = self._lowered.compile(*args, **kwargs)
         s = self._state
-        state = FunctionState(name=s.name, jitted=compiled, fun=s.fun, jit_kwargs=s.jit_kwargs, kind="aot" if s.kind == "jit" else s.kind, compiled=compiled)
+        state = FunctionState(name=s.name, jitted=compiled, fun=s.fun, jit_kwargs=s.jit_kwargs, kind="aot" if s.kind == "jit" else s.kind, wrapper=s.wrapper, compiled=compiled)
         return TrackedJit(compiled, self._tracker.add(state), self._tracker)
 
     def __getattr__(self, name: str) -> Any:  # as_text, cost_analysis, compiler_ir, ...
         return getattr(self._lowered, name)
+
+
+def _wrapper(frame: FrameType | None) -> str | None:
+    """The installed package whose code called `jax.jit` (None: the script's own code)."""
+    asker = callers.asker(frame)
+    return callers.package(asker) if asker is not None and callers.is_library(asker) else None

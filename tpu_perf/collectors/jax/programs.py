@@ -79,6 +79,7 @@ def analyse_program(state: FunctionState, *, is_step: bool, rec: Recorder, jax: 
         "optimal_seconds": cost.get("optimal_seconds"),
         "devices": _device_count((args, kwargs), compiled, jax),
         "kind": state.kind,
+        "wrapper": state.wrapper,
         "analysis_s": seconds,
     }
     memory = compiled.memory_analysis()

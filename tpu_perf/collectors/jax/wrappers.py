@@ -24,10 +24,13 @@ OUTER_WRAPPERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 
 class OuterCalls:
-    """Remembers when the script's outermost call began; the tracker takes it as the dispatch start."""
+    """Remembers when the script's outermost call began; the tracker takes it as the dispatch start.
+    The whole outer call is the step call's host time (`called`), its work after the inner jit
+    returns included (nnx merging the new state back into the modules): not the loop's own work."""
 
-    def __init__(self, now: Callable[[], float]) -> None:
+    def __init__(self, now: Callable[[], float], called: Callable[[float, float], None] = lambda start, end: None) -> None:
         self._now = now
+        self._called = called
         self._depth = 0
         self.start: float | None = None
         self._undos: list[Callable[[], None]] = []
@@ -43,14 +46,17 @@ class OuterCalls:
         @functools.wraps(call)
         def timed_call(*args: Any, **kwargs: Any) -> Any:
             outer._depth += 1
+            began = None
             if outer._depth == 1:
-                outer.start = outer._now()
+                outer.start = began = outer._now()
             try:
                 return call(*args, **kwargs)
             finally:
                 outer._depth -= 1
                 if outer._depth == 0:
                     outer.start = None
+                if began is not None:
+                    outer._called(began, outer._now())
 
         return timed_call
 

@@ -1,0 +1,29 @@
+"""Who in the script's process asked for a JAX call: the first frame outside jax and tpu-perf, and
+whether it is installed library code (site-packages, the standard library) or the script's own."""
+
+from __future__ import annotations
+
+import os
+import sysconfig
+from types import FrameType
+
+_OWN_PACKAGES = ("jax", "jaxlib", "tpu_perf")
+"""Packages whose frames sit between a JAX call and the code that asked for it."""
+_LIBRARY_ROOTS = tuple({os.path.realpath(sysconfig.get_paths()[key]) + os.sep for key in ("purelib", "platlib", "stdlib")})
+
+
+def asker(frame: FrameType | None) -> FrameType | None:
+    """The first frame at or above `frame` outside jax and tpu-perf."""
+    while frame is not None and frame.f_globals.get("__name__", "").split(".", 1)[0] in _OWN_PACKAGES:
+        frame = frame.f_back
+    return frame
+
+
+def is_library(frame: FrameType) -> bool:
+    """Whether `frame` runs installed code (orbax, equinox, flax) rather than the script's own."""
+    return os.path.realpath(frame.f_code.co_filename).startswith(_LIBRARY_ROOTS)
+
+
+def package(frame: FrameType) -> str:
+    """The top-level package of `frame`'s module (`equinox` for `equinox._jit`)."""
+    return str(frame.f_globals.get("__name__", "")).split(".", 1)[0]
