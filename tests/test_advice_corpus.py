@@ -150,3 +150,20 @@ def test_a_jit_wrappers_own_host_work_is_the_step_call_not_the_loops(corpus_runs
     after the inner call was counted as the loop's, and a small nnx step read as [high] input-bound."""
     s = _report(corpus_runs, "flax_nnx")["steps"]
     assert s["call_median_s"] > 0 and s["loop_median_s"] < 0.03 * s["median_s"], s
+
+
+def test_only_checkpointing_and_logging_libraries_ask_for_occasional_compiles() -> None:
+    """The compile listener's test of the stack, on real frames of code run under those modules'
+    names: orbax (at every save) and a metrics writer are occasional; flax's layers or optax run
+    eagerly inside the step are not (their recompiles with the script's changing shapes count)."""
+    from tpu_perf.collectors.jax.callers import occasional
+
+    def frame_in(module: str):
+        scope = {"__name__": module, "sys": __import__("sys")}
+        exec("def here():\n    return sys._getframe()\n", scope)
+        return scope["here"]()
+
+    assert occasional(frame_in("orbax.checkpoint._src.serialization.replica_slices"))
+    assert occasional(frame_in("clu.metric_writers.summary_writer")) and occasional(frame_in("wandb"))
+    assert not occasional(frame_in("flax.linen.linear")) and not occasional(frame_in("optax._src.transform"))
+    assert not occasional(frame_in("orbaxlike.tools"))  # a prefix of a name is not the package

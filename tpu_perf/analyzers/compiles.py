@@ -38,7 +38,7 @@ class CompileStats:
     """Why the figures are unknown (None when they are known)."""
     other_after_warmup: dict[str, int] = field(default_factory=dict)
     """Compiles after warm-up that are not recompiles: first compiles of programs the loop calls now
-    and then (eval, helpers), and compiles asked for by library code outside the step (a checkpointer's)."""
+    and then (eval, helpers), and compiles a checkpointing or logging library asked for."""
 
 
 def unseen_reason(run: Run) -> str | None:
@@ -87,8 +87,8 @@ def after_warmup_compiles(run: Run) -> pd.DataFrame | None:
     that had already compiled earlier in the run (a new shape or dtype for it). The first compile of
     a function the loop calls now and then (an eval step, metrics, a checkpoint helper, Keras's
     `test_step` at the end of an epoch) is not one: it compiles once and is cached. Nor is a compile
-    asked for by installed library code outside the step (`library`: orbax slicing the arrays it
-    saves, at every save): the script has no shape there to fix. Warm-up is the
+    a checkpointing or logging library asked for (`occasional`, collectors/jax/callers.py: orbax
+    slicing the arrays it saves, at every save): the step's shapes are not what changed. Warm-up is the
     leading steps that compiled (`--warmup-steps` overrides); when every step compiled, only the
     first is warm-up, so a shape that changes every step does not hide in it. None: no steps, so
     no warm-up to count after (unknown, not zero)."""
@@ -107,9 +107,9 @@ def after_warmup_compiles(run: Run) -> pd.DataFrame | None:
     seen_before = backend["function"].duplicated(keep="first").to_numpy()
     step_fn = _step_function(steps)
     is_step = backend["function"].isin({step_fn, f"jit({step_fn})"}).to_numpy() if step_fn is not None else False
-    library = backend["library"].astype("boolean").fillna(False).to_numpy(bool) if "library" in backend else np.zeros(len(backend), dtype=bool)
+    occasional = backend["occasional"].astype("boolean").fillna(False).to_numpy(bool) if "occasional" in backend else np.zeros(len(backend), dtype=bool)
     late = (backend["time_s"] > warm_end).to_numpy() & (backend["time_s"] <= last_end).to_numpy()
-    return backend.assign(recompile=is_step | (seen_before & ~library))[late]
+    return backend.assign(recompile=is_step | (seen_before & ~occasional))[late]
 
 
 def compile_warmup(run: Run, steps: pd.DataFrame) -> int:

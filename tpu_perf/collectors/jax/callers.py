@@ -1,5 +1,6 @@
-"""Who in the script's process asked for a JAX call: the first frame outside jax and tpu-perf, and
-whether it is installed library code (site-packages, the standard library) or the script's own."""
+"""Who in the script's process asked for a JAX call: the first frame outside jax and tpu-perf,
+whether it is installed library code (site-packages, the standard library) or the script's own,
+and whether a checkpointing or logging library is on the way to it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,13 @@ from types import FrameType
 
 _OWN_PACKAGES = ("jax", "jaxlib", "tpu_perf")
 """Packages whose frames sit between a JAX call and the code that asked for it."""
+OCCASIONAL_MODULES: tuple[str, ...] = (
+    "orbax", "flax.training.checkpoints", "flax.serialization", "tensorflow.io", "tensorboard", "tensorboardX",
+    "torch.utils.tensorboard", "wandb", "mlflow", "clu.metric_writers", "aim", "neptune", "comet_ml",
+)
+"""Checkpointing and logging libraries: a loop calls them now and then (every N steps), so a
+compile they ask for is theirs (orbax slices each replicated array at every save), not a
+recompile of the step; a module (flax's layers, optax) called inside the step is not listed."""
 _LIBRARY_ROOTS = tuple({os.path.realpath(sysconfig.get_paths()[key]) + os.sep for key in ("purelib", "platlib", "stdlib")})
 
 
@@ -27,3 +35,13 @@ def is_library(frame: FrameType) -> bool:
 def package(frame: FrameType) -> str:
     """The top-level package of `frame`'s module (`equinox` for `equinox._jit`)."""
     return str(frame.f_globals.get("__name__", "")).split(".", 1)[0]
+
+
+def occasional(frame: FrameType | None) -> bool:
+    """Whether a checkpointing or logging library (OCCASIONAL_MODULES) is on the stack at `frame`."""
+    while frame is not None:
+        name = str(frame.f_globals.get("__name__", ""))
+        if any(name == m or name.startswith(m + ".") for m in OCCASIONAL_MODULES):
+            return True
+        frame = frame.f_back
+    return False

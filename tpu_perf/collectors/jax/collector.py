@@ -31,14 +31,12 @@ _CACHE_EVENTS = {
 }
 
 
-def compile_caller() -> tuple[str | None, bool | None]:
-    """Who asked for the compile now under way (`path:line`), and whether it is installed library
-    code (orbax slicing arrays at each save) rather than the script's own, whose changing shapes
-    the script can fix."""
-    frame = callers.asker(sys._getframe(1))
-    if frame is None:
-        return None, None
-    return f"{frame.f_code.co_filename}:{frame.f_lineno}", callers.is_library(frame)
+def compile_caller() -> tuple[str | None, bool]:
+    """Who asked for the compile now under way (`path:line`), and whether a checkpointing or
+    logging library did (orbax slicing the arrays it saves, at each save): not the step's."""
+    here = sys._getframe(1)
+    frame = callers.asker(here)
+    return (None if frame is None else f"{frame.f_code.co_filename}:{frame.f_lineno}"), callers.occasional(here)
 
 
 def _hardware(jax: Any) -> dict[str, Any]:
@@ -143,10 +141,7 @@ class CompileListener:
         extra: dict[str, Any] = {}
         if kind == "backend_compile":
             self._tracker.note_compile()
-            extra["caller"], library = compile_caller()
-            # a jitted function's call under way (the script's, or a library's jit wrapper such as
-            # equinox's or flax's around the script's function) is the script's program
-            extra["library"] = library and self._tracker.tracing is None
+            extra["caller"], extra["occasional"] = compile_caller()
         self._rec.compile_event(function=str(kwargs.get("fun_name", "")), duration_s=float(duration), event=kind, **extra)
 
     def on_event(self, event: str, **kwargs: Any) -> None:
