@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import ROOT, report_doc, tpu_perf_cli
+from tests.conftest import ROOT, advice_doc, report_doc, tpu_perf_cli
 
 pytestmark = pytest.mark.slow
 SCRIPTS = ROOT / "tests" / "scripts"
@@ -128,3 +128,16 @@ def test_first_screen_in_chromium_says_it(pair: dict, tmp_path: Path) -> None:
             assert not over, over  # shares (of a step, of the time) never above 100 %; a change (+650 %) may be
         finally:
             browser.close()
+
+
+def test_a_loop_queuing_steps_whose_shape_changes_at_nearly_every_step_recompiles(tmp_path: Path) -> None:
+    """Each length runs two steps in a row and the loop never syncs: the step before each change
+    holds the next batch's `jnp.ones` compile, the change holds the step's, so 19 of 20 steps
+    compiled. That was read as 19 warm-up steps and 0 recompiles; the leading compiled steps are a
+    warm-up only while they are at most half the run."""
+    store = tmp_path / "runs"
+    tpu_perf_cli("record", "--store", str(store), "--name", "bad", "-q", str(SCRIPTS / "recompile_bad.py"), "--no-sync", "--repeat-each", "2", "--steps", "20", check=True)
+    report = report_doc("bad", store)
+    assert report["compile"]["after_warmup"] >= 9, report["compile"]  # a new length every other step after the first
+    finding = next(f for f in advice_doc("bad", store)["findings"] if f["id"] == "recompilation")
+    assert finding["outcome"] == "fired" and finding["expected_gain"]["factor"] > 1.05, finding

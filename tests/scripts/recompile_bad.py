@@ -2,7 +2,7 @@
 and compiles the step again (the defect `tpu-perf` must not hide). Its twin, recompile_fixed.py,
 pads every batch to one length and compiles once. Same work per step, same fingerprint.
 
-Usage: recompile_bad.py [--steps N]
+Usage: recompile_bad.py [--steps N] [--no-sync] [--repeat-each K]
 """
 
 import argparse
@@ -12,6 +12,8 @@ import jax.numpy as jnp
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=14)
+parser.add_argument("--no-sync", action="store_true", help="never read the loss: the loop queues steps ahead of the device")
+parser.add_argument("--repeat-each", type=int, default=1, help="run each length K steps in a row: the recompiles then fall after warm-up")
 args = parser.parse_args()
 WIDTH, LAYERS, LONGEST = 256, 6, 136
 
@@ -26,7 +28,8 @@ def step(w, x):
 
 w = jnp.eye(WIDTH) * 0.9
 for i in range(args.steps):
-    length = 64 + 8 * (i % 10)  # ten lengths: the first ten steps each compile a new program
+    length = 64 + 8 * ((i // args.repeat_each) % 10)  # ten lengths: each new one compiles a new program
     x = jnp.ones((length, WIDTH))
     w, loss = step(w, x)
-    float(loss)
+    if not args.no_sync:
+        float(loss)

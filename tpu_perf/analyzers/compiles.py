@@ -88,10 +88,8 @@ def after_warmup_compiles(run: Run) -> pd.DataFrame | None:
     a function the loop calls now and then (an eval step, metrics, a checkpoint helper, Keras's
     `test_step` at the end of an epoch) is not one: it compiles once and is cached. Nor is a compile
     a checkpointing or logging library asked for (`occasional`, collectors/jax/callers.py: orbax
-    slicing the arrays it saves, at every save): the step's shapes are not what changed. Warm-up is the
-    leading steps that compiled (`--warmup-steps` overrides); when every step compiled, only the
-    first is warm-up, so a shape that changes every step does not hide in it. None: no steps, so
-    no warm-up to count after (unknown, not zero)."""
+    slicing the arrays it saves, at every save): the step's shapes are not what changed. Warm-up is
+    `compile_warmup`. None: no steps, so no warm-up to count after (unknown, not zero)."""
     steps = run_steps(run)
     if steps.empty:
         return None
@@ -114,10 +112,12 @@ def after_warmup_compiles(run: Run) -> pd.DataFrame | None:
 
 def compile_warmup(run: Run, steps: pd.DataFrame) -> int:
     """Warm-up steps for counting recompiles: the leading steps that compiled (`--warmup-steps`
-    overrides), but only the first when every step compiled."""
+    overrides), but only the first when they are most of the run: a shape that changes at nearly
+    every step is the defect, not a warm-up (19 of 20 steps of a loop that queues ahead compiled,
+    each holding the next batch's `jnp.ones` or the step's compile, and read as 0 recompiles)."""
     override = (run.manifest.get("config") or {}).get("warmup_steps")
     warmup = warmup_count(steps, override)
-    return 1 if override is None and warmup >= len(steps) > 1 else warmup
+    return 1 if override is None and len(steps) > 1 and 2 * warmup > len(steps) else warmup
 
 
 def _by_function(rows: pd.DataFrame) -> dict[str, int]:
