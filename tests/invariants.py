@@ -36,6 +36,7 @@ def check_run(run: Run, doc: dict[str, Any] | None = None) -> dict[str, Any]:
     _no_nan(doc)
     steps = run.table("steps")
     bd = analyze_breakdown(run)
+    assert bd.alignment_error_s is None or math.isfinite(bd.alignment_error_s), f"alignment error {bd.alignment_error_s}: unknown is None"
     error = bd.alignment_error_s or 0.0
     if not steps.empty:
         duration = steps["duration_s"].astype(float)

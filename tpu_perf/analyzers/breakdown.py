@@ -101,6 +101,7 @@ def _recorder_windows(run: Run, tl: pd.DataFrame) -> tuple[pd.DataFrame, str, fl
     if progs.size:
         idx = np.searchsorted(progs, starts - ALIGN_SLACK_S)
         lags = np.array([progs[i] - s for i, s in zip(idx, starts, strict=True) if i < progs.size])
+        lags = lags[np.isfinite(lags)]
         if lags.size:
             shift = min(0.0, float(lags.min()))
             offset += shift
@@ -141,7 +142,8 @@ def _lane_executions(progs: pd.DataFrame, dispatch: np.ndarray, ready: np.ndarra
     n, best = len(dispatch), None
     for j0 in range(len(starts) - n + 1):
         lag = (ready - ends[j0:j0 + n])[known]
-        if (starts[j0:j0 + n] < dispatch - ALIGN_SLACK_S).any() or (lag < -ALIGN_SLACK_S).any():
+        lag = lag[np.isfinite(lag)]  # a program the trace cut has no end
+        if not lag.size or (starts[j0:j0 + n] < dispatch - ALIGN_SLACK_S).any() or (lag < -ALIGN_SLACK_S).any():
             continue  # a program cannot start before its dispatch, nor be seen ready before it ends
         if best is None or float(np.median(lag)) < best[1]:
             best = (j0, float(np.median(lag)))

@@ -4,6 +4,7 @@ and whether a checkpointing or logging library is on the way to it."""
 
 from __future__ import annotations
 
+import functools
 import os
 import sysconfig
 from types import FrameType
@@ -29,7 +30,13 @@ def asker(frame: FrameType | None) -> FrameType | None:
 
 def is_library(frame: FrameType) -> bool:
     """Whether `frame` runs installed code (orbax, equinox, flax) rather than the script's own."""
-    return os.path.realpath(frame.f_code.co_filename).startswith(_LIBRARY_ROOTS)
+    return _installed(frame.f_code.co_filename)
+
+
+@functools.lru_cache(maxsize=4096)
+def _installed(filename: str) -> bool:
+    """Cached: `jax.jit` may be called every step (a library's jit of a fresh lambda)."""
+    return os.path.realpath(filename).startswith(_LIBRARY_ROOTS)
 
 
 def package(frame: FrameType) -> str:

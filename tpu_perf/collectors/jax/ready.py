@@ -69,33 +69,38 @@ def waitable(leaf: Any) -> Any:
     return getattr(leaf, "_base_array", leaf)
 
 
-def block_ready(call: Call) -> None:
-    """Block until `call`'s outputs are ready (they share one completion event), unless deleted;
-    the wrapped sync stamps it if it was pending, else the watcher does."""
+def _on_live_output(call: Call, look: Callable[[Any], Any]) -> tuple[Any, Any] | None:
+    """`look` at the first of `call`'s watched outputs not deleted (donated): (that output, what
+    `look` returned); None when all are deleted. A computation that failed counts as finished: its
+    error is the script's to see, (output, True)."""
     for leaf in list(call.leaves):
         try:
             if leaf.is_deleted():
                 continue
-            leaf.block_until_ready()
-        except Exception:  # a failed computation ends the step all the same
-            pass
-        return
+            return leaf, look(leaf)
+        except RuntimeError as exc:  # deleted between the two looks, or the computation failed
+            if "delete" in str(exc).lower():
+                continue
+            return leaf, True
+        except Exception:  # noqa: BLE001 -- whatever jaxlib raises, the recorder must live on
+            return leaf, True
+    return None
+
+
+def block_ready(call: Call) -> None:
+    """Block until `call`'s outputs are ready (they share one completion event), unless deleted;
+    the wrapped sync stamps it if it was pending, else the watcher does."""
+    _on_live_output(call, lambda leaf: leaf.block_until_ready())
 
 
 def readiness(call: Call) -> bool | None:
     """True when the call's outputs are ready, False when not yet, None when all are deleted."""
     if call.ready_seen:
         return True
-    for leaf in list(call.leaves):
-        try:
-            if leaf.is_deleted():
-                continue
-            return bool(leaf.is_ready())
-        except RuntimeError as exc:  # deleted between the two looks, or the computation failed
-            if "delete" in str(exc).lower():
-                continue
-            return True
-    return None if call.end is None else True
+    looked = _on_live_output(call, lambda leaf: bool(leaf.is_ready()))
+    if looked is None:
+        return None if call.end is None else True
+    return looked[1]
 
 
 class ReadyWatcher:
@@ -154,20 +159,14 @@ class ReadyWatcher:
         (donated) before they could be waited on."""
         if call.ready_seen:
             return True
-        for leaf in list(call.leaves):
-            try:
-                if leaf.is_deleted():
-                    continue
-                self._wait(leaf)
-                call.donated = bool(leaf.is_deleted())
-                return True
-            except RuntimeError as exc:  # deleted between the two looks, or the computation failed
-                if "delete" in str(exc).lower():
-                    continue
-                return True
-            except Exception:  # noqa: BLE001 -- whatever jaxlib raises, the watcher thread must live on
-                return True
-        return call.end is not None
+        waited = _on_live_output(call, self._wait)
+        if waited is None:
+            return call.end is not None
+        try:
+            call.donated = bool(waited[0].is_deleted())
+        except Exception:  # noqa: BLE001 -- the output is gone: nothing to learn from it
+            pass
+        return True
 
 
 class SyncStamper:
