@@ -335,3 +335,16 @@ def test_a_loop_carrying_a_typed_prng_key_gets_its_device_time(tmp_path: Path) -
     steady = steps[steps["step"] >= 2]
     assert steady["device_s"].notna().all() and (steady["device_s"] > 0).all()
     check_run(run)
+
+
+def test_the_breakdown_says_when_its_traced_steps_ran_unlike_the_run() -> None:
+    """The shares stand on the traced steps: a note where those ran over 1.25x (or under 0.8x) the
+    run's step time, none within; nothing to say without windows or a step time."""
+    from tpu_perf.analyzers.traces import _window_note
+
+    assert _window_note(3, 0.0124, 0.010) is None and _window_note(3, 0.0081, 0.010) is None
+    slow = _window_note(3, 0.0597, 0.0473)
+    assert slow == ("the 3 traced steps ran 1.26x the run's step time (59.7 ms against 47.3 ms at the median: "
+                    "profiling's own cost, or steps still warming up); the shares are of those steps")
+    assert "ran 0.50x" in (_window_note(2, 0.005, 0.010) or "")
+    assert _window_note(0, None, 0.01) is None and _window_note(3, 0.05, None) is None

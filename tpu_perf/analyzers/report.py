@@ -122,7 +122,7 @@ def build_report(run: Run, *, convention: str | None = None, summary: bool = Fal
         torch_compile=_part(run, "torch.compile", analyze_torch_compile, run),
         hlo=_part(run, "HLO", analyze_hlo_section, run, chip=flops.chip),
         trace=analyze_trace_files(run),
-        traces=_part(run, "trace", analyze_trace_tables, run),
+        traces=_part(run, "trace", analyze_trace_tables, run, steps),
         runtime=_part(run, "runtime", analyze_runtime, run),
         aot=_part(run, "aot", analyze_aot, run, model_flops_per_step=model.model_flops_per_step),
         hosts=_part(run, "hosts", analyze_hosts, run),

@@ -9,6 +9,7 @@ import pandas as pd
 
 from tpu_perf.analyzers.breakdown import analyze_breakdown
 from tpu_perf.analyzers.op_classes import reclassify, run_op_classes
+from tpu_perf.analyzers.steps import StepStats
 from tpu_perf.store import Run
 
 TOP_OPS = 20
@@ -77,6 +78,12 @@ class TraceSection:
     breakdown_steps_from: str | None
     breakdown_device_check: dict[str, float | None] | None
     breakdown_annotations_agree: bool | None
+    breakdown_window_steps: int = 0
+    """`steps` windows: the traced steps they frame (the shares' sample)."""
+    breakdown_window_median_s: float | None = None
+    """`steps` windows: the median traced step's window (each step's lanes averaged)."""
+    breakdown_note: str | None = None
+    """What the breakdown stands on, when its traced steps ran unlike the run's step time."""
     devices: list[dict[str, Any]]
     device_step_count: int
     device_step_median_s: float | None
@@ -90,16 +97,40 @@ class TraceSection:
             "breakdown_detail": {
                 "window": self.breakdown_window, "steps_from": self.breakdown_steps_from, "steps": self.breakdown_steps,
                 "alignment_error_s": self.breakdown_alignment_error_s, "annotations_agree": self.breakdown_annotations_agree,
-                "device_check": self.breakdown_device_check,
+                "device_check": self.breakdown_device_check, "window_steps": self.breakdown_window_steps,
+                "window_median_s": self.breakdown_window_median_s,
+                "note": self.breakdown_note,
             },
             "devices": self.devices,
             "device_steps": {"count": self.device_step_count, "median_s": self.device_step_median_s, "source": self.device_step_source},
         }
 
 
-def analyze_trace_tables(run: Run) -> TraceSection:
+UNLIKE = 1.25
+"""Traced steps whose median window is more than this many times the run's step time (or less than
+its inverse) ran unlike the others: the breakdown's shares are theirs, and the report says so."""
+
+
+def _window_note(windows: int, median_s: float | None, step_s: float | None) -> str | None:
+    """A line when the traced steps the shares stand on ran unlike the run's step: profiling's own
+    cost (a Python-heavy step pays the profiler's per-call hooks), or steps still warming up."""
+    if median_s is None or not step_s:
+        return None
+    ratio = median_s / step_s
+    if 1 / UNLIKE <= ratio <= UNLIKE:
+        return None
+    why = "profiling's own cost, or steps still warming up" if ratio > 1 else "the steps around them held more of the run's other work"
+    return (f"the {windows} traced steps ran {ratio:.2f}x the run's step time ({median_s * 1e3:.3g} ms against {step_s * 1e3:.3g} ms at the median: "
+            f"{why}); the shares are of those steps")
+
+
+def analyze_trace_tables(run: Run, steps_stats: StepStats | None = None) -> TraceSection:
+    """The trace's tables; `steps_stats` (the report's steps) lets the breakdown say when its traced
+    steps ran unlike the run's step time."""
     ops = run.table("ops")
     bd = analyze_breakdown(run)
+    window_median = float(bd.per_step.groupby("step")["step_s"].mean().median()) if not bd.per_step.empty else None
+    windows = int(bd.per_step["step"].nunique()) if not bd.per_step.empty else 0
     devices = run.table("devices")
     steps = run.table("device_steps")
     device_keys = ("id", "kind", "chip", "peak_tflops", "peak_hbm_gbps", "source")
@@ -115,6 +146,9 @@ def analyze_trace_tables(run: Run) -> TraceSection:
         breakdown_steps_from=bd.steps_from,
         breakdown_device_check=bd.device_check,
         breakdown_annotations_agree=bd.annotations_agree,
+        breakdown_window_steps=windows,
+        breakdown_window_median_s=window_median,
+        breakdown_note=_window_note(windows, window_median, steps_stats.step_s if steps_stats is not None else None),
         devices=[{k: r.get(k) for k in device_keys} for r in (devices.to_dict("records") if not devices.empty else [])],
         device_step_count=int(len(steps)),
         device_step_median_s=float(pd.to_numeric(steps["duration_s"]).median()) if not steps.empty else None,

@@ -152,6 +152,10 @@ def _breakdown(docs: Mapping[str, dict[str, Any]], baseline: str) -> None:
     st.dataframe(shown, column_config=config, width="stretch", key="why_breakdown")  # full width: no column cut with 4 runs
     for line in whole_trace_words(docs, baseline):
         st.caption(line)
+    for label, doc in docs.items():  # per run: its traced steps ran unlike its step time
+        note = (doc.get("breakdown_detail") or {}).get("note")
+        if note and not breakdown_compare.whole_trace_only(doc):
+            st.caption(f"{label}: {note}.")
     fractions = {label: {p: float(v) for p, v in table[f"{label} %"].dropna().items()} for label in docs if f"{label} %" in table}
     whole = [label for label in fractions if f"{label} s" not in table]
     st.html(bars.breakdown_bars(fractions, whole_trace=whole))

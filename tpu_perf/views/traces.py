@@ -29,15 +29,31 @@ def render_trace_tables(doc: dict[str, Any]) -> RenderableType | None:
         parts.append(table)
     bd = doc.get("breakdown") or {}
     if bd:
-        table = Table(title=f"Step-time breakdown ({(doc.get('breakdown_detail') or {}).get('window', '')})", title_justify="left")
+        detail = doc.get("breakdown_detail") or {}
+        table = Table(title=f"Step-time breakdown ({_breakdown_sample(detail)})", title_justify="left")
         for part in bd:
             table.add_column(part.replace("_", " "))
         table.add_row(*[fmt.percent(v) for v in bd.values()])
         parts.append(table)
+        if detail.get("note"):
+            from rich.text import Text
+
+            parts.append(Text(detail["note"], style="yellow"))
     devices = doc.get("devices") or []
     if devices:
         parts.append(_devices_line(devices))
     return Group(*parts) if parts else None
+
+
+def _breakdown_sample(detail: dict[str, Any]) -> str:
+    """What the shares stand on: the traced steps (and their median window), or the whole trace."""
+    if detail.get("window") == "steps":
+        windows = detail.get("window_steps") or 0
+        median = detail.get("window_median_s")
+        return f"{windows} traced steps" + (f", median {fmt.seconds(median)}" if median is not None else "")
+    if detail.get("window") == "trace":
+        return "the whole trace: shares only, it marks no steps"
+    return str(detail.get("window") or "n/a")
 
 
 def _devices_line(devices: list[dict[str, Any]]) -> RenderableType:

@@ -32,7 +32,9 @@ class KinetoWindow:
             activities.append(profiler.ProfilerActivity.CUDA)
         self.trace_dir.mkdir(parents=True, exist_ok=True)
         handler = profiler.tensorboard_trace_handler(str(self.trace_dir), worker_name=socket.gethostname(), use_gzip=True)
-        prof = profiler.profile(activities=activities, record_shapes=True, on_trace_ready=handler)
+        # No record_shapes: nothing reads the shapes, and recording them made the traced steps of a
+        # small GPT-2 1.3-4x slower than the others (docs/traces.md), which skews every share of the breakdown.
+        prof = profiler.profile(activities=activities, on_trace_ready=handler)
         prof._tpu_perf_own = True  # not a step source (see steps.patch_profiler)
         prof.start()
         self._prof = prof

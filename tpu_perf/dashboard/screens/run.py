@@ -72,6 +72,8 @@ def _overview(doc: dict[str, Any], ref: data.RunRef) -> None:
         st.html(bars.breakdown_bars({ref.name: parts}, whole_trace=[ref.name] if whole else ()))
         if whole:
             st.caption(f"Shares of the whole trace only ({breakdown_compare.whole_trace_reason(doc)}): no time per step in each part.")
+        elif data.dig(doc, "breakdown_detail.note"):
+            st.caption(f"Shares of the traced steps: {data.dig(doc, 'breakdown_detail.note')}.")
     else:
         widgets.missing("Step-time breakdown", "It comes from the trace window's device timeline.")
     aot.render(doc)  # record --topology
