@@ -23,7 +23,7 @@ import numpy as np
 import psutil
 import pytest
 
-from tests.conftest import ROOT, advice_doc, copy_run, tpu_perf_cli  # noqa: E402
+from tests.conftest import ROOT, advice_doc, copy_run, report_doc, tpu_perf_cli  # noqa: E402
 from tpu_perf.dashboard import shape, tables  # noqa: E402
 from tpu_perf.views import format as fmt  # noqa: E402
 
@@ -44,7 +44,7 @@ def dash_store(tmp_path_factory: pytest.TempPathFactory) -> dict:
     tpu_perf_cli("record", "--store", str(store), "--name", "wide", "-q", "--tokens-per-step", str(TOKENS_PER_STEP), "--tag", "team=perf", EXAMPLE, "--steps", "10", "--width", "384", check=True)
     reports = {}
     for name in ("narrow", "wide"):
-        reports[name] = json.loads(tpu_perf_cli("report", "--store", str(store), name, "--json", check=True).stdout)
+        reports[name] = report_doc(name, store)  # what `report --json` prints, computed here
     return {"store": store, "reports": reports}
 
 
@@ -504,7 +504,7 @@ def mixed_store(dash_store: dict, tmp_path_factory: pytest.TempPathFactory) -> d
     assert proc.returncode == 1, proc.stderr
     reports = {**dash_store["reports"]}
     for name in ("fast", "slow", "failing"):
-        reports[name] = json.loads(tpu_perf_cli("report", "--store", str(store), name, "--json", check=True).stdout)
+        reports[name] = report_doc(name, store)  # what `report --json` prints, computed here
     assert reports["failing"]["run"]["status"] == "failed"
     return {"store": store, "reports": reports, "timed": timed}
 
@@ -697,7 +697,7 @@ def import_store(tmp_path_factory: pytest.TempPathFactory) -> dict:
     reports = {}
     for name, path in (("kineto", KINETO), ("tpu4", XPLANE)):
         tpu_perf_cli("import", str(path), "--store", str(store), "--name", name, check=True)
-        reports[name] = json.loads(tpu_perf_cli("report", "--store", str(store), name, "--json", check=True).stdout)
+        reports[name] = report_doc(name, store)  # what `report --json` prints, computed here
     return {"store": store, "reports": reports}
 
 
@@ -770,7 +770,7 @@ def stepped_store(import_store: dict, tmp_path_factory: pytest.TempPathFactory) 
         if (run_dir / "run.json").exists():
             copy_run(run_dir, store)
     tpu_perf_cli("record", "-q", "--store", str(store), "--name", "stepped", SPLIT_LOOP, str(store.parent / "truth.json"), "--host", "none", "--scan", "--width", "512", "--steps", "30", check=True)
-    stepped = json.loads(tpu_perf_cli("report", "--store", str(store), "stepped", "--json", check=True).stdout)
+    stepped = report_doc("stepped", store)
     assert stepped["breakdown_detail"]["window"] == "steps" and stepped["breakdown_detail"]["steps"]
     return {"store": store, "reports": {**import_store["reports"], "stepped": stepped}}
 
