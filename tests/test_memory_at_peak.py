@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, report_doc, tpu_perf_cli
+from conftest import ROOT, report_doc, tpu_perf_cli, tpu_perf_clis
 
 SCRIPT = ROOT / "tests" / "memory_scripts" / "adam_mlp.py"
 SIZES = [128, 256, 256, 256, 256, 10]
@@ -193,3 +193,51 @@ def test_the_failed_allocation_is_read_from_each_runtime_message() -> None:
     assert failed_allocation("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of 15.77 GiB") == 20 * 2**30
     assert failed_allocation("RESOURCE_EXHAUSTED: Error allocating device buffer: Attempting to allocate 1.50G. That was not possible.") == int(1.5 * 2**30)
     assert failed_allocation("RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required for HLO temporaries (21.14G) exceeds available HBM (15.75G).") is None
+
+
+@pytest.mark.slow
+def test_a_flax_train_state_is_named_as_state_and_its_undonated_copy_as_the_fix(tmp_path: Path) -> None:
+    """flax's TrainState.create starts the step count as a Python 0: the new state still reads as
+    the state (was "other", half the peak) and its second copy, not donated, as the temporaries
+    donation removes (was advice to shrink the batch). Donated, the values inside the scan's loop
+    body read by what computes them (were "other" of shape "?", a fifth of the peak)."""
+    script = str(ROOT / "tests" / "memory_scripts" / "flax_scan_state.py")
+    sides = {"kept": (), "donated": ("--donate",)}
+    procs = tpu_perf_clis(*(("record", "-q", "--no-trace", "--store", str(tmp_path / side), script, str(tmp_path / f"{side}.json"), *extra) for side, extra in sides.items()),
+                          env={"JAX_PLATFORMS": "cpu"})
+    assert all(p.returncode == 0 for p in procs), [p.stderr[-3000:] for p in procs]
+    peaks = {side: report_doc(next((tmp_path / side).iterdir()))["memory"]["at_peak"] for side in sides}
+    params = json.loads((tmp_path / "kept.json").read_text())["param_bytes"]
+    for at_peak in peaks.values():
+        categories = at_peak["categories"]
+        assert sum(categories.values()) == pytest.approx(at_peak["peak_bytes"], rel=0.02)
+        assert categories["other"] < 1024, categories
+        assert categories["parameters"] == pytest.approx(params, rel=0.05) and categories["optimizer_state"] == pytest.approx(2 * params, rel=0.05)
+        assert all(b["shape"] != "?" and b["category"] != "other" for b in at_peak["top_buffers"])
+    kept, donated = peaks["kept"], peaks["donated"]
+    copies = [b for b in kept["top_buffers"] if (b["source"] or "").endswith("(a second copy of the leaf, live at the peak)")]
+    assert copies and all(b["category"] == "temporaries" and b["source"].startswith("new ") for b in copies)  # the argument stays the state
+    said = next(f for f in kept["findings"] if f.startswith("temporaries is"))
+    assert "second copies of train-state leaves" in said and "no-donation" in said and "smaller batch" not in said
+    assert donated["peak_bytes"] < kept["peak_bytes"] - params  # the second copies are gone (the peak moves into the backward pass)
+    assert any("/while" in (b["op_name"] or "") and b["category"] == "activations" for b in donated["top_buffers"])
+
+
+def test_activations_of_a_rematerialised_step_are_not_told_to_rematerialise() -> None:
+    """A program whose op names show jax.checkpoint (or a flax nn.remat module) is told to save
+    less or shrink the batch, not to rematerialise."""
+    import jax
+    import jax.numpy as jnp
+
+    from tpu_perf.analyzers.at_peak import _REMAT, PeakBuffer, _findings
+
+    remat = jax.checkpoint(lambda x: jnp.sin(jnp.sin(x)))
+    text = jax.jit(jax.grad(lambda x: remat(x).sum())).lower(jnp.ones(4)).compile().as_text()
+    plain = jax.jit(jax.grad(lambda x: jnp.sin(jnp.sin(x)).sum())).lower(jnp.ones(4)).compile().as_text()
+    assert _REMAT.search(text) and not _REMAT.search(plain)
+    assert _REMAT.search('op_name="jit(step)/jvp(Model)/while/body/closed_call/ScanCheckpointBlock_0/Dense_0/dot_general"')
+    buffers = [PeakBuffer(bytes=900, category="activations", shape="f32[225]", dtype="f32", op="fusion", op_name=None, source=None)]
+    categories = {"activations": 900, "temporaries": 100}
+    assert "rematerialise (jax.checkpoint" in _findings(categories, 1000, buffers)[0]
+    said = _findings(categories, 1000, buffers, rematerialised=True)[0]
+    assert "already rematerialises" in said and "jax.checkpoint_policies" in said

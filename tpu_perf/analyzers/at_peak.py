@@ -188,6 +188,9 @@ def _outputs(module: HloModule) -> dict[tuple[str, str], int]:
 class _Classifier:
     def __init__(self, module: HloModule, signature: dict, frames: _Frames) -> None:
         self.entry = {i.name: i for i in module.computations.get(module.entry, [])}
+        self.nested = {i.name: i for name, comp in module.computations.items() if name != module.entry for i in comp}
+        """Values defined inside a loop body or a called computation (a scan's carry and its per-layer
+        work): never the program's inputs or outputs, classified by what computes them."""
         self.inputs = list(signature.get("inputs") or [])
         self.by_path = {row["path"]: row for row in self.inputs}
         self.outputs = list(signature.get("outputs") or [])
@@ -232,6 +235,8 @@ class _Classifier:
     def buffer(self, name: str, index: str, size: int) -> tuple[PeakBuffer, bool]:
         """The buffer, and whether it is in the main memory space."""
         instr = self.entry.get(name)
+        if instr is None and name in self.nested:
+            return self._nested(name, index, size)
         shape = _element(instr.shape, index) if instr else "?"
         parsed = shapes(shape)
         dtype = parsed[0][0] if parsed else "?"
@@ -241,6 +246,22 @@ class _Classifier:
         source = source or (self._source(instr) if instr else None)
         clean = re.sub(r"\{[^}]*\}", "", shape)
         buffer = PeakBuffer(bytes=size, category=category, shape=clean, dtype=dtype, op=name + (f"{{{index}}}" if index else ""), op_name=op_name, source=source)
+        return buffer, space is None or space.group(1) == "0"
+
+
+    def _nested(self, name: str, index: str, size: int) -> tuple[PeakBuffer, bool]:
+        instr = self.nested[name]
+        shape = _element(instr.shape, index)
+        parsed = shapes(shape)
+        space = _MEMORY_SPACE.search(shape)
+        op_name = _op_name(instr)
+        dims = parsed[0][1] if parsed else None
+        if op_name and "transpose(" in op_name:
+            category = "gradients" if dims in self.param_shapes else "temporaries"
+        else:
+            category = "activations" if op_name and "jvp(" in op_name else "temporaries"
+        clean = re.sub(r"\{[^}]*\}", "", shape)
+        buffer = PeakBuffer(bytes=size, category=category, shape=clean, dtype=parsed[0][0] if parsed else "?", op=name + (f"{{{index}}}" if index else ""), op_name=op_name, source=self._source(instr))
         return buffer, space is None or space.group(1) == "0"
 
 
@@ -268,18 +289,27 @@ def _state_key(source: str | None) -> str | None:
     return source.removeprefix("copy of ").removeprefix("new ") if source else None
 
 
+_REMAT = re.compile(r'op_name="[^"]*(/checkpoint/|/remat|/rematted_computation/|Checkpoint[A-Z]\w*_\d+/)')
+"""jax.checkpoint in an op's name stack (`checkpoint/`, `remat2`, `rematted_computation`), or a flax
+module wrapped by nn.remat (`CheckpointDense_0`, `ScanCheckpointBlock_0`)."""
+
+SECOND_COPY = " (a second copy of the leaf, live at the peak)"
+"""Appended to the source of a state leaf's second value live at the peak (counted a temporary)."""
+
+
 def _second_copies(buffers: list[PeakBuffer]) -> list[PeakBuffer]:
     """A leaf live twice at the peak (its old and its new value, when the update is not done in
-    place) counts once as state; the second copy is a temporary the update needs."""
+    place) counts once as state, the argument where it is live; the second copy (the new value, or
+    a copy) is a temporary the update needs."""
     seen: set[str] = set()
-    out = []
-    for b in buffers:
+    out = list(buffers)
+    for i in sorted(range(len(buffers)), key=lambda i: _derived(buffers[i])):  # the arguments first
+        b = buffers[i]
         key = _state_key(b.source) if b.category in _STATE else None
         if key is not None and key in seen:
-            b = dataclasses.replace(b, category="temporaries", source=f"{b.source} (a second copy of the leaf, live at the peak)")
+            out[i] = dataclasses.replace(b, category="temporaries", source=f"{b.source}{SECOND_COPY}")
         elif key is not None:
             seen.add(key)
-        out.append(b)
     return out
 
 
@@ -291,8 +321,9 @@ def human_bytes(n: float) -> str:
     return f"{int(n)} B"
 
 
-def _findings(categories: dict[str, int], peak: int, buffers: list[PeakBuffer]) -> tuple[str, ...]:
-    """The two largest categories, in words, with the change that shrinks each."""
+def _findings(categories: dict[str, int], peak: int, buffers: list[PeakBuffer], *, rematerialised: bool = False) -> tuple[str, ...]:
+    """The two largest categories, in words, with the change that shrinks each; `rematerialised`:
+    the program already uses jax.checkpoint, so "rematerialise" is not the change for activations."""
     advice = {
         "optimizer_state": "shard it across devices (ZeRO-style, over the data axis) or use a factored optimizer (adafactor)",
         "parameters": "shard them (FSDP over the data axis) or keep them in bf16",
@@ -307,7 +338,16 @@ def _findings(categories: dict[str, int], peak: int, buffers: list[PeakBuffer]) 
         if not size or not peak:
             continue
         count = sum(1 for b in buffers if b.category == name)
-        out.append(f"{name.replace('_', ' ')} is {100 * size / peak:.0f} % of the peak ({human_bytes(size)} in {count} buffers): {advice[name]}")
+        said = advice[name]
+        copies = sum(b.bytes for b in buffers if b.category == "temporaries" and (b.source or "").endswith(SECOND_COPY))
+        if name == "activations" and rematerialised:
+            said = ("the step already rematerialises (jax.checkpoint / nn.remat in its op names), so these are mostly the inputs each "
+                    "checkpointed block saves: a smaller batch or sequence, or a policy that saves less or offloads to the host "
+                    "(jax.checkpoint_policies), shrinks them")
+        elif name == "temporaries" and 2 * copies >= size:  # the old and new state live together: not a batch-size matter
+            said = (f"{human_bytes(copies)} of it is second copies of train-state leaves (their old and new values live together): "
+                    "donate the state to the step so the update is written in place (see no-donation)")
+        out.append(f"{name.replace('_', ' ')} is {100 * size / peak:.0f} % of the peak ({human_bytes(size)} in {count} buffers): {said}")
     return tuple(out)
 
 
@@ -342,7 +382,7 @@ def at_peak_of(run: Run, stem: str, program: str) -> AtPeak | None:
         fractions={k: v / peak for k, v in categories.items()} if peak else {},
         other_memory_space_bytes=elsewhere,
         top_buffers=tuple(buffers[:TOP_BUFFERS]),
-        findings=_findings(categories, peak, buffers),
+        findings=_findings(categories, peak, buffers, rematerialised=bool(_REMAT.search(text))),
     )
 
 

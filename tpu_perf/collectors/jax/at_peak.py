@@ -108,21 +108,33 @@ def _leaves(name: str, tree: Any, jax: Any) -> list[dict[str, Any]]:
 
 
 def _outputs(out_info: Any, args: dict[str, Any], inputs: dict[str, list[dict[str, Any]]], jax: Any) -> list[dict[str, Any]]:
-    """Output leaves; an output element with an argument's structure takes that argument's categories."""
+    """Output leaves; an output element shaped like an argument (the new train state) takes that
+    argument's categories, read the same way from its paths."""
     tu = jax.tree_util
     elements = list(out_info) if isinstance(out_info, (tuple, list)) else [out_info]
-    structures = {name: (tu.tree_structure(value), [(tuple(x.shape), str(x.dtype)) for x in tu.tree_leaves(value) if hasattr(x, "shape")]) for name, value in args.items()}
     rows: list[dict[str, Any]] = []
     for i, element in enumerate(elements):
-        leaves = [x for x in tu.tree_leaves(element) if hasattr(x, "shape")]
-        signature = (tu.tree_structure(element), [(tuple(x.shape), str(x.dtype)) for x in leaves])
-        match = next((name for name, s in structures.items() if s == signature and inputs[name]), None)
+        match = next((name for name, value in args.items() if inputs[name] and _same_state(value, element, tu)), None)
         if match is not None:
-            rows += [{**row, "path": f"new {row['path']}"} for row in inputs[match]]
+            rows += [{**row, "path": f"new {row['path']}"} for row in _leaves(match, element, jax)]
         else:
             prefix = f"out[{i}]" if isinstance(out_info, (tuple, list)) else "out"
             rows += [{**row, "path": prefix + row["path"], "category": "other"} for row in _leaves("", element, jax)]
     return rows
+
+
+def _same_state(arg: Any, out: Any, tu: Any) -> bool:
+    """Whether `out` is `arg` updated: the same pytree, each array leaf of the same shape and dtype;
+    a Python number the script passed in (flax's `TrainState.create(step=0)`) may come back a 0-d array."""
+    if tu.tree_structure(arg) != tu.tree_structure(out):
+        return False
+    for a, o in zip(tu.tree_leaves(arg), tu.tree_leaves(out), strict=True):
+        if hasattr(a, "shape") and hasattr(o, "shape"):
+            if (tuple(a.shape), str(a.dtype)) != (tuple(o.shape), str(o.dtype)):
+                return False
+        elif hasattr(a, "shape") or (hasattr(o, "shape") and tuple(o.shape) != ()):
+            return False
+    return True
 
 
 def signature(fun: Any, abstract: tuple[tuple[Any, ...], dict[str, Any]], out_info: Any, jax: Any) -> dict[str, Any]:
