@@ -23,7 +23,7 @@ NO_DONATION = Rule(
     id="no-donation", title="The step returns new state without donating the old", family="memory", severity="medium",
     fix=Fix(
         summary="Donate the train state to the step so XLA writes the new state into the old buffers (one copy in memory, not two).",
-        jax="train_step = jax.jit(train_step, donate_argnums=0)  # or donate_argnames=('state',)",
+        jax="train_step = jax.jit(train_step, donate_argnums=0)  # or donate_argnames=('state',); decorated: @functools.partial(jax.jit, donate_argnums=0)",
         pytorch="# PyTorch optimizers update parameters in place; nothing to donate",
     ),
     docs=("https://docs.jax.dev/en/latest/faq.html#buffer-donation", "https://docs.jax.dev/en/latest/_autosummary/jax.jit.html"),
