@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from tpu_perf.analyzers.job_ops import host_top_ops, op_spread, op_time_by_host
+from tpu_perf.analyzers.job_ops import SPREAD_OPS, host_top_ops, op_spread, op_time_by_host
 from tpu_perf.store import load_run
 
 pytestmark = pytest.mark.slow
@@ -42,15 +42,24 @@ def test_the_job_aggregate_is_what_the_shards_give(jax_job: dict) -> None:
     got = by_host.pivot_table(index="name", columns="host", values="total_time_s")
     pd.testing.assert_frame_equal(got.sort_index(), reference.sort_index().rename_axis(index="name", columns="host"), check_exact=False, rtol=1e-12)
     doc = jax_job["report"]
-    assert [s["op"] for s in doc["ops_spread"]] == list(reference.sum(axis=1).sort_values(ascending=False).index)
+    # the ops with the most time over all hosts, most first (ops of equal time, XLA:CPU's identical
+    # small fusions, may come in either order: CI once swapped two)
+    totals = reference.sum(axis=1)
+    shown = [s["op"] for s in doc["ops_spread"]]
+    assert len(shown) == len(set(shown)) == min(SPREAD_OPS, len(totals))
+    values = [float(totals[op]) for op in shown]
+    assert all(a >= b - 1e-9 for a, b in zip(values, values[1:], strict=False)), values
+    assert float(totals.drop(shown).max()) <= values[-1] + 1e-9 if len(totals) > len(shown) else True
     for s in doc["ops_spread"]:
         row = reference.loc[s["op"]]
         assert (s["hosts"], s["min_s"], s["max_s"], s["slowest_host"]) == (2, pytest.approx(row.min()), pytest.approx(row.max()), int(row.idxmax()))
         assert s["median_s"] == pytest.approx(row.median())
     assert [s["op"] for s in doc["ops_spread"]] == [s.op for s in op_spread(by_host)]
     for h in doc["hosts"]:
-        top = reference[h["process_index"]].sort_values(ascending=False).head(5)
-        assert [(o["name"], o["total_time_s"]) for o in h["top_ops"]] == [(n, pytest.approx(t)) for n, t in top.items()]
+        mine = reference[h["process_index"]]
+        top = mine.sort_values(ascending=False).head(5)
+        assert [o["total_time_s"] for o in h["top_ops"]] == [pytest.approx(t) for t in top]  # the five largest, most first
+        assert all(o["total_time_s"] == pytest.approx(mine[o["name"]]) for o in h["top_ops"])  # each its own op's (ties in either order)
         assert [o["name"] for o in h["top_ops"]] == [o.name for o in host_top_ops(by_host, h["process_index"])]
 
 
