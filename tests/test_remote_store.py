@@ -64,7 +64,9 @@ def test_record_ls_report_advise_check_dashboard_on_an_s3_store(s3_env: dict[str
     assert "steps.parquet" in names and "steps.jsonl" not in names  # compacted, and the JSON lines gone
     advice = json.loads(tpu_perf_cli("advise", "--json", "--store", store, "s3-run", env=s3_env, check=True).stdout)
     assert advice["run"]["id"] == listed[0]["id"] and advice["findings"]
-    checked = tpu_perf_cli("check", "--json", "--store", store, "--baseline", "s3-run", "--candidate", "s3-run", env=s3_env)
+    # a wide margin: the gate's statistics are not the subject here (12 sleeps of 0.1 s on a loaded machine
+    # vary by more than the default 3 %, and a run against itself is then INCONCLUSIVE: exit 3)
+    checked = tpu_perf_cli("check", "--json", "--store", store, "--baseline", "s3-run", "--candidate", "s3-run", "--margin", "0.5", env=s3_env)
     step = next(c for c in json.loads(checked.stdout)["checks"] if c["metric"] == "step_time")
     assert step["baseline"] == [pytest.approx(doc["steps"]["step_s"])] and step["method"] == "batch means"  # read; one run a side: an interval over its steps
     assert checked.returncode == 0 and step["verdict"] == "PASS" and step["ratio"] == 1.0  # a run against itself

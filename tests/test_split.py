@@ -190,9 +190,11 @@ def test_input_bound_loops_get_the_device_time_and_the_off_device_share(input_lo
     dispatch = traced["start_time_s"].to_numpy(float) - run.manifest["trace_clock"]["zero_s"]
     first = [progs[progs["start_s"] >= d - 0.001].iloc[0] for d in dispatch]
     program = float(np.median([p["end_s"] - d for p, d in zip(first, dispatch, strict=True)]))
-    # within 30 %, or within the ready stamp's resolution (a 1 ms poll, and the wait for the interpreter
-    # lock: README, 1.6 ms late at the median): CI once had 2.3 ms programs stamped 3.2 ms
-    assert device == pytest.approx(program, rel=0.30, abs=0.0015), (device, program)
+    # within 30 %, or within the ready stamp's resolution: the watcher thread's wake-up and the wait for
+    # the interpreter lock (README: 1.6 ms late at the median on a quiet VM); CI once had 2.3 ms programs
+    # stamped 3.2 ms, and with two busy processes on this 2-core VM 5.4 ms programs were stamped 8.1 ms
+    # (the sleep loop: its thread holds no lock then, the OS wakes the watcher late)
+    assert device == pytest.approx(program, rel=0.30, abs=0.003), (device, program)
     # off the device: no program running (a loaded machine may start one ms after its dispatch)
     running = sum(float(p["end_s"] - p["start_s"]) for p in first) / float(traced["duration_s"].sum())
     off = sum(doc["breakdown"][p] for p in ("host", "input", "compile"))
