@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import statistics
@@ -10,9 +11,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from tests.conftest import ROOT, report_doc, tpu_perf_cli
 from tpu_perf import load_run
+from tpu_perf.analyzers.report import build_report
+from tpu_perf.views.report import render_report
 
 SCRIPTS = Path(__file__).resolve().parent / "torch_scripts"
 pytestmark = pytest.mark.slow
@@ -74,6 +78,15 @@ def test_step_times_match_an_independent_clock(lm_runs) -> None:
     # kept out of the statistics: the FLOP counter's step 1, the step before the window, which holds
     # the trace's start, and the step after it, which holds its stop
     assert steps.loc[steps["instrumented"], "step"].tolist() == [1, 4, 7] and steps.loc[steps["traced"], "step"].tolist() == [5, 6]
+    # all-in: every whole step after the first but tpu-perf's own (those five, unless warm-up), on the script's clock
+    own = (steps["traced"] | steps["instrumented"]) & (steps["step"] >= doc["steps"]["warmup"])
+    rest = steps[(steps["step"] > 0) & ~own & ~steps["tail"].astype(bool)]
+    assert doc["steps"]["all_in_tool_steps"] == int(own.sum()) and doc["steps"]["all_in_steps"] == len(rest)
+    assert doc["steps"]["all_in_s"] == pytest.approx(statistics.mean(timing["durations"][i] for i in rest["step"]), rel=0.05)
+    # eager PyTorch compiles nothing tpu-perf can see: unknown, as on the dashboard's pages (not "0 compiles, 0.0 us")
+    text = Console(width=200, record=True, file=io.StringIO())
+    text.print(render_report(build_report(run)))
+    assert "compile        n/a (no compile seen: tpu-perf sees XLA compiles of JAX programs" in text.export_text()
     assert (run.list_files("trace") and any(f.endswith(".pt.trace.json.gz") for f in run.list_files("trace")))
 
 

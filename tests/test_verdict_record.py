@@ -41,8 +41,14 @@ def test_report_gives_all_in_beside_the_median_and_counts_what_it_leaves_out(pai
     for doc in pair["reports"].values():
         s, steps = doc["steps"], steps_of(pair["store"], doc)
         durations = steps["duration_s"].to_numpy(dtype=float)
-        whole = durations[1:][~steps["tail"].astype(bool).to_numpy()[1:]]  # the unended last iteration is not a step
+        flag = {c: steps[c].fillna(False).astype(bool).to_numpy() for c in ("tail", "traced", "instrumented", "compiled", "interleaved")}
+        # tpu-perf's own steps: traced (or its trace starting, stopping, its FLOP count), and nothing of the program's
+        own = (flag["traced"] | flag["instrumented"]) & ~flag["compiled"] & ~flag["interleaved"] & (np.arange(len(steps)) >= s["warmup"])
+        keep = ~flag["tail"] & ~own  # the unended last iteration is not a step
+        keep[0] = False
+        whole = durations[keep]
         assert s["all_in_s"] == pytest.approx(whole.sum() / whole.size, rel=1e-9) and s["all_in_steps"] == whole.size
+        assert s["all_in_tool_steps"] == int((own & ~flag["tail"])[1:].sum())
         left = {e["reason"]: e for e in s["excluded"]}
         assert sum(e["steps"] for e in s["excluded"]) == s["count"] - s["steady"]  # every left-out step is counted once
         assert sum(e["time_s"] for e in s["excluded"]) == pytest.approx(durations.sum() - s["mean_s"] * s["steady"], rel=1e-6)
@@ -53,8 +59,12 @@ def test_report_gives_all_in_beside_the_median_and_counts_what_it_leaves_out(pai
     assert {e["reason"]: e["steps"] for e in bad["excluded"]}["compiled"] == 9  # ten lengths: steps 2..10 each compile
     assert bad["steady"] < 5 and bad["all_in_s"] > 10 * bad["median_s"]  # the steady median hides the defect
     assert bad["all_in_s"] > 5 * fixed["all_in_s"]
+    # bad's traced steps compile (the program's); fixed's 3 traced steps and the 2 its trace started and stopped in are tpu-perf's
+    assert bad["all_in_tool_steps"] == 0 and fixed["all_in_tool_steps"] == 5 and fixed["traced"] == 3
     shown = tpu_perf_cli("report", "--store", str(pair["store"]), "bad", check=True).stdout
     assert "all-in" in shown and "9 compiled a new program" in " ".join(shown.split())
+    shown = " ".join(tpu_perf_cli("report", "--store", str(pair["store"]), "fixed", check=True).stdout.replace("│", " ").split())
+    assert "(not the 5 inside tpu-perf's trace window or FLOP count: its own cost)" in shown
 
 
 def check_json(store: Path, baseline: str, candidate: str) -> tuple[int, dict]:

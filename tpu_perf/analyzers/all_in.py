@@ -4,7 +4,10 @@
 - **All-in step time** (`all_in_s`): the wall time per step over every step after the first, i.e.
   the sum of the iterations of steps 2..N divided by N-1. Consecutive iterations tile the loop, so
   this is what the loop actually delivered once its first step (the one compile every run pays)
-  was over: every recompile, eval, checkpoint and trace window after it is in.
+  was over: every recompile, eval and checkpoint after it is in. Steps that are tpu-perf's own cost
+  and nothing of the program's (`tool_steps`: inside its trace window or FLOP count, no warm-up,
+  compile or eval) are not: the profiler slows them (a 33 ms PyTorch step read 52 ms all-in with
+  them), and a plain run of the script would not pay it.
 - **Exclusions**: the steady median leaves out warm-up steps, steps that compiled after warm-up,
   steps that ran an interleaved eval or checkpoint, and steps inside tpu-perf's trace window (or
   its FLOP count). Each is stated with how many steps and how much wall time it took.
@@ -56,18 +59,37 @@ class AllIn:
     """Wall time per step over every whole step after the first (the unended last iteration is not
     a step, unless the loop runs ahead); None with fewer than 2 steps."""
     all_in_steps: int
-    """Steps it is over (count - 1, less an unended tail unless the loop runs ahead; 0 when unknown)."""
+    """Steps it is over (count - 1, less an unended tail unless the loop runs ahead, less `tool_steps`;
+    0 when unknown)."""
+    tool_steps: int = 0
+    """Steps after the first left out of it as tpu-perf's own cost (`tool_steps`)."""
     exclusions: tuple[Exclusion, ...]
     """Each non-empty reason a step was left out of the steady sample, in `REASONS` order."""
     excluded_share: float | None
     """Share of the time of the steps after the first that the steady sample leaves out."""
 
 
-def after_first(steps: pd.DataFrame, *, runs_ahead: bool = False) -> np.ndarray:
+def tool_steps(steps: pd.DataFrame, warmup: int) -> np.ndarray:
+    """Steps whose extra time is tpu-perf's own: inside its trace window or FLOP count, and neither
+    warm-up, nor compiling a new program, nor running an eval or checkpoint (those are the program's,
+    traced or not)."""
+    index = np.arange(len(steps))
+    program = (index < warmup) | (_column(steps, "compiled") & (index > 0)) | _column(steps, "interleaved")
+    return (_column(steps, "traced") | _column(steps, "instrumented")) & ~program
+
+
+def after_first(steps: pd.DataFrame, warmup: int, *, runs_ahead: bool = False) -> np.ndarray:
     """The steps the all-in time is over: every whole step after the first (the last iteration,
     which no next step ended, is not a whole step, unless the loop runs ahead of the device: its
-    last iteration ends when the queued steps' outputs were ready, and holds their time). One
-    definition for the report and `check`."""
+    last iteration ends when the queued steps' outputs were ready, and holds their time), less
+    tpu-perf's own steps (`tool_steps`) unless they are all there is. One definition for the report
+    and `check`."""
+    mask = _whole_after_first(steps, runs_ahead)
+    program = mask & ~tool_steps(steps, warmup)
+    return program if program.any() else mask
+
+
+def _whole_after_first(steps: pd.DataFrame, runs_ahead: bool) -> np.ndarray:
     mask = ~_column(steps, "tail") if not runs_ahead else np.ones(len(steps), dtype=bool)
     if len(mask):
         mask[0] = False
@@ -96,12 +118,13 @@ def all_in(steps: pd.DataFrame, steady: np.ndarray, warmup: int, *, runs_ahead: 
         taken |= mine
         if mine.any():
             exclusions.append(Exclusion(reason=key, label=label, steps=int(mine.sum()), time_s=float(durations[mine].sum())))
-    whole = after_first(steps, runs_ahead=runs_ahead)
+    whole = after_first(steps, warmup, runs_ahead=runs_ahead)
     after = durations[whole]
     total = float(after.sum())
     value = total / after.size if after.size and total > 0 else None
     excluded = float(durations[whole & left_out].sum())
-    return AllIn(all_in_s=value, all_in_steps=int(after.size), exclusions=tuple(exclusions), excluded_share=excluded / total if total > 0 else None)
+    tool = int((_whole_after_first(steps, runs_ahead) & ~whole).sum())
+    return AllIn(all_in_s=value, all_in_steps=int(after.size), tool_steps=tool, exclusions=tuple(exclusions), excluded_share=excluded / total if total > 0 else None)
 
 
 def _column(steps: pd.DataFrame, name: str) -> np.ndarray:

@@ -140,7 +140,8 @@ def compile_seconds(doc: Mapping[str, Any]) -> float | None:
     return dig(doc, "compile.total_s")
 
 
-def _compile_missing(doc: Mapping[str, Any]) -> str:
+def compile_missing(doc: Mapping[str, Any]) -> str:
+    """Why the compile time is unknown (`compile_seconds` is None): the report's words and the pages'."""
     said = dig(doc, "compile.reason")
     if said:
         return str(said)
@@ -151,7 +152,7 @@ def _compile_missing(doc: Mapping[str, Any]) -> str:
 
 KPIS: tuple[Kpi, ...] = (
     Kpi(label="Step time", value=lambda d: dig(d, "steps.step_s"), unit="seconds", lower_is_better=True, help="steps.step_s: steady-state median of the wall-clock iteration (warm-up, compiled and traced steps excluded); where the loop runs ahead of the device, its pace (or the mean iteration): steps.step_basis", why_missing=_steps_missing),
-    Kpi(label="All-in step time", value=lambda d: dig(d, "steps.all_in_s"), unit="seconds", lower_is_better=True, help="steps.all_in_s: wall time per step over every step after the first (recompiles, evals and trace windows included)", why_missing=_all_in_missing),
+    Kpi(label="All-in step time", value=lambda d: dig(d, "steps.all_in_s"), unit="seconds", lower_is_better=True, help="steps.all_in_s: wall time per step over every step after the first (recompiles and evals included; tpu-perf's own trace window and FLOP count not)", why_missing=_all_in_missing),
     Kpi(label="p10 step time", value=lambda d: _iteration_percentile(d, "steps.p10_s"), unit="seconds", lower_is_better=True, help="steps.p10_s: 10th percentile of the steady iterations (n/a where the loop runs ahead of the device)", why_missing=_spread_missing),
     Kpi(label="p90 step time", value=lambda d: _iteration_percentile(d, "steps.p90_s"), unit="seconds", lower_is_better=True, help="steps.p90_s: 90th percentile of the steady iterations: stragglers, host stalls (n/a where the loop runs ahead of the device)", why_missing=_spread_missing),
     Kpi(label="Device time / step", value=lambda d: dig(d, "steps.device_median_s"), unit="seconds", lower_is_better=True, help="steps.device_median_s: dispatch to outputs ready, median", why_missing=_device_missing),
@@ -161,7 +162,7 @@ KPIS: tuple[Kpi, ...] = (
     Kpi(label="Achieved TFLOP/s", value=lambda d: dig(d, "flops.achieved_tflops"), unit="tflops", lower_is_better=False, help="flops.achieved_tflops: FLOPs per step / step time", why_missing=lambda d: "needs FLOPs per step and a step time"),
     Kpi(label="Tokens/s", value=lambda d: dig(d, "steps.tokens_per_s"), unit="rate", lower_is_better=False, help="steps.tokens_per_s: tokens per step / step time", why_missing=lambda d: "tokens per step unknown: record with `--tokens-per-step N`"),
     Kpi(label="Peak HBM", value=peak_device_bytes, unit="bytes", lower_is_better=True, help="memory.per_device peak (else memory.peak_bytes)", why_missing=lambda d: "no device memory source (runtime sampler or XLA memory analysis)"),
-    Kpi(label="Compile time", value=compile_seconds, unit="seconds", lower_is_better=True, help="compile.total_s: all backend compiles", why_missing=_compile_missing),
+    Kpi(label="Compile time", value=compile_seconds, unit="seconds", lower_is_better=True, help="compile.total_s: all backend compiles", why_missing=compile_missing),
 )
 
 

@@ -60,8 +60,11 @@ class RunValues:
     steady_samples_s: tuple[float, ...] = ()
     """The steady steps' iterations in order (where the loop runs ahead of the device, its per-step
     pace: `steps.pace_samples`): a single run's interval (batch means); not saved."""
+    all_in_tool_steps: int = 0
+    """Steps after the first the all-in time leaves out as tpu-perf's own cost (`all_in.tool_steps`)."""
     all_in_samples_s: tuple[float, ...] = ()
-    """The iterations of every step after the first, in order (the all-in time's steps); not saved."""
+    """The iterations of every step after the first, in order (the all-in time's steps: less tpu-perf's
+    own, `all_in.tool_steps`); not saved."""
     flops_per_step: float | None = None
     """FLOPs per step (XLA's cost analysis, the FLOP counter or --flops-per-step): exact tier."""
     hlo_hash: str | None = None
@@ -85,7 +88,7 @@ class RunValues:
             "peak_memory_source": self.peak_memory_source, "compiles_after_warmup": self.compiles_after_warmup,
             "steady_steps": self.steady_steps, "fingerprint": dict(self.fingerprint), "aot": [dict(a) for a in self.aot],
             "all_in_s": self.all_in_s, "excluded": [vars(e) for e in self.excluded], "excluded_share": self.excluded_share,
-            "flops_per_step": self.flops_per_step, "hlo_hash": self.hlo_hash, "tags": dict(self.tags),
+            "all_in_tool_steps": self.all_in_tool_steps, "flops_per_step": self.flops_per_step, "hlo_hash": self.hlo_hash, "tags": dict(self.tags),
             "provenance": dict(self.provenance), "error": self.error,
         }
 
@@ -105,7 +108,7 @@ class RunValues:
             compiles_after_warmup=None if compiles is None else int(compiles), steady_steps=int(data.get("steady_steps") or 0),
             fingerprint={str(k): None if v is None else str(v) for k, v in dict(data.get("fingerprint") or {}).items()},
             aot=_aot_entries(data.get("aot")), all_in_s=num("all_in_s"), excluded_share=num("excluded_share"),
-            excluded=tuple(Exclusion(**e) for e in data.get("excluded") or ()),
+            excluded=tuple(Exclusion(**e) for e in data.get("excluded") or ()), all_in_tool_steps=int(data.get("all_in_tool_steps") or 0),
             flops_per_step=num("flops_per_step"), hlo_hash=None if data.get("hlo_hash") is None else str(data["hlo_hash"]),
             tags={str(k): str(v) for k, v in dict(data.get("tags") or {}).items()},
             provenance=dict(data.get("provenance") or {}), error=None if data.get("error") is None else str(data["error"]),
@@ -133,7 +136,7 @@ def run_values(run: Run, report: Report | None = None) -> RunValues:
         steady_steps=steps.steady,
         fingerprint=fingerprint(run),
         aot=tuple({k: getattr(a, k) for k in AOT_FIELDS} for a in report.aot or ()),
-        all_in_s=steps.all_in_s, excluded=steps.excluded, excluded_share=steps.excluded_share,
+        all_in_s=steps.all_in_s, excluded=steps.excluded, excluded_share=steps.excluded_share, all_in_tool_steps=steps.all_in_tool_steps,
         flops_per_step=report.flops.per_step, hlo_hash=step_hlo_hash(run),
         tags={str(k): str(v) for k, v in run.tags.items()}, provenance=provenance(run),
         error=(run.manifest.get("error") or {}).get("message"),
@@ -165,7 +168,7 @@ def step_samples(run: Run, warmup: int) -> dict[str, tuple[float, ...]]:
     mask = steady_mask(steps, warmup).to_numpy()
     step = step_time(steps, mask)
     steady = pace_samples(steps, mask) if step.basis == "device pace" else durations[mask]  # a loop that runs ahead: its device's pace
-    return {"steady_samples_s": tuple(float(d) for d in steady if d == d), "all_in_samples_s": tuple(float(d) for d in durations[after_first(steps, runs_ahead=step.runs_ahead)] if d == d)}
+    return {"steady_samples_s": tuple(float(d) for d in steady if d == d), "all_in_samples_s": tuple(float(d) for d in durations[after_first(steps, warmup, runs_ahead=step.runs_ahead)] if d == d)}
 
 
 AOT_FIELDS: tuple[str, ...] = ("topology", "chip", "chips", "flops_per_step", "peak_hbm_bytes", "optimal_step_s")

@@ -59,9 +59,12 @@ class StepStats:
     accumulation: optax.MultiSteps, a hand-written loop, backward() calls per optimizer step);
     None where the collector did not see how many."""
     all_in_s: float | None = None
-    """Wall time per step over every step after the first (`analyzers.all_in`): recompiles, evals and
-    trace windows included. Beside `median_s` everywhere: a median of few steady steps can hide them."""
+    """Wall time per step over every step after the first (`analyzers.all_in`): recompiles and evals
+    included, tpu-perf's own trace window and FLOP count not. Beside `median_s` everywhere: a median of few steady steps can hide them."""
     all_in_steps: int = 0
+    all_in_tool_steps: int = 0
+    """Steps after the first the all-in time leaves out as tpu-perf's own cost (its trace window or
+    FLOP count, `all_in.tool_steps`)."""
     call_median_s: float | None = None
     """Median seconds per steady step the loop spent inside calls of jitted functions (dispatch,
     argument flattening, framework wrappers); None where the collector does not see the calls (PyTorch)."""
@@ -356,6 +359,7 @@ def analyze_steps(run: Run, *, warmup_steps: int | None = None) -> StepStats:
         micro_batches=accumulation.get("micro_batches"),
         all_in_s=whole.all_in_s,
         all_in_steps=whole.all_in_steps,
+        all_in_tool_steps=whole.tool_steps,
         excluded=whole.exclusions,
         excluded_share=_paced_excluded_share(step, whole) if step.basis == "device pace" else whole.excluded_share,
         call_median_s=_column_median(steps, mask, "call_s"),

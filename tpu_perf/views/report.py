@@ -9,6 +9,7 @@ from rich.console import Group, RenderableType
 from rich.panel import Panel
 from rich.text import Text
 
+from tpu_perf.analyzers.compare import compile_missing, compile_seconds
 from tpu_perf.analyzers.report import Report
 from tpu_perf.views import format as fmt
 from tpu_perf.views.aot import render_aot
@@ -70,6 +71,8 @@ def _steps(doc: dict[str, Any]) -> RenderableType:
         rows.append(("note", s["note"]))
     if c.get("count") is None:
         rows.append(("compile", f"n/a ({c.get('reason') or 'unknown'})"))
+    elif compile_seconds(doc) is None:  # a run without JAX: 0 compiles means not seen, not none (as on the pages)
+        rows.append(("compile", f"n/a ({compile_missing(doc)})"))
     else:
         late = "n/a (no steps to count after)" if c["after_warmup"] is None else f"{c['after_warmup']} recompiles ({fmt.seconds(c['after_warmup_s'])})"
         rows.append(("compile", f"{c['count']} compiles, {fmt.seconds(c['total_s'])}; after warm-up: {late}"))
@@ -88,9 +91,10 @@ def _all_in(s: dict[str, Any]) -> str:
     share = "" if s.get("excluded_share") is None else f", {s['excluded_share']:.0%} of the time after the first step"
     why = needs_all_in(int(s["steady"]), s.get("excluded_share"))
     warn = f"; comparisons use the all-in time: {why}" if why else ""
-    if s.get("step_basis") == "device pace":  # the steady sample is the pace over spans of steady steps, not iterations
-        return f"{fmt.seconds(s['all_in_s'])} per step over the {s['all_in_steps']} steps after the first; the device pace leaves out {left_out}{share}{warn}"
-    return f"{fmt.seconds(s['all_in_s'])} per step over the {s['all_in_steps']} steps after the first; the steady median leaves out {left_out}{share}{warn}"
+    tool = s.get("all_in_tool_steps") or 0
+    over = f"the {s['all_in_steps']} steps after the first" + (f" (not the {tool} inside tpu-perf's trace window or FLOP count: its own cost)" if tool else "")
+    sample = "the device pace" if s.get("step_basis") == "device pace" else "the steady median"  # the pace: spans of steady steps, not iterations
+    return f"{fmt.seconds(s['all_in_s'])} per step over {over}; {sample} leaves out {left_out}{share}{warn}"
 
 
 def _device_view(s: dict[str, Any]) -> str:
