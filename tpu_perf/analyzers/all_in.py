@@ -7,7 +7,9 @@
   was over: every recompile, eval and checkpoint after it is in. Steps that are tpu-perf's own cost
   and nothing of the program's (`tool_steps`: inside its trace window or FLOP count, no warm-up,
   compile or eval) are not: the profiler slows them (a 33 ms PyTorch step read 52 ms all-in with
-  them), and a plain run of the script would not pay it.
+  them), and a plain run of the script would not pay it. Where the loop runs ahead of the device
+  they stay in: an iteration there returns at dispatch, and the device time of the steps it
+  dispatched is paid by later ones, so leaving iterations out would not leave their steps out.
 - **Exclusions**: the steady median leaves out warm-up steps, steps that compiled after warm-up,
   steps that ran an interleaved eval or checkpoint, and steps inside tpu-perf's trace window (or
   its FLOP count). Each is stated with how many steps and how much wall time it took.
@@ -82,11 +84,12 @@ def after_first(steps: pd.DataFrame, warmup: int, *, runs_ahead: bool = False) -
     """The steps the all-in time is over: every whole step after the first (the last iteration,
     which no next step ended, is not a whole step, unless the loop runs ahead of the device: its
     last iteration ends when the queued steps' outputs were ready, and holds their time), less
-    tpu-perf's own steps (`tool_steps`) unless they are all there is. One definition for the report
-    and `check`."""
+    tpu-perf's own steps (`tool_steps`) unless they are all there is, or the loop runs ahead: its
+    iterations do not hold their own steps' device time, which later iterations pay). One definition
+    for the report and `check`."""
     mask = _whole_after_first(steps, runs_ahead)
     program = mask & ~tool_steps(steps, warmup)
-    return program if program.any() else mask
+    return program if program.any() and not runs_ahead else mask
 
 
 def _whole_after_first(steps: pd.DataFrame, runs_ahead: bool) -> np.ndarray:
