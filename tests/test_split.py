@@ -264,8 +264,10 @@ def test_a_loop_that_runs_ahead_has_the_devices_step_time(device_bound, tmp_path
         s = doc["steps"]
         assert np.mean(run_values(run).steady_samples_s) == pytest.approx(s["step_s"])  # check's samples: the per-step pace
         assert s["runs_ahead"] and s["step_basis"] == "device pace" and s["median_s"] < 0.5 * s["step_s"], s
-        # never faster than the program run back to back, never slower than the loop's own wall time per step
-        assert 0.7 * truth["device_only_s"] <= s["step_s"] <= 1.3 * truth["wall_per_step_s"], (s["step_s"], truth)
+        # never faster than the program run alone, never slower than the loop's own wall time per step. The
+        # least of the script's one-at-a-time calls: each pays a dispatch and a wake-up that steps queued
+        # back to back overlap (CI, loaded: a 2.65 ms pace against a 3.84 ms median single call)
+        assert 0.7 * truth["device_only_min_s"] <= s["step_s"] <= 1.3 * truth["wall_per_step_s"], (s["step_s"], truth)
         assert s["steps_per_s"] == pytest.approx(1 / s["step_s"])
         assert doc["flops"]["achieved_tflops"] == pytest.approx(doc["flops"]["per_step"] / s["step_s"] / 1e12)
         assert s["device_median_s"] is None and "runs ahead" in s["device_reason"] and "runs ahead" in s["note"]
