@@ -271,8 +271,9 @@ def test_a_loop_that_runs_ahead_has_the_devices_step_time(device_bound, tmp_path
         assert s["steps_per_s"] == pytest.approx(1 / s["step_s"])
         assert doc["flops"]["achieved_tflops"] == pytest.approx(doc["flops"]["per_step"] / s["step_s"] / 1e12)
         assert s["device_median_s"] is None and "runs ahead" in s["device_reason"] and "runs ahead" in s["note"]
-        # the all-in time keeps the traced iterations: here they do not hold their own steps' device time
-        assert s["all_in_tool_steps"] == 0 and s["all_in_steps"] == s["count"] - 1
+        # every iteration after the first is in the all-in time (the last too: it waits for the queued steps),
+        # tpu-perf's own at the pace (an iteration here may pay for steps queued before it: not dropped)
+        assert s["all_in_steps"] == s["count"] - 1 and (s["all_in_tool_steps"] > 0) == (s["traced"] > 0)
         # the step-time charts draw the same pace, the iterations (dispatches) faint beside it
         frame = step_phases(run, s["warmup"])
         assert frame["pace_s"].dropna().mean() == pytest.approx(s["step_s"]) and np.mean(figures.steady_step_times(frame)) == pytest.approx(s["step_s"])

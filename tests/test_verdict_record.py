@@ -44,11 +44,11 @@ def test_report_gives_all_in_beside_the_median_and_counts_what_it_leaves_out(pai
         flag = {c: steps[c].fillna(False).astype(bool).to_numpy() for c in ("tail", "traced", "instrumented", "compiled", "interleaved")}
         # tpu-perf's own steps: traced (or its trace starting, stopping, its FLOP count), and nothing of the program's
         own = (flag["traced"] | flag["instrumented"]) & ~flag["compiled"] & ~flag["interleaved"] & (np.arange(len(steps)) >= s["warmup"])
-        keep = ~flag["tail"] & ~own  # the unended last iteration is not a step
+        keep = ~flag["tail"]  # the unended last iteration is not a step
         keep[0] = False
-        whole = durations[keep]
+        whole = np.where(own, s["step_s"], durations)[keep]  # tpu-perf's own at the step time
         assert s["all_in_s"] == pytest.approx(whole.sum() / whole.size, rel=1e-9) and s["all_in_steps"] == whole.size
-        assert s["all_in_tool_steps"] == int((own & ~flag["tail"])[1:].sum())
+        assert s["all_in_tool_steps"] == int((own & keep).sum())
         left = {e["reason"]: e for e in s["excluded"]}
         assert sum(e["steps"] for e in s["excluded"]) == s["count"] - s["steady"]  # every left-out step is counted once
         assert sum(e["time_s"] for e in s["excluded"]) == pytest.approx(durations.sum() - s["mean_s"] * s["steady"], rel=1e-6)
@@ -64,7 +64,7 @@ def test_report_gives_all_in_beside_the_median_and_counts_what_it_leaves_out(pai
     shown = tpu_perf_cli("report", "--store", str(pair["store"]), "bad", check=True).stdout
     assert "all-in" in shown and "9 compiled a new program" in " ".join(shown.split())
     shown = " ".join(tpu_perf_cli("report", "--store", str(pair["store"]), "fixed", check=True).stdout.replace("│", " ").split())
-    assert "(not the 5 inside tpu-perf's trace window or FLOP count: its own cost)" in shown
+    assert "(5 inside tpu-perf's trace window or FLOP count counted at the step time: their extra time is its own)" in shown
 
 
 def check_json(store: Path, baseline: str, candidate: str) -> tuple[int, dict]:

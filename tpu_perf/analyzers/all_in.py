@@ -6,10 +6,11 @@
   this is what the loop actually delivered once its first step (the one compile every run pays)
   was over: every recompile, eval and checkpoint after it is in. Steps that are tpu-perf's own cost
   and nothing of the program's (`tool_steps`: inside its trace window or FLOP count, no warm-up,
-  compile or eval) are not: the profiler slows them (a 33 ms PyTorch step read 52 ms all-in with
-  them), and a plain run of the script would not pay it. Where the loop runs ahead of the device
-  they stay in: an iteration there returns at dispatch, and the device time of the steps it
-  dispatched is paid by later ones, so leaving iterations out would not leave their steps out.
+  compile or eval) count at the step time instead of their iteration: the profiler's start, stop
+  and export take hundreds of ms there (a 33 ms PyTorch step read 52 ms all-in with them, a JAX
+  loop's 10 ms pace 29 ms), which a plain run of the script would not pay. Counted at the step time,
+  not dropped: where the loop runs ahead of the device, an iteration there may also pay for steps
+  queued before it.
 - **Exclusions**: the steady median leaves out warm-up steps, steps that compiled after warm-up,
   steps that ran an interleaved eval or checkpoint, and steps inside tpu-perf's trace window (or
   its FLOP count). Each is stated with how many steps and how much wall time it took.
@@ -61,10 +62,9 @@ class AllIn:
     """Wall time per step over every whole step after the first (the unended last iteration is not
     a step, unless the loop runs ahead); None with fewer than 2 steps."""
     all_in_steps: int
-    """Steps it is over (count - 1, less an unended tail unless the loop runs ahead, less `tool_steps`;
-    0 when unknown)."""
+    """Steps it is over (count - 1, less an unended tail unless the loop runs ahead; 0 when unknown)."""
     tool_steps: int = 0
-    """Steps after the first left out of it as tpu-perf's own cost (`tool_steps`)."""
+    """Of those, tpu-perf's own (`tool_steps`), counted at the step time."""
     exclusions: tuple[Exclusion, ...]
     """Each non-empty reason a step was left out of the steady sample, in `REASONS` order."""
     excluded_share: float | None
@@ -80,28 +80,30 @@ def tool_steps(steps: pd.DataFrame, warmup: int) -> np.ndarray:
     return (_column(steps, "traced") | _column(steps, "instrumented")) & ~program
 
 
-def after_first(steps: pd.DataFrame, warmup: int, *, runs_ahead: bool = False) -> np.ndarray:
+def after_first(steps: pd.DataFrame, *, runs_ahead: bool = False) -> np.ndarray:
     """The steps the all-in time is over: every whole step after the first (the last iteration,
     which no next step ended, is not a whole step, unless the loop runs ahead of the device: its
-    last iteration ends when the queued steps' outputs were ready, and holds their time), less
-    tpu-perf's own steps (`tool_steps`) unless they are all there is, or the loop runs ahead: its
-    iterations do not hold their own steps' device time, which later iterations pay). One definition
-    for the report and `check`."""
-    mask = _whole_after_first(steps, runs_ahead)
-    program = mask & ~tool_steps(steps, warmup)
-    return program if program.any() and not runs_ahead else mask
-
-
-def _whole_after_first(steps: pd.DataFrame, runs_ahead: bool) -> np.ndarray:
+    last iteration ends when the queued steps' outputs were ready, and holds their time). One
+    definition for the report and `check`."""
     mask = ~_column(steps, "tail") if not runs_ahead else np.ones(len(steps), dtype=bool)
     if len(mask):
         mask[0] = False
     return mask
 
 
-def all_in(steps: pd.DataFrame, steady: np.ndarray, warmup: int, *, runs_ahead: bool = False) -> AllIn:
-    """All-in time and exclusions of `steps` (in order), given the steady mask, the warm-up count
-    and whether the loop runs ahead of the device (`steps.step_time`)."""
+def counted_durations(steps: pd.DataFrame, warmup: int, step_s: float | None) -> tuple[np.ndarray, np.ndarray]:
+    """Each step's iteration as the all-in time counts it, and the mask of tpu-perf's own steps
+    (`tool_steps`), which count at the step time `step_s` (the steady median, or the device's pace
+    where the loop runs ahead) rather than their own iteration; as they are where it is unknown."""
+    durations = steps["duration_s"].to_numpy(dtype=float).copy()
+    tool = tool_steps(steps, warmup) if step_s is not None else np.zeros(len(steps), dtype=bool)
+    durations[tool] = step_s
+    return durations, tool
+
+
+def all_in(steps: pd.DataFrame, steady: np.ndarray, warmup: int, *, runs_ahead: bool = False, step_s: float | None = None) -> AllIn:
+    """All-in time and exclusions of `steps` (in order), given the steady mask, the warm-up count,
+    whether the loop runs ahead of the device and its step time (`steps.step_time`)."""
     if steps.empty:
         return AllIn(all_in_s=None, all_in_steps=0, exclusions=(), excluded_share=None)
     durations = np.nan_to_num(steps["duration_s"].to_numpy(dtype=float), nan=0.0)
@@ -121,13 +123,13 @@ def all_in(steps: pd.DataFrame, steady: np.ndarray, warmup: int, *, runs_ahead: 
         taken |= mine
         if mine.any():
             exclusions.append(Exclusion(reason=key, label=label, steps=int(mine.sum()), time_s=float(durations[mine].sum())))
-    whole = after_first(steps, warmup, runs_ahead=runs_ahead)
-    after = durations[whole]
+    counted, tool = counted_durations(steps, warmup, step_s)
+    whole = after_first(steps, runs_ahead=runs_ahead)
+    after = np.nan_to_num(counted[whole], nan=0.0)
     total = float(after.sum())
     value = total / after.size if after.size and total > 0 else None
-    excluded = float(durations[whole & left_out].sum())
-    tool = int((_whole_after_first(steps, runs_ahead) & ~whole).sum())
-    return AllIn(all_in_s=value, all_in_steps=int(after.size), tool_steps=tool, exclusions=tuple(exclusions), excluded_share=excluded / total if total > 0 else None)
+    excluded = float(durations[whole & left_out & ~tool].sum())  # the program's exclusions: tpu-perf's own count at the step time
+    return AllIn(all_in_s=value, all_in_steps=int(after.size), tool_steps=int((whole & tool).sum()), exclusions=tuple(exclusions), excluded_share=excluded / total if total > 0 else None)
 
 
 def _column(steps: pd.DataFrame, name: str) -> np.ndarray:

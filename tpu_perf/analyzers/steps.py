@@ -60,11 +60,11 @@ class StepStats:
     None where the collector did not see how many."""
     all_in_s: float | None = None
     """Wall time per step over every step after the first (`analyzers.all_in`): recompiles and evals
-    included, tpu-perf's own trace window and FLOP count not. Beside `median_s` everywhere: a median of few steady steps can hide them."""
+    included, tpu-perf's own trace window and FLOP count at the step time. Beside `median_s` everywhere: a median of few steady steps can hide them."""
     all_in_steps: int = 0
     all_in_tool_steps: int = 0
-    """Steps after the first the all-in time leaves out as tpu-perf's own cost (its trace window or
-    FLOP count, `all_in.tool_steps`)."""
+    """Steps after the first the all-in time counts at the step time, as tpu-perf's own (its trace
+    window or FLOP count, `all_in.tool_steps`)."""
     call_median_s: float | None = None
     """Median seconds per steady step the loop spent inside calls of jitted functions (dispatch,
     argument flattening, framework wrappers); None where the collector does not see the calls (PyTorch)."""
@@ -333,7 +333,7 @@ def analyze_steps(run: Run, *, warmup_steps: int | None = None) -> StepStats:
         return float(fn(durations)) if durations.size else None  # type: ignore[operator]
 
     median = stat(np.median)
-    whole = all_in(steps, mask, warmup, runs_ahead=ahead)
+    whole = all_in(steps, mask, warmup, runs_ahead=ahead, step_s=step.value)
     return StepStats(
         count=len(steps),
         warmup=warmup,

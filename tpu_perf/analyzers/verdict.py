@@ -84,8 +84,7 @@ def left_out(label: str, run: RunValues) -> str | None:
     if total <= routine:
         return None
     tail = sum(e.steps for e in run.excluded if e.reason == "tail")
-    # the first step, the unended last one and tpu-perf's own are not all-in samples
-    steps = len(run.all_in_samples_s) + 1 + tail + run.all_in_tool_steps if run.all_in_samples_s else None
+    steps = len(run.all_in_samples_s) + 1 + tail if run.all_in_samples_s else None  # the first step and the unended last one are not all-in samples
     of = f" of {steps}" if steps else ""
     return f"{label}'s steady median leaves out {total}{of} steps: {exclusions_text(run.excluded)}"
 

@@ -92,7 +92,7 @@ def _all_in(s: dict[str, Any]) -> str:
     why = needs_all_in(int(s["steady"]), s.get("excluded_share"))
     warn = f"; comparisons use the all-in time: {why}" if why else ""
     tool = s.get("all_in_tool_steps") or 0
-    over = f"the {s['all_in_steps']} steps after the first" + (f" (not the {tool} inside tpu-perf's trace window or FLOP count: its own cost)" if tool else "")
+    over = f"the {s['all_in_steps']} steps after the first" + (f" ({tool} inside tpu-perf's trace window or FLOP count counted at the step time: their extra time is its own)" if tool else "")
     sample = "the device pace" if s.get("step_basis") == "device pace" else "the steady median"  # the pace: spans of steady steps, not iterations
     return f"{fmt.seconds(s['all_in_s'])} per step over {over}; {sample} leaves out {left_out}{share}{warn}"
 
