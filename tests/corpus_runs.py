@@ -26,6 +26,7 @@ PLANTED = {
     "jax_mesh": (ADVICE / "jax_mesh.py",),
     "torch_sync": (TORCH / "advice_item_sync.py", "--mode", "defective"),
     "torch_nosync": (TORCH / "advice_item_sync.py", "--mode", "fixed"),
+    "torch_evalsync": (TORCH / "advice_item_sync.py", "--mode", "eval"),
 }
 """The advisor's own scripts (a defect planted, or a shape the corpus lacks): name -> script, args.
 keras_fit and flax_multisteps_mlp overlap tests/corpus's keras_jax and flax_multisteps but

@@ -132,6 +132,12 @@ def test_torch_host_syncs_counted_per_step(corpus_runs) -> None:
     assert fired["outcome"] == "fired" and next(e["value"] for e in fired["evidence"] if e["name"] == "torch_syncs") == 64
     quiet = _by_id(_advise(corpus_runs, "torch_nosync"))["host-sync"]
     assert quiet["outcome"] == "passed" and corpus_runs("torch_nosync").manifest["torch"]["syncs"]["by_call"] == {"item": 1}
+    # an evaluation every 8 steps reads 6 accuracies: 13 transfers in 20 steps (over the 0.5 a step bar
+    # by count), made in 3 steps; the training steps between do not wait: not "a fetch every step"
+    evals = corpus_runs("torch_evalsync").manifest["torch"]["syncs"]
+    assert evals["count"] >= 13 and evals["count"] > 0.5 * evals["steps"] and evals["steps_with_sync"] == 3, evals
+    quiet = _by_id(_advise(corpus_runs, "torch_evalsync"))["host-sync"]
+    assert quiet["outcome"] == "passed" and "in 3 of" in quiet["reason"], quiet["reason"]
 
 
 def test_every_fired_gain_states_its_kind(corpus_runs) -> None:

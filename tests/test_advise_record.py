@@ -167,6 +167,7 @@ def _from_tables(run, name: str, held_steps: float | None = None) -> float | Non
     step over the steps the trace holds, the report's `ops.steps`, else the traced steps)."""
     steps, compiles = run.steps, run.compiles
     jax_counts = run.manifest.get("jax") or {}
+    syncs = (run.manifest.get("torch") or {}).get("syncs") or {}
     table = run.table("timeline")
     compiled = steps["compiled"].astype(bool).to_numpy()
     warmup = 1 if compiled.all() else max(1, int(np.argmin(compiled)))  # leading compiled steps; the first when all compiled
@@ -174,10 +175,12 @@ def _from_tables(run, name: str, held_steps: float | None = None) -> float | Non
         "after_warmup_wall_s": _unprofiled(run, steps, warmup)[0].sum(),
         "steps_after_warmup_count": len(steps) - warmup,
         "recompile_excess_s": _excess(run, steps, warmup),
-        "torch_syncs": ((run.manifest.get("torch") or {}).get("syncs") or {}).get("count"),
+        "torch_syncs": syncs.get("count"),
+        "torch_steps_with_sync": syncs.get("steps_with_sync"),
         "fetched_step_calls": jax_counts.get("fetched_step_calls"),
         "step_calls": jax_counts.get("step_calls"),
-        "fetches_per_step": jax_counts.get("fetched_step_calls", 0) / jax_counts["step_calls"] if jax_counts.get("step_calls") else None,
+        # the share of steps that fetched: JAX's step calls, PyTorch's steps with a transfer
+        "fetches_per_step": jax_counts.get("fetched_step_calls", 0) / jax_counts["step_calls"] if jax_counts.get("step_calls") else syncs["steps_with_sync"] / syncs["steps"] if syncs.get("steps") else None,
         "programs_per_step": (table["kind"] == "program").sum() / (held_steps or steps["traced"].sum()) if not table.empty else None,
         "distinct_compiled": compiles.loc[(compiles["event"] == "backend_compile") & compiles["function"].str.startswith("jit("), "function"].nunique(),
         "jitted_functions": jax_counts.get("jitted_functions"),

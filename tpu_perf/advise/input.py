@@ -88,12 +88,16 @@ def host_sync(s: Signals) -> Finding:
         return not_evaluable(HOST_SYNC, _no_fetch_counts(s))
     if s.framework == "torch":
         evidence = [src("torch_syncs", s.torch_syncs), ev("steps_count", s.torch_sync_steps, "steps", "steps.count"), src("fetches_per_step", rate)]
-        what = f"{s.torch_syncs} device-to-host transfers (.item(), .cpu(), .tolist(), .numpy(), float()/int()/bool() of a tensor, printing one) in {s.torch_sync_steps} steps"
+        where = f"{s.torch_sync_steps} steps"
+        if s.torch_steps_with_sync is not None:
+            evidence.append(src("torch_steps_with_sync", s.torch_steps_with_sync[0]))
+            where = f"{s.torch_steps_with_sync[0]} of {s.torch_steps_with_sync[1]} steps"
+        what = f"{s.torch_syncs} device-to-host transfers (.item(), .cpu(), .tolist(), .numpy(), float()/int()/bool() of a tensor, printing one) in {where}"
     else:
         evidence = [src("fetched_step_calls", s.fetched_step_calls), src("step_calls", s.step_calls), src("fetches_per_step", rate)]
         what = f"{s.fetched_step_calls} of {s.step_calls} steps fetched an output to the host right after dispatch"
     if rate <= T.FETCHES_PER_STEP:
-        return passed(HOST_SYNC, f"{rate:.2f} fetches to the host per step", evidence)
+        return passed(HOST_SYNC, f"{what}: {rate:.0%} of steps wait for the device (the bar: {T.FETCHES_PER_STEP:.0%})", evidence)
     gain, more = overlap_gain(s)
     if s.platform == "cpu" and (s.target is None or s.target.kind != "tpu"):
         gain, more = Gain(factor=None, basis="on the CPU backend the device's work runs on the host's own cores: without the fetch the host dispatches ahead, but its work then competes with the "

@@ -108,6 +108,9 @@ class Signals:
     during the recorded steps (collectors/torch/syncs.py); None where not counted."""
     torch_sync_steps: int | None = None
     """The run's recorded steps (steps.count), the denominator of transfers per step."""
+    torch_steps_with_sync: tuple[int, int] | None = None
+    """(steps with at least one transfer, steps counted over): the share that waits for the device,
+    as the JAX collector's fetched step calls; None from a recorder that did not count them."""
     batch_size: int | None = None
     fixed_dims: dict[str, frozenset[str]] = field(default_factory=dict)
     """Per step-program dot: which of m, n, k the user cannot change (advise/padding.py)."""
@@ -151,7 +154,9 @@ class Signals:
 
     @property
     def fetches_per_step(self) -> float | None:
-        if self.framework == "torch":
+        if self.framework == "torch":  # the share of steps that wait: an eval's or a logging step's many transfers stall one step
+            if self.torch_steps_with_sync is not None and self.torch_steps_with_sync[1]:
+                return self.torch_steps_with_sync[0] / self.torch_steps_with_sync[1]
             return self.torch_syncs / self.torch_sync_steps if self.torch_syncs is not None and self.torch_sync_steps else None
         if not self.step_calls or self.fetched_step_calls is None:
             return None
@@ -189,6 +194,7 @@ SOURCES: dict[str, tuple[str, str]] = {
     "recompile_excess_s": ("steps", "steps.parquet: sum over steps after warm-up holding a recompile of duration_s - median(duration_s of steps that did not compile, untraced); a traced or instrumented step counts its recompile seconds"),
     "pmap_compiles": ("compiles", "compiles.parquet: backend_compile events of pmap(...) or jit(_fun) (pmap in jax >= 0.7)"),
     "torch_syncs": ("steps", "run.json torch.syncs.count (device-to-host transfers in the steps)"),
+    "torch_steps_with_sync": ("steps", "run.json torch.syncs.steps_with_sync of torch.syncs.steps (steps with at least one transfer)"),
     "compile_total_s": ("compiles", "compile.total_s"),
     "distinct_compiled": ("compiles", "compiles.parquet: distinct jit(...) function of backend_compile events"),
     "compile_cache_events": ("compiles", "compile.cache_hits + compile.cache_misses"),
@@ -251,7 +257,8 @@ def build_signals(run: Run, report: Report | None = None, *, target: str | None 
         torch_graphs=tc.unique_graphs if tc is not None else None, graph_breaks=tc.graph_breaks if tc is not None else None,
         graph_break_reasons=list(tc.graph_break_reasons) if tc is not None else [], torch_recompile_reasons=list(tc.recompile_reasons) if tc is not None else [],
         step_calls=jax_counts.get("step_calls"), fetched_step_calls=jax_counts.get("fetched_step_calls"),
-        torch_syncs=syncs.get("count"), torch_sync_steps=st.count if syncs else None, batch_size=int(batch) if batch else None,
+        torch_syncs=syncs.get("count"), torch_sync_steps=st.count if syncs else None,
+        torch_steps_with_sync=(int(syncs["steps_with_sync"]), int(syncs["steps"])) if "steps_with_sync" in syncs and syncs.get("steps") else None, batch_size=int(batch) if batch else None,
         **hlo_fields, fixed_dims=_fixed_dims(run, report, batch, memory_full),
         breakdown=_usable_breakdown(traces), traced_step_s=_traced_step_s(traces), programs_in_trace=_programs_in_trace(run),
         peak_bytes=mem.peak_bytes, peak_source=mem.peak_source, capacity_bytes=capacity, capacity_from=capacity_from,
