@@ -271,9 +271,13 @@ def test_a_loop_that_runs_ahead_has_the_devices_step_time(device_bound, tmp_path
         assert s["steps_per_s"] == pytest.approx(1 / s["step_s"])
         assert doc["flops"]["achieved_tflops"] == pytest.approx(doc["flops"]["per_step"] / s["step_s"] / 1e12)
         assert s["device_median_s"] is None and "runs ahead" in s["device_reason"] and "runs ahead" in s["note"]
-        # every iteration after the first is in the all-in time (the last too: it waits for the queued steps),
-        # tpu-perf's own at the pace (an iteration here may pay for steps queued before it: not dropped)
+        # every iteration after the first is in the all-in time (the last too: it waits for the queued steps);
+        # tpu-perf's own count the device work that finished in them: near the pace, as nothing else is
+        # in this loop (measured 1.05x; with their whole iterations 1.2x, and 2.9x for a loop syncing
+        # every 5 steps; dropped, the device time of steps queued before them went too: 0.73x on
+        # examples/jax_mlp.py)
         assert s["all_in_steps"] == s["count"] - 1 and (s["all_in_tool_steps"] > 0) == (s["traced"] > 0)
+        assert 0.85 * s["step_s"] <= s["all_in_s"] <= 1.3 * s["step_s"], s
         # the step-time charts draw the same pace, the iterations (dispatches) faint beside it
         frame = step_phases(run, s["warmup"])
         assert frame["pace_s"].dropna().mean() == pytest.approx(s["step_s"]) and np.mean(figures.steady_step_times(frame)) == pytest.approx(s["step_s"])

@@ -64,7 +64,7 @@ def test_report_gives_all_in_beside_the_median_and_counts_what_it_leaves_out(pai
     shown = tpu_perf_cli("report", "--store", str(pair["store"]), "bad", check=True).stdout
     assert "all-in" in shown and "9 compiled a new program" in " ".join(shown.split())
     shown = " ".join(tpu_perf_cli("report", "--store", str(pair["store"]), "fixed", check=True).stdout.replace("│", " ").split())
-    assert "(5 inside tpu-perf's trace window or FLOP count counted at the step time: their extra time is its own)" in shown
+    assert "(5 inside tpu-perf's trace window or FLOP count counted as the step time: the rest of their time is tpu-perf's own)" in shown
 
 
 def check_json(store: Path, baseline: str, candidate: str) -> tuple[int, dict]:

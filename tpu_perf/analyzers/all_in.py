@@ -8,9 +8,9 @@
   and nothing of the program's (`tool_steps`: inside its trace window or FLOP count, no warm-up,
   compile or eval) count at the step time instead of their iteration: the profiler's start, stop
   and export take hundreds of ms there (a 33 ms PyTorch step read 52 ms all-in with them, a JAX
-  loop's 10 ms pace 29 ms), which a plain run of the script would not pay. Counted at the step time,
-  not dropped: where the loop runs ahead of the device, an iteration there may also pay for steps
-  queued before it.
+  loop's 10 ms pace 29 ms), which a plain run of the script would not pay. Where the loop runs
+  ahead of the device they count the device work that finished in them (`counted_durations`): an
+  iteration there pays for steps queued before it, so dropping them would drop device time.
 - **Exclusions**: the steady median leaves out warm-up steps, steps that compiled after warm-up,
   steps that ran an interleaved eval or checkpoint, and steps inside tpu-perf's trace window (or
   its FLOP count). Each is stated with how many steps and how much wall time it took.
@@ -64,7 +64,7 @@ class AllIn:
     all_in_steps: int
     """Steps it is over (count - 1, less an unended tail unless the loop runs ahead; 0 when unknown)."""
     tool_steps: int = 0
-    """Of those, tpu-perf's own (`tool_steps`), counted at the step time."""
+    """Of those, tpu-perf's own (`tool_steps`), as `counted_durations` counts them."""
     exclusions: tuple[Exclusion, ...]
     """Each non-empty reason a step was left out of the steady sample, in `REASONS` order."""
     excluded_share: float | None
@@ -91,13 +91,23 @@ def after_first(steps: pd.DataFrame, *, runs_ahead: bool = False) -> np.ndarray:
     return mask
 
 
-def counted_durations(steps: pd.DataFrame, warmup: int, step_s: float | None) -> tuple[np.ndarray, np.ndarray]:
+def counted_durations(steps: pd.DataFrame, warmup: int, step_s: float | None, *, runs_ahead: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Each step's iteration as the all-in time counts it, and the mask of tpu-perf's own steps
-    (`tool_steps`), which count at the step time `step_s` (the steady median, or the device's pace
-    where the loop runs ahead) rather than their own iteration; as they are where it is unknown."""
+    (`tool_steps`); as they are where the step time `step_s` is unknown. Each iteration holds its
+    own step: tpu-perf's count at the step time (the steady median). The loop runs ahead of the
+    device: an iteration holds whatever device work finished during it, so tpu-perf's count the
+    part the device was busy, the steps whose outputs became ready in it at the pace `step_s`
+    (no more than the iteration): the trace's start or export while the device drains the queue
+    costs the loop nothing, while the device idles it is tpu-perf's cost."""
     durations = steps["duration_s"].to_numpy(dtype=float).copy()
     tool = tool_steps(steps, warmup) if step_s is not None else np.zeros(len(steps), dtype=bool)
-    durations[tool] = step_s
+    if runs_ahead and tool.any() and "ready_time_s" in steps:
+        ready = np.sort(steps["ready_time_s"].dropna().to_numpy(dtype=float))
+        starts, ends = steps["start_time_s"].to_numpy(dtype=float), steps["end_time_s"].to_numpy(dtype=float)
+        done = np.searchsorted(ready, ends, side="right") - np.searchsorted(ready, starts, side="right")
+        durations[tool] = np.minimum(durations[tool], done[tool] * step_s)
+    else:
+        durations[tool] = step_s
     return durations, tool
 
 
@@ -123,12 +133,12 @@ def all_in(steps: pd.DataFrame, steady: np.ndarray, warmup: int, *, runs_ahead: 
         taken |= mine
         if mine.any():
             exclusions.append(Exclusion(reason=key, label=label, steps=int(mine.sum()), time_s=float(durations[mine].sum())))
-    counted, tool = counted_durations(steps, warmup, step_s)
+    counted, tool = counted_durations(steps, warmup, step_s, runs_ahead=runs_ahead)
     whole = after_first(steps, runs_ahead=runs_ahead)
     after = np.nan_to_num(counted[whole], nan=0.0)
     total = float(after.sum())
     value = total / after.size if after.size and total > 0 else None
-    excluded = float(durations[whole & left_out & ~tool].sum())  # the program's exclusions: tpu-perf's own count at the step time
+    excluded = float(durations[whole & left_out & ~tool].sum())  # the program's exclusions, not tpu-perf's
     return AllIn(all_in_s=value, all_in_steps=int(after.size), tool_steps=int((whole & tool).sum()), exclusions=tuple(exclusions), excluded_share=excluded / total if total > 0 else None)
 
 

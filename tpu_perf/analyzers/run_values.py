@@ -61,10 +61,10 @@ class RunValues:
     """The steady steps' iterations in order (where the loop runs ahead of the device, its per-step
     pace: `steps.pace_samples`): a single run's interval (batch means); not saved."""
     all_in_tool_steps: int = 0
-    """Steps after the first the all-in time counts at the step time as tpu-perf's own (`all_in.tool_steps`)."""
+    """Steps after the first whose extra time the all-in time leaves out as tpu-perf's own (`all_in.tool_steps`)."""
     all_in_samples_s: tuple[float, ...] = ()
-    """The iterations of every step after the first, in order, tpu-perf's own at the step time (the
-    all-in time's, `all_in.counted_durations`); not saved."""
+    """The iterations of every step after the first, in order, tpu-perf's own as the all-in time
+    counts them (`all_in.counted_durations`); not saved."""
     flops_per_step: float | None = None
     """FLOPs per step (XLA's cost analysis, the FLOP counter or --flops-per-step): exact tier."""
     hlo_hash: str | None = None
@@ -168,7 +168,7 @@ def step_samples(run: Run, warmup: int) -> dict[str, tuple[float, ...]]:
     mask = steady_mask(steps, warmup).to_numpy()
     step = step_time(steps, mask)
     steady = pace_samples(steps, mask) if step.basis == "device pace" else durations[mask]  # a loop that runs ahead: its device's pace
-    counted, _ = counted_durations(steps, warmup, step.value)
+    counted, _ = counted_durations(steps, warmup, step.value, runs_ahead=step.runs_ahead)
     return {"steady_samples_s": tuple(float(d) for d in steady if d == d), "all_in_samples_s": tuple(float(d) for d in counted[after_first(steps, runs_ahead=step.runs_ahead)] if d == d)}
 
 

@@ -60,11 +60,12 @@ class StepStats:
     None where the collector did not see how many."""
     all_in_s: float | None = None
     """Wall time per step over every step after the first (`analyzers.all_in`): recompiles and evals
-    included, tpu-perf's own trace window and FLOP count at the step time. Beside `median_s` everywhere: a median of few steady steps can hide them."""
+    included, tpu-perf's own trace window and FLOP count as ordinary steps. Beside `median_s` everywhere: a median of few steady steps can hide them."""
     all_in_steps: int = 0
     all_in_tool_steps: int = 0
-    """Steps after the first the all-in time counts at the step time, as tpu-perf's own (its trace
-    window or FLOP count, `all_in.tool_steps`)."""
+    """Steps after the first whose extra time the all-in time leaves out as tpu-perf's own (its trace
+    window or FLOP count, `all_in.tool_steps`): counted at the step time, or where the loop runs
+    ahead the device work that finished in them (`all_in.counted_durations`)."""
     call_median_s: float | None = None
     """Median seconds per steady step the loop spent inside calls of jitted functions (dispatch,
     argument flattening, framework wrappers); None where the collector does not see the calls (PyTorch)."""

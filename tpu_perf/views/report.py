@@ -92,8 +92,10 @@ def _all_in(s: dict[str, Any]) -> str:
     why = needs_all_in(int(s["steady"]), s.get("excluded_share"))
     warn = f"; comparisons use the all-in time: {why}" if why else ""
     tool = s.get("all_in_tool_steps") or 0
-    over = f"the {s['all_in_steps']} steps after the first" + (f" ({tool} inside tpu-perf's trace window or FLOP count counted at the step time: their extra time is its own)" if tool else "")
-    sample = "the device pace" if s.get("step_basis") == "device pace" else "the steady median"  # the pace: spans of steady steps, not iterations
+    paced = s.get("step_basis") == "device pace"  # the pace: spans of steady steps, not iterations
+    counted = "the device work that finished in them" if paced else "the step time"
+    over = f"the {s['all_in_steps']} steps after the first" + (f" ({tool} inside tpu-perf's trace window or FLOP count counted as {counted}: the rest of their time is tpu-perf's own)" if tool else "")
+    sample = "the device pace" if paced else "the steady median"
     return f"{fmt.seconds(s['all_in_s'])} per step over {over}; {sample} leaves out {left_out}{share}{warn}"
 
 
