@@ -140,6 +140,19 @@ def test_torch_host_syncs_counted_per_step(corpus_runs) -> None:
     assert quiet["outcome"] == "passed" and "in 3 of" in quiet["reason"], quiet["reason"]
 
 
+def test_lightnings_own_transfers_get_lightnings_fix(corpus_runs) -> None:
+    """self.log(..., prog_bar=True) is turned into a number at every step by Lightning's own code: the
+    fix is the log call, not a `.item()` the script never wrote. (With --quiet-log, the fix, the same
+    loop made no transfer in 21 steps and host-sync passed.)"""
+    syncs = corpus_runs("lightning_prog_bar").manifest["torch"]["syncs"]
+    assert syncs["by_caller"] == {"lightning": syncs["count"]} and syncs["by_call"]["item"] >= 20 and syncs["steps_with_sync"] >= 19, syncs
+    fired = _by_id(_advise(corpus_runs, "lightning_prog_bar"))["host-sync"]
+    assert fired["outcome"] == "fired" and "in Lightning's own code" in fired["reason"], fired["reason"]
+    assert "prog_bar" in fired["fix"]["summary"] and "on_epoch=True" in fired["fix"]["pytorch"] and fired["fix"]["jax"] is None
+    # the script's own .item() every step keeps the general fix
+    assert "print(loss.item())" in _by_id(_advise(corpus_runs, "torch_sync"))["host-sync"]["fix"]["pytorch"]
+
+
 def test_every_fired_gain_states_its_kind(corpus_runs) -> None:
     assert len(corpus_runs.recorded) >= 8  # the scripts recorded by the tests above (and test_corpus.py's)
     for rec in corpus_runs.recorded:

@@ -27,6 +27,17 @@ HOST_SYNC = Rule(
     docs=("https://docs.jax.dev/en/latest/async_dispatch.html", "https://docs.pytorch.org/xla/master/learn/troubleshoot.html"),
 )
 
+LIGHTNING = ("lightning", "pytorch_lightning")
+"""Packages whose transfers are Lightning's: a metric logged with `self.log(..., prog_bar=True)` is
+turned into a number (`.item()`, logger_connector/result.py) at every step, progress bar shown or
+not; other logged metrics are converted every `log_every_n_steps`."""
+LIGHTNING_FIX = Fix(
+    summary="Most transfers are Lightning's own: a metric logged with prog_bar=True is turned into a number (.item()) every step. "
+            "Log per-step metrics without prog_bar (converted every log_every_n_steps), or per epoch, so the host can dispatch ahead.",
+    pytorch='self.log("train_loss", loss)  # no prog_bar=True: not converted at every step\n'
+            '# or: self.log("train_loss", loss, on_step=False, on_epoch=True)',
+)
+
 INPUT_BOUND = Rule(
     id="input-bound", title="The device waits for the host's work between steps (input pipeline, per-step loop code)", family="input", severity="high",
     fix=Fix(
@@ -93,6 +104,10 @@ def host_sync(s: Signals) -> Finding:
             evidence.append(src("torch_steps_with_sync", s.torch_steps_with_sync[0]))
             where = f"{s.torch_steps_with_sync[0]} of {s.torch_steps_with_sync[1]} steps"
         what = f"{s.torch_syncs} device-to-host transfers (.item(), .cpu(), .tolist(), .numpy(), float()/int()/bool() of a tensor, printing one) in {where}"
+        lightning = sum(n for package, n in s.torch_sync_callers.items() if package in LIGHTNING)
+        if lightning and s.torch_syncs and 2 * lightning >= s.torch_syncs:
+            evidence.append(src("torch_sync_callers", lightning))
+            what += f", {lightning} of them in Lightning's own code (a metric logged with prog_bar=True, turned into a number every step)"
     else:
         evidence = [src("fetched_step_calls", s.fetched_step_calls), src("step_calls", s.step_calls), src("fetches_per_step", rate)]
         what = f"{s.fetched_step_calls} of {s.step_calls} steps fetched an output to the host right after dispatch"
@@ -104,7 +119,8 @@ def host_sync(s: Signals) -> Finding:
                           "computation for those cores instead of overlapping it (examples/tuning/jax_lm.py on 2 cores: 0.69-0.76x as fast without it); judge it for a TPU with --target", kind="none"), []
     if gain is None:
         gain = Gain(factor=None, basis="the host waits for the device at each fetch; the cost is the host work that could overlap the device, not measured on this run (no device/host split)", kind="none")
-    return fired(HOST_SYNC, what, evidence + more, gain)
+    lightning_made = any(e.name == "torch_sync_callers" for e in evidence)
+    return fired(HOST_SYNC, what, evidence + more, gain, fix=LIGHTNING_FIX if lightning_made else None)
 
 
 def loop_share(s: Signals) -> float | None:

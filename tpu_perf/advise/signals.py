@@ -108,6 +108,8 @@ class Signals:
     during the recorded steps (collectors/torch/syncs.py); None where not counted."""
     torch_sync_steps: int | None = None
     """The run's recorded steps (steps.count), the denominator of transfers per step."""
+    torch_sync_callers: dict[str, int] = field(default_factory=dict)
+    """Transfers per top-level package of the code that made them (`__main__`: the script)."""
     torch_steps_with_sync: tuple[int, int] | None = None
     """(steps with at least one transfer, steps counted over): the share that waits for the device,
     as the JAX collector's fetched step calls; None from a recorder that did not count them."""
@@ -194,6 +196,7 @@ SOURCES: dict[str, tuple[str, str]] = {
     "recompile_excess_s": ("steps", "steps.parquet: sum over steps after warm-up holding a recompile of duration_s - median(duration_s of steps that did not compile, untraced); a traced or instrumented step counts its recompile seconds"),
     "pmap_compiles": ("compiles", "compiles.parquet: backend_compile events of pmap(...) or jit(_fun) (pmap in jax >= 0.7)"),
     "torch_syncs": ("steps", "run.json torch.syncs.count (device-to-host transfers in the steps)"),
+    "torch_sync_callers": ("steps", "run.json torch.syncs.by_caller (transfers made by Lightning's own code)"),
     "torch_steps_with_sync": ("steps", "run.json torch.syncs.steps_with_sync of torch.syncs.steps (steps with at least one transfer)"),
     "compile_total_s": ("compiles", "compile.total_s"),
     "distinct_compiled": ("compiles", "compiles.parquet: distinct jit(...) function of backend_compile events"),
@@ -258,7 +261,8 @@ def build_signals(run: Run, report: Report | None = None, *, target: str | None 
         graph_break_reasons=list(tc.graph_break_reasons) if tc is not None else [], torch_recompile_reasons=list(tc.recompile_reasons) if tc is not None else [],
         step_calls=jax_counts.get("step_calls"), fetched_step_calls=jax_counts.get("fetched_step_calls"),
         torch_syncs=syncs.get("count"), torch_sync_steps=st.count if syncs else None,
-        torch_steps_with_sync=(int(syncs["steps_with_sync"]), int(syncs["steps"])) if "steps_with_sync" in syncs and syncs.get("steps") else None, batch_size=int(batch) if batch else None,
+        torch_steps_with_sync=(int(syncs["steps_with_sync"]), int(syncs["steps"])) if "steps_with_sync" in syncs and syncs.get("steps") else None,
+        torch_sync_callers={str(k): int(v) for k, v in (syncs.get("by_caller") or {}).items()}, batch_size=int(batch) if batch else None,
         **hlo_fields, fixed_dims=_fixed_dims(run, report, batch, memory_full),
         breakdown=_usable_breakdown(traces), traced_step_s=_traced_step_s(traces), programs_in_trace=_programs_in_trace(run),
         peak_bytes=mem.peak_bytes, peak_source=mem.peak_source, capacity_bytes=capacity, capacity_from=capacity_from,

@@ -11,7 +11,8 @@ inside torch: one transfer, counted once) and not tpu-perf's. On a CPU run the s
 counted: they are what would wait for the device on a TPU or GPU.
 
 Written to `run.json` as `torch.syncs`: `count` (calls after the first step began), `steps` (the
-steps they were counted over), `by_call` (count per method) and `steps_with_sync`.
+steps they were counted over), `by_call` (count per method), `by_caller` (count per top-level package
+of the code that made the call; `__main__` for the script) and `steps_with_sync`.
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ class HostSyncs:
     def __init__(self, torch: Any) -> None:
         self.torch = torch
         self.by_call: Counter[str] = Counter()
+        self.by_caller: Counter[str] = Counter()
+        """Which package's code made the calls: the fix differs (a Lightning `self.log(prog_bar=True)`
+        is not a `.item()` the script wrote)."""
         self.step: int | None = None
         self.steps_with_sync: set[int] = set()
         self._originals: dict[str, Callable[..., Any]] = {}
@@ -56,12 +60,14 @@ class HostSyncs:
         frame = sys._getframe(2)
         while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith("torch._dynamo"):
             frame = frame.f_back  # the compiler.disable wrapper's frames: the caller is above them
-        if frame.f_globals.get("__name__", "").split(".", 1)[0] in SKIP_MODULES:
+        package = frame.f_globals.get("__name__", "").split(".", 1)[0]
+        if package in SKIP_MODULES:
             return
         if name in SCRIPT_ONLY and any(d in frame.f_code.co_filename for d in LIBRARY_DIRS):
             return
         with self._lock:
             self.by_call[name] += 1
+            self.by_caller[package or "?"] += 1
             self.steps_with_sync.add(self.step)
 
     def install(self) -> Callable[[], None]:
@@ -105,4 +111,4 @@ class HostSyncs:
         """`torch.syncs` for run.json; None when no step began (nothing to count per step over)."""
         if self.step is None:
             return None
-        return {"count": int(sum(self.by_call.values())), "steps": self.step + 1, "steps_with_sync": len(self.steps_with_sync), "by_call": dict(self.by_call)}
+        return {"count": int(sum(self.by_call.values())), "steps": self.step + 1, "steps_with_sync": len(self.steps_with_sync), "by_call": dict(self.by_call), "by_caller": dict(self.by_caller)}
