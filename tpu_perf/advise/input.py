@@ -112,7 +112,7 @@ def host_sync(s: Signals) -> Finding:
         evidence = [src("fetched_step_calls", s.fetched_step_calls), src("step_calls", s.step_calls), src("fetches_per_step", rate)]
         what = f"{s.fetched_step_calls} of {s.step_calls} steps fetched an output to the host right after dispatch"
     if rate <= T.FETCHES_PER_STEP:
-        return passed(HOST_SYNC, f"{what}: {rate:.0%} of steps wait for the device (the bar: {T.FETCHES_PER_STEP:.0%})", evidence)
+        return passed(HOST_SYNC, f"{what}: {rate:.0%} of steps (the bar: {T.FETCHES_PER_STEP:.0%})", evidence)
     gain, more = overlap_gain(s)
     if s.platform == "cpu" and (s.target is None or s.target.kind != "tpu"):
         gain, more = Gain(factor=None, basis="on the CPU backend the device's work runs on the host's own cores: without the fetch the host dispatches ahead, but its work then competes with the "
