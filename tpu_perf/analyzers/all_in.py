@@ -93,12 +93,12 @@ def after_first(steps: pd.DataFrame, *, runs_ahead: bool = False) -> np.ndarray:
 
 def counted_durations(steps: pd.DataFrame, warmup: int, step_s: float | None, *, runs_ahead: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Each step's iteration as the all-in time counts it, and the mask of tpu-perf's own steps
-    (`tool_steps`); as they are where the step time `step_s` is unknown. Each iteration holds its
-    own step: tpu-perf's count at the step time (the steady median). The loop runs ahead of the
-    device: an iteration holds whatever device work finished during it, so tpu-perf's count the
-    part the device was busy, the steps whose outputs became ready in it at the pace `step_s`
-    (no more than the iteration): the trace's start or export while the device drains the queue
-    costs the loop nothing, while the device idles it is tpu-perf's cost."""
+    (`tool_steps`; none when the step time `step_s` is unknown). Where each iteration holds its own
+    step, tpu-perf's count at the step time (the steady median). Where the loop runs ahead of the
+    device, an iteration holds whatever device work finished during it, so tpu-perf's count that
+    part: the steps whose outputs became ready in it, at the pace `step_s`, no more than the
+    iteration (the trace's start or export while the device drains the queue costs the loop
+    nothing; while the device idles, it is tpu-perf's cost)."""
     durations = steps["duration_s"].to_numpy(dtype=float).copy()
     tool = tool_steps(steps, warmup) if step_s is not None else np.zeros(len(steps), dtype=bool)
     if runs_ahead and tool.any() and "ready_time_s" in steps:

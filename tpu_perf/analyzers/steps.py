@@ -60,7 +60,8 @@ class StepStats:
     None where the collector did not see how many."""
     all_in_s: float | None = None
     """Wall time per step over every step after the first (`analyzers.all_in`): recompiles and evals
-    included, tpu-perf's own trace window and FLOP count as ordinary steps. Beside `median_s` everywhere: a median of few steady steps can hide them."""
+    included, not the extra time of tpu-perf's own trace window and FLOP count. Beside `median_s`
+    everywhere: a median of few steady steps can hide them."""
     all_in_steps: int = 0
     all_in_tool_steps: int = 0
     """Steps after the first whose extra time the all-in time leaves out as tpu-perf's own (its trace
