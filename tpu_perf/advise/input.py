@@ -52,19 +52,32 @@ INPUT_BOUND = Rule(
 )
 
 
+def _torch_on_cpu(s: Signals) -> bool:
+    return s.framework == "torch" and s.platform == "cpu"
+
+
 def _share_path(s: Signals) -> str:
-    return "breakdown.input" if (s.framework == "torch" and s.platform == "cpu") else "breakdown.host + breakdown.input"
+    return "breakdown.input + median long_host_s / median step_s of breakdown_detail.steps" if _torch_on_cpu(s) else "breakdown.host + breakdown.input"
+
+
+def long_host_share(s: Signals) -> float:
+    """Share of the traced step in stretches of 1 ms or more with no op running and no input event
+    (breakdown.LONG_HOST_S): the median traced step's, 0 without per-step windows."""
+    step = s.traced_step_s.get("step_s")
+    return min(1.0, s.traced_step_s.get("long_host_s", 0.0) / step) if step else 0.0
 
 
 def host_share(s: Signals) -> float | None:
     """Share of the step with no device program running (host, input), from the trace breakdown.
 
-    PyTorch on a CPU runs its ops on the Python thread: the gaps between them are the framework's
-    own overhead as much as input work, so only time in named input events (data loaders) counts."""
+    PyTorch on a CPU runs its ops on the Python thread: the microsecond gaps between them are the
+    framework's own overhead, so there the share is the time in named input events (data loaders)
+    and in stretches of a millisecond or more with no op at all (a batch made in numpy or read by a
+    plain generator: the loop's own work, which names no event)."""
     if not s.breakdown:
         return None
-    if s.framework == "torch" and s.platform == "cpu":
-        return s.breakdown.get("input", 0.0)
+    if _torch_on_cpu(s):
+        return min(1.0, s.breakdown.get("input", 0.0) + long_host_share(s))
     return s.breakdown.get("host", 0.0) + s.breakdown.get("input", 0.0)
 
 
@@ -161,7 +174,10 @@ def input_bound(s: Signals) -> Finding:
         else:
             return not_evaluable(INPUT_BOUND, "no trace window and no host time per step: record without --no-trace")
     else:
-        evidence = [ev("trace_host_fraction", idle, "trace", _share_path(s)), ev("trace_input_fraction", s.breakdown.get("input", 0.0), "trace", "breakdown.input")]
+        evidence = [ev("trace_host_fraction", idle, "trace", _share_path(s)),
+                    ev("trace_input_fraction", s.breakdown.get("input", 0.0), "trace", "breakdown.input")]
+        if _torch_on_cpu(s):
+            evidence.append(ev("trace_long_host_fraction", long_host_share(s), "trace", "breakdown_detail.steps: median long_host_s / median step_s (host stretches of 1 ms or more)"))
     pps = s.programs_per_step
     if pps is not None and pps >= T.OP_BY_OP_PROGRAMS_PER_STEP:
         return passed(INPUT_BOUND, f"the host time between device ops is op-by-op dispatch ({pps:.0f} programs per step): see op-by-op", evidence + [src("programs_per_step", pps)])
@@ -185,5 +201,10 @@ def input_bound(s: Signals) -> Finding:
         evidence.append(src("fetches_per_step", fetch))
     few = f", the least of its {s.loop_steps} steady steps" if s.loop_steps < MIN_STEADY_STEPS else ""
     own = f" ({own_loop_s(s) * 1e3:.3g} ms per step of the loop's own work outside the step call{few}: input, augmentation, logging, a framework's per-step code)" if loop is not None else ""
+    if _torch_on_cpu(s):
+        named, long = s.breakdown.get("input", 0.0), long_host_share(s)
+        parts = ([f"{named:.0%} in the data loader's named events"] if named >= 0.005 else []) + (
+            [f"{long:.0%} in stretches of 1 ms or more with no op running, where the loop makes or reads a batch itself: numpy, a plain generator, storage"] if long >= 0.005 else [])
+        own = f" ({', '.join(parts)})" if parts else ""
     gain = Gain(factor=1 / (1 - inputs), basis=f"the device waited {inputs:.0%} of the step for the host{own}; prepared ahead, or paid once per several steps, all of the wait goes", kind="upper_bound") if inputs < 1 else None
     return fired(INPUT_BOUND, f"the device waited for the loop's own host work {inputs:.0%} of the step{own}", evidence, gain)

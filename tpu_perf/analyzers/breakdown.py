@@ -42,6 +42,12 @@ of the traced iterations but the trace holds under this share of that work insid
 queued the traced steps far ahead (dispatch without back-pressure) and the device ran them after
 their iterations. The breakdown then falls back to the whole trace (shares only)."""
 
+LONG_HOST_S = 0.001
+"""A stretch of host time (no op on the lane, no input or compile event) at least this long is the
+loop's own work, not a framework's: eager PyTorch on a CPU leaves microseconds between its ops (its
+Python dispatch, autograd), while a batch made in numpy, a plain generator or a wait on storage
+leaves one gap of milliseconds (tests/torch_scripts/input_loop.py). Per window: `long_host_s`."""
+
 AGREE = 0.25
 """Trace step marks agree with the recorder's steps when as many and their median length is within this."""
 
@@ -49,7 +55,7 @@ AGREE = 0.25
 @dataclass(frozen=True, kw_only=True)
 class Breakdown:
     per_step: pd.DataFrame
-    """One row per (lane, step): `step_s` and seconds per part; empty when there are no per-step windows."""
+    """One row per (lane, step): `step_s`, seconds per part and `long_host_s`; empty when there are no per-step windows."""
     fractions: dict[str, float]
     """Share of all window time per part (sums to 1); empty when the run has no trace timeline."""
     window: str
@@ -220,7 +226,17 @@ def _label_window(lane_ev: pd.DataFrame, host_ev: pd.DataFrame, start: float, en
     for kind in reversed(OP_CLASSES):
         m = (ev["kind"] == kind).to_numpy()
         labels[coverage(bounds, s[m], e[m]) > 0] = kind
-    return {p: float(seg[labels == p].sum()) for p in PARTS}
+    return {**{p: float(seg[labels == p].sum()) for p in PARTS}, "long_host_s": _long_runs(seg, labels == "host")}
+
+
+def _long_runs(seg: np.ndarray, host: np.ndarray) -> float:
+    """Seconds in runs of consecutive host segments at least LONG_HOST_S long (the segments tile the window)."""
+    if not host.any():
+        return 0.0
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], host.astype(np.int8), [0]])))
+    csum = np.concatenate([[0.0], np.cumsum(seg)])
+    runs = csum[edges[1::2]] - csum[edges[::2]]
+    return float(runs[runs >= LONG_HOST_S].sum())
 
 
 def classified_timeline(run: Run) -> pd.DataFrame:
@@ -264,7 +280,8 @@ def trace_steps(tl: pd.DataFrame, windows: pd.DataFrame) -> float | None:
 
 
 def analyze_windows(tl: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
-    """One row per (device lane, window): `step_s` and seconds per part."""
+    """One row per (device lane, window): `step_s`, seconds per part, and `long_host_s` (the part of
+    `host` in stretches of at least LONG_HOST_S)."""
     host = tl[tl["kind"].isin(["compile", "input"])]
     rows = []
     for lane in _device_lanes(tl):
@@ -273,13 +290,13 @@ def analyze_windows(tl: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
         for w in own.itertuples(index=False):
             parts = _label_window(lane_ev, host, float(w.start_s), float(w.end_s))
             rows.append({"lane": lane, "step": int(w.step), "step_s": float(w.end_s - w.start_s), **parts})
-    return pd.DataFrame(rows, columns=["lane", "step", "step_s", *PARTS])
+    return pd.DataFrame(rows, columns=["lane", "step", "step_s", *PARTS, "long_host_s"])
 
 
 def analyze_breakdown(run: Run) -> Breakdown:
     """Breakdown per window for every device lane of the trace timeline."""
     tl = classified_timeline(run)
-    empty = pd.DataFrame(columns=["lane", "step", "step_s", *PARTS])
+    empty = pd.DataFrame(columns=["lane", "step", "step_s", *PARTS, "long_host_s"])
     if tl.empty:
         return Breakdown(per_step=empty, fractions={}, window="none")
     marks = run.table("device_steps")

@@ -31,7 +31,10 @@ from tpu_perf.traces.tables import (
 
 _DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
-_COMPILE = re.compile(r"Torch-Compiled Region|TorchDynamo|CompiledFunction|inductor.*compile|compile_fx", re.I)
+_COMPILE = re.compile(r"\(dynamo_timed\)|inductor.*compile|compile_fx|compile_inner|call_user_compiler", re.I)
+"""Compiling (Dynamo's `dynamo_timed` regions, Inductor's compile); not running compiled code:
+"Torch-Compiled Region: 0/0", "CompiledFunction" and "TorchDynamo Cache Lookup" are a compiled
+graph's every call (its execution and guard check), not a compile."""
 _INPUT = re.compile(r"DataLoader|dataloader|_next_data|enumerate\(", re.I)
 
 
