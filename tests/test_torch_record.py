@@ -170,6 +170,17 @@ def test_other_step_sources(tmp_path, mode, source) -> None:
     assert doc["steps"]["count"] == 9 and doc["steps"]["source"] == source
 
 
+def test_a_loop_with_no_optimizer_ends_its_steps_at_backward(tmp_path) -> None:
+    """Updates by hand (`p -= lr * p.grad`) and no torch.optim optimizer: each backward() ends a step,
+    so the from-scratch loop gets its steps and FLOPs without a `tpu_perf.step()`."""
+    proc, run = record(tmp_path, str(SCRIPTS / "variants.py"), "by_hand", "9")
+    assert proc.returncode == 0, proc.stderr
+    doc = report_json(run)
+    assert doc["steps"]["count"] == 9 and doc["steps"]["source"] == "auto:backward"
+    assert doc["flops"]["per_step"] == 2 * (2 * 32 * 64 * 64)  # the forward addmm and the weight's gradient mm
+    assert not run.manifest.get("warnings")
+
+
 def test_no_optimizer_steps_warns_how_to_mark_them(tmp_path) -> None:
     proc, run = record(tmp_path, str(SCRIPTS / "variants.py"), "manual", "5")
     assert proc.returncode == 0

@@ -1,4 +1,6 @@
-"""Step sources and faults. argv: MODE STEPS, MODE one of profiler | explicit | manual | raise | sigint | slow."""
+"""Step sources and faults. argv: MODE STEPS, MODE one of profiler | explicit | manual | by_hand | raise | sigint | slow.
+
+manual: an optimizer made but never stepped (updates by hand); by_hand: no optimizer at all."""
 
 import sys
 import time
@@ -10,15 +12,15 @@ import tpu_perf
 
 mode, steps = sys.argv[1], int(sys.argv[2])
 model = nn.Linear(64, 64)
-opt = torch.optim.SGD(model.parameters(), lr=0.01)
+opt = None if mode == "by_hand" else torch.optim.SGD(model.parameters(), lr=0.01)
 x = torch.randn(32, 64)
 
 
 def train_step():
     loss = model(x).square().mean()
-    opt.zero_grad()
+    model.zero_grad() if opt is None else opt.zero_grad()
     loss.backward()
-    if mode == "manual":  # plain tensor updates, no torch.optim step: no automatic steps
+    if mode in ("manual", "by_hand"):  # plain tensor updates, no torch.optim step
         with torch.no_grad():
             for p in model.parameters():
                 p -= 0.01 * p.grad

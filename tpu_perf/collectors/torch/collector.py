@@ -27,7 +27,7 @@ from tpu_perf.collectors.torch.trace import TorchTrace
 from tpu_perf.store import layout
 
 NO_STEPS_HINT = (
-    "no training steps were seen: steps of torch.optim optimizers are found automatically, but "
+    "no training steps were seen: steps of torch.optim optimizers (or, with none, backward() calls) are found automatically, but "
     "torch-tpu's own optimizers (torch.tpu.optimizers, SingleTraceTrainer) and optimizer steps inside "
     "torch.compile are not; call tpu_perf.step() at the start of each training step (or use "
     "torch.profiler's prof.step())"

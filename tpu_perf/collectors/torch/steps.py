@@ -9,6 +9,10 @@ was imported; it is warm-up either way. A global module hook would place it bett
 removing one makes every `torch.compile`d module recompile (Dynamo guards on the hook dict). What
 runs after the last optimizer step is no step, so N optimizer steps make exactly N steps.
 
+A loop that updates its parameters by hand (`p -= lr * p.grad`, no `torch.optim` optimizer ever
+created) ends each step at the end of its `backward()` instead (`auto:backward`): one backward per
+update is what such loops do; an optimizer created later takes over at its first step.
+
 Hooks check `torch.compiler.is_compiling()` first: Dynamo folds it to a constant, so a compiled
 optimizer step traces the hook as a no-op instead of breaking the graph on a clock read. A compiled
 optimizer step is therefore invisible here; `tpu_perf.step()` marks such steps.
@@ -27,6 +31,7 @@ from tpu_perf.collectors.torch.cycle import OptimizerCycle
 from tpu_perf.collectors.torch.script_profiler import ScriptProfilers
 
 SOURCE = "auto:optimizer"
+BACKWARD = "auto:backward"
 ANNOTATION = "annotation"
 
 
@@ -45,6 +50,8 @@ class OptimizerSteps:
         self._handles: list[Any] = []
         self._compiling = torch.compiler.is_compiling
         self._backwards = 0
+        self._optimizers = 0
+        """torch.optim optimizers created: while none is, each backward() ends a step."""
         self.backwards_per_step: list[int] = []
         """`Tensor.backward()` calls between consecutive optimizer steps: micro-batches per update."""
 
@@ -57,6 +64,7 @@ class OptimizerSteps:
         @functools.wraps(original)
         def __init__(opt: Any, *args: Any, **kwargs: Any) -> None:
             original(opt, *args, **kwargs)
+            steps._optimizers += 1
             if steps.rec.steps.source is None:
                 steps._step0_start = steps.rec.now()
 
@@ -66,7 +74,10 @@ class OptimizerSteps:
         @functools.wraps(backward)
         def counted_backward(t: Any, *args: Any, **kwargs: Any) -> Any:
             steps._backwards += 1
-            return backward(t, *args, **kwargs)
+            out = backward(t, *args, **kwargs)
+            if not steps._optimizers and not steps._compiling():
+                steps._backward_ended(t)
+            return out
 
         tensor.backward = counted_backward
 
@@ -100,23 +111,37 @@ class OptimizerSteps:
         self.backwards_per_step.append(self._backwards)
         self._backwards = 0
         if rec.steps.source is None:
-            self._first_step()
+            self._first_step(SOURCE)
         else:
             rec.boundary(SOURCE)
+
+    def _backward_ended(self, loss: Any) -> None:
+        """A loop with no optimizer: the end of each backward() ends a step."""
+        rec = self.rec
+        if not rec.steps.accepts(BACKWARD):
+            return
+        if not self._device_known:
+            self._device_known = True
+            device = getattr(loss, "device", None)
+            self._on_device(str(device.type) if device is not None else None)
+        if rec.steps.source is None:
+            self._first_step(BACKWARD)
+        else:
+            rec.boundary(BACKWARD)
 
     def _grouped(self, optimizers: list[Any]) -> None:
         names = ", ".join(type(o).__name__ for o in optimizers)
         self.rec.warn(f"{len(optimizers)} optimizers step in each loop iteration ({names}, in that order): one training step is one such cycle, ending at the last optimizer's step")
         self._on_grouped()
 
-    def _first_step(self) -> None:
-        """Step 0 ran from the optimizer's creation to now: written after the fact, then step 1 opens."""
+    def _first_step(self, source: str) -> None:
+        """Step 0 ran from the optimizer's creation (or torch's import) to now: written after the fact, then step 1 opens."""
         rec = self.rec
         rec.sync()
         end = rec.now()
-        rec.span(SOURCE, min(self._step0_start, end), end)
+        rec.span(source, min(self._step0_start, end), end)
         rec.before_step(rec.steps.next_index)
-        rec.steps.open(SOURCE, rec.now())
+        rec.steps.open(source, rec.now())
 
     def micro_batches(self) -> int | None:
         """Backward passes per optimizer update (the median over the steps: a first or last
@@ -126,7 +151,7 @@ class OptimizerSteps:
 
     def close(self) -> None:
         """End of the script: the time after the last optimizer step belongs to no step."""
-        if self.rec.steps.source == SOURCE:
+        if self.rec.steps.source in (SOURCE, BACKWARD):
             self.rec.steps.discard_open()
 
 
