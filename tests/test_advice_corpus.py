@@ -12,7 +12,7 @@ import pytest
 from tests.conftest import advice_doc, report_doc
 
 pytestmark = pytest.mark.slow
-TORCH_EAGER = ("torch_nosync", "hf_trainer", "lightning_module", "accelerate_loop", "torch_compile_amp")
+TORCH_EAGER = ("torch_nosync", "hf_trainer", "lightning_module", "accelerate_loop", "torch_compile_amp", "keras_torch")
 """Judged for the machine they ran on: eager PyTorch judged for a TPU is op-by-op by design."""
 REAL_FRAMEWORK = ("jax_pmap", "jax_aot", "eval_midway", "keras_fit", "keras_jax", "flax_cnn", "flax_multisteps", "flax_multisteps_mlp", "flax_nnx", "jax_mesh", *TORCH_EAGER)
 """Scripts with no planted defect of the rules below: written as each library's users write them."""

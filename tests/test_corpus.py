@@ -93,6 +93,16 @@ def test_plain_loops(corpus_runs, script: str) -> None:
     check(truth, doc, run)
 
 
+def test_keras_on_torch_steps_at_backward(corpus_runs) -> None:
+    """Keras 3 on the torch backend updates with its own optimizers, not torch.optim: each
+    `loss.backward()` in its train_step ends a step (auto:backward), an update's FLOPs. The script
+    imports jax too (Keras looks for it): the steps are PyTorch's, and the report says so."""
+    truth, doc, run = record_corpus(corpus_runs, "keras_torch")
+    check(truth, doc, run)
+    assert doc["steps"]["source"] == "auto:backward"
+    assert doc["steps"]["device_reason"] == "PyTorch's device time per step is not measured"
+
+
 def test_optax_multisteps_with_a_schedule_says_it_cannot_tell(corpus_runs) -> None:
     """A callable every_k_schedule is known only on the device: every call stays a step, and one
     warning and steps.note say so (micro-batches unknown: null)."""

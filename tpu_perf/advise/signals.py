@@ -24,7 +24,7 @@ from tpu_perf.analyzers.hlo import HloModule, run_hlo
 from tpu_perf.analyzers.hlo_analysis import DotInfo, HloAnalysis, analyze_hlo, tile_for_chip
 from tpu_perf.analyzers.memory import MemoryStats
 from tpu_perf.analyzers.report import Report, build_report
-from tpu_perf.analyzers.steps import run_steps
+from tpu_perf.analyzers.steps import run_steps, step_framework
 from tpu_perf.analyzers.traces import TraceSection
 from tpu_perf.hardware import Chip, lookup_chip
 from tpu_perf.jsonio import to_jsonable
@@ -244,7 +244,7 @@ def build_signals(run: Run, report: Report | None = None, *, target: str | None 
     memory_full = mem.peak_bytes is not None and bool(capacity) and 1 - mem.peak_bytes / capacity < T.SMALL_BATCH_MIN_HEADROOM
     traces, hosts = report.traces, report.hosts
     return Signals(
-        framework=_framework(run), platform=(run.manifest.get("hardware") or {}).get("platform"),
+        framework=step_framework(run), platform=(run.manifest.get("hardware") or {}).get("platform"),
         run_chip=own, target=target_chip, target_from=target_from,
         steps=st.count, traced_steps=st.traced or (traces.device_step_count if traces is not None else 0), trace_steps=traces.op_steps if traces is not None else None,
         iteration_median_s=st.median_s, device_median_s=st.device_median_s, host_median_s=st.host_median_s,
@@ -294,11 +294,6 @@ def _traced_step_s(traces: TraceSection | None) -> dict[str, float]:
         return {}
     keys = [k for k, v in traces.breakdown_steps[0].items() if isinstance(v, (int, float)) and k != "step"]
     return {k: float(np.median([row[k] for row in traces.breakdown_steps if row.get(k) is not None])) for k in keys}
-
-
-def _framework(run: Run) -> str | None:
-    frameworks = run.manifest.get("frameworks") or []
-    return "torch" if {"torch", "pytorch"} & set(frameworks) else ("jax" if "jax" in frameworks else (frameworks[0] if frameworks else None))
 
 
 def _after_warmup(run: Run, pace_s: float | None = None) -> tuple[int | None, float | None, float | None]:

@@ -115,6 +115,28 @@ def _best_steps(run: Run) -> pd.DataFrame:
     return steps.sort_values("start_time_s").reset_index(drop=True)
 
 
+JAX_SOURCES = ("auto:jit", "auto:pmap")
+TORCH_SOURCES = ("auto:optimizer", "auto:backward")
+
+
+def step_framework(run: Run) -> str | None:
+    """The framework whose calls made the steps: by the step source (a jitted or pmapped function is
+    JAX's, an optimizer step or backward() PyTorch's), else the one the run imported. A script can
+    import both (Keras on torch imports jax; a Flax model from transformers imports torch), and a
+    sentence about the other's steps would be wrong. Where the source says nothing (explicit marks,
+    annotations) and both were imported: PyTorch (`torch`)."""
+    steps = run_steps(run)
+    source = str(steps["source"].iloc[-1]) if not steps.empty and "source" in steps else ""
+    if source.startswith(JAX_SOURCES):
+        return "jax"
+    if source.startswith(TORCH_SOURCES):
+        return "torch"
+    frameworks = run.manifest.get("frameworks") or []
+    if {"torch", "pytorch"} & set(frameworks):
+        return "torch"
+    return "jax" if "jax" in frameworks else (frameworks[0] if frameworks else None)
+
+
 def warmup_count(steps: pd.DataFrame, override: int | None = None) -> int:
     """Leading steps that compiled, at least one (the first step pays for compilation and caches)."""
     if steps.empty:
@@ -191,12 +213,12 @@ def _known(steps: pd.DataFrame, mask: np.ndarray, *names: str) -> int:
 def _device_unknown(run: Run, seen: int = 0, steady: int = 0) -> str:
     if seen:
         return f"the device time was seen for only {seen} of {steady} steady steps; " + _device_unknown(run)
-    frameworks = set(run.manifest.get("frameworks") or [])
     if run.manifest.get("imported"):
         return "the trace's step markers are the host's, not the device's"
-    if "jax" in frameworks:
+    framework = step_framework(run)
+    if framework == "jax":
         return "the loop never waits for a step's outputs, so when the device finished is not seen; a sync on an output (float(loss), jax.block_until_ready) shows it"
-    if frameworks & {"torch", "pytorch"}:
+    if framework in ("torch", "pytorch"):
         return "PyTorch's device time per step is not measured"
     return "no device work was seen"
 
