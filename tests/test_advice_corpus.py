@@ -140,6 +140,18 @@ def test_a_torch_loop_making_its_batches_in_numpy_is_input_bound(corpus_runs) ->
     assert steps and all(0 < r["long_host_s"] <= r["host"] + 1e-9 for r in steps)
 
 
+def test_a_jax_loop_fed_by_a_torch_dataloader_is_judged_as_jax(corpus_runs) -> None:
+    """The process imports torch and JAX; the steps are the jitted train_step's. host-sync counts the
+    JAX fetch of the loss every step (not `.numpy()` of the DataLoader's CPU batches, which is no
+    device transfer), and input-bound reads the loop's own time outside the step call."""
+    run = corpus_runs("jax_torch_loader")
+    assert set(run.manifest["frameworks"]) >= {"jax", "torch"}
+    found = _by_id(_advise(corpus_runs, "jax_torch_loader"))
+    sync = found["host-sync"]
+    assert sync["outcome"] == "fired" and "32 of 32 steps fetched" in sync["reason"], sync["reason"]
+    assert "loop_median_s" in {e["name"] for e in found["input-bound"]["evidence"]}
+
+
 def test_a_compiled_graphs_calls_are_not_compile_time(corpus_runs) -> None:
     """Every call of a torch.compile'd module runs inside "Torch-Compiled Region" / "CompiledFunction"
     events: the graph running, not compiling (compiling is Dynamo's `(dynamo_timed)` regions). The
