@@ -75,7 +75,8 @@ def _check_breakdown(run: Run, bd: Any, doc: dict[str, Any], steps: pd.DataFrame
         return
     total = per[list(PARTS)].sum(axis=1)
     assert ((total - per["step_s"]).abs() <= SUM_TOLERANCE * per["step_s"] + 1e-9).all(), "window parts do not sum to the window"
-    assert ((per["long_host_s"] >= 0) & (per["long_host_s"] <= per["host"] + 1e-9)).all(), "long host stretches are part of the host time"
+    long = per["long_host_s"].astype(float)
+    assert ((long >= 0) & (long <= per["host"] + 1e-9) | long.isna()).all(), "long host stretches are part of the host time"
     if bd.steps_from == "recorder":
         iteration = steps.set_index("step")["duration_s"].astype(float)
         assert (per["step_s"] - iteration.reindex(per["step"]).to_numpy()).abs().max() < 1e-6, "recorder windows are the iterations"

@@ -136,8 +136,12 @@ def test_a_torch_loop_making_its_batches_in_numpy_is_input_bound(corpus_runs) ->
     assert bound["outcome"] == "fired" and ev["trace_input_fraction"] == 0.0, bound["reason"]
     assert abs(ev["trace_long_host_fraction"] - truth) <= 0.15, (ev, truth)
     assert "no op running" in bound["reason"] and bound["expected_gain"]["factor"] <= 1 / (1 - ev["trace_host_fraction"]) * 1.001
-    steps = report_doc(run.dir)["breakdown_detail"]["steps"]
-    assert steps and all(0 < r["long_host_s"] <= r["host"] + 1e-9 for r in steps)
+    report = report_doc(run.dir)
+    steps, share = report["breakdown_detail"]["steps"], report["breakdown_detail"]["long_host_share"]
+    assert steps[0]["long_host_s"] is None  # the first traced step began before the trace's first event: unknown
+    assert len(steps) >= 3 and all(0 < r["long_host_s"] <= r["host"] + 1e-9 for r in steps[1:])
+    assert ev["trace_long_host_fraction"] == pytest.approx(share, abs=2e-6)  # the evidence is the report's
+    assert ev["trace_host_fraction"] == pytest.approx(report["breakdown"]["input"] + share, abs=2e-6)
 
 
 def test_a_jax_loop_fed_by_a_torch_dataloader_is_judged_as_jax(corpus_runs) -> None:

@@ -57,14 +57,13 @@ def _torch_on_cpu(s: Signals) -> bool:
 
 
 def _share_path(s: Signals) -> str:
-    return "breakdown.input + median long_host_s / median step_s of breakdown_detail.steps" if _torch_on_cpu(s) else "breakdown.host + breakdown.input"
+    return "breakdown.input + breakdown_detail.long_host_share" if _torch_on_cpu(s) else "breakdown.host + breakdown.input"
 
 
 def long_host_share(s: Signals) -> float:
     """Share of the traced step in stretches of 1 ms or more with no op running and no input event
-    (breakdown.LONG_HOST_S): the median traced step's, 0 without per-step windows."""
-    step = s.traced_step_s.get("step_s")
-    return min(1.0, s.traced_step_s.get("long_host_s", 0.0) / step) if step else 0.0
+    (breakdown.LONG_HOST_S), the median traced step's; 0 where unknown."""
+    return s.long_host_share or 0.0
 
 
 def host_share(s: Signals) -> float | None:
@@ -177,7 +176,7 @@ def input_bound(s: Signals) -> Finding:
         evidence = [ev("trace_host_fraction", idle, "trace", _share_path(s)),
                     ev("trace_input_fraction", s.breakdown.get("input", 0.0), "trace", "breakdown.input")]
         if _torch_on_cpu(s):
-            evidence.append(ev("trace_long_host_fraction", long_host_share(s), "trace", "breakdown_detail.steps: median long_host_s / median step_s (host stretches of 1 ms or more)"))
+            evidence.append(ev("trace_long_host_fraction", long_host_share(s), "trace", "breakdown_detail.long_host_share (host stretches of 1 ms or more)"))
     pps = s.programs_per_step
     if pps is not None and pps >= T.OP_BY_OP_PROGRAMS_PER_STEP:
         return passed(INPUT_BOUND, f"the host time between device ops is op-by-op dispatch ({pps:.0f} programs per step): see op-by-op", evidence + [src("programs_per_step", pps)])

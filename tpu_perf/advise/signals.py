@@ -131,6 +131,8 @@ class Signals:
     """Matmul FLOP shares by the dtype the program asked for (advise/dot_dtypes.py)."""
     # trace
     breakdown: dict[str, float]
+    long_host_share: float | None = None
+    """Median share of a traced step in host stretches of 1 ms or more (report `breakdown_detail.long_host_share`)."""
     traced_step_s: dict[str, float] = field(default_factory=dict)
     """Seconds per traced step of each breakdown part and the window (`step_s`): medians over the
     traced steps' windows (report `breakdown_detail.steps`); empty without per-step windows."""
@@ -264,7 +266,8 @@ def build_signals(run: Run, report: Report | None = None, *, target: str | None 
         torch_steps_with_sync=(int(syncs["steps_with_sync"]), int(syncs["steps"])) if "steps_with_sync" in syncs and syncs.get("steps") else None,
         torch_sync_callers={str(k): int(v) for k, v in (syncs.get("by_caller") or {}).items()}, batch_size=int(batch) if batch else None,
         **hlo_fields, fixed_dims=_fixed_dims(run, report, batch, memory_full),
-        breakdown=_usable_breakdown(traces), traced_step_s=_traced_step_s(traces), programs_in_trace=_programs_in_trace(run),
+        breakdown=_usable_breakdown(traces), traced_step_s=_traced_step_s(traces),
+        long_host_share=traces.breakdown_long_host_share if traces is not None and _usable_breakdown(traces) else None, programs_in_trace=_programs_in_trace(run),
         peak_bytes=mem.peak_bytes, peak_source=mem.peak_source, capacity_bytes=capacity, capacity_from=capacity_from,
         fixed_bytes=mem.fixed_bytes, duty_cycle_pct=report.runtime.duty_cycle_pct if report.runtime is not None else None,
         at_peak=to_jsonable(mem.at_peak) if mem.at_peak is not None else None,
@@ -293,7 +296,8 @@ def _traced_step_s(traces: TraceSection | None) -> dict[str, float]:
     if traces is None or not _usable_breakdown(traces) or traces.breakdown_window != "steps" or not traces.breakdown_steps:
         return {}
     keys = [k for k, v in traces.breakdown_steps[0].items() if isinstance(v, (int, float)) and k != "step"]
-    return {k: float(np.median([row[k] for row in traces.breakdown_steps if row.get(k) is not None])) for k in keys}
+    known = {k: [float(row[k]) for row in traces.breakdown_steps if row.get(k) is not None and not np.isnan(row[k])] for k in keys}
+    return {k: float(np.median(v)) for k, v in known.items() if v}
 
 
 def _after_warmup(run: Run, pace_s: float | None = None) -> tuple[int | None, float | None, float | None]:

@@ -212,7 +212,10 @@ def _device_check(run: Run, per_step: pd.DataFrame, *, ready_to_ready: bool = Fa
     }
 
 
-def _label_window(lane_ev: pd.DataFrame, host_ev: pd.DataFrame, start: float, end: float) -> dict[str, float]:
+def _label_window(lane_ev: pd.DataFrame, host_ev: pd.DataFrame, start: float, end: float, seen_from: float) -> dict[str, float]:
+    """Seconds per part of one window, and `long_host_s`: NaN (unknown) for a window that began
+    before `seen_from`, the trace's first event (the profiler was starting there: a stretch with
+    nothing in it is not the loop's work)."""
     ev = pd.concat([lane_ev, host_ev])
     ev = ev[(ev["end_s"] > start) & (ev["start_s"] < end)]
     s, e = ev["start_s"].clip(start, end).to_numpy(float), ev["end_s"].clip(start, end).to_numpy(float)
@@ -226,7 +229,7 @@ def _label_window(lane_ev: pd.DataFrame, host_ev: pd.DataFrame, start: float, en
     for kind in reversed(OP_CLASSES):
         m = (ev["kind"] == kind).to_numpy()
         labels[coverage(bounds, s[m], e[m]) > 0] = kind
-    return {**{p: float(seg[labels == p].sum()) for p in PARTS}, "long_host_s": _long_runs(seg, labels == "host")}
+    return {**{p: float(seg[labels == p].sum()) for p in PARTS}, "long_host_s": _long_runs(seg, labels == "host") if start >= seen_from else float("nan")}
 
 
 def _long_runs(seg: np.ndarray, host: np.ndarray) -> float:
@@ -283,12 +286,13 @@ def analyze_windows(tl: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
     """One row per (device lane, window): `step_s`, seconds per part, and `long_host_s` (the part of
     `host` in stretches of at least LONG_HOST_S)."""
     host = tl[tl["kind"].isin(["compile", "input"])]
+    seen_from = float(tl.loc[tl["kind"] != "step", "start_s"].min()) if len(tl) else 0.0
     rows = []
     for lane in _device_lanes(tl):
         lane_ev = tl[(tl["lane"] == lane) & tl["kind"].isin([*OP_CLASSES, "program"])]
         own = windows[windows["device"] == lane] if (windows["device"] == lane).any() else windows.drop_duplicates("step")
         for w in own.itertuples(index=False):
-            parts = _label_window(lane_ev, host, float(w.start_s), float(w.end_s))
+            parts = _label_window(lane_ev, host, float(w.start_s), float(w.end_s), seen_from)
             rows.append({"lane": lane, "step": int(w.step), "step_s": float(w.end_s - w.start_s), **parts})
     return pd.DataFrame(rows, columns=["lane", "step", "step_s", *PARTS, "long_host_s"])
 

@@ -84,6 +84,9 @@ class TraceSection:
     """`steps` windows: the median traced step's window (each step's lanes averaged)."""
     breakdown_note: str | None = None
     """What the breakdown stands on, when its traced steps ran unlike the run's step time."""
+    breakdown_long_host_share: float | None = None
+    """`steps` windows: the median over the windows whose `long_host_s` is known of its share of the
+    window (host stretches of 1 ms or more; None where no window's is known)."""
     devices: list[dict[str, Any]]
     device_step_count: int
     device_step_median_s: float | None
@@ -99,7 +102,7 @@ class TraceSection:
                 "alignment_error_s": self.breakdown_alignment_error_s, "annotations_agree": self.breakdown_annotations_agree,
                 "device_check": self.breakdown_device_check, "window_steps": self.breakdown_window_steps,
                 "window_median_s": self.breakdown_window_median_s,
-                "note": self.breakdown_note,
+                "note": self.breakdown_note, "long_host_share": self.breakdown_long_host_share,
             },
             "devices": self.devices,
             "device_steps": {"count": self.device_step_count, "median_s": self.device_step_median_s, "source": self.device_step_source},
@@ -122,6 +125,14 @@ def _window_note(windows: int, median_s: float | None, step_s: float | None) -> 
     why = "profiling's own cost, or steps still warming up" if ratio > 1 else "the steps around them held more of the run's other work"
     return (f"the {windows} traced steps ran {ratio:.2f}x the run's step time ({median_s * 1e3:.3g} ms against {step_s * 1e3:.3g} ms at the median: "
             f"{why}); the shares are of those steps")
+
+
+def _long_host_share(per_step: pd.DataFrame) -> float | None:
+    known = per_step.dropna(subset=["long_host_s"]) if not per_step.empty else per_step
+    if known.empty:
+        return None
+    shares = known["long_host_s"].astype(float) / known["step_s"].astype(float)
+    return float(shares.median())
 
 
 def analyze_trace_tables(run: Run, steps_stats: StepStats | None = None) -> TraceSection:
@@ -149,6 +160,7 @@ def analyze_trace_tables(run: Run, steps_stats: StepStats | None = None) -> Trac
         breakdown_window_steps=windows,
         breakdown_window_median_s=window_median,
         breakdown_note=_window_note(windows, window_median, steps_stats.step_s if steps_stats is not None else None),
+        breakdown_long_host_share=_long_host_share(bd.per_step),
         devices=[{k: r.get(k) for k in device_keys} for r in (devices.to_dict("records") if not devices.empty else [])],
         device_step_count=int(len(steps)),
         device_step_median_s=float(pd.to_numeric(steps["duration_s"]).median()) if not steps.empty else None,
