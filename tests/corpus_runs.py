@@ -30,6 +30,7 @@ PLANTED = {
     "lightning_prog_bar": (TORCH / "lightning_prog_bar.py",),
     "torch_augment": (TORCH / "input_loop.py", "--mode", "numpy"),
     "jax_torch_loader": (ADVICE / "jax_torch_loader.py",),
+    "jax_static_step": (ADVICE / "jax_static_step.py",),
 }
 """The advisor's own scripts (a defect planted, or a shape the corpus lacks): name -> script, args.
 keras_fit and flax_multisteps_mlp overlap tests/corpus's keras_jax and flax_multisteps but

@@ -156,6 +156,18 @@ def test_a_jax_loop_fed_by_a_torch_dataloader_is_judged_as_jax(corpus_runs) -> N
     assert "loop_median_s" in {e["name"] for e in found["input-bound"]["evidence"]}
 
 
+def test_a_static_step_counter_is_named_with_its_own_fix(corpus_runs) -> None:
+    """`step` in static_argnames compiles a program per value; the batch never changes shape. The
+    finding says which argument changed and how, and the fix is to trace it, not to pad batches."""
+    report = _report(corpus_runs, "jax_static_step")
+    compiles = report["compile"]
+    assert compiles["after_warmup_causes"] == [{"function": "jit(train_step)", "kind": "static", "count": compiles["after_warmup_functions"]["jit(train_step)"],
+                                                "example": "`step` (static) 0 -> 1"}]
+    found = _by_id(_advise(corpus_runs, "jax_static_step"))["recompilation"]
+    assert found["outcome"] == "fired" and "a static argument's new value" in found["reason"] and "`step` (static)" in found["reason"]
+    assert "pass it traced" in found["fix"]["summary"] and "jnp.asarray(step)" in found["fix"]["jax"] and "np.pad" not in found["fix"]["jax"]
+
+
 def test_a_compiled_graphs_calls_are_not_compile_time(corpus_runs) -> None:
     """Every call of a torch.compile'd module runs inside "Torch-Compiled Region" / "CompiledFunction"
     events: the graph running, not compiling (compiling is Dynamo's `(dynamo_timed)` regions). The

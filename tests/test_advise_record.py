@@ -239,6 +239,8 @@ def _evidence_checked(store: Path, name: str, *extra: str) -> int:
                 expected = _resolve(report, e["path"])
             if isinstance(expected, KeyError) and e["name"].startswith("compiles_of_"):
                 expected = report["compile"]["after_warmup_functions"][e["name"].removeprefix("compiles_of_").removesuffix("_count")]
+            if isinstance(expected, KeyError) and e["name"].startswith("recompiles_by_"):
+                expected = next(c["count"] for c in report["compile"]["after_warmup_causes"] if f"[{c['function']}, {c['kind']}]" in e["path"])
             assert not isinstance(expected, KeyError), f"{f['id']}: evidence {e['name']} ({e['path']}) found in neither the report nor the tables"
             if isinstance(expected, list | dict) or expected is None:
                 continue
@@ -282,7 +284,10 @@ def test_report_shows_the_top_findings(jax_runs) -> None:
     assert gains == sorted(gains, reverse=True)
     assert {"unrolled-loop", "no-donation"} <= {f["id"] for f in report["advice"]["also"]}  # compile time and memory: not step-time fixes
     assert report["advice"]["conclusion"].startswith("next: ")
+    causes = report["compile"]["after_warmup_causes"]  # the batch grows from step 8: a new shape at each of the step's recompiles
+    assert [(c["function"], c["kind"], c["count"]) for c in causes] == [("jit(train_step)", "shape", report["compile"]["after_warmup_functions"]["jit(train_step)"])]
     text = tpu_perf_cli("report", "--store", str(jax_runs), "defective", check=True, env={"COLUMNS": "200"}).stdout
+    assert f"what changed jit(train_step): shape at {causes[0]['count']} (first: {causes[0]['example']})" in " ".join(text.replace("│", " ").split())
     assert "Advice" in text and fired[0]["id"] in text
     s, flat = report["steps"], " ".join(text.replace("│", " ").split())  # the split input-bound stands on, with its sample
     assert f"median {fmt.seconds(s['call_median_s'])} inside jitted calls, {fmt.seconds(s['loop_median_s'])} the loop's own work outside the step call" in flat

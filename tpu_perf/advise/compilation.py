@@ -29,6 +29,20 @@ RECOMPILATION = Rule(
     docs=(JAX_JIT_DOCS, "https://docs.jax.dev/en/latest/config_options.html", "https://docs.pytorch.org/docs/stable/torch.compiler_troubleshooting.html"),
 )
 
+CAUSES = {
+    "shape": "a new shape", "dtype": "a new dtype", "sharding": "a new sharding", "static": "a static argument's new value",
+    "structure": "a new pytree structure", "value": "a new non-array argument", "unknown": "no argument change seen",
+}
+"""What each kind of recompile cause (collectors/jax/recompiles.py) is, in the reason's words."""
+
+STATIC_FIX = Fix(
+    summary="A static argument takes a new value at each call, and every value compiles its own program: pass it traced (as an array), "
+            "and keep static only arguments with a few values (flags, sizes).",
+    jax="state, loss = train_step(state, batch, jnp.asarray(step))  # traced: one program for every step\n"
+        "# and take it out of static_argnums / static_argnames (the schedule reads it as an array)",
+)
+"""The fix when the recompiles are a static argument's values (a step counter, a learning rate)."""
+
 OP_BY_OP = Rule(
     id="op-by-op", title="The step runs op by op instead of as one compiled program", family="compilation", severity="high",
     fix=Fix(
@@ -89,11 +103,16 @@ def recompilation(s: Signals) -> Finding:
     if share is not None and share < 1:
         what = "in the steps that recompiled, beyond a step that did not" if s.recompile_excess_s is not None else "in recompiles"
         lower = " (for PyTorch a lower bound: Dynamo's dynamic-shape graphs also run slower, without a compile event)" if s.framework == "torch" else ""
-        gain = Gain(factor=1 / (1 - share), basis=f"{share:.0%} of the wall time after warm-up went {what}; fixed shapes compile once{lower}", kind="estimate")
+        gain = Gain(factor=1 / (1 - share), basis=f"{share:.0%} of the wall time after warm-up went {what}; a step whose arguments keep their shapes and static values compiles once{lower}", kind="estimate")
     changing = "; ".join(r["reason"].splitlines()[0][:160] for r in s.torch_recompile_reasons[:3])
     top = ", ".join(f"{name} x{n}" for name, n in list(s.late_functions.items())[:3])
     reason = f"{s.late_compiles} recompiles in the {later} steps after warm-up ({per_step:.2f} per step: {top})" + (f"; Dynamo: {changing}" if changing else "")
-    return fired(RECOMPILATION, reason, evidence, gain)
+    causes = s.recompile_causes[:3]
+    if causes:
+        reason += "; what changed: " + "; ".join(f"{c['function']}: {CAUSES.get(str(c['kind']), c['kind'])} at {c['count']} of them (first {c['example']})" for c in causes)
+        evidence += [ev(f"recompiles_by_{c['kind']}", c["count"], "compiles", f"compile.after_warmup_causes[{c['function']}, {c['kind']}]") for c in causes]
+    fix = STATIC_FIX if causes and causes[0]["kind"] == "static" else None
+    return fired(RECOMPILATION, reason, evidence, gain, fix=fix)
 
 
 def op_by_op(s: Signals) -> Finding:

@@ -80,6 +80,8 @@ class Signals:
     """What the steps after warm-up that recompiled took beyond a step that did not: the whole cost
     of a changed shape (compiling, and the slow paths around it), not only the compile events."""
     late_functions: dict[str, int]
+    recompile_causes: list[dict[str, Any]] = field(default_factory=list)
+    """What changed at the recompiles after warm-up (report `compile.after_warmup_causes`)."""
     first_compiles_after_warmup: dict[str, int]
     """The report's `compile.other_after_warmup`: first compiles of functions called now and then."""
     step_api: str | None
@@ -254,7 +256,7 @@ def build_signals(run: Run, report: Report | None = None, *, target: str | None 
         after_warmup_wall_s=wall_after, steps_after_warmup=steps_after,
         compiles=comp.count if comp is not None else None, compile_total_s=comp.total_s if comp is not None else None,
         late_compiles=comp.after_warmup if comp is not None else None, late_compile_s=comp.after_warmup_s if comp is not None else None,
-        late_functions=dict(comp.after_warmup_functions) if comp is not None else {}, first_compiles_after_warmup=dict(comp.other_after_warmup) if comp is not None else {},
+        late_functions=dict(comp.after_warmup_functions) if comp is not None else {}, recompile_causes=list(comp.after_warmup_causes) if comp is not None else [], first_compiles_after_warmup=dict(comp.other_after_warmup) if comp is not None else {},
         recompile_excess_s=excess, step_api=_step_api(run, st.source), pmap_compiles=_pmap_compiles(run),
         distinct_compiled=_distinct_compiled(run), compile_cache_events=(comp.cache_hits or 0) + (comp.cache_misses or 0) if comp is not None else 0,
         compile_cache_env=jax_counts.get("compilation_cache_dir") or (run.manifest.get("env") or {}).get("JAX_COMPILATION_CACHE_DIR"),

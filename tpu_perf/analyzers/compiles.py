@@ -37,6 +37,10 @@ class CompileStats:
     reason: str | None = None
     """Why the figures are unknown (None when they are known)."""
     other_after_warmup: dict[str, int] = field(default_factory=dict)
+    after_warmup_causes: list[dict[str, object]] = field(default_factory=list)
+    """What changed in the arguments of the functions that recompiled after warm-up, by function and
+    kind (`shape`, `dtype`, `sharding`, `static`, `structure`, `value`, `unknown`): `count` and the
+    first `example` (JAX recordings; collectors/jax/recompiles.py). Empty where none was recorded."""
     """Compiles after warm-up that are not recompiles: first compiles of programs the loop calls now
     and then (eval, helpers), and compiles a checkpointing or logging library asked for."""
 
@@ -76,7 +80,23 @@ def analyze_compiles(run: Run) -> CompileStats:
         cache_misses=int((compiles["event"] == "cache_miss").sum()),
         slowest=[SlowCompile(function=str(f), duration_s=float(d)) for f, d in zip(slowest["function"], slowest["duration_s"], strict=True)],
         other_after_warmup={} if others is None else _by_function(others),
+        after_warmup_causes=[] if recompiles is None or recompiles.empty else _causes(run, recompiles),
     )
+
+
+def _causes(run: Run, recompiles: pd.DataFrame) -> list[dict[str, object]]:
+    """The recorder's causes of the recompiles after warm-up: those of the functions that recompiled,
+    stamped after the first of their recompiles began, grouped by (function, kind), most first."""
+    causes = (run.manifest.get("jax") or {}).get("recompile_causes") or []
+    since = float(recompiles["time_s"].min())
+    functions = set(recompiles["function"].astype(str))
+    groups: dict[tuple[str, str], dict[str, object]] = {}
+    for c in causes:
+        if str(c.get("function")) not in functions or float(c.get("time_s") or 0.0) < since:
+            continue
+        g = groups.setdefault((str(c["function"]), str(c["kind"])), {"function": c["function"], "kind": c["kind"], "count": 0, "example": c.get("what")})
+        g["count"] = int(g["count"]) + 1
+    return sorted(groups.values(), key=lambda g: -int(g["count"]))
 
 
 def after_warmup_compiles(run: Run) -> pd.DataFrame | None:

@@ -78,6 +78,8 @@ def _steps(doc: dict[str, Any]) -> RenderableType:
         rows.append(("compile", f"{c['count']} compiles, {fmt.seconds(c['total_s'])}; after warm-up: {late}"))
     if c.get("after_warmup"):
         rows.append(("recompiled", ", ".join(f"{k} x{v}" for k, v in c["after_warmup_functions"].items())))
+        for cause in c.get("after_warmup_causes") or []:
+            rows.append(("what changed", f"{cause['function']}: {cause['kind']} at {cause['count']} (first: {cause['example']})"))
     return _kv(rows, "Steps")
 
 

@@ -219,6 +219,8 @@ def install(rec: Recorder, jax: ModuleType) -> Callable[[], None]:
         counts = {"jitted_functions": len(tracker.functions), "compilation_cache_dir": getattr(jax.config, "jax_compilation_cache_dir", None)}  # for the advisor
         if tracker.step_fn is not None:  # host syncs per step, for the advisor's host-sync rule
             counts.update(step_calls=tracker.step_fn.calls, fetched_step_calls=tracker.step_fn.fetched_calls)
+        if tracker.recompiles:
+            counts["recompile_causes"] = tracker.recompiles
         rec.writer.update_manifest(jax=counts)
         failed = tracker.oom[0] if tracker.oom else None
         if tracker.oom:  # the run failed out of device memory: say where, analyse that program

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
-from tpu_perf.collectors.jax import at_peak, callers, choice
+from tpu_perf.collectors.jax import at_peak, callers, choice, recompiles
 from tpu_perf.collectors.jax.ready import Call, ReadyWatcher, SyncStamper, block_ready, waitable
 from tpu_perf.collectors.jax.wrappers import OuterCalls
 from tpu_perf.collectors.session import Recorder
@@ -123,6 +123,8 @@ class JitTracker:
         from jax._src import core
 
         self.outer = OuterCalls(recorder.now, recorder.called)
+        self.recompiles: list[dict[str, Any]] = []
+        """What changed in a function's arguments at each of its compiles after the first (recompiles.py)."""
         self.oom: tuple[FunctionState, str] | None = None
         """The function whose call ran out of device memory, and the error's first line."""
         self._clean = getattr(core, "trace_state_clean", None)
@@ -215,7 +217,11 @@ class JitTracker:
         if rec.steps.source is not None:
             state.calls_in_steps += 1
         if state.abstract_args is None or self._compiles != compiles_before:
-            state.abstract_args = self._abstract(args, kwargs, sharded=state.kind != "pmap")
+            new = self._abstract(args, kwargs, sharded=state.kind != "pmap")
+            if state.abstract_args is not None and len(self.recompiles) < recompiles.MAX_KEPT:  # compiled again: say what changed
+                kind, what = recompiles.cause(state.abstract_args, new, state.fun, state.jit_kwargs, self.jax)
+                self.recompiles.append({"function": f"{'pmap' if state.kind == 'pmap' else 'jit'}({state.name})", "time_s": rec.now(), "kind": kind, "what": what})
+            state.abstract_args = new
         if timed:
             state.out_ids = frozenset(map(id, out_leaves))
             # one output tells when the call finished (they share one completion event): the smallest,
