@@ -219,7 +219,10 @@ class JitTracker:
         if state.abstract_args is None or self._compiles != compiles_before:
             new = self._abstract(args, kwargs, sharded=state.kind != "pmap")
             if state.abstract_args is not None and len(self.recompiles) < recompiles.MAX_KEPT:  # compiled again: say what changed
-                kind, what = recompiles.cause(state.abstract_args, new, state.fun, state.jit_kwargs, self.jax)
+                try:
+                    kind, what = recompiles.cause(state.abstract_args, new, state.fun, state.jit_kwargs, self.jax)
+                except Exception as exc:  # noqa: BLE001 -- an argument the comparison cannot read: the script must not fail for it
+                    kind, what = "unknown", f"not compared ({type(exc).__name__})"
                 self.recompiles.append({"function": f"{'pmap' if state.kind == 'pmap' else 'jit'}({state.name})", "time_s": rec.now(), "kind": kind, "what": what})
             state.abstract_args = new
         if timed:
