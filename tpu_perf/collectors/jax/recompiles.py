@@ -12,9 +12,6 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-KINDS = ("shape", "dtype", "sharding", "static", "structure", "value", "unknown")
-"""Causes, in the order a fix should take them: `value` is a non-array leaf that is not static."""
-
 MAX_KEPT = 200
 """Recompiles whose cause is kept (run.json `jax.recompile_causes`): a run recompiling every step
 keeps the first ones."""
@@ -56,7 +53,9 @@ def _spec(x: Any) -> str:
 
 
 def cause(old: tuple[tuple[Any, ...], dict[str, Any]], new: tuple[tuple[Any, ...], dict[str, Any]], fun: Any, jit_kwargs: dict[str, Any], jax: Any) -> tuple[str, str]:
-    """(kind, text): the first difference between the abstract arguments of two compiles."""
+    """(kind, text): the first difference between the abstract arguments of two compiles. Kinds:
+    `shape`, `dtype`, `sharding`, `static` (a static argument's value), `value` (another non-array
+    leaf), `structure` (the pytree), `unknown` (nothing in the arguments changed)."""
     names = _names(fun)
     static_nums, static_names = _static(jit_kwargs, names)
     old_leaves, old_tree = jax.tree_util.tree_flatten_with_path(old)
