@@ -51,7 +51,11 @@ class OptimizerSteps:
         self._compiling = torch.compiler.is_compiling
         self._backwards = 0
         self._optimizers = 0
-        """torch.optim optimizers created: while none is, each backward() ends a step."""
+        """torch.optim optimizers created while recording."""
+        self._by_backward: bool | None = None
+        """Whether backward() ends steps: decided at the first backward, True where no torch.optim
+        optimizer was ever made in this process (one made before the recording began, in an earlier
+        notebook cell, still steps); an optimizer made later ends it."""
         self.backwards_per_step: list[int] = []
         """`Tensor.backward()` calls between consecutive optimizer steps: micro-batches per update."""
 
@@ -75,7 +79,9 @@ class OptimizerSteps:
         def counted_backward(t: Any, *args: Any, **kwargs: Any) -> Any:
             steps._backwards += 1
             out = backward(t, *args, **kwargs)
-            if not steps._optimizers and not steps._compiling():
+            if steps._by_backward is None:
+                steps._by_backward = not steps._optimizers and not _optimizer_made(steps.torch)
+            if steps._by_backward and not steps._optimizers and not steps._compiling():
                 steps._backward_ended(t)
             return out
 
@@ -153,6 +159,21 @@ class OptimizerSteps:
         """End of the script: the time after the last optimizer step belongs to no step."""
         if self.rec.steps.source in (SOURCE, BACKWARD):
             self.rec.steps.discard_open()
+
+
+def _optimizer_made(torch: Any) -> bool:
+    """Whether any torch.optim optimizer was made in this process, before the recording too: the
+    first instance of each class patches its class's `step` (`hooked`, torch/optim/optimizer.py)."""
+    todo, seen = [torch.optim.Optimizer], set()
+    while todo:
+        cls = todo.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        if getattr(vars(cls).get("step"), "hooked", False):
+            return True
+        todo.extend(cls.__subclasses__())
+    return False
 
 
 def patch_profiler(rec: Recorder, torch: Any, script: ScriptProfilers) -> Callable[[], None]:
