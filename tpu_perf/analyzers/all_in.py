@@ -35,7 +35,7 @@ MAX_EXCLUDED_SHARE = 0.25
 REASONS: tuple[tuple[str, str], ...] = (
     ("compiled", "compiled a new program"),
     ("warmup", "warm-up"),
-    ("interleaved", "ran an eval or checkpoint"),
+    ("interleaved", "ran an eval, a checkpoint or an epoch's end"),
     ("traced", "inside the trace window or FLOP count"),
     ("tail", "last step, unended"),
 )

@@ -2,7 +2,9 @@
 (a long iteration for a known reason) and left out of the steady-state statistics.
 
 Seen through `nn.Module.train(False)` (what `model.eval()` calls) and `torch.save` while a step is
-open. Neither touches module hook dicts, so compiled modules do not recompile.
+open. Neither touches module hook dicts, so compiled modules do not recompile. Keras on the torch
+backend calls `model.eval()` at every epoch's end, validation or not: the first step of each next
+epoch is flagged too (it holds the epoch's end: metrics, callbacks).
 """
 
 from __future__ import annotations
