@@ -136,6 +136,8 @@ def _steady_times(run, report: dict) -> dict[str, float]:
         keep &= ~steps["traced"].astype(bool).to_numpy()
     iteration, device = steps["duration_s"].to_numpy(float)[keep], steps["device_s"].to_numpy(float)[keep]
     known = ~np.isnan(device)
+    if not known.any():  # PyTorch: no device time per step
+        return {"iteration_median_s": float(np.median(iteration))}
     return {"iteration_median_s": float(np.median(iteration)), "device_median_s": float(np.median(device[known])), "host_median_s": float(np.median(np.maximum(iteration[known] - device[known], 0.0)))}
 
 
