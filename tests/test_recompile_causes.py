@@ -47,3 +47,10 @@ def test_a_partial_and_a_lambda_are_named_by_position() -> None:
     old, new = ((spec((8,)),), {}), ((spec((9,)),), {})
     assert cause(old, new, functools.partial(train_step, STATE), {}, jax)[0] == "shape"
     assert cause(old, new, max, {}, jax) == ("shape", "`argument 0` float32[8] -> float32[9]")
+
+
+def test_under_equinox_a_changed_non_array_is_named_for_what_it_is() -> None:
+    """equinox.filter_jit passes every non-array argument static, inside its own arguments: the path
+    names nothing the script wrote, so the cause says what it is."""
+    old, new = call(spec((64, 128)), step=3), call(spec((64, 128)), step=4)
+    assert cause(old, new, train_step, {}, jax, "equinox") == ("static", "a non-array argument (static under equinox.filter_jit) 3 -> 4")

@@ -220,7 +220,7 @@ class JitTracker:
             new = self._abstract(args, kwargs, sharded=state.kind != "pmap")
             if state.abstract_args is not None and len(self.recompiles) < recompiles.MAX_KEPT:  # compiled again: say what changed
                 try:
-                    kind, what = recompiles.cause(state.abstract_args, new, state.fun, state.jit_kwargs, self.jax)
+                    kind, what = recompiles.cause(state.abstract_args, new, state.fun, state.jit_kwargs, self.jax, state.wrapper)
                 except Exception as exc:  # noqa: BLE001 -- an argument the comparison cannot read: the script must not fail for it
                     kind, what = "unknown", f"not compared ({type(exc).__name__})"
                 self.recompiles.append({"function": f"{'pmap' if state.kind == 'pmap' else 'jit'}({state.name})", "time_s": rec.now(), "kind": kind, "what": what})

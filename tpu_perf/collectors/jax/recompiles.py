@@ -52,10 +52,13 @@ def _spec(x: Any) -> str:
     return f"{x.dtype}{list(x.shape)}"
 
 
-def cause(old: tuple[tuple[Any, ...], dict[str, Any]], new: tuple[tuple[Any, ...], dict[str, Any]], fun: Any, jit_kwargs: dict[str, Any], jax: Any) -> tuple[str, str]:
+def cause(old: tuple[tuple[Any, ...], dict[str, Any]], new: tuple[tuple[Any, ...], dict[str, Any]], fun: Any, jit_kwargs: dict[str, Any], jax: Any,
+          wrapper: str | None = None) -> tuple[str, str]:
     """(kind, text): the first difference between the abstract arguments of two compiles. Kinds:
     `shape`, `dtype`, `sharding`, `static` (a static argument's value), `value` (another non-array
-    leaf), `structure` (the pytree), `unknown` (nothing in the arguments changed)."""
+    leaf), `structure` (the pytree), `unknown` (nothing in the arguments changed). Under
+    `equinox.filter_jit` (`wrapper`) every non-array argument is static, inside equinox's own
+    arguments: its path names nothing the script wrote, so the text says what it is instead."""
     names = _names(fun)
     static_nums, static_names = _static(jit_kwargs, names)
     old_leaves, old_tree = jax.tree_util.tree_flatten_with_path(old)
@@ -80,6 +83,8 @@ def cause(old: tuple[tuple[Any, ...], dict[str, Any]], new: tuple[tuple[Any, ...
         except Exception:  # noqa: BLE001 -- an object whose == is an array or raises: not the same
             same = a is b
         if not same:
+            if wrapper == "equinox":
+                return "static", f"a non-array argument (static under equinox.filter_jit) {a!r:.40} -> {b!r:.40}"
             static = arg in static_nums or arg in static_names
             return ("static" if static else "value"), f"`{where}`{' (static)' if static else ''} {a!r:.40} -> {b!r:.40}"
     return "unknown", "no argument changed its shape, dtype, sharding or static value (a jax.config change, a cleared cache, or a closure over a changing value)"
