@@ -203,7 +203,7 @@ def input_bound(s: Signals) -> Finding:
     if _torch_on_cpu(s):
         named, long = s.breakdown.get("input", 0.0), long_host_share(s)
         parts = ([f"{named:.0%} in the data loader's named events"] if named >= 0.005 else []) + (
-            [f"{long:.0%} in stretches of 1 ms or more with no op running, where the loop makes or reads a batch itself: numpy, a plain generator, storage"] if long >= 0.005 else [])
+            [f"{long:.0%} in stretches of 1 ms or more with no op running: the loop's own work, such as a batch it makes or reads itself (numpy, a plain generator, storage) or per-step logging"] if long >= 0.005 else [])
         own = f" ({', '.join(parts)})" if parts else ""
     gain = Gain(factor=1 / (1 - inputs), basis=f"the device waited {inputs:.0%} of the step for the host{own}; prepared ahead, or paid once per several steps, all of the wait goes", kind="upper_bound") if inputs < 1 else None
     return fired(INPUT_BOUND, f"the device waited for the loop's own host work {inputs:.0%} of the step{own}", evidence, gain)
