@@ -181,6 +181,16 @@ def test_a_loop_with_no_optimizer_ends_its_steps_at_backward(tmp_path) -> None:
     assert not run.manifest.get("warnings")
 
 
+def test_lbfgs_closure_backwards_are_not_micro_batches(tmp_path) -> None:
+    """LBFGS's step(closure) runs the closure's backward() up to max_iter times inside one update: one
+    step per update, and no gradient accumulation claimed."""
+    proc, run = record(tmp_path, str(SCRIPTS / "variants.py"), "lbfgs", "9")
+    assert proc.returncode == 0, proc.stderr
+    doc = report_json(run)
+    assert doc["steps"]["count"] == 9 and doc["steps"]["source"] == "auto:optimizer"
+    assert (doc["steps"]["micro_batches"] or 1) == 1  # each closure evaluation after the first is LBFGS's own, not a micro-batch
+
+
 def test_no_optimizer_steps_warns_how_to_mark_them(tmp_path) -> None:
     proc, run = record(tmp_path, str(SCRIPTS / "variants.py"), "manual", "5")
     assert proc.returncode == 0

@@ -1,6 +1,7 @@
-"""Step sources and faults. argv: MODE STEPS, MODE one of profiler | explicit | manual | by_hand | raise | sigint | slow.
+"""Step sources and faults. argv: MODE STEPS, MODE one of profiler | explicit | manual | by_hand | lbfgs | raise | sigint | slow.
 
-manual: an optimizer made but never stepped (updates by hand); by_hand: no optimizer at all."""
+manual: an optimizer made but never stepped (updates by hand); by_hand: no optimizer at all;
+lbfgs: torch.optim.LBFGS, whose step(closure) runs the closure's backward() several times."""
 
 import sys
 import time
@@ -12,11 +13,20 @@ import tpu_perf
 
 mode, steps = sys.argv[1], int(sys.argv[2])
 model = nn.Linear(64, 64)
-opt = None if mode == "by_hand" else torch.optim.SGD(model.parameters(), lr=0.01)
+opt = None if mode == "by_hand" else torch.optim.LBFGS(model.parameters(), lr=0.1, max_iter=4) if mode == "lbfgs" else torch.optim.SGD(model.parameters(), lr=0.01)
 x = torch.randn(32, 64)
 
 
 def train_step():
+    if mode == "lbfgs":
+        def closure():
+            opt.zero_grad()
+            loss = model(x).square().mean()
+            loss.backward()
+            return loss
+
+        opt.step(closure)
+        return
     loss = model(x).square().mean()
     model.zero_grad() if opt is None else opt.zero_grad()
     loss.backward()

@@ -50,6 +50,10 @@ class OptimizerSteps:
         self._handles: list[Any] = []
         self._compiling = torch.compiler.is_compiling
         self._backwards = 0
+        self._in_step = 0
+        """Optimizer steps under way: a backward() inside one is the closure's (Lightning runs the
+        last micro-batch there, once; LBFGS evaluates it up to max_iter times): it counts once."""
+        self._step_backwards = 0
         self._optimizers = 0
         """torch.optim optimizers created while recording."""
         self._by_backward: bool | None = None
@@ -61,6 +65,7 @@ class OptimizerSteps:
 
     def install(self) -> None:
         optim = importlib.import_module("torch.optim.optimizer")
+        self._handles.append(optim.register_optimizer_step_pre_hook(self._pre_hook))
         self._handles.append(optim.register_optimizer_step_post_hook(self._post_hook))
         cls = optim.Optimizer
         original, steps = cls.__init__, self
@@ -77,7 +82,9 @@ class OptimizerSteps:
 
         @functools.wraps(backward)
         def counted_backward(t: Any, *args: Any, **kwargs: Any) -> Any:
-            steps._backwards += 1
+            if not steps._in_step or not steps._step_backwards:  # LBFGS's closure re-evaluated inside one step is one micro-batch
+                steps._backwards += 1
+            steps._step_backwards += bool(steps._in_step)
             out = backward(t, *args, **kwargs)
             if steps._by_backward is None:
                 steps._by_backward = not steps._optimizers and not _optimizer_made(steps.torch)
@@ -104,9 +111,15 @@ class OptimizerSteps:
         return self._steps_seen
 
     # -- hooks ----------------------------------------------------------------------------------
+    def _pre_hook(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        if not self._compiling():
+            self._in_step += 1
+            self._step_backwards = 0
+
     def _post_hook(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         if self._compiling():
             return
+        self._in_step = max(0, self._in_step - 1)
         self._steps_seen += 1
         if not self._device_known:
             self._device_known = True
