@@ -37,6 +37,7 @@ def check_run(run: Run, doc: dict[str, Any] | None = None) -> dict[str, Any]:
     steps = run.table("steps")
     bd = analyze_breakdown(run)
     assert bd.alignment_error_s is None or math.isfinite(bd.alignment_error_s), f"alignment error {bd.alignment_error_s}: unknown is None"
+    assert bd.alignment_error_s is None or bd.alignment_error_s >= 0, f"alignment error {bd.alignment_error_s}: a size, never negative"
     error = bd.alignment_error_s or 0.0
     if not steps.empty:
         duration = steps["duration_s"].astype(float)
