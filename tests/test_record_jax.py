@@ -71,7 +71,9 @@ def test_median_step_time_matches_synchronized_measurement(auto_run) -> None:
     assert statistics.median(per_step) < 0.05
     device = steps.loc[keep, "device_s"]
     their_device = [t for t, k in zip(selfm["step_times_s"][:-1], keep, strict=True) if k]
-    assert device.median() == pytest.approx(statistics.median(their_device), rel=0.05)
+    # the script's clock stops when its own thread wakes from block_until_ready, the watcher's when
+    # the outputs are ready: 0.1-0.6 ms apart on a loaded 2-core machine (10.20 against 10.78 ms)
+    assert device.median() == pytest.approx(statistics.median(their_device), rel=0.05, abs=1e-3)
     steady = run.steps.loc[~(run.steps["traced"] | run.steps["compiled"] | run.steps["tail"] | run.steps["instrumented"]) & (run.steps["step"] >= doc["steps"]["warmup"])]
     assert doc["steps"]["median_s"] == pytest.approx(steady["duration_s"].median())
     assert doc["steps"]["device_median_s"] == pytest.approx(steady["device_s"].median())
