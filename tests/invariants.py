@@ -6,7 +6,8 @@
 - op time per step per device <= device time per step (within the alignment error and a poll);
 - shares are in [0, 1] and sum to 1;
 - no negative host, device, wait or own-work time;
-- unknown is null: the report's JSON holds no NaN or infinity.
+- unknown is null: the report's JSON holds no NaN or infinity;
+- PyTorch on a CPU never runs ahead of its device.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pandas as pd
 
 from tpu_perf.analyzers.breakdown import PARTS, analyze_breakdown
 from tpu_perf.analyzers.hosts import steps_by_host
+from tpu_perf.analyzers.steps import can_run_ahead
 from tpu_perf.store import Run
 from tpu_perf.traces.tables import OP_CLASSES
 
@@ -54,6 +56,8 @@ def check_run(run: Run, doc: dict[str, Any] | None = None) -> dict[str, Any]:
             ready = pd.to_numeric(steps["ready_time_s"], errors="coerce")
             assert (ready.dropna() >= steps["start_time_s"][ready.notna()] - 1e-9).all(), "outputs ready before their dispatch"
     s = doc["steps"]
+    if not can_run_ahead(run):  # PyTorch on a CPU queues nothing: never a device pace or a mean iteration
+        assert not s.get("runs_ahead"), s.get("step_basis")
     for key in ("device_median_s", "host_median_s", "call_median_s", "loop_median_s"):
         assert s.get(key) is None or s[key] >= 0, f"negative {key}"
     if s.get("device_median_s") is None and s.get("count"):

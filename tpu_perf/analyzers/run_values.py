@@ -159,14 +159,20 @@ def step_samples(run: Run, warmup: int) -> dict[str, tuple[float, ...]]:
     """The steady iterations (where the loop runs ahead of the device, its per-step pace) and the
     iterations after the first step, in order (a single run's interval)."""
     from tpu_perf.analyzers.all_in import after_first, counted_durations
-    from tpu_perf.analyzers.steps import pace_samples, run_steps, steady_mask, step_time
+    from tpu_perf.analyzers.steps import (
+        can_run_ahead,
+        pace_samples,
+        run_steps,
+        steady_mask,
+        step_time,
+    )
 
     steps = run_steps(run)
     if steps.empty:
         return {"steady_samples_s": (), "all_in_samples_s": ()}
     durations = steps["duration_s"].to_numpy(dtype=float)
     mask = steady_mask(steps, warmup).to_numpy()
-    step = step_time(steps, mask)
+    step = step_time(steps, mask, ahead_possible=can_run_ahead(run))
     steady = pace_samples(steps, mask) if step.basis == "device pace" else durations[mask]  # a loop that runs ahead: its device's pace
     counted, _ = counted_durations(steps, warmup, step.value, runs_ahead=step.runs_ahead)
     return {"steady_samples_s": tuple(float(d) for d in steady if d == d), "all_in_samples_s": tuple(float(d) for d in counted[after_first(steps, runs_ahead=step.runs_ahead)] if d == d)}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from tpu_perf.analyzers.steps import pace_by_step, run_steps, steady_mask, step_time
+from tpu_perf.analyzers.steps import can_run_ahead, pace_by_step, run_steps, steady_mask, step_time
 from tpu_perf.store import Run
 
 
@@ -25,5 +25,5 @@ def step_phases(run: Run, warmup: int) -> pd.DataFrame:
     start = pd.to_numeric(steps["start_time_s"], errors="coerce") if "start_time_s" in steps else pd.Series(float("nan"), index=steps.index)
     origin = run.started_at if run.started_at is not None else start.min()
     mask = steady.to_numpy()
-    pace = pace_by_step(steps, mask) if step_time(steps, mask).basis == "device pace" else float("nan")
+    pace = pace_by_step(steps, mask) if step_time(steps, mask, ahead_possible=can_run_ahead(run)).basis == "device pace" else float("nan")
     return pd.DataFrame({"step": range(len(steps)), "duration_s": steps["duration_s"].astype(float), "phase": phase, "t_s": start.astype(float) - float(origin), "pace_s": pace})

@@ -255,6 +255,10 @@ RUN_AHEAD_WAITED = 0.5
 waits) for them to be syncs paying for queued steps, not host stalls (a checkpoint every N steps)."""
 PACE_MIN_STEPS = 3
 """Steady steps the device pace must stand on."""
+RUN_AHEAD_MIN_SYNCS = 2
+"""Long iterations the mean-over-median rule needs: syncs paying for queued steps recur (every N
+steps); one slow iteration among a few is a hiccup (a loaded machine: 17.5 ms among 1-5 ms steps of
+a PyTorch CPU loop once read as running ahead)."""
 
 
 @dataclass(frozen=True)
@@ -304,14 +308,24 @@ def device_pace(steps: pd.DataFrame, mask: np.ndarray) -> tuple[float, int] | No
     return (float(samples.mean()), int(samples.size)) if samples.size >= PACE_MIN_STEPS and samples.sum() > 0 else None
 
 
-def step_time(steps: pd.DataFrame, mask: np.ndarray) -> StepTime:
-    """The median steady iteration, unless the loop runs ahead of the device: then the device's pace
-    where ready stamps give it, else the mean iteration (the wall time per step)."""
+def can_run_ahead(run: Run) -> bool:
+    """Whether the host can queue steps ahead of the device: not PyTorch on a CPU, whose ops run on
+    the calling thread as they are called (JAX's CPU dispatch is asynchronous, a GPU's or TPU's too)."""
+    platform = str((run.manifest.get("hardware") or {}).get("platform") or "").lower()
+    return not (platform == "cpu" and step_framework(run) == "torch")
+
+
+def step_time(steps: pd.DataFrame, mask: np.ndarray, *, ahead_possible: bool = True) -> StepTime:
+    """The median steady iteration, unless the loop runs ahead of the device (`ahead_possible`, see
+    `can_run_ahead`): then the device's pace where ready stamps give it, else the mean iteration
+    (the wall time per step)."""
     durations = steps["duration_s"].to_numpy(dtype=float)
     timed = mask & ~np.isnan(durations)
     if not timed.any():
         return StepTime(None, "median iteration", 0)
     median = float(np.median(durations[timed]))
+    if not ahead_possible:
+        return StepTime(median, "median iteration", int(timed.sum()))
     pace = device_pace(steps, mask)
     if pace is not None:
         if pace[0] > RUN_AHEAD_PACE_OVER_MEDIAN * median:
@@ -322,6 +336,8 @@ def step_time(steps: pd.DataFrame, mask: np.ndarray) -> StepTime:
         waits = pd.to_numeric(steps["wait_s"], errors="coerce").to_numpy(dtype=float)[timed] if "wait_s" in steps else None
         d = durations[timed]
         long = d > mean if waits is None else (d > mean) & ~np.isnan(waits)
+        if int((d > mean).sum()) < RUN_AHEAD_MIN_SYNCS:
+            return StepTime(median, "median iteration", int(timed.sum()))
         if waits is None or not long.any() or float(waits[long].sum()) >= RUN_AHEAD_WAITED * float(d[long].sum()):
             return StepTime(mean, "mean iteration", int(timed.sum()))
     return StepTime(median, "median iteration", int(timed.sum()))
@@ -342,7 +358,7 @@ def analyze_steps(run: Run, *, warmup_steps: int | None = None) -> StepStats:
     mask = steady_mask(steps, warmup).to_numpy()
     all_durations = steps["duration_s"].to_numpy(dtype=float)
     durations = all_durations[mask & ~np.isnan(all_durations)]
-    step = step_time(steps, mask)
+    step = step_time(steps, mask, ahead_possible=can_run_ahead(run))
     ahead = step.runs_ahead
     device_median, host_median, device_seen = (None, None, 0) if ahead else _device_view(steps, mask)
     after = steps.iloc[warmup:]
