@@ -118,9 +118,11 @@ def test_breakdown_has_one_window_per_traced_step(lm_runs) -> None:
     # the trace's stop (0.1 s here) is the next step's cost, flagged as JAX's is, never a traced window's host time
     after = run.steps[run.steps["step"] == run.steps.loc[run.steps["traced"], "step"].max() + 1]
     assert bool(after["instrumented"].iloc[0])
-    # every traced window is shorter than the iteration that holds the stop (a traced step's own
-    # profiling cost made one window 4x the median in CI: 30 ms against 7 ms, the stop ~0.1 s)
-    assert max(r["step_s"] for r in detail["steps"]) < float(after["duration_s"].iloc[0])
+    # the last traced window, where a misplaced stop would land, is shorter than the iteration that
+    # holds it (a first traced step's ops slowed by a loaded machine made an earlier window 143 ms
+    # against a 112 ms stop under pytest-xdist; the profiler's own cost made one 30 ms against 7 in CI)
+    last = max(detail["steps"], key=lambda r: r["step"])
+    assert last["step_s"] < float(after["duration_s"].iloc[0]), (last, float(after["duration_s"].iloc[0]))
 
 
 def test_report_json_has_the_keys_of_a_jax_run(lm_runs, tmp_path) -> None:
