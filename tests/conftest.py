@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -9,7 +10,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -136,6 +137,28 @@ class Recordings:
         return copy_run(self.run(*args, env=env), dest_store)
 
 
+def shared_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder every pytest-xdist worker of this session sees (the session's base folder when the
+    suite runs in one process): what a session fixture makes there is made once for all workers."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@contextlib.contextmanager
+def made_once(folder: Path) -> Iterator[bool]:
+    """Hold `folder`'s lock across processes; yields whether it is still to be made (the caller
+    makes it inside the block). It counts as made once the block ends without an error."""
+    import filelock
+
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    done = folder.parent / f"{folder.name}.done"
+    with filelock.FileLock(str(folder.parent / f"{folder.name}.lock")):
+        missing = not done.exists()
+        yield missing
+        if missing:
+            done.touch()
+
+
 @pytest.fixture(scope="session")
 def recordings(tmp_path_factory: pytest.TempPathFactory) -> Recordings:
     """The session's shared recordings (see `Recordings`): record a script once, read it in many tests."""
@@ -148,7 +171,7 @@ def corpus_runs(tmp_path_factory: pytest.TempPathFactory):
     and shared by test_corpus.py and test_advice_corpus.py (see tests/corpus_runs.py). Read only."""
     from tests.corpus_runs import CorpusRuns
 
-    return CorpusRuns(tmp_path_factory.mktemp("corpus"))
+    return CorpusRuns(shared_root(tmp_path_factory) / "corpus")
 
 
 def start_recording(store: Path, script: Path, args: Sequence[str], env: dict[str, str], *record_args: str) -> subprocess.Popen[str]:
@@ -190,9 +213,12 @@ def jax_job(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """A real 2-process JAX job (jax.distributed with gloo collectives on CPU, 20 steps), process 1
     doing 50 ms more own work per step: one run with a shard per process, alone in its store.
     {"store": Path, "dir": run folder, "report": its `report --json`}. Read only."""
-    store = tmp_path_factory.mktemp("jax-job") / "runs"
-    coordinator = f"127.0.0.1:{free_port()}"
-    record_job(store, MULTIHOST_SCRIPTS / "jax_spmd.py", ["20", "1", "0.05"], [{"PROCESS_ID": str(i), "COORDINATOR": coordinator} for i in range(2)])
+    folder = shared_root(tmp_path_factory) / "jax-job"
+    store = folder / "runs"
+    with made_once(folder) as missing:  # pytest-xdist workers share the job
+        if missing:
+            coordinator = f"127.0.0.1:{free_port()}"
+            record_job(store, MULTIHOST_SCRIPTS / "jax_spmd.py", ["20", "1", "0.05"], [{"PROCESS_ID": str(i), "COORDINATOR": coordinator} for i in range(2)])
     (run_dir,) = [p for p in store.iterdir() if (p / "run.json").exists()]
     doc = report_doc(run_dir.name, store)
     return {"store": store, "dir": run_dir, "report": doc}

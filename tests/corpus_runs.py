@@ -7,12 +7,13 @@ input-bound rules read it; the truth checks read the same steps as the script's 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.conftest import ROOT, tpu_perf_cli
+from tests.conftest import ROOT, made_once, tpu_perf_cli
 
 CORPUS = ROOT / "tests" / "corpus"
 ADVICE = ROOT / "tests" / "scripts" / "advice_corpus"
@@ -69,18 +70,25 @@ class CorpusRuns:
     def __call__(self, name: str, extra_env: dict[str, str] | None = None) -> CorpusRun:
         key = (name, tuple(sorted((extra_env or {}).items())))
         if key not in self._runs:
-            self._runs[key] = self._record(name, f"{name}-{len(self._runs)}", extra_env or {})
+            folder = name + ("-" + hashlib.sha1(repr(key[1]).encode()).hexdigest()[:8] if key[1] else "")
+            with made_once(self.root / folder) as missing:  # pytest-xdist workers share one recording
+                if missing:
+                    self._record(name, folder, extra_env or {})
+            self._runs[key] = self._load(name, folder)
         return self._runs[key]
 
     @property
     def recorded(self) -> list[CorpusRun]:
         return list(self._runs.values())
 
-    def _record(self, name: str, folder: str, extra_env: dict[str, str]) -> CorpusRun:
+    def _record(self, name: str, folder: str, extra_env: dict[str, str]) -> None:
         store, truth = self.root / folder, self.root / f"{folder}.truth.json"
         script, *args = PLANTED.get(name) or (CORPUS / f"{name}.py",)
         proc = tpu_perf_cli("record", "-q", "--store", str(store), "--name", name, str(script), *args, cwd=script.parent, timeout=570,
                             env={**env(), "CORPUS_TRUTH": str(truth), **extra_env})
         assert proc.returncode == 0, proc.stderr[-3000:]
+
+    def _load(self, name: str, folder: str) -> CorpusRun:
+        store, truth = self.root / folder, self.root / f"{folder}.truth.json"
         (run_dir,) = [p for p in store.iterdir() if (p / "run.json").exists()]
         return CorpusRun(name, store, run_dir, json.loads(truth.read_text()) if truth.exists() else None)
