@@ -379,6 +379,23 @@ def _idle(page: Any) -> None:
     page.wait_for_function(IDLE_JS, timeout=60_000)
 
 
+def _download(page: Any, button: Any) -> Any:
+    """The download a click on `button` starts, once the app is idle; clicked again when a rerun the
+    click raced took it (a user clicks again): a loaded machine lost one click in 30 s."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    for attempt in range(3):
+        _idle(page)
+        try:
+            with page.expect_download(timeout=20_000) as got:
+                button.click()
+            return got.value
+        except PlaywrightTimeout:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
 def _select_row(page: Any, grid: Any, row: int, selected: str) -> None:
     """Tick a row's checkbox in a Streamlit grid (a canvas: clicked by position) until `selected`
     (a button's name) shows it took. A click while the grid is redrawn (its numbers filled in, a
@@ -838,18 +855,10 @@ def test_browser_downloads_a_kineto_trace(import_store: dict, tmp_path: Path) ->
             page.get_by_role("tab", name="Trace").click()
             button = page.get_by_role("button", name="Chrome-trace JSON, for Perfetto")
             button.wait_for(timeout=60_000)
-            for attempt in range(3):  # a click on the previous rerun's button is lost (see `_idle`): a user clicks again
-                _idle(page)
-                try:
-                    with page.expect_download(timeout=20_000) as got:
-                        button.click()
-                    break
-                except sync_api.TimeoutError:
-                    if attempt == 2:
-                        raise
+            got = _download(page, button)
             saved = tmp_path / "got.json.gz"
-            got.value.save_as(saved)
-            assert got.value.suggested_filename == KINETO.name
+            got.save_as(saved)
+            assert got.suggested_filename == KINETO.name
             assert saved.read_bytes() == KINETO.read_bytes()  # the trace as captured, byte for byte
         finally:
             browser.close()
@@ -983,16 +992,10 @@ def test_browser_why_axes_export_price_and_advice(server: str, dash_store: dict,
             one_side = [f["title"] for f in advice.values() if f["outcome"] == "fired" and _advice(store, "narrow")[f["id"]]["outcome"] != "fired"]
             assert one_side and all(title in why.inner_text() for title in one_side)
             page.wait_for_function("() => new URL(location.href).searchParams.get('price') === '3'", timeout=30_000)
-            _idle(page)
-            with page.expect_download(timeout=30_000) as got:
-                page.get_by_role("button", name="Export as Markdown").click()
-            text = Path(got.value.path()).read_text()
+            text = Path(_download(page, page.get_by_role("button", name="Export as Markdown")).path()).read_text()
             assert md.read_text() in text  # `tpu-perf check`'s own table for these runs
             assert text.startswith(f"## tpu-perf comparison: narrow (`{narrow['run']['id']}`), wide") and "per step" in text  # the verdict first
-            _idle(page)
-            with page.expect_download(timeout=30_000) as got:
-                page.get_by_role("button", name="Export as CSV").click()
-            rows = list(csv.DictReader(io.StringIO(Path(got.value.path()).read_text())))
+            rows = list(csv.DictReader(io.StringIO(Path(_download(page, page.get_by_role("button", name="Export as CSV")).path()).read_text())))
             median = {r["run"]: r for r in rows if r["kpi"] == "Step time"}
             assert float(median["wide"]["value"]) == pytest.approx(wide["steps"]["step_s"])
             assert float(median["wide"]["change_vs_baseline"]) == pytest.approx((wide["steps"]["step_s"] - narrow["steps"]["step_s"]) / narrow["steps"]["step_s"])
