@@ -184,21 +184,31 @@ def test_input_bound_loops_get_the_device_time_and_the_off_device_share(input_lo
     run, doc, truth = input_loop(name)
     steps = run.table("steps")
     traced = steps[steps["traced"]]
-    device = float(traced["device_s"].median())
     tl = run.table("timeline")
     progs = tl[(tl["kind"] == "program") & ~tl["lane"].astype(str).str.endswith("host")].sort_values("start_s")
     dispatch = traced["start_time_s"].to_numpy(float) - run.manifest["trace_clock"]["zero_s"]
     first = [progs[progs["start_s"] >= d - 0.001].iloc[0] for d in dispatch]
-    program = float(np.median([p["end_s"] - d for p, d in zip(first, dispatch, strict=True)]))
+    ends = np.array([float(p["end_s"]) for p in first])
+    # the steps whose program ended inside their iteration: a stalled machine (a 134 ms program under two
+    # pytest workers) queues the next steps' programs past their iterations, whose device time is then
+    # the whole iteration (device time never exceeds it); a late stamp would show on every step
+    within = ends <= dispatch + traced["duration_s"].to_numpy(float) + 0.001
+    assert within.sum() >= 2, (ends - dispatch, traced["duration_s"].tolist())
+    device = float(np.median(traced["device_s"].to_numpy(float)[within]))
+    program = float(np.median((ends - dispatch)[within]))
     # within 30 %, or within the ready stamp's resolution: the watcher thread's wake-up and the wait for
     # the interpreter lock (README: 1.6 ms late at the median on a quiet VM); CI once had 2.3 ms programs
     # stamped 3.2 ms, and with two busy processes on this 2-core VM 5.4 ms programs were stamped 8.1 ms
     # (the sleep loop: its thread holds no lock then, the OS wakes the watcher late)
     assert device == pytest.approx(program, rel=0.30, abs=0.003), (device, program)
-    # off the device: no program running (a loaded machine may start one ms after its dispatch)
-    running = sum(float(p["end_s"] - p["start_s"]) for p in first) / float(traced["duration_s"].sum())
     off = sum(doc["breakdown"][p] for p in ("host", "input", "compile"))
-    assert abs(off - (1 - running)) <= 0.15, (doc["breakdown"], running)
+    if doc["breakdown_detail"]["window"] == "steps":  # off the device: no program running in the traced iterations
+        duration = traced["duration_s"].to_numpy(float)
+        starts, stops = progs["start_s"].to_numpy(float), progs["end_s"].to_numpy(float)
+        running = sum(float(np.clip(np.minimum(stops, d + t) - np.maximum(starts, d), 0, None).sum()) for d, t in zip(dispatch, duration, strict=True)) / float(duration.sum())
+        assert abs(off - (1 - running)) <= 0.15, (doc["breakdown"], running)
+    else:  # whole-trace shares only where programs ran outside their iterations (then no window is one step's)
+        assert not within.all() and doc["breakdown_detail"]["steps"] == [], doc["breakdown_detail"]
     # the report says that on XLA:CPU the loop's own work may share the device's cores
     assert "XLA:CPU runs the device's programs on this machine's cores" in (doc["steps"]["note"] or "")
     # Not asserted: the script's own device-only time (back to back, before and after the loop). On a
