@@ -344,6 +344,17 @@ def test_one_slow_iteration_among_few_is_a_hiccup_not_queued_steps_paid_for() ->
     assert not step.runs_ahead and step.value == pytest.approx(np.median(steps["duration_s"]))
     two = pd.DataFrame({"duration_s": [0.0175, 0.00145, 0.0180, 0.00099, 0.0011, 0.0012], "wait_s": [None] * 6})
     assert step_time(two, np.ones(6, dtype=bool)).basis == "mean iteration"
+    # a JAX loop synced every step (each step ready at its iteration's end), one step stalled 10x: the
+    # device finished steps at the iterations' pace, not ahead of them (the mean pace, 2.8 ms, read 2.8x)
+    durations = np.array([0.001, 0.001, 0.001, 0.010, 0.001, 0.001])
+    ends = 100.0 + np.cumsum(durations)
+    synced = pd.DataFrame({"duration_s": durations, "start_time_s": ends - durations, "end_time_s": ends, "ready_time_s": ends})
+    step = step_time(synced, np.ones(6, dtype=bool))
+    assert not step.runs_ahead and step.value == pytest.approx(0.001), step
+    # queued: each iteration a 0.1 ms dispatch, the device finishing a step every 2 ms
+    queued = synced.assign(duration_s=0.0001, ready_time_s=100.0 + 0.002 * np.arange(1, 7))
+    ahead = step_time(queued, np.ones(6, dtype=bool))
+    assert ahead.basis == "device pace" and ahead.value == pytest.approx(0.002), ahead
 
 
 @pytest.mark.slow

@@ -301,11 +301,14 @@ def pace_samples(steps: pd.DataFrame, mask: np.ndarray) -> np.ndarray:
     return pace[~np.isnan(pace)]
 
 
-def device_pace(steps: pd.DataFrame, mask: np.ndarray) -> tuple[float, int] | None:
-    """The device's seconds per step (`pace_samples`' mean) and how many steps it stands on; None
-    under PACE_MIN_STEPS steps."""
+def device_pace(steps: pd.DataFrame, mask: np.ndarray) -> tuple[float, float, int] | None:
+    """The device's seconds per step (`pace_samples`' mean), its median (what decides whether the
+    loop runs ahead: one stalled step among a few synced ones raises the mean, not the median) and
+    how many steps it stands on; None under PACE_MIN_STEPS steps."""
     samples = pace_samples(steps, mask)
-    return (float(samples.mean()), int(samples.size)) if samples.size >= PACE_MIN_STEPS and samples.sum() > 0 else None
+    if samples.size < PACE_MIN_STEPS or samples.sum() <= 0:
+        return None
+    return float(samples.mean()), float(np.median(samples)), int(samples.size)
 
 
 def can_run_ahead(run: Run) -> bool:
@@ -328,8 +331,9 @@ def step_time(steps: pd.DataFrame, mask: np.ndarray, *, ahead_possible: bool = T
         return StepTime(median, "median iteration", int(timed.sum()))
     pace = device_pace(steps, mask)
     if pace is not None:
-        if pace[0] > RUN_AHEAD_PACE_OVER_MEDIAN * median:
-            return StepTime(pace[0], "device pace", pace[1])
+        mean_pace, median_pace, samples = pace
+        if median_pace > RUN_AHEAD_PACE_OVER_MEDIAN * median:
+            return StepTime(mean_pace, "device pace", samples)
         return StepTime(median, "median iteration", int(timed.sum()))
     mean = float(np.mean(durations[timed]))
     if timed.sum() >= 3 and mean > RUN_AHEAD_MEAN_OVER_MEDIAN * median:
