@@ -54,12 +54,22 @@ demo: install
 	$(BIN)/tpu-perf report --store $(STORE) $$(ls $(STORE) | sort | tail -n 1)  # run ids sort by start: the run just recorded
 
 # --durations=25: the slowest tests, printed at the end of every full run, so a slow one is seen.
-# TEST_WORKERS=2: two pytest-xdist workers, a test module per worker at a time (module fixtures made once); the
-# session's shared recordings are made once for both (tests/conftest.py `made_once`). docs/testing.md.
-TEST_WORKERS ?= 0  # one process: two workers are 0.65-0.69x the time but fail a timing test a run (docs/testing.md)
+# Two parts: the tests not marked `serial` on TEST_WORKERS pytest-xdist workers, a test module per
+# worker at a time (module fixtures made once; the session's shared recordings made once for both,
+# tests/conftest.py `made_once`); then the `serial` modules (times measured against each other) in
+# one process, with nothing beside them. TEST_WORKERS=0 runs the first part in one process too.
+# Every part runs even when one fails; the exit code fails if any did. docs/testing.md.
+TEST_WORKERS ?= 2
+PYTEST := $(BIN)/python -m pytest -q --durations=25 --ignore=$(TORCH_TPU_TESTS)
 test: install install-torch-tpu
-	$(BIN)/python -m pytest -q --durations=25 -n $(TEST_WORKERS) --dist loadfile --ignore=$(TORCH_TPU_TESTS)
-	$(TT_BIN)/python -m pytest -q --durations=25 $(TORCH_TPU_TESTS)
+	@rc=0; \
+	echo "== tests not marked serial, on $(TEST_WORKERS) workers"; \
+	$(PYTEST) -n $(TEST_WORKERS) --dist loadfile -m "not serial" || rc=1; \
+	echo "== tests marked serial, alone"; \
+	$(PYTEST) -m serial || rc=1; \
+	echo "== torch-tpu tests, in $(TORCH_TPU_VENV)"; \
+	$(TT_BIN)/python -m pytest -q --durations=25 $(TORCH_TPU_TESTS) || rc=1; \
+	exit $$rc
 
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not slow" --durations=10 --ignore=$(TORCH_TPU_TESTS)

@@ -20,7 +20,8 @@ WIDTH = 1536
 tpu-perf's own work before the dispatch, and the scheduler waking the script's thread after its outputs
 are ready. Together 0.25 ms in one CI run, 8 % of a 3 ms step; 2 % of this one."""
 
-pytestmark = pytest.mark.slow  # records real scripts in subprocesses (and serves them)
+# records real scripts in subprocesses; times measured against each other: `make test` runs it alone, after the parallel part
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 
 def record(store: Path, out: Path, *script_args: str, record_args: tuple[str, ...] = ()) -> tuple[object, dict]:

@@ -28,6 +28,8 @@ from tpu_perf.dashboard import figures
 from tpu_perf.traces.kineto import read_kineto
 from tpu_perf.traces.tables import classify_op
 
+pytestmark = pytest.mark.serial  # times measured against each other: `make test` runs this module alone, after the parallel part
+
 SCRIPT = ROOT / "tests" / "scripts" / "jax_split_loop.py"
 
 

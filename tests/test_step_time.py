@@ -17,6 +17,8 @@ from invariants import check_run
 from tpu_perf import load_run
 from tpu_perf.analyzers.report import build_report
 
+pytestmark = pytest.mark.serial  # times measured against each other: `make test` runs this module alone, after the parallel part
+
 HOST_MS = 50.0
 
 

@@ -19,7 +19,7 @@ from tpu_perf.analyzers.report import build_report
 from tpu_perf.views.report import render_report
 
 SCRIPTS = Path(__file__).resolve().parent / "torch_scripts"
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]  # times measured against each other: `make test` runs it alone, after the parallel part
 
 
 def record(store: Path, *args: str, env: dict[str, str] | None = None) -> tuple[object, object]:
