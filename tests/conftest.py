@@ -212,7 +212,8 @@ def record_job(store: Path, script: Path, args: Sequence[str], envs: Sequence[di
 def jax_job(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """A real 2-process JAX job (jax.distributed with gloo collectives on CPU, 20 steps), process 1
     doing 50 ms more own work per step: one run with a shard per process, alone in its store.
-    {"store": Path, "dir": run folder, "report": its `report --json`}. Read only."""
+    {"store": Path, "dir": run folder, "report": its `report --json`}. Read only. Its tests are
+    marked `serial` (a 50 ms straggler is what they read): the job is recorded with nothing beside it."""
     folder = shared_root(tmp_path_factory) / "jax-job"
     store = folder / "runs"
     with made_once(folder) as missing:  # pytest-xdist workers share the job
