@@ -20,8 +20,8 @@ WIDTH = 1536
 tpu-perf's own work before the dispatch, and the scheduler waking the script's thread after its outputs
 are ready. Together 0.25 ms in one CI run, 8 % of a 3 ms step; 2 % of this one."""
 
-# records real scripts in subprocesses; times measured against each other: `make test` runs it alone, after the parallel part
-pytestmark = [pytest.mark.slow, pytest.mark.serial]
+pytestmark = pytest.mark.slow  # records real scripts in subprocesses (and serves them)
+SERIAL = pytest.mark.serial  # times measured against each other: `make test` runs these alone, after the parallel part
 
 
 def record(store: Path, out: Path, *script_args: str, record_args: tuple[str, ...] = ()) -> tuple[object, dict]:
@@ -31,12 +31,13 @@ def record(store: Path, out: Path, *script_args: str, record_args: tuple[str, ..
     return run, json.loads(out.read_text())
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module")  # its tests are SERIAL: one of them times the steps against the script's own clock
 def auto_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, dict]:
     tmp = tmp_path_factory.mktemp("auto")
     return record(tmp / "runs", tmp / "self.json", "--steps", "40", "--width", str(WIDTH))
 
 
+@SERIAL
 def test_unmarked_script_steps_equal_steps_run(auto_run) -> None:
     run, selfm = auto_run
     assert run.status == "completed"
@@ -45,6 +46,7 @@ def test_unmarked_script_steps_equal_steps_run(auto_run) -> None:
     assert run.steps["step"].tolist() == list(range(40))
 
 
+@SERIAL
 def test_the_trace_start_and_stop_are_flagged_instrumented(auto_run) -> None:
     """Starting the profiler costs the step before the window what stopping it costs the one after:
     both iterations hold tpu-perf's own work and are left out of the statistics."""
@@ -55,6 +57,7 @@ def test_the_trace_start_and_stop_are_flagged_instrumented(auto_run) -> None:
     assert first - 1 in flagged and len(flagged) == 2 and max(flagged) > last
 
 
+@SERIAL
 def test_median_step_time_matches_synchronized_measurement(auto_run) -> None:
     """Two clocks, the same steps: the iteration against the script's call-to-call time, the device
     view against its call-to-ready time."""
@@ -80,6 +83,7 @@ def test_median_step_time_matches_synchronized_measurement(auto_run) -> None:
     assert doc["steps"]["device_median_s"] == pytest.approx(steady["device_s"].median())
 
 
+@SERIAL
 def test_flops_per_step_equal_xla_cost_analysis(auto_run) -> None:
     import jax
     import jax.numpy as jnp
@@ -105,6 +109,7 @@ def test_flops_per_step_equal_xla_cost_analysis(auto_run) -> None:
     assert "ENTRY" in hlo and "fusion" in hlo
 
 
+@SERIAL
 def test_trace_window_loads_with_profile_data(auto_run) -> None:
     from jax.profiler import ProfileData
 
@@ -117,6 +122,7 @@ def test_trace_window_loads_with_profile_data(auto_run) -> None:
     assert traced[:3] == [3, 4, 5] and traced == list(range(3, 3 + len(traced))) and len(traced) <= 3 + TRACE_EXTRA_STEPS  # held open while the window's device work runs
 
 
+@SERIAL
 def test_report_json_has_documented_keys(auto_run) -> None:
     run, _ = auto_run
     proc = tpu_perf_cli("report", "--json", run.url, check=True)
@@ -131,6 +137,7 @@ def test_report_json_has_documented_keys(auto_run) -> None:
     assert "train_step" in text and "median" in text
 
 
+@SERIAL
 def test_host_running_ahead_still_reports_device_time(tmp_path: Path) -> None:
     run, selfm = record(tmp_path / "runs", tmp_path / "self.json", "--steps", "12", "--mode", "nosync", "--width", "768", record_args=("--no-trace",))
     assert len(run.steps) == 12
@@ -168,6 +175,7 @@ def test_marked_steps_win_over_automatic_detection(tmp_path: Path, mode: str, so
     assert run.steps["device_s"].iloc[1:].median() < 0.02 < run.steps["duration_s"].iloc[1:-1].median()
 
 
+@SERIAL
 def test_recompile_after_warmup_stands_out(tmp_path: Path) -> None:
     run, _ = record(tmp_path / "runs", tmp_path / "self.json", "--steps", "10", "--reshape-at", "6", record_args=("--no-trace",))
     doc = build_report(run).to_dict()
@@ -244,6 +252,7 @@ def test_recording_keeps_no_step_outputs_alive(tmp_path: Path) -> None:
     assert len(load_run(next((tmp_path / "runs").iterdir())).steps) == 200
 
 
+@SERIAL
 def test_top_ops_carry_fusion_kinds_from_the_step_hlo(auto_run) -> None:
     from tpu_perf.analyzers.hlo import parse_hlo
 

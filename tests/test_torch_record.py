@@ -19,7 +19,7 @@ from tpu_perf.analyzers.report import build_report
 from tpu_perf.views.report import render_report
 
 SCRIPTS = Path(__file__).resolve().parent / "torch_scripts"
-pytestmark = [pytest.mark.slow, pytest.mark.serial]  # times measured against each other: `make test` runs it alone, after the parallel part
+pytestmark = pytest.mark.slow
 
 
 def record(store: Path, *args: str, env: dict[str, str] | None = None) -> tuple[object, object]:
@@ -41,6 +41,9 @@ def exact_training_flops(B: int, S: int, D: int, H: int, L: int, V: int) -> int:
     return 3 * forward
 
 
+SERIAL = pytest.mark.serial  # the LM runs' times against the script's own clock: `make test` runs these alone, after the parallel part
+
+
 @pytest.fixture(scope="module")
 def lm_runs(tmp_path_factory) -> dict:
     runs = {}
@@ -53,6 +56,7 @@ def lm_runs(tmp_path_factory) -> dict:
     return runs
 
 
+@SERIAL
 @pytest.mark.parametrize("attention,tolerance", [("manual", 0.02), ("sdpa", 0.05)])
 def test_steps_and_flops_match_the_script(lm_runs, attention, tolerance) -> None:
     run, timing = lm_runs[attention]
@@ -67,6 +71,7 @@ def test_steps_and_flops_match_the_script(lm_runs, attention, tolerance) -> None
     assert (row["analytic_flops"] > 0) == (attention == "sdpa")
 
 
+@SERIAL
 def test_step_times_match_an_independent_clock(lm_runs) -> None:
     run, timing = lm_runs["manual"]
     doc = report_json(run)
@@ -91,6 +96,7 @@ def test_step_times_match_an_independent_clock(lm_runs) -> None:
     assert (run.list_files("trace") and any(f.endswith(".pt.trace.json.gz") for f in run.list_files("trace")))
 
 
+@SERIAL
 def test_breakdown_has_one_window_per_traced_step(lm_runs) -> None:
     """Kineto's time zero (`baseTimeNanoseconds`) maps the recorder's steps onto the trace: one
     window per traced step (was one whole-trace window), measured against the steps' first ops."""
@@ -125,6 +131,7 @@ def test_breakdown_has_one_window_per_traced_step(lm_runs) -> None:
     assert last["step_s"] < float(after["duration_s"].iloc[0]), (last, float(after["duration_s"].iloc[0]))
 
 
+@SERIAL
 def test_report_json_has_the_keys_of_a_jax_run(lm_runs, tmp_path) -> None:
     proc, jax_run = record(tmp_path / "jax", str(ROOT / "examples" / "jax_mlp.py"), "--steps", "8", "--width", "64")
     assert proc.returncode == 0, proc.stderr
