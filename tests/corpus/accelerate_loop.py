@@ -1,12 +1,12 @@
 """accelerate: a plain PyTorch loop through Accelerator, gradient accumulation 4 with
-`accelerator.accumulate(model)`: 40 micro-batches, 10 optimizer updates."""
+`accelerator.accumulate(model)`: 80 micro-batches, 20 optimizer updates."""
 
 import torch
 from accelerate import Accelerator
 from torch_truth import update_flops
 from truth import Clock, write
 
-ACCUM, UPDATES = 4, 10
+ACCUM, UPDATES = 4, 20  # 20 updates: after warm-up and the trace window, a dozen steady ones to take a median of
 torch.set_num_threads(1)  # a shared 2-core machine: no thread oversubscription
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 256))
