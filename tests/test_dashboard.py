@@ -384,7 +384,7 @@ def _download(page: Any, button: Any, reopen: Callable[[], Any] | None = None) -
     click raced took it (a user clicks again): a loaded machine lost one click in 30 s. A deferred
     download's button is disabled (a spinner) until the server answers with its file; beside another
     worker's load one never came back (Streamlit's frontend has no timeout on it, the button stayed
-    disabled over 60 s): the page is reloaded then, as a user would (its state is in the URL; `reopen`
+    disabled over 60 s): after 10 s the page is reloaded, as a user would (its state is in the URL; `reopen`
     opens again the tab that holds the button)."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import expect
@@ -392,7 +392,7 @@ def _download(page: Any, button: Any, reopen: Callable[[], Any] | None = None) -
     for attempt in range(3):
         _idle(page)
         try:
-            expect(button).to_be_enabled(timeout=20_000)
+            expect(button).to_be_enabled(timeout=10_000)
         except AssertionError:
             page.reload()
             _idle(page)
