@@ -56,7 +56,7 @@ demo: install
 # --durations=25: the slowest tests, printed at the end of every full run, so a slow one is seen.
 # Two parts: the tests not marked `serial` on TEST_WORKERS pytest-xdist workers, a test module per
 # worker at a time (module fixtures made once; the session's shared recordings made once for both,
-# tests/conftest.py `made_once`); then the `serial` modules (times measured against each other) in
+# tests/conftest.py `made_once`); then the `serial` tests (times measured against each other) in
 # one process, with nothing beside them. TEST_WORKERS=0 runs the first part in one process too.
 # Every part runs even when one fails; the exit code fails if any did. docs/testing.md.
 TEST_WORKERS ?= 2
