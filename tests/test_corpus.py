@@ -14,7 +14,7 @@ from tpu_perf import load_run
 from tpu_perf.analyzers.report import build_report
 from tpu_perf.analyzers.steps import run_steps, steady_mask
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]  # times against the scripts' own clocks, on the corpus runs test_advice_corpus.py reads (recorded once, in the serial part)
 
 
 def record_corpus(corpus_runs, script: str, env: dict[str, str] | None = None) -> tuple[dict, dict, object]:
