@@ -58,13 +58,17 @@ demo: install
 # worker at a time (module fixtures made once; the session's shared recordings made once for both,
 # tests/conftest.py `made_once`); then the `serial` tests (times measured against each other) in
 # one process, with nothing beside them. TEST_WORKERS=0 runs the first part in one process too.
-# Every part runs even when one fails; the exit code fails if any did. docs/testing.md.
+# A test that fails beside the other worker is run again alone, at once (a stall of the shared 2-core
+# machine, not the code, failed one test in most two-worker runs: docs/testing.md lists each); it
+# fails the run only if it fails again. Every part runs even when one fails; the exit code fails if any did.
 TEST_WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest -q --durations=25 --ignore=$(TORCH_TPU_TESTS)
 test: install install-torch-tpu
 	@rc=0; \
 	echo "== tests not marked serial, on $(TEST_WORKERS) workers"; \
-	$(PYTEST) -n $(TEST_WORKERS) --dist loadfile -m "not serial" || rc=1; \
+	$(PYTEST) -n $(TEST_WORKERS) --dist loadfile -m "not serial" || { \
+	  echo "== the tests that failed beside the other worker, again alone (a failure here fails the run)"; \
+	  $(PYTEST) -m "not serial" --last-failed --last-failed-no-failures none || rc=1; }; \
 	echo "== tests marked serial, alone"; \
 	$(PYTEST) -m serial || rc=1; \
 	echo "== torch-tpu tests, in $(TORCH_TPU_VENV)"; \
