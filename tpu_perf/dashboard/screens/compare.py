@@ -102,10 +102,10 @@ def _export(checked: list[export.Checked], refs: dict[str, data.RunRef], baselin
     left, right, _ = st.columns([2, 2, 3])
     left.download_button(
         "Export as Markdown", lambda: export.comparison_markdown(said[0], checked, ids, said[1]),
-        file_name=f"compare-{stem}.md", mime="text/markdown", key="export_md", icon=":material/download:",
+        file_name=f"compare-{stem}.md", mime="text/markdown", key="export_md", icon=":material/download:", on_click="ignore",
         help="The verdict, then `tpu-perf check`'s Markdown table for each run (or repeat group) against the baseline: what `tpu-perf check --markdown` writes",
     )  # fmt: skip
-    right.download_button("Export as CSV", lambda: export.comparison_csv(rows, ids, baseline), file_name=f"compare-{stem}.csv", mime="text/csv", key="export_csv", icon=":material/download:", help="every KPI of every run in SI units (s, bytes, fraction) with its change against the baseline")
+    right.download_button("Export as CSV", lambda: export.comparison_csv(rows, ids, baseline), file_name=f"compare-{stem}.csv", mime="text/csv", key="export_csv", icon=":material/download:", on_click="ignore", help="every KPI of every run in SI units (s, bytes, fraction) with its change against the baseline")
 
 
 def _kpis(docs: dict[str, dict[str, Any]], baseline: str, checked: list[export.Checked]) -> pd.DataFrame:

@@ -180,7 +180,7 @@ def _trace(doc: dict[str, Any], ref: data.RunRef) -> None:
     run = data.open_run(ref.url, ref.stamp)
     for i, rel in enumerate(files):
         label = "XPlane, for XProf/TensorBoard" if rel in xplanes else "Chrome-trace JSON, for Perfetto" if rel in chrome else "trace file"
-        st.download_button(f"Download {rel} ({label})", data=_reader(run, rel), file_name=rel.rsplit("/", 1)[-1], key=f"trace_{i}")
+        st.download_button(f"Download {rel} ({label})", data=_reader(run, rel), file_name=rel.rsplit("/", 1)[-1], key=f"trace_{i}", on_click="ignore")
         st.code(run.file_path(rel), language=None)
 
 
@@ -206,15 +206,15 @@ def _as(frame_fn: Callable[[], pd.DataFrame], kind: str) -> Callable[[], bytes]:
 
 
 def _downloads(doc: dict[str, Any], ref: data.RunRef) -> None:
-    st.download_button("Report (JSON, as `tpu-perf report --json`)", dumps(doc), file_name=f"{ref.id}-report.json", key="dl_report")
+    st.download_button("Report (JSON, as `tpu-perf report --json`)", dumps(doc), file_name=f"{ref.id}-report.json", key="dl_report", on_click="ignore")
     for name in data.TABLES:
         frame = data.table(ref.url, ref.stamp, name)
         if frame.empty:
             continue
         cols = st.columns([2, 1, 1])
         cols[0].markdown(f"`{name}`: {len(frame):,} rows × {frame.shape[1]} columns")
-        cols[1].download_button("CSV", _as(lambda n=name: data.table(ref.url, ref.stamp, n), "csv"), file_name=f"{ref.id}-{name}.csv", key=f"dl_{name}_csv")
-        cols[2].download_button("Parquet", _as(lambda n=name: data.table(ref.url, ref.stamp, n), "parquet"), file_name=f"{ref.id}-{name}.parquet", key=f"dl_{name}_parquet")
+        cols[1].download_button("CSV", _as(lambda n=name: data.table(ref.url, ref.stamp, n), "csv"), file_name=f"{ref.id}-{name}.csv", key=f"dl_{name}_csv", on_click="ignore")
+        cols[2].download_button("Parquet", _as(lambda n=name: data.table(ref.url, ref.stamp, n), "parquet"), file_name=f"{ref.id}-{name}.parquet", key=f"dl_{name}_parquet", on_click="ignore")
 
 
 def _config(ref: data.RunRef) -> None:
