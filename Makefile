@@ -54,26 +54,40 @@ demo: install
 	$(BIN)/tpu-perf report --store $(STORE) $$(ls $(STORE) | sort | tail -n 1)  # run ids sort by start: the run just recorded
 
 # --durations=25: the slowest tests, printed at the end of every full run, so a slow one is seen.
-# Two parts: the tests not marked `serial` on TEST_WORKERS pytest-xdist workers, a test module per
-# worker at a time (module fixtures made once; the session's shared recordings made once for both,
-# tests/conftest.py `made_once`); then the `serial` tests (times measured against each other) in
-# one process, with nothing beside them. TEST_WORKERS=0 runs the first part in one process too.
-# A test that fails beside the other worker is run again alone, at once (a stall of the shared 2-core
-# machine, not the code, failed one test in most two-worker runs: docs/testing.md lists each); it
-# fails the run only if it fails again. Every part runs even when one fails; the exit code fails if any did.
+# First the tests marked `alone` (jobs of two busy processes: every core), with nothing beside them.
+# Then three parts at once, the first ahead of the others for the CPU:
+#   1. the other `serial` tests (times measured against each other) in one process, normal priority;
+#   2. every other test on TEST_WORKERS pytest-xdist workers, a test module per worker at a time
+#      (module fixtures made once; the session's shared recordings made once for all, tests/conftest.py
+#      `made_once`), at the idle scheduling class (`chrt -i 0`: a task there runs only on a core no
+#      normal task wants, and gives it up at once when one does): they soak up the core the serial
+#      part leaves idle (about 0.6 of one on 2 cores) without putting its threads off their cores;
+#   3. tests/test_torch_tpu.py in .venv-torch-tpu, idle too.
+# The serial part's output is shown when it ends (its log, not interleaved with the workers' dots).
+# A test that fails on the workers is run again alone once the serial part is done (a stall of the
+# shared 2-core machine, not the code, failed one test in most two-worker runs: docs/testing.md lists
+# each); it fails the run only if it fails again. Every part runs even when one fails; the exit code
+# fails if any did. TEST_WORKERS=0 runs part 2 in one process; IDLE= runs it at normal priority.
 TEST_WORKERS ?= 2
+IDLE ?= $(shell command -v chrt >/dev/null 2>&1 && chrt -i 0 true 2>/dev/null && echo "chrt -i 0" || echo "nice -n 19")
 PYTEST := $(BIN)/python -m pytest -q --durations=25 --ignore=$(TORCH_TPU_TESTS)
 test: install install-torch-tpu
-	@rc=0; \
-	echo "== tests not marked serial, on $(TEST_WORKERS) workers"; \
-	$(PYTEST) -n $(TEST_WORKERS) --dist loadfile -m "not serial" || { \
-	  echo "== the tests that failed beside the other worker, again alone (a failure here fails the run)"; \
-	  $(PYTEST) -m "not serial" --last-failed --last-failed-no-failures none || rc=1; }; \
-	echo "== tests marked serial, alone"; \
-	$(PYTEST) -m serial || rc=1; \
-	echo "== torch-tpu tests, in $(TORCH_TPU_VENV)"; \
-	$(TT_BIN)/python -m pytest -q --durations=25 $(TORCH_TPU_TESTS) || rc=1; \
-	exit $$rc
+	@rc=0; logs=$$(mktemp -d); \
+	echo "== tests marked alone (jobs of several processes), with nothing beside them"; \
+	$(PYTEST) -m alone -p no:cacheprovider || rc=1; \
+	echo "== tests marked serial, at normal priority (their output when they end: $$logs/serial.log)"; \
+	$(PYTEST) -m "serial and not alone" -p no:cacheprovider > $$logs/serial.log 2>&1 & serial=$$!; \
+	$(IDLE) $(TT_BIN)/python -m pytest -q --durations=25 -p no:cacheprovider $(TORCH_TPU_TESTS) > $$logs/torch-tpu.log 2>&1 & tt=$$!; \
+	echo "== tests not marked serial, on $(TEST_WORKERS) workers beside them ($(IDLE))"; \
+	$(IDLE) $(PYTEST) -n $(TEST_WORKERS) --dist loadfile -m "not serial and not alone" || workers_failed=1; \
+	wait $$serial || rc=1; \
+	echo "== tests marked serial"; cat $$logs/serial.log; \
+	if [ -n "$$workers_failed" ]; then \
+	  echo "== the tests that failed on the workers, again alone (a failure here fails the run)"; \
+	  $(PYTEST) -m "not serial and not alone" --last-failed --last-failed-no-failures none || rc=1; fi; \
+	wait $$tt || rc=1; \
+	echo "== torch-tpu tests, in $(TORCH_TPU_VENV)"; cat $$logs/torch-tpu.log; \
+	rm -rf $$logs; exit $$rc
 
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not slow" --durations=10 --ignore=$(TORCH_TPU_TESTS)

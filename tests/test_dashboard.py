@@ -1056,7 +1056,8 @@ def _host_steps(run_dir: Path) -> dict[int, np.ndarray]:
     return out
 
 
-@pytest.mark.serial  # reads the session's 2-process job, recorded alone with the serial modules (conftest `jax_job`)
+@pytest.mark.serial  # reads the session's 2-process job, recorded with nothing beside it (conftest `jax_job`)
+@pytest.mark.alone
 def test_run_page_hosts_heatmap_of_a_job(job_store: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TPU_PERF_STORE", str(job_store["store"]))
     monkeypatch.setenv("TPU_PERF_CACHE_DIR", str(tmp_path / "cache"))
@@ -1087,7 +1088,8 @@ def test_run_page_hosts_heatmap_of_a_job(job_store: dict, tmp_path: Path, monkey
     assert medians[1] - medians[0] == pytest.approx(50, abs=20)  # process 1 does 50 ms more of its own work per step
 
 
-@pytest.mark.serial  # reads the session's 2-process job, recorded alone with the serial modules (conftest `jax_job`)
+@pytest.mark.serial  # reads the session's 2-process job, recorded with nothing beside it (conftest `jax_job`)
+@pytest.mark.alone
 def test_browser_hosts_heatmap(job_store: dict, tmp_path: Path) -> None:
     from playwright import sync_api  # the dev extra; Chromium is Debian's, which .ci/run installs
     doc = job_store["report"]

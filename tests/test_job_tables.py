@@ -12,7 +12,7 @@ import pytest
 from tpu_perf.analyzers.job_ops import SPREAD_OPS, host_top_ops, op_spread, op_time_by_host
 from tpu_perf.store import load_run
 
-pytestmark = [pytest.mark.slow, pytest.mark.serial]  # the session's job is recorded with the serial modules (conftest `jax_job`)
+pytestmark = [pytest.mark.slow, pytest.mark.serial, pytest.mark.alone]  # the session's 2-process job is recorded with nothing beside it (conftest `jax_job`)
 
 
 def _shard_ops(job_dir) -> dict[int, pd.DataFrame]:

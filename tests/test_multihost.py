@@ -42,6 +42,7 @@ def only_run(store: Path) -> dict:
 
 
 @pytest.mark.serial  # a 50 ms straggler, or none, beside another test's load reads 75 ms, or a 1.3x one
+@pytest.mark.alone  # a job of two busy processes: both cores
 def test_a_jax_distributed_job_is_one_run_and_its_slow_process_is_named(jax_job: dict) -> None:
     """The session's 2-process job (conftest `jax_job`: jax_spmd.py 20 1 0.05, its report --json)."""
     store = jax_job["store"]
@@ -67,6 +68,7 @@ def test_a_jax_distributed_job_is_one_run_and_its_slow_process_is_named(jax_job:
 
 
 @pytest.mark.serial  # a 50 ms straggler, or none, beside another test's load reads 75 ms, or a 1.3x one
+@pytest.mark.alone  # a job of two busy processes: both cores
 def test_a_torch_ddp_job_under_a_launcher_run_id_names_rank_0_as_the_straggler(tmp_path: Path) -> None:
     store = tmp_path / "runs"
     common = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": "2", "TPU_PERF_RUN_ID": "ddp-job-7"}
@@ -82,6 +84,7 @@ def test_a_torch_ddp_job_under_a_launcher_run_id_names_rank_0_as_the_straggler(t
 
 
 @pytest.mark.serial  # a 50 ms straggler, or none, beside another test's load reads 75 ms, or a 1.3x one
+@pytest.mark.alone  # a job of two busy processes: both cores
 def test_an_even_hand_written_all_reduce_job_names_no_straggler(tmp_path: Path) -> None:
     store, port = tmp_path / "runs", str(free_port())
     # TPU_PERF_RUN_ID and no rank variable: each starts in a shard named for its host and pid,
