@@ -30,6 +30,12 @@ os.environ.setdefault("TPU_SKIP_MDS_QUERY", "1")
 # set, each compiled every module without one again (uv installs none: Makefile).
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
+# A shell without job control starts a background command (`make test` runs the serial part with `&`;
+# `nohup ... &`) with SIGINT ignored, every process under it inherits that, and a Python started so
+# installs no KeyboardInterrupt handler: a recording the tests interrupt with SIGINT would run on.
+# A handler here resets to the default in each child at exec, as under an interactive shell.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 JAX_SET_ENV = ("TPU_LIBRARY_PATH", "TF_CPP_MIN_LOG_LEVEL")
