@@ -30,6 +30,11 @@ STAMP_SLACK_S = 0.002
 """Slack for a device time stamped by the watcher (its wake-up, and the interpreter lock after it)."""
 
 
+CORE_WAIT_SLACK_S = 0.004
+"""A step's core wait is read just after its start is stamped: a thread put off its core between the
+two (one 4 ms scheduler slice at most) counts it in the step before."""
+
+
 def check_run(run: Run, doc: dict[str, Any] | None = None) -> dict[str, Any]:
     """Assert the invariants on `run` (and its report `doc`, built when not given); returns the doc."""
     from tpu_perf.analyzers.report import build_report
@@ -49,6 +54,10 @@ def check_run(run: Run, doc: dict[str, Any] | None = None) -> dict[str, Any]:
                 values = pd.to_numeric(steps[column], errors="coerce").dropna()
                 assert (values >= 0).all(), f"negative {column}"
                 assert (values <= duration[values.index] + error + 1e-9).all(), f"{column} longer than its iteration: {(values - duration[values.index]).max()}"
+        if "core_wait_s" in steps:  # read as the steps start, a few microseconds off their stamps (CORE_WAIT_SLACK_S)
+            waits = pd.to_numeric(steps["core_wait_s"], errors="coerce").dropna()
+            assert (waits >= 0).all(), "negative core_wait_s"
+            assert (waits <= duration[waits.index] + CORE_WAIT_SLACK_S).all(), f"core_wait_s longer than its iteration: {(waits - duration[waits.index]).max()}"
         if "loop_s" in steps:  # the loop's own work and the calls never overlap
             both = (pd.to_numeric(steps["call_s"], errors="coerce") + pd.to_numeric(steps["loop_s"], errors="coerce")).dropna()
             assert (both <= duration[both.index] + 1e-9).all(), "call_s + loop_s longer than the iteration"
@@ -82,6 +91,8 @@ def _check_breakdown(run: Run, bd: Any, doc: dict[str, Any], steps: pd.DataFrame
     assert ((total - per["step_s"]).abs() <= SUM_TOLERANCE * per["step_s"] + 1e-9).all(), "window parts do not sum to the window"
     long = per["long_host_s"].astype(float)
     assert ((long >= 0) & (long <= per["host"] + 1e-9) | long.isna()).all(), "long host stretches are part of the host time"
+    core_wait = (doc.get("breakdown_detail") or {}).get("core_wait_share")
+    assert core_wait is None or 0.0 <= core_wait <= 1.0, f"core_wait_share {core_wait}"
     if bd.steps_from == "recorder":
         iteration = steps.set_index("step")["duration_s"].astype(float)
         assert (per["step_s"] - iteration.reindex(per["step"]).to_numpy()).abs().max() < 1e-6, "recorder windows are the iterations"

@@ -127,6 +127,23 @@ def test_input_bound_counts_only_the_loops_own_work() -> None:
     assert input_bound(replace(few, loop_low_s=0.03)).outcome == "fired" and "the least of its 3 steady steps" in input_bound(replace(few, loop_low_s=0.03)).reason
 
 
+def test_input_bound_leaves_out_the_time_a_torch_cpu_loop_waited_for_a_core() -> None:
+    """Eager PyTorch on a CPU: gaps of 1 ms or more in the trace are the loop's own work, unless its
+    thread waited for a core then (collectors/core_wait.py). Fired only when the share less the wait
+    still reaches the line, with the gain of that share; not evaluable in between; a quiet machine
+    (no wait) as before."""
+    torch_cpu = base(framework="torch", loop_median_s=None, call_median_s=None, breakdown={**base().breakdown, "input": 0.0}, long_host_share=0.3)
+    assert input_bound(torch_cpu).outcome == "fired" and input_bound(torch_cpu).gain_factor == pytest.approx(1 / (1 - 0.3))
+    busy = input_bound(replace(torch_cpu, core_wait_share=0.2))
+    assert busy.outcome == "not_evaluable" and "waited for a CPU core 20%" in busy.reason and "quiet machine" in busy.reason
+    assert {e.name: e.value for e in busy.evidence}["trace_core_wait_fraction"] == pytest.approx(0.2)
+    still = input_bound(replace(torch_cpu, long_host_share=0.5, core_wait_share=0.2))
+    assert still.outcome == "fired" and still.gain_factor == pytest.approx(1 / (1 - 0.3)) and "30% once the 20%" in still.reason
+    assert input_bound(replace(torch_cpu, long_host_share=0.1, core_wait_share=0.5)).outcome == "passed"
+    jax_cpu = base(breakdown={**base().breakdown, "host": 0.3}, loop_median_s=None, call_median_s=None, core_wait_share=0.2)
+    assert input_bound(jax_cpu).outcome == "fired"  # XLA runs the device's ops on threads of its own: the loop's wait is a real host delay
+
+
 def test_input_bound_share_of_a_loop_that_runs_ahead_is_over_the_wall_time_per_step() -> None:
     """A loop that queues steps ahead returns from most iterations at dispatch (median 0.5 ms) and
     pays for the queued steps at its syncs (mean 190 ms, examples/jax_transformer.py): 0.15 ms of its

@@ -104,8 +104,9 @@ def passed(rule: Rule, reason: str, evidence: list[Evidence] | None = None) -> F
     return Finding(id=rule.id, title=rule.title, family=rule.family, severity=rule.severity, outcome="passed", reason=reason, evidence=evidence or [], docs=rule.docs)
 
 
-def not_evaluable(rule: Rule, reason: str) -> Finding:
-    return Finding(id=rule.id, title=rule.title, family=rule.family, severity=rule.severity, outcome="not_evaluable", reason=reason, docs=rule.docs)
+def not_evaluable(rule: Rule, reason: str, evidence: list[Evidence] | None = None) -> Finding:
+    """`evidence`: what was measured, where the rule could not tell what it means."""
+    return Finding(id=rule.id, title=rule.title, family=rule.family, severity=rule.severity, outcome="not_evaluable", reason=reason, evidence=evidence or [], docs=rule.docs)
 
 
 def ev(name: str, value: Any, source: str, path: str) -> Evidence:

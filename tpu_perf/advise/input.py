@@ -177,6 +177,8 @@ def input_bound(s: Signals) -> Finding:
                     ev("trace_input_fraction", s.breakdown.get("input", 0.0), "trace", "breakdown.input")]
         if _torch_on_cpu(s):
             evidence.append(ev("trace_long_host_fraction", long_host_share(s), "trace", "breakdown_detail.long_host_share (host stretches of 1 ms or more)"))
+            if s.core_wait_share is not None:
+                evidence.append(ev("trace_core_wait_fraction", s.core_wait_share, "trace", "breakdown_detail.core_wait_share"))
     pps = s.programs_per_step
     if pps is not None and pps >= T.OP_BY_OP_PROGRAMS_PER_STEP:
         return passed(INPUT_BOUND, f"the host time between device ops is op-by-op dispatch ({pps:.0f} programs per step): see op-by-op", evidence + [src("programs_per_step", pps)])
@@ -190,6 +192,13 @@ def input_bound(s: Signals) -> Finding:
             evidence.append(src("loop_low_s", s.loop_low_s))
         if step_wall_s(s) != s.iteration_median_s:
             evidence.append(src("step_s", s.step_s))
+    # PyTorch on a CPU runs its ops on the loop's thread: while another process has its core, the
+    # trace shows a gap (or a longer data-loader event) that is nobody's work (collectors.core_wait)
+    wait = (s.core_wait_share or 0.0) if _torch_on_cpu(s) and idle is not None and s.breakdown else 0.0
+    if inputs >= T.INPUT_BOUND_SHARE > inputs - wait:
+        return not_evaluable(INPUT_BOUND, f"the host held the device up for {inputs:.0%} of the traced steps, but the loop's thread waited for a CPU core "
+                                          f"{wait:.0%} of them (other processes or threads on this machine had it): PyTorch runs its ops on that thread, "
+                                          f"so its gaps and data-loader events hold the wait, and the loop's own host work cannot be told apart; record on a quiet machine", evidence)
     if inputs < T.INPUT_BOUND_SHARE:
         if idle - inputs >= T.INPUT_BOUND_SHARE:
             return passed(INPUT_BOUND, _dispatch_bound(s, idle, inputs), evidence)
@@ -205,5 +214,8 @@ def input_bound(s: Signals) -> Finding:
         parts = ([f"{named:.0%} in the data loader's named events"] if named >= 0.005 else []) + (
             [f"{long:.0%} in stretches of 1 ms or more with no op running: the loop's own work, such as a batch it makes or reads itself (numpy, a plain generator, storage) or per-step logging"] if long >= 0.005 else [])
         own = f" ({', '.join(parts)})" if parts else ""
-    gain = Gain(factor=1 / (1 - inputs), basis=f"the device waited {inputs:.0%} of the step for the host{own}; prepared ahead, or paid once per several steps, all of the wait goes", kind="upper_bound") if inputs < 1 else None
+    fixable = inputs - wait  # what an input fix can take off: the wait for a core stays
+    if wait >= 0.005:
+        own += f"; {fixable:.0%} once the {wait:.0%} its thread waited for a CPU core is left out"
+    gain = Gain(factor=1 / (1 - fixable), basis=f"the device waited {fixable:.0%} of the step for the host{own}; prepared ahead, or paid once per several steps, all of the wait goes", kind="upper_bound") if fixable < 1 else None
     return fired(INPUT_BOUND, f"the device waited for the loop's own host work {inputs:.0%} of the step{own}", evidence, gain)

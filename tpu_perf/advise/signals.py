@@ -135,6 +135,8 @@ class Signals:
     breakdown: dict[str, float]
     long_host_share: float | None = None
     """Median share of a traced step in host stretches of 1 ms or more (report `breakdown_detail.long_host_share`)."""
+    core_wait_share: float | None = None
+    """Median share of a traced step its thread waited for a CPU core (`breakdown_detail.core_wait_share`)."""
     traced_step_s: dict[str, float] = field(default_factory=dict)
     """Seconds per traced step of each breakdown part and the window (`step_s`): medians over the
     traced steps' windows (report `breakdown_detail.steps`); empty without per-step windows."""
@@ -269,7 +271,8 @@ def build_signals(run: Run, report: Report | None = None, *, target: str | None 
         torch_sync_callers={str(k): int(v) for k, v in (syncs.get("by_caller") or {}).items()}, batch_size=int(batch) if batch else None,
         **hlo_fields, fixed_dims=_fixed_dims(run, report, batch, memory_full),
         breakdown=_usable_breakdown(traces), traced_step_s=_traced_step_s(traces),
-        long_host_share=traces.breakdown_long_host_share if traces is not None and _usable_breakdown(traces) else None, programs_in_trace=_programs_in_trace(run),
+        long_host_share=traces.breakdown_long_host_share if traces is not None and _usable_breakdown(traces) else None,
+        core_wait_share=traces.breakdown_core_wait_share if traces is not None and _usable_breakdown(traces) else None, programs_in_trace=_programs_in_trace(run),
         peak_bytes=mem.peak_bytes, peak_source=mem.peak_source, capacity_bytes=capacity, capacity_from=capacity_from,
         fixed_bytes=mem.fixed_bytes, duty_cycle_pct=report.runtime.duty_cycle_pct if report.runtime is not None else None,
         at_peak=to_jsonable(mem.at_peak) if mem.at_peak is not None else None,

@@ -55,7 +55,9 @@ AGREE = 0.25
 @dataclass(frozen=True, kw_only=True)
 class Breakdown:
     per_step: pd.DataFrame
-    """One row per (lane, step): `step_s`, seconds per part and `long_host_s`; empty when there are no per-step windows."""
+    """One row per (lane, step): `step_s`, seconds per part, `long_host_s` and `core_wait_s` (the
+    seconds the step's thread waited for a CPU core; NaN where unknown); empty when there are no
+    per-step windows."""
     fractions: dict[str, float]
     """Share of all window time per part (sums to 1); empty when the run has no trace timeline."""
     window: str
@@ -297,10 +299,21 @@ def analyze_windows(tl: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["lane", "step", "step_s", *PARTS, "long_host_s"])
 
 
+def _core_waits(run: Run, per_step: pd.DataFrame) -> np.ndarray:
+    """Each window's `core_wait_s`: the seconds its step's thread waited for a CPU core
+    (collectors.core_wait), where the recorder read it; NaN elsewhere."""
+    steps = run.table("steps")
+    if "core_wait_s" not in steps or per_step.empty:
+        return np.full(len(per_step), np.nan)
+    traced = steps[steps["traced"].fillna(False).astype(bool)].drop_duplicates("step", keep="last")
+    waits = pd.to_numeric(traced["core_wait_s"], errors="coerce").set_axis(traced["step"].to_numpy(int))
+    return waits.reindex(per_step["step"].to_numpy(int)).to_numpy(dtype=float)
+
+
 def analyze_breakdown(run: Run) -> Breakdown:
     """Breakdown per window for every device lane of the trace timeline."""
     tl = classified_timeline(run)
-    empty = pd.DataFrame(columns=["lane", "step", "step_s", *PARTS, "long_host_s"])
+    empty = pd.DataFrame(columns=["lane", "step", "step_s", *PARTS, "long_host_s", "core_wait_s"])
     if tl.empty:
         return Breakdown(per_step=empty, fractions={}, window="none")
     marks = run.table("device_steps")
@@ -316,6 +329,7 @@ def analyze_breakdown(run: Run) -> Breakdown:
         span = tl[tl["kind"] != "step"]
         windows, how = pd.DataFrame({"device": [None], "step": [0], "start_s": [span["start_s"].min()], "end_s": [span["end_s"].max()]}), "trace"
     per_step = analyze_windows(tl, windows)
+    per_step["core_wait_s"] = _core_waits(run, per_step) if source == "recorder" else np.nan
     total = per_step["step_s"].sum()
     fractions = {p: float(per_step[p].sum() / total) for p in PARTS} if total > 0 else {}
     check = _device_check(run, per_step, ready_to_ready=source == "device") if source in ("recorder", "device") else None

@@ -87,6 +87,10 @@ class TraceSection:
     breakdown_long_host_share: float | None = None
     """`steps` windows: the median over the windows whose `long_host_s` is known of its share of the
     window (host stretches of 1 ms or more; None where no window's is known)."""
+    breakdown_core_wait_share: float | None = None
+    """`steps` windows: the median share of a window its step's thread waited for a CPU core (other
+    processes or threads had it): time in the window's gaps and ops that nobody in this process ran;
+    None where the recorder could not read it."""
     devices: list[dict[str, Any]]
     device_step_count: int
     device_step_median_s: float | None
@@ -103,6 +107,7 @@ class TraceSection:
                 "device_check": self.breakdown_device_check, "window_steps": self.breakdown_window_steps,
                 "window_median_s": self.breakdown_window_median_s,
                 "note": self.breakdown_note, "long_host_share": self.breakdown_long_host_share,
+                "core_wait_share": self.breakdown_core_wait_share,
             },
             "devices": self.devices,
             "device_steps": {"count": self.device_step_count, "median_s": self.device_step_median_s, "source": self.device_step_source},
@@ -127,12 +132,31 @@ def _window_note(windows: int, median_s: float | None, step_s: float | None) -> 
             f"{why}); the shares are of those steps")
 
 
+CORE_WAIT_NOTE = 0.05
+"""tpu-perf: traced steps whose thread waited for a core this share of the step or more get a note:
+their gaps and op times hold time nobody on this process ran (a shared or busy machine)."""
+
+
 def _long_host_share(per_step: pd.DataFrame) -> float | None:
     known = per_step.dropna(subset=["long_host_s"]) if not per_step.empty else per_step
     if known.empty:
         return None
     shares = known["long_host_s"].astype(float) / known["step_s"].astype(float)
     return float(shares.median())
+
+
+def _core_wait_share(per_step: pd.DataFrame) -> float | None:
+    if per_step.empty or "core_wait_s" not in per_step:
+        return None
+    windows = per_step.groupby("step")[["core_wait_s", "step_s"]].mean().dropna()
+    return float((windows["core_wait_s"] / windows["step_s"]).clip(upper=1.0).median()) if not windows.empty else None
+
+
+def _core_wait_note(share: float | None) -> str | None:
+    if share is None or share < CORE_WAIT_NOTE:
+        return None
+    return (f"the loop's thread waited for a CPU core {share:.0%} of the traced steps (other processes or threads had it): "
+            f"the steps' times include that wait, and so do the breakdown's parts (a gap or an op the thread could not run)")
 
 
 def analyze_trace_tables(run: Run, steps_stats: StepStats | None = None) -> TraceSection:
@@ -142,6 +166,7 @@ def analyze_trace_tables(run: Run, steps_stats: StepStats | None = None) -> Trac
     bd = analyze_breakdown(run)
     window_median = float(bd.per_step.groupby("step")["step_s"].mean().median()) if not bd.per_step.empty else None
     windows = int(bd.per_step["step"].nunique()) if not bd.per_step.empty else 0
+    core_wait = _core_wait_share(bd.per_step)
     devices = run.table("devices")
     steps = run.table("device_steps")
     device_keys = ("id", "kind", "chip", "peak_tflops", "peak_hbm_gbps", "source")
@@ -159,8 +184,9 @@ def analyze_trace_tables(run: Run, steps_stats: StepStats | None = None) -> Trac
         breakdown_annotations_agree=bd.annotations_agree,
         breakdown_window_steps=windows,
         breakdown_window_median_s=window_median,
-        breakdown_note=_window_note(windows, window_median, steps_stats.step_s if steps_stats is not None else None),
+        breakdown_note="; ".join(n for n in (_window_note(windows, window_median, steps_stats.step_s if steps_stats is not None else None), _core_wait_note(core_wait)) if n) or None,
         breakdown_long_host_share=_long_host_share(bd.per_step),
+        breakdown_core_wait_share=core_wait,
         devices=[{k: r.get(k) for k in device_keys} for r in (devices.to_dict("records") if not devices.empty else [])],
         device_step_count=int(len(steps)),
         device_step_median_s=float(pd.to_numeric(steps["duration_s"]).median()) if not steps.empty else None,

@@ -17,6 +17,7 @@ from typing import Any
 
 from tpu_perf import marks
 from tpu_perf.collectors import forks
+from tpu_perf.collectors.core_wait import core_wait
 from tpu_perf.collectors.sampler import DEFAULT_SAMPLE_INTERVAL_S, Rows, Sampler, SampleSource
 from tpu_perf.collectors.steps import StepTracker
 from tpu_perf.store import RunWriter, layout
@@ -244,11 +245,11 @@ class Recorder:
         index = self.steps.boundary(source, self.now())
         if index is None:
             return
-        start, tracing = self.now(), self.trace_active or self.trace_held
+        start, tracing, waited = self.now(), self.trace_active or self.trace_held, core_wait()
         self.before_step(index)
         if tracing and not (self.trace_active or self.trace_held):  # the trace stopped here: its cost is the new step's
             self.steps.mark_instrumented()
-            self.steps.open(source, start, step_num)
+            self.steps.open(source, start, step_num, waited=waited)
         else:
             if not tracing and self.trace_active:  # it started here: its cost ends the step before, held for its end
                 self.steps.mark_current_instrumented()

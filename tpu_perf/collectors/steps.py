@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tpu_perf.collectors.core_wait import core_wait
 from tpu_perf.store.layout import source_rank
 
 
@@ -37,6 +38,9 @@ class _OpenStep:
     traced: bool = False
     instrumented: bool = False
     interleaved: bool = False
+    core_wait: tuple[int, float] | None = None
+    """`core_wait()` of the thread that opened the step, as it opened it (boundary marks only: a span
+    is marked after the fact, from any thread)."""
 
 
 @dataclass
@@ -113,11 +117,13 @@ class StepTracker:
             self._close(now)
             return self._next_index
 
-    def open(self, source: str, start: float, step_num: int | None = None) -> None:
+    def open(self, source: str, start: float, step_num: int | None = None, *, waited: tuple[int, float] | None = None) -> None:
+        """Open a step at `start`; `waited`: `core_wait()` read at `start`, where the caller took
+        `start` earlier (else it is read now, on the calling thread: the loop's)."""
         with self._lock:
             if self._source != source:
                 return
-            self._begin(_OpenStep(self._next_index, start, source, step_num, self.traced(), self._instrument_next))
+            self._begin(_OpenStep(self._next_index, start, source, step_num, self.traced(), self._instrument_next, core_wait=waited or core_wait()))
             self._instrument_next = False
 
     def end(self, source: str, now: float) -> None:
@@ -203,7 +209,7 @@ class StepTracker:
     def _begin(self, step: _OpenStep) -> None:
         """Open `step`; the step held before it ends where this one starts."""
         if self._closed is not None:
-            self._write(self._closed, step.start)
+            self._write(self._closed, step.start, core_wait_now=step.core_wait)
             self._closed = None
         for held in (self._busy, self._waits, self._calls):  # what ended before this step is in no later one
             _drop_until(held, step.start)
@@ -256,7 +262,9 @@ class StepTracker:
         _drop_until(self._calls, end)
         return inside, max(0.0, end - start - busy)
 
-    def _write(self, closed: _ClosedStep, end: float, *, tail: bool = False) -> None:
+    def _write(self, closed: _ClosedStep, end: float, *, tail: bool = False, core_wait_now: tuple[int, float] | None = None) -> None:
+        """`core_wait_now`: the next step's `core_wait` as it opened, where its start ends this
+        iteration; the step's `core_wait_s` is the difference when one thread opened both."""
         step = closed.step
         end = max(end, step.start)
         duration = end - step.start
@@ -273,6 +281,7 @@ class StepTracker:
             "wait_s": self._wait_seconds(step.start, end),
             "call_s": call_s,
             "loop_s": loop_s,
+            "core_wait_s": _core_wait_seconds(step.core_wait, core_wait_now),
             "compiled": compile_s > 0,
             "compile_s": compile_s,
             "traced": step.traced,
@@ -284,6 +293,14 @@ class StepTracker:
         self.closed += 1
         self.last_duration_s = duration
         self._emit(record)
+
+
+def _core_wait_seconds(begin: tuple[int, float] | None, end: tuple[int, float] | None) -> float | None:
+    """Seconds the loop's thread waited for a core between two step starts it marked; None unless
+    the same thread marked both (the steps' thread, read by `core_wait`)."""
+    if begin is None or end is None or begin[0] != end[0]:
+        return None
+    return max(0.0, end[1] - begin[1])
 
 
 def _add(intervals: list[tuple[float, float]], lo: float, hi: float) -> None:
