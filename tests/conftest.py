@@ -60,13 +60,71 @@ def free_port() -> int:
 MULTIHOST_SCRIPTS = ROOT / "tests" / "scripts" / "multihost"
 
 
-def tpu_perf_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 300, check: bool = False) -> subprocess.CompletedProcess[str]:
-    """Run `python -m tpu_perf ARGS` in a subprocess, as a user would from a shell."""
-    full_env = {**user_env(), "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), **(env or {})}
-    proc = subprocess.run([sys.executable, "-m", "tpu_perf", *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
+IN_PROCESS = ("report", "ls", "check", "baseline", "import", "advise", "history", "mfu", "chips")
+"""Commands that only read and write run stores on local disk: `tpu_perf_cli` runs them in this
+process, through the command's own entry point (`tpu_perf.cli.main`: the same parsing, output, one-line
+errors and exit codes), sparing each the 0.7-0.9 s of CPU a fresh interpreter spends importing pandas
+and pyarrow (about 130 calls a suite). `record` runs a script, `dashboard` serves, `doctor`
+inspects its own interpreter and `calibrate` times matmuls: each keeps a process of its own, as
+does a call with a working folder or a remote store (fsspec keeps remote filesystems per process)."""
+
+
+def tpu_perf_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 300, check: bool = False, process: bool | None = None) -> subprocess.CompletedProcess[str]:
+    """Run `tpu-perf ARGS` as a user would from a shell: in a subprocess, or for IN_PROCESS
+    commands in this process (`process=True` forces a subprocess: where the process is the subject)."""
+    remote = any("://" in a for a in (*args, *(env or {}).values()))
+    if process is None:
+        process = not args or args[0] not in IN_PROCESS or cwd is not None or remote
+    if process:
+        full_env = {**user_env(), "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), **(env or {})}
+        proc = subprocess.run([sys.executable, "-m", "tpu_perf", *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
+    else:
+        proc = _cli_in_process(list(args), env or {})
     if check and proc.returncode != 0:
         raise AssertionError(f"tpu-perf {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+def _cli_in_process(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`tpu_perf.cli.main()` with `args` and `env` (set for the call, then put back), its stdout and
+    stderr captured, warnings written to stderr as an interpreter would, and its exit code: what the
+    subprocess would give. An exception the command lets out is its traceback and exit code 1."""
+    import io
+    import traceback
+    import warnings
+
+    from tpu_perf import cli
+
+    stdout, stderr = io.StringIO(), io.StringIO()
+    saved_env = {k: os.environ.get(k) for k in env}
+    saved_argv = sys.argv
+    code: int = 0
+    try:
+        os.environ.update(env)
+        sys.argv = ["tpu-perf", *args]
+        columns = os.environ.get("COLUMNS", "")
+        for console in (cli.out, cli.err):  # made at import, with that moment's COLUMNS: a process's own width (not a terminal)
+            console.width = int(columns) if columns.isdigit() else 80
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr), warnings.catch_warnings():
+            warnings.simplefilter("default")
+            warnings.showwarning = lambda message, category, filename, lineno, file=None, line=None: sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+            try:
+                cli.main()
+            except SystemExit as exc:
+                if isinstance(exc.code, str):  # sys.exit("message"): the interpreter prints it
+                    print(exc.code, file=sys.stderr)
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            except Exception:
+                traceback.print_exc()
+                code = 1
+    finally:
+        sys.argv = saved_argv
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return subprocess.CompletedProcess(["tpu-perf", *args], code, stdout.getvalue(), stderr.getvalue())
 
 
 def report_doc(run: str | Path, store: str | Path | None = None) -> dict:

@@ -217,7 +217,9 @@ def test_input_bound_loops_get_the_device_time_and_the_off_device_share(input_lo
     # quiet 2-core VM the loop's programs, each run alone after 30 ms of host work, took 15-20 % longer
     # than back to back, and the ready stamp came about 1.5 ms after the program's end: 9.7 ms
     # against 6.8 ms (sleep), 8.6 against 5.9 ms (queue), over the 30 %. docs/traces.md.
-    assert truth["device_only_s"] > 0 and doc["steps"]["device_median_s"] >= 0.7 * truth["device_only_s"], truth  # never under-reported
+    # never under-reported: against the quickest of its 16 back-to-back programs (their median moves with the
+    # machine's load while the script measures them: 3.28 ms recorded against a 4.69 ms median under load once)
+    assert truth["device_only_min_s"] > 0 and doc["steps"]["device_median_s"] >= 0.7 * truth["device_only_min_s"], truth
 
 
 @pytest.mark.slow
