@@ -76,3 +76,20 @@ def test_a_torch_loop_sharing_its_core_is_not_called_input_bound(tmp_path: Path)
     assert bound["outcome"] != "fired", bound["reason"]
     evidence = {e["name"]: e["value"] for e in bound["evidence"]}
     assert evidence["trace_core_wait_fraction"] == pytest.approx(detail["core_wait_share"], rel=1e-5)
+
+
+def test_a_forked_child_reads_its_own_thread() -> None:
+    parent = core_wait()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its own thread id, not the parent's file
+        try:
+            got = core_wait()
+            os.write(write, str(got[0] if got else -1).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    child_tid = int(os.read(read, 64) or b"-1")
+    os.waitpid(pid, 0)
+    os.close(read)
+    assert parent is not None and child_tid == pid != parent[0]

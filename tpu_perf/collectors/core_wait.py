@@ -17,6 +17,22 @@ import threading
 _local = threading.local()
 
 
+def _forget_in_child() -> None:
+    """A forked child's thread is not the one the inherited file names (/proc/thread-self was the
+    parent's thread when opened): open its own on the next read."""
+    fd = getattr(_local, "fd", None)
+    _local.__dict__.clear()
+    if fd is not None:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
+
+
 def core_wait() -> tuple[int, float] | None:
     """(this thread's id, seconds it has waited for a core since it started); None where the kernel
     gives no scheduler statistics (not Linux, or schedstats off: every field reads 0)."""
