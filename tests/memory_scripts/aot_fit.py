@@ -57,11 +57,11 @@ def main():
     abstract = tuple(jax.tree_util.tree_map(place, t) for t in (params, state, *batch))
     jit = functools.partial(jax.jit, donate_argnums=(0, 1))
     fn = FunctionState(name="train_step", jitted=jit(train_step), fun=train_step, jit_kwargs={"donate_argnums": (0, 1)}, abstract_args=(abstract, {}))
-    store = tempfile.mkdtemp(prefix="aot-fit-")
-    writer = RunWriter.create(store, {"name": "aot-fit", "status": "running", "config": {"topologies": [args.topology]}})
-    record_topologies(fn, (args.topology,), jit=jax.jit, jax=jax, writer=writer, warn=lambda m: print(m, file=sys.stderr), log=lambda m: None)
-    writer.finish("completed", 0)
-    (aot,) = analyze_aot(load_run(writer.url))
+    with tempfile.TemporaryDirectory(prefix="aot-fit-") as store:  # a scratch store: only the printed analysis is kept
+        writer = RunWriter.create(store, {"name": "aot-fit", "status": "running", "config": {"topologies": [args.topology]}})
+        record_topologies(fn, (args.topology,), jit=jax.jit, jax=jax, writer=writer, warn=lambda m: print(m, file=sys.stderr), log=lambda m: None)
+        writer.finish("completed", 0)
+        (aot,) = analyze_aot(load_run(writer.url))
     print(dumps(to_jsonable(aot), indent=None))
 
 
