@@ -66,7 +66,7 @@ demo: install
 # The serial part's output is shown when it ends (its log, not interleaved with the workers' dots).
 # A test that fails on the workers, or in the serial part, is run again alone once the serial part
 # is done (a stall of the shared 2-core machine, not the code, failed one test in most two-worker runs,
-# and the idle workers beside the serial part still failed one of its timing tests in two of three
+# and the idle workers beside the serial part still failed one of its timing tests in two of five
 # runs: docs/testing.md lists each); it fails the run only if it fails again. Every part runs even when one fails; the exit code
 # fails if any did. TEST_WORKERS=0 runs part 2 in one process; IDLE= runs it at normal priority.
 TEST_WORKERS ?= 2
