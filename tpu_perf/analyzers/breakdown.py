@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from tpu_perf.analyzers.op_classes import reclassify, run_op_classes
+from tpu_perf.analyzers.steps import ran_ahead
 from tpu_perf.store import Run
 from tpu_perf.traces.intervals import coverage
 from tpu_perf.traces.tables import OP_CLASSES
@@ -96,7 +97,7 @@ def _recorder_windows(run: Run, tl: pd.DataFrame) -> tuple[pd.DataFrame, str, fl
     if traced.empty:
         return None
     offset = -float(zero)
-    if _ran_ahead(traced):
+    if ran_ahead(traced, slack_s=ALIGN_SLACK_S):
         device = _device_windows(traced, tl, offset)
         if device is not None:
             return device[0], "device", offset, device[1]
@@ -119,17 +120,6 @@ def _recorder_windows(run: Run, tl: pd.DataFrame) -> tuple[pd.DataFrame, str, fl
         "start_s": traced["start_time_s"].to_numpy(float) + offset, "end_s": traced["end_time_s"].to_numpy(float) + offset,
     })
     return frame, "recorder", offset, error
-
-
-def _ran_ahead(traced: pd.DataFrame) -> bool:
-    """Whether the host ran ahead of the device: most traced steps' outputs became ready after
-    their iterations ended, so the device ran them outside their iterations."""
-    if "ready_time_s" not in traced:
-        return False
-    ready = pd.to_numeric(traced["ready_time_s"], errors="coerce").to_numpy(float)
-    known = ~np.isnan(ready)
-    late = ready[known] > traced["end_time_s"].to_numpy(float)[known] + ALIGN_SLACK_S
-    return bool(known.any()) and 2 * int(late.sum()) > int(known.sum())
 
 
 def _lane_executions(progs: pd.DataFrame, dispatch: np.ndarray, ready: np.ndarray) -> tuple[np.ndarray, np.ndarray, int, float] | None:

@@ -276,6 +276,29 @@ class StepTime:
         return self.basis != "median iteration"
 
 
+def ran_ahead(steps: pd.DataFrame, *, slack_s: float = 0.001) -> bool:
+    """Whether the host ran ahead of the device: most of `steps` whose outputs were seen ready (the
+    JAX collector's stamps) became ready after their iterations ended (plus `slack_s`), so the device
+    ran them outside their iterations. False without stamps."""
+    if "ready_time_s" not in steps:
+        return False
+    ready = pd.to_numeric(steps["ready_time_s"], errors="coerce").to_numpy(float)
+    known = ~np.isnan(ready)
+    late = ready[known] > steps["end_time_s"].to_numpy(float)[known] + slack_s
+    return bool(known.any()) and 2 * int(late.sum()) > int(known.sum())
+
+
+def kept_pace(steps: pd.DataFrame, timed: np.ndarray) -> bool:
+    """Whether the stamps say the device kept pace with the loop: most of the `timed` steps have a
+    ready stamp, and most of those were ready within their own iteration (a loop synced every step).
+    Its long iterations are then stalls, not syncs paying for steps queued ahead."""
+    if "ready_time_s" not in steps or "end_time_s" not in steps:
+        return False
+    sample = steps[timed]
+    stamped = int(pd.to_numeric(sample["ready_time_s"], errors="coerce").notna().sum())
+    return 2 * stamped > len(sample) and not ran_ahead(sample)
+
+
 def pace_by_step(steps: pd.DataFrame, mask: np.ndarray) -> np.ndarray:
     """Seconds per step at which the device finished each step (NaN where not known): between
     steps whose outputs were seen ready (the JAX collector's stamps), the time between the stamps
@@ -336,7 +359,7 @@ def step_time(steps: pd.DataFrame, mask: np.ndarray, *, ahead_possible: bool = T
             return StepTime(mean_pace, "device pace", samples)
         return StepTime(median, "median iteration", int(timed.sum()))
     mean = float(np.mean(durations[timed]))
-    if timed.sum() >= 3 and mean > RUN_AHEAD_MEAN_OVER_MEDIAN * median:
+    if timed.sum() >= 3 and mean > RUN_AHEAD_MEAN_OVER_MEDIAN * median and not kept_pace(steps, timed):
         waits = pd.to_numeric(steps["wait_s"], errors="coerce").to_numpy(dtype=float)[timed] if "wait_s" in steps else None
         d = durations[timed]
         long = d > mean if waits is None else (d > mean) & ~np.isnan(waits)
