@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -10,10 +11,13 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
+
+from tests.zygote import ForkedProcess, Zygote, fork_enabled, startup_key
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
@@ -69,20 +73,62 @@ inspects its own interpreter and `calibrate` times matmuls: each keeps a process
 does a call with a working folder or a remote store (fsspec keeps remote filesystems per process)."""
 
 
+def pythonpath() -> str:
+    """The PYTHONPATH a command gets: this checkout first, then the caller's."""
+    return os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+
+
 def tpu_perf_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 300, check: bool = False, process: bool | None = None) -> subprocess.CompletedProcess[str]:
-    """Run `tpu-perf ARGS` as a user would from a shell: in a subprocess, or for IN_PROCESS
-    commands in this process (`process=True` forces a subprocess: where the process is the subject)."""
+    """Run `tpu-perf ARGS` as a user would from a shell: in a subprocess (for `record`, forked from a
+    warm interpreter: `spawn`), or for IN_PROCESS commands in this process (`process=True` forces a
+    subprocess: where the process is the subject)."""
     remote = any("://" in a for a in (*args, *(env or {}).values()))
     if process is None:
         process = not args or args[0] not in IN_PROCESS or cwd is not None or remote
     if process:
-        full_env = {**user_env(), "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), **(env or {})}
-        proc = subprocess.run([sys.executable, "-m", "tpu_perf", *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
+        full_env = {**user_env(), "PYTHONPATH": pythonpath(), **(env or {})}
+        proc = spawn(list(args), full_env, cwd=cwd)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise
+        proc = subprocess.CompletedProcess([sys.executable, "-m", "tpu_perf", *args], proc.returncode, out, err)
     else:
         proc = _cli_in_process(list(args), env or {})
     if check and proc.returncode != 0:
         raise AssertionError(f"tpu-perf {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+_zygotes: dict[tuple[tuple[str, str], ...], Zygote] = {}
+_zygotes_lock = threading.Lock()
+MAX_ZYGOTES = 3
+"""Zygotes kept per test process (one per start-up environment in use; the oldest goes first)."""
+
+
+def spawn(args: Sequence[str], env: dict[str, str], cwd: Path | None = None, merge_stderr: bool = False, new_session: bool = False) -> subprocess.Popen[str] | ForkedProcess:
+    """`python -m tpu_perf ARGS` started with stdout and stderr piped: `record` forked from a zygote
+    (tests/zygote.py: the same process, without the second of CPU each spends importing tpu-perf's
+    stack), anything else started cold."""
+    if args and args[0] == "record" and fork_enabled():
+        key = startup_key(env)
+        with _zygotes_lock:
+            zygote = _zygotes.get(key)
+            if zygote is None or not zygote.alive():
+                if len(_zygotes) >= MAX_ZYGOTES:
+                    _zygotes.pop(next(iter(_zygotes))).close()
+                zygote = _zygotes[key] = Zygote(env)
+        return zygote.spawn(args, env, cwd=cwd, merge_stderr=merge_stderr, new_session=new_session)
+    stderr = subprocess.STDOUT if merge_stderr else subprocess.PIPE
+    return subprocess.Popen([sys.executable, "-m", "tpu_perf", *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True, start_new_session=new_session)
+
+
+@atexit.register
+def _close_zygotes() -> None:
+    for zygote in _zygotes.values():
+        zygote.close()
 
 
 def _cli_in_process(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -155,8 +201,8 @@ def advice_doc(run: str | Path, store: str | Path | None = None, target: str | N
 def tpu_perf_clis(*arg_lists: Sequence[str], env: dict[str, str] | None = None, timeout: float = 300) -> list[subprocess.CompletedProcess[str]]:
     """Several independent `python -m tpu_perf ARGS` at once (for tests that are not about timing:
     the processes share the machine's cores); their results in the order given."""
-    full_env = {**user_env(), "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), **(env or {})}
-    procs = [subprocess.Popen([sys.executable, "-m", "tpu_perf", *args], env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for args in arg_lists]
+    full_env = {**user_env(), "PYTHONPATH": pythonpath(), **(env or {})}
+    procs = [spawn(list(args), full_env) for args in arg_lists]
     results = []
     for args, proc in zip(arg_lists, procs, strict=True):
         out, err = proc.communicate(timeout=timeout)
@@ -238,16 +284,15 @@ def corpus_runs(tmp_path_factory: pytest.TempPathFactory):
     return CorpusRuns(shared_root(tmp_path_factory) / "corpus")
 
 
-def start_recording(store: Path, script: Path, args: Sequence[str], env: dict[str, str], *record_args: str) -> subprocess.Popen[str]:
+def start_recording(store: Path, script: Path, args: Sequence[str], env: dict[str, str], *record_args: str) -> subprocess.Popen[str] | ForkedProcess:
     """`tpu-perf record -q --store STORE [RECORD_ARGS] SCRIPT ARGS` started in the background, as
     one process of a job would be (stdout and stderr together), in a process group of its own with
     Python's fault handler on, so that `finish` can show where a hung job stands."""
-    full = {**user_env(), "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu", "PYTHONFAULTHANDLER": "1", **env}
-    cmd = [sys.executable, "-m", "tpu_perf", "record", "-q", "--store", str(store), *record_args, str(script), *args]
-    return subprocess.Popen(cmd, env=full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    full = {**user_env(), "PYTHONPATH": pythonpath(), "JAX_PLATFORMS": "cpu", "PYTHONFAULTHANDLER": "1", **env}
+    return spawn(["record", "-q", "--store", str(store), *record_args, str(script), *args], full, merge_stderr=True, new_session=True)
 
 
-def finish(proc: subprocess.Popen[str], timeout: float) -> str:
+def finish(proc: subprocess.Popen[str] | ForkedProcess, timeout: float) -> str:
     """The output of a `start_recording` process once it ends; past `timeout`, every process of its
     group (spawned workers too) is sent SIGABRT, on which the fault handler prints each thread's
     stack, and the test fails with them: a hang shows where it hung."""
