@@ -20,6 +20,12 @@ pytestmark = pytest.mark.slow
 PROBE = str(ROOT / "tests" / "scripts" / "process_probe.py")
 
 
+@pytest.fixture(autouse=True)
+def _forking(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests compare the forked process with the cold one, whatever the run's TPU_PERF_TEST_FORK."""
+    monkeypatch.setenv("TPU_PERF_TEST_FORK", "1")
+
+
 def _both(tmp_path: Path, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> dict[str, tuple[int, str, str]]:
     """`tpu-perf record ARGS` cold and forked, each into a store of its own (STORE in ARGS)."""
     full = {**user_env(), "PYTHONPATH": pythonpath(), **(env or {})}
