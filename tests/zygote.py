@@ -1,9 +1,9 @@
 """`python -m tpu_perf record ...` for the tests, forked from a warm interpreter instead of started cold.
 
-Each recording process spends about 1 CPU-s before the script's first line: starting Python and
-importing tpu-perf's own stack (numpy, pandas, pyarrow, fsspec, typer, rich). The suite records about
-200 times, and on 2 cores it is CPU-bound, so that was about a sixth of its CPU. A zygote process
-imports that stack once (`WARM`: what `python -m tpu_perf record` itself imports before it runs a
+A cold recording process spends 0.5-1 CPU-s before the script's first line: starting Python and
+importing tpu-perf's own stack (numpy, pandas, pyarrow, fsspec, typer, rich). The suite forks about
+150 recordings, and on 2 cores it is CPU-bound: about 7-9 % of its CPU (docs/testing.md). A zygote
+process imports that stack once (`WARM`: what `python -m tpu_perf record` itself imports before it runs a
 script; never a framework the script imports, which is what the recorder hooks) and forks a child
 per command. The child is set up as a fresh `python -m tpu_perf` would be (argv, environment, working
 folder, stdio, process group) and then runs `tpu_perf` as `__main__` at the top level, so that its
@@ -89,6 +89,9 @@ class ForkedProcess:
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None and timeout is not None and timeout <= 0:  # settimeout(0) would not block at all
+            if self.poll() is None:
+                raise subprocess.TimeoutExpired(self.args, timeout)
         if self.returncode is None:
             self._status.settimeout(timeout)
             try:
