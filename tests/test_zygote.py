@@ -72,9 +72,8 @@ def test_the_script_sees_the_same_process(tmp_path: Path, extra_path: bool) -> N
     assert cold["argv"][0] == forked["argv"][0] == PROBE and cold["path0"] == forked["path0"] == str(Path(PROBE).parent)
     assert (forked["cwd"], forked["mark"]) == (str(work), "m1") == (cold["cwd"], cold["mark"])
     cold["argv"], forked["argv"] = cold["argv"][2:], forked["argv"][2:]  # OUT differs
-    assert forked == cold
+    assert forked == cold  # its open pipes and sockets too: none of the zygote's or the waiter's left open
     assert forked["extra_importable"] is extra_path
-    assert forked["fds"].count("socket") == cold["fds"].count("socket")  # none of the zygote's left open
     for how in ("cold", "forked"):  # what the run says it ran: tpu_perf's __main__ with the same arguments
         (run,) = [p for p in (tmp_path / how).iterdir() if (p / "run.json").exists()]
         argv = json.loads((run / "run.json").read_text())["argv"]

@@ -20,12 +20,16 @@ parser.add_argument("--end", default="ok")
 args = parser.parse_args()
 
 
-def fd_kind(fd: str) -> str:
+def fd_kind(fd: str) -> str | None:
+    """pipe, socket, anon_inode or a device; None for a file (the recorder's threads open and close
+    files of their own at any moment) or the listing's own folder handle, gone by now."""
     try:
         target = os.readlink(f"/proc/self/fd/{fd}")
-    except OSError:  # the listing's own folder handle, gone by now
-        return "gone"
-    return target.split(":")[0] if ":" in target else target
+    except OSError:
+        return None
+    if ":" in target:
+        return target.split(":")[0]
+    return target if target.startswith("/dev/") else None
 
 
 def handler(sig: int) -> str:
@@ -41,7 +45,7 @@ seen = {
     "mark": os.environ.get("PROBE_MARK"),
     "sigint": handler(signal.SIGINT),
     "sigterm": handler(signal.SIGTERM),
-    "fds": sorted(fd_kind(fd) for fd in os.listdir("/proc/self/fd")),
+    "fds": sorted(k for k in map(fd_kind, os.listdir("/proc/self/fd")) if k),
     "session_leader": os.getsid(0) == os.getpid(),
     "main_file": sys.modules["__main__"].__file__,
     "stdout_line_buffered": sys.stdout.line_buffering,
