@@ -7,13 +7,15 @@ in interleaved pairs (the order alternates), and the ratio is plain time / recor
 (1.0: recording costs nothing; under 1: the recorder slows the loop). The target is >= 0.99 for
 the median pair.
 
-By default XLA's threads run on the last core and the loop (with the recorder's threads) on the
-others, as a TPU host's loop runs beside a device that computes apart from it: the ratio then
-measures whether the recorder holds the loop back. `--shared` lets XLA:CPU compute on every core,
+By default XLA's threads run on the last core and the loop (with the recorder's threads: the
+process starts on the other cores, so the flusher and the sampler, started before the script, run
+there too) on the others, as a TPU host's loop runs beside a device that computes apart from it:
+the ratio then measures whether the recorder holds the loop back. Each loop runs 5000 steps (1.8 s
+here): at 1000 the pairs' ratios spread by +-5 %, too wide to tell 0.99 from 1. `--shared` lets XLA:CPU compute on every core,
 where each microsecond of the recorder's CPU is taken from the "device" (a cost only XLA:CPU has);
 the CPU per step printed last is that cost. A single-core machine runs shared.
 
-    python bench/run_ahead.py [--pairs 6] [--steps 1000] [--width 256] [--shared]
+    python bench/run_ahead.py [--pairs 6] [--steps 5000] [--width 256] [--shared]
 """
 
 from __future__ import annotations
@@ -31,9 +33,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 LOOP = '''
 import json, os, sys, time
-steps, width, pin = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "pin"
-cores = sorted(os.sched_getaffinity(0))
-pin = pin and len(cores) >= 2
+steps, width = int(sys.argv[2]), int(sys.argv[3])
+cores = [int(c) for c in sys.argv[4].split(",")] if sys.argv[4] != "shared" else []
+pin = len(cores) >= 2
 if pin:  # threads inherit the mask of the thread that creates them: XLA's pools start on the last core
     os.sched_setaffinity(0, {cores[-1]})
 import jax, jax.numpy as jnp
@@ -63,20 +65,25 @@ json.dump({"loop_s": time.perf_counter() - t, "cpu_s": time.process_time() - cpu
 
 def run(arm: str, loop: Path, steps: int, width: int, tmp: Path, pin: bool) -> dict[str, float]:
     out = tmp / f"{arm}.json"
-    args = [str(out), str(steps), str(width), "pin" if pin else "shared"]
+    cores = sorted(os.sched_getaffinity(0))
+    pin = pin and len(cores) >= 2
+    args = [str(out), str(steps), str(width), ",".join(map(str, cores)) if pin else "shared"]
     env = {**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", str(ROOT)), "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu")}
     if arm == "plain":
         cmd = [sys.executable, str(loop), *args]
     else:
         cmd = [sys.executable, "-m", "tpu_perf", "record", "-q", "--no-trace", "--store", str(tmp / "runs"), str(loop), *args]
-    subprocess.run(cmd, env=env, check=True, capture_output=True)
+    # pinned, the whole process starts on the loop's cores: a recorder's threads started before the
+    # script (the flusher, the sampler) run beside the loop, not on the core that stands for the device
+    start_on = (lambda: os.sched_setaffinity(0, cores[:-1])) if pin else None
+    subprocess.run(cmd, env=env, check=True, capture_output=True, preexec_fn=start_on)
     return json.loads(out.read_text())
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=6)
-    parser.add_argument("--steps", type=int, default=1000)
+    parser.add_argument("--steps", type=int, default=5000)
     parser.add_argument("--width", type=int, default=256)
     parser.add_argument("--shared", action="store_true", help="XLA:CPU computes on every core, the recorder's among them (default: on the last core alone)")
     args = parser.parse_args()

@@ -2,7 +2,7 @@
 
 - window parts sum to the window, and recorder windows are the steps' iterations (or, when the
   host ran ahead, one device window per traced step and lane);
-- device time <= iteration (plus the breakdown's alignment error);
+- device time <= iteration (plus the breakdown's alignment error); ready stamps in dispatch order;
 - op time per step per device <= device time per step (within the alignment error and a poll);
 - shares are in [0, 1] and sum to 1;
 - no negative host, device, wait or own-work time;
@@ -64,6 +64,8 @@ def check_run(run: Run, doc: dict[str, Any] | None = None) -> dict[str, Any]:
         if "ready_time_s" in steps:  # outputs are seen ready after their dispatch
             ready = pd.to_numeric(steps["ready_time_s"], errors="coerce")
             assert (ready.dropna() >= steps["start_time_s"][ready.notna()] - 1e-9).all(), "outputs ready before their dispatch"
+            stamps = ready.dropna()  # a device finishes a process's steps in order
+            assert (stamps.diff().dropna() >= -1e-9).all(), f"ready stamps out of dispatch order: {stamps[stamps.diff() < 0].index.tolist()}"
     s = doc["steps"]
     if not can_run_ahead(run):  # PyTorch on a CPU queues nothing: never a device pace or a mean iteration
         assert not s.get("runs_ahead"), s.get("step_basis")

@@ -21,9 +21,11 @@ from tpu_perf.analyzers.breakdown import analyze_breakdown
 from tpu_perf.analyzers.hlo import HloModule, parse_hlo
 from tpu_perf.analyzers.loops import loop_flops
 from tpu_perf.analyzers.op_classes import hlo_op_classes
+from tpu_perf.analyzers.ready import ready_times
 from tpu_perf.analyzers.run_values import run_values
 from tpu_perf.analyzers.step_phases import step_phases
 from tpu_perf.analyzers.steps import step_time
+from tpu_perf.collectors.jax.ready import MIN_STAMP_GAP_S
 from tpu_perf.dashboard import figures
 from tpu_perf.traces.kineto import read_kineto
 from tpu_perf.traces.tables import classify_op
@@ -273,7 +275,8 @@ def test_a_loop_that_runs_ahead_has_the_devices_step_time(device_bound, tmp_path
     own, back to back) and the script's own wall time per step (its loop and the final wait, over
     the steps after the first two); in an untraced run that reads the loss every 5 steps and donates
     a (count, weights) state (examples/jax_transformer.py), within 30 % of that wall time."""
-    logging = _record(tmp_path, "--host", "none", "--scan", "--width", "512", "--steps", "24", "--sync-every", "5", "--donate", record_args=("--no-trace",))
+    # 768 wide: a step of 5 ms or more here, so that every one is waited on (ready.MIN_STAMP_GAP_S)
+    logging = _record(tmp_path, "--host", "none", "--scan", "--width", "768", "--steps", "24", "--sync-every", "5", "--donate", record_args=("--no-trace",))
     for run, doc, truth in (device_bound, logging):
         s = doc["steps"]
         assert np.mean(run_values(run).steady_samples_s) == pytest.approx(s["step_s"])  # check's samples: the per-step pace
@@ -308,6 +311,28 @@ def test_a_loop_that_runs_ahead_has_the_devices_step_time(device_bound, tmp_path
     # that and watches the loss instead, so every step after the first gets its ready stamp
     stamped = logging[0].steps["ready_time_s"].notna()
     assert stamped.iloc[2:].all(), logging[0].steps[["step", "ready_time_s"]]
+
+
+@pytest.mark.slow
+def test_steps_far_shorter_than_the_stamp_gap_are_not_each_waited_on(tmp_path: Path) -> None:
+    """A sub-ms step queued back to back: the watcher waits on one call per `MIN_STAMP_GAP_S` (each
+    wait that returns costs the thread finishing the program a wake-up; on XLA:CPU, the device).
+    Every step keeps its device time; the pace between stamps is the device's; the steps between
+    stamps are ready on the line between them."""
+    run, doc, truth = _record(tmp_path, "--host", "none", "--width", "256", "--steps", "600", record_args=("--no-trace",))
+    steps = run.steps.iloc[doc["steps"]["warmup"]:-1]
+    stamped = pd.to_numeric(steps["ready_time_s"], errors="coerce")
+    assert 0 < stamped.notna().sum() < 0.5 * len(steps), stamped.notna().sum()  # was every step: one wake-up each
+    assert steps["device_s"].notna().all()  # the busy union of steps run back to back is the same without their stamps
+    ready = stamped.dropna().to_numpy()
+    gaps = np.diff(ready)[np.diff(np.flatnonzero(stamped.notna().to_numpy())) > 1]  # between stamps with skipped steps between
+    assert gaps.size and np.median(gaps) <= 2 * MIN_STAMP_GAP_S, np.median(gaps)
+    s = doc["steps"]  # XLA:CPU queues a few steps, then dispatch blocks: the iterations keep the device's pace
+    assert 0.7 * truth["device_only_min_s"] <= s["step_s"] <= 1.3 * truth["wall_per_step_s"], (s, truth)
+    assert s["device_median_s"] == pytest.approx(s["median_s"], rel=0.1), s  # busy all through its iterations
+    filled = ready_times(run.steps)
+    known = np.flatnonzero(~np.isnan(filled))
+    assert (np.diff(filled[known[0]:known[-1] + 1]) >= 0).all()  # no gap left between the first stamp and the last, in order
 
 
 def test_an_imported_trace_without_step_marks_gives_shares_only(tmp_path: Path) -> None:

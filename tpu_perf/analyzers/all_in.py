@@ -27,6 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from tpu_perf.analyzers.ready import ready_times
+
 MIN_STEADY_STEPS = 5
 """Fewer steady steps than this: the steady median stands on too little; compare all-in."""
 MAX_EXCLUDED_SHARE = 0.25
@@ -102,7 +104,8 @@ def counted_durations(steps: pd.DataFrame, warmup: int, step_s: float | None, *,
     durations = steps["duration_s"].to_numpy(dtype=float).copy()
     tool = tool_steps(steps, warmup) if step_s is not None else np.zeros(len(steps), dtype=bool)
     if runs_ahead and tool.any() and "ready_time_s" in steps:
-        ready = np.sort(steps["ready_time_s"].dropna().to_numpy(dtype=float))
+        ready = ready_times(steps)
+        ready = np.sort(ready[~np.isnan(ready)])
         starts, ends = steps["start_time_s"].to_numpy(dtype=float), steps["end_time_s"].to_numpy(dtype=float)
         done = np.searchsorted(ready, ends, side="right") - np.searchsorted(ready, starts, side="right")
         durations[tool] = np.minimum(durations[tool], done[tool] * step_s)

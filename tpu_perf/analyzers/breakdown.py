@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from tpu_perf.analyzers.op_classes import reclassify, run_op_classes
+from tpu_perf.analyzers.ready import ready_times
 from tpu_perf.analyzers.steps import ran_ahead
 from tpu_perf.store import Run
 from tpu_perf.traces.intervals import coverage
@@ -190,7 +191,7 @@ def _device_check(run: Run, per_step: pd.DataFrame, *, ready_to_ready: bool = Fa
     trace = per_step.assign(busy=per_step[list(OP_CLASSES)].sum(axis=1)).groupby("step")["busy"].mean()
     if ready_to_ready:
         by_step = steps.set_index("step")
-        ready = pd.to_numeric(by_step["ready_time_s"], errors="coerce")
+        ready = pd.Series(ready_times(steps), index=by_step.index)
         began = np.fmax(ready.shift(1).to_numpy(float), by_step["start_time_s"].to_numpy(float))
         recorded = pd.Series(ready.to_numpy(float) - began, index=by_step.index).reindex(trace.index)
     else:

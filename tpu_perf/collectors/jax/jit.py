@@ -397,6 +397,7 @@ class JitTracker:
         for state in list(self.functions):
             self._wait(state)
         self.watcher.settle()
+        self.watcher.end_skipped()
         with self._lock:  # donated unseen with no later call to end them: their end is unknown
             for calls in self._lost.values():
                 for lost in calls:
