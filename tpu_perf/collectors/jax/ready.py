@@ -14,7 +14,7 @@
 - Steps far shorter than `MIN_STAMP_GAP_S`, queued back to back, are not each waited on: every
   wait that returns costs the thread that finishes the program a wake-up (on XLA:CPU that thread is
   the "device": 5 us of a 0.36 ms step, measured). A call still running when a later one is already
-  queued is `skipped` while the stamps would come closer than the gap; it ends with the next call
+  queued is skipped while the stamps would come closer than the gap; it ends with the next call
   stamped (`exact` False, no ready stamp) and its device time is the same: the device ran the two
   back to back, so their busy union is the same interval. The pace between stamps stays exact.
 """
@@ -65,8 +65,6 @@ class Call:
     ready_seen: bool = False
     """The script synced on an output that was ready already: the watcher stamps it when it reaches
     it, without holding the output meanwhile."""
-    skipped: bool = False
-    """Not waited on: still running with a later call queued behind it (`MIN_STAMP_GAP_S`)."""
     seq: int = 0
     """Its place in the watcher's dispatch order."""
 
@@ -182,7 +180,7 @@ class ReadyWatcher:
                 queued = len(self._calls) > 1
             if call.end is None:
                 if queued and self._may_skip(call):
-                    call.skipped, call.leaves = True, []
+                    call.leaves = []  # not waited on (`MIN_STAMP_GAP_S`): nothing to hold
                     self._skipped.append(call)
                     with self._cv:
                         del self._calls[0]
