@@ -323,15 +323,19 @@ def _after_warmup(run: Run, pace_s: float | None = None) -> tuple[int | None, fl
     rec = late[late["recompile"]]
     times, secs = rec["time_s"].to_numpy(float), rec["duration_s"].to_numpy(float)
     starts, ends = after["start_time_s"].to_numpy(float), after["end_time_s"].to_numpy(float)
-    inside = [(times > a) & (times <= b) for a, b in zip(starts, ends, strict=True)]
-    holds = np.array([bool(m.any()) for m in inside], dtype=bool)
+    stamped = ~np.isnan(times)  # a step holds the recompiles stamped in (start, end]
+    order = np.argsort(times[stamped], kind="stable")
+    times, secs = times[stamped][order], np.nan_to_num(secs[stamped][order])
+    first, past = np.searchsorted(times, starts, side="right"), np.searchsorted(times, ends, side="right")
+    holds = (past > first) & ~np.isnan(starts) & ~np.isnan(ends)
+    held_s = np.concatenate(([0.0], np.cumsum(secs)))
     compiled = after["compiled"].astype(bool).to_numpy()
     ordinary = ~compiled & ~profiled if (~compiled & ~profiled).any() else ~compiled
     base = float(np.median(durations[ordinary])) if ordinary.any() else None
     if base is not None and pace_s is not None:
         base = max(base, pace_s)
     if base is not None:  # a step the profiler slowed (its Python tracer, the trace's stop) counts as an ordinary step plus the recompiles it held
-        durations = np.where(profiled, base + np.array([float(secs[m].sum()) for m in inside]), durations)
+        durations = np.where(profiled, base + np.where(holds, held_s[past] - held_s[first], 0.0), durations)
     wall = float(durations.sum())
     if not len(times):
         return len(after), wall, 0.0
