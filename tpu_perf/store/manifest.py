@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgspec
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.types as pat
@@ -188,7 +189,7 @@ def values_problem(table: str, frame: pd.DataFrame) -> str | None:
     for column in TIME_COLUMNS.get(table, ()):
         if column in frame.columns:
             values = pd.to_numeric(frame[column], errors="coerce")
-            bad = values[values.notna() & ~values.map(math.isfinite)]
+            bad = values[values.notna().to_numpy() & ~np.isfinite(values.to_numpy(dtype=float, na_value=np.nan))]
             if len(bad):
                 return f"column {column}: {len(bad)} value(s) are not finite (first {bad.iloc[0]!r})"
     return None
