@@ -8,6 +8,7 @@ recorded timeline must be what the server sent at the sample times, device by de
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from metric_server import (
     EXEC_BUCKETS,
@@ -114,6 +115,23 @@ def test_percentiles_from_raw_buckets(served: tuple[MetricServer, tpu_perf.Run])
         assert dev.exec_count > 0 and dev.exec_count % 10 == 0  # whole ticks of 10 executions
         assert dev.source == "libtpu"
     assert stats.sources == ["libtpu"]
+
+
+def test_rows_scanned_without_their_histograms(served: tuple[MetricServer, tpu_perf.Run]) -> None:
+    """The runtime analysis scans the table without its list columns and takes the histograms it
+    needs apart: the same answer as from the whole table, read first."""
+    _, run = served
+    lean, whole = tpu_perf.load_run(run.url), tpu_perf.load_run(run.url)
+    scalars = lean.scalar_table("runtime")
+    full = pd.read_parquet(run.file_path("runtime.parquet"))
+    assert {"exec_bucket_counts", "exec_bucket_bounds_us"} <= set(full.columns)
+    pd.testing.assert_frame_equal(scalars, full.drop(columns=["exec_bucket_counts", "exec_bucket_bounds_us"]))
+    counts = lean.arrow_column("runtime", "exec_bucket_counts")
+    assert counts is not None and counts.null_count < len(counts) == len(full)
+    assert lean.arrow_column("runtime", "no_such_column") is None
+    whole.table("runtime")  # loaded: the Arrow columns come from the frame
+    assert analyze_runtime(lean) == analyze_runtime(whole)
+    assert all(d.exec_count for d in analyze_runtime(lean).per_device)
 
 
 def test_histogram_percentile_interpolates_inside_buckets() -> None:

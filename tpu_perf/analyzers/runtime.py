@@ -12,8 +12,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
-from tpu_perf.analyzers.timeline import Gap, best_rows, gaps, rows_in, steady_window
+from tpu_perf.analyzers.timeline import Gap, best_positions, best_rows, gaps, rows_in, steady_window
 from tpu_perf.store import Run
 
 PERCENTILES = (50.0, 90.0, 99.0)
@@ -83,42 +84,45 @@ def _mean(series: pd.Series | None) -> float | None:
     return float(values.mean()) if not values.empty else None
 
 
-def _present(value: Any) -> bool:
-    return not pd.api.types.is_scalar(value) or not pd.isna(value)
+@dataclass(frozen=True)
+class _Histograms:
+    """The runtime table's execution-time histograms as Arrow (`Run.arrow_column`): which rows hold
+    one, by position in the table, and the few rows an analysis reads (a run holds a row per device
+    and second; turning every one into an array is most of reading the table)."""
+
+    counts: pa.ChunkedArray
+    bounds: pa.ChunkedArray | None
+    present: np.ndarray
+
+    def at(self, position: int) -> tuple[Any, Any]:
+        return self.counts[position].as_py(), self.bounds[position].as_py() if self.bounds is not None else None
 
 
-def _first_last(values: np.ndarray) -> tuple[int, int] | None:
-    """Positions of the first and the last snapshot present, looked for from each end: only these
-    two count, and testing every row of a long run for NA is what made this slow."""
-    first = next((i for i in range(len(values)) if _present(values[i])), None)
-    if first is None:
+def _histograms(run: Run) -> _Histograms | None:
+    counts = run.arrow_column("runtime", "exec_bucket_counts")
+    if counts is None:
         return None
-    return first, next(i for i in range(len(values) - 1, first - 1, -1) if _present(values[i]))
+    present = counts.is_valid().to_numpy(zero_copy_only=False)
+    return _Histograms(counts=counts, bounds=run.arrow_column("runtime", "exec_bucket_bounds_us"), present=present)
 
 
-def _exec_window(rows: pd.DataFrame) -> tuple[int | None, list[float | None]]:
-    if "exec_bucket_counts" not in rows:
-        return None, [None] * len(PERCENTILES)
-    return _exec_snapshots(rows["time_s"].to_numpy(), rows["exec_bucket_counts"].to_numpy(dtype=object), rows["exec_bucket_bounds_us"].to_numpy(dtype=object))
-
-
-def _exec_snapshots(times: np.ndarray, counts: np.ndarray, bounds: np.ndarray) -> tuple[int | None, list[float | None]]:
+def _exec_snapshots(times: np.ndarray, positions: np.ndarray, hist: _Histograms | None) -> tuple[int | None, list[float | None]]:
     """Executions and percentiles between the first and the last histogram snapshot in time."""
-    order = np.argsort(times, kind="stable") if times.dtype.kind == "f" else pd.Series(times).sort_values(kind="stable").index.to_numpy()
-    counts, bounds = counts[order], bounds[order]
-    ends = _first_last(counts)
-    if ends is None:
+    if hist is None:
         return None, [None] * len(PERCENTILES)
-    i_first, i_last = ends
-    last = np.asarray(counts[i_last], dtype=float)
-    first = np.asarray(counts[i_first], dtype=float)
-    delta = last - first if i_first != i_last and first.shape == last.shape and (last >= first).all() else last
-    return int(delta.sum()), [histogram_percentile(delta, bounds[i_last], q) for q in PERCENTILES]
+    order = np.argsort(times, kind="stable") if times.dtype.kind == "f" else pd.Series(times).sort_values(kind="stable").index.to_numpy()
+    held = positions[order][hist.present[positions[order]]]
+    if not held.size:
+        return None, [None] * len(PERCENTILES)
+    (first, _), (last, bounds) = hist.at(int(held[0])), hist.at(int(held[-1]))
+    last, first = np.asarray(last, dtype=float), np.asarray(first, dtype=float)
+    delta = last - first if held.size > 1 and first.shape == last.shape and (last >= first).all() else last
+    return int(delta.sum()), [histogram_percentile(delta, bounds, q) for q in PERCENTILES]
 
 
-def _device(device: str, rows: pd.DataFrame) -> DeviceRuntime:
+def _device(device: str, rows: pd.DataFrame, positions: np.ndarray, hist: _Histograms | None) -> DeviceRuntime:
     queue = rows["hlo_queue_size"].dropna() if "hlo_queue_size" in rows else pd.Series(dtype=float)
-    count, (p50, p90, p99) = _exec_window(rows)
+    count, (p50, p90, p99) = _exec_snapshots(rows["time_s"].to_numpy(), positions, hist)
     return DeviceRuntime(
         device=device,
         source=str(rows["source"].iloc[0]),
@@ -132,23 +136,21 @@ def _device(device: str, rows: pd.DataFrame) -> DeviceRuntime:
     )
 
 
-def _per_device(rows: pd.DataFrame) -> list[DeviceRuntime]:
+def _per_device(rows: pd.DataFrame, positions: np.ndarray, hist: _Histograms | None) -> list[DeviceRuntime]:
     """`_device` of each device, in device order; on numpy arrays when the columns are numeric (a
-    run holds a row per device and second: sub-frames per device cost more than the sums)."""
+    run holds a row per device and second: sub-frames per device cost more than the sums).
+    `positions`: each row's position in the table, where `hist` finds its histogram."""
     numeric = {c: rows[c].to_numpy() for c in ("duty_cycle_pct", "hlo_queue_size") if c in rows}
     if any(v.dtype.kind not in "fiu" for v in numeric.values()):
-        used = [c for c in ("source", "duty_cycle_pct", "hlo_queue_size", "time_s", "exec_bucket_counts", "exec_bucket_bounds_us") if c in rows]
-        return [_device(str(d), g) for d, g in rows[used].groupby(rows["device"])]
+        return [_device(str(d), rows.iloc[where], positions[where], hist) for d, where in sorted(rows.groupby("device").indices.items())]
     codes, names = pd.factorize(rows["device"], sort=True)
     times = rows["time_s"].to_numpy()
-    hists = rows["exec_bucket_counts"].to_numpy(dtype=object) if "exec_bucket_counts" in rows else None
-    bounds = rows["exec_bucket_bounds_us"].to_numpy(dtype=object) if hists is not None else None
     out = []
     for code, device in enumerate(names):
         where = np.flatnonzero(codes == code)
         duty = _present_values(numeric["duty_cycle_pct"][where].astype(float)) if "duty_cycle_pct" in numeric else None
         queue = _present_values(numeric["hlo_queue_size"][where]) if "hlo_queue_size" in numeric else np.empty(0)
-        count, (p50, p90, p99) = _exec_snapshots(times[where], hists[where], bounds[where]) if hists is not None else (None, [None] * len(PERCENTILES))
+        count, (p50, p90, p99) = _exec_snapshots(times[where], positions[where], hist)
         out.append(DeviceRuntime(
             device=str(device),
             source=str(rows["source"].iloc[where[0]]),
@@ -176,12 +178,19 @@ def _sampler_cpu_s(run: Run) -> float | None:
     return None
 
 
+def _table_positions(run: Run, rows: pd.DataFrame) -> np.ndarray:
+    """Rows of `best_rows(run, "runtime")` (its index: their place among the best rows) as
+    positions in the table, which `Run.arrow_column` is indexed by."""
+    best, index = best_positions(run, "runtime"), rows.index.to_numpy()
+    return best.positions[index] if best is not None else index
+
+
 def analyze_runtime(run: Run) -> RuntimeStats:
     window = steady_window(run)
-    table = run.table("runtime")
+    table = run.scalar_table("runtime")
     device_rows, scope = rows_in(best_rows(run, "runtime"), window)
     host = rows_in(table[table["device"] == "host"], window)[0] if not table.empty else table
-    per_device = _per_device(device_rows) if not device_rows.empty else []
+    per_device = _per_device(device_rows, _table_positions(run, device_rows), _histograms(run)) if not device_rows.empty else []
     duty = device_rows.get("duty_cycle_pct") if not device_rows.empty else None
     return RuntimeStats(
         duty_cycle_pct=_mean(duty),

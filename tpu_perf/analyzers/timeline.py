@@ -72,9 +72,10 @@ def _time_order(times: np.ndarray) -> np.ndarray:
 
 
 def best_rows(run: Run, table: str) -> pd.DataFrame:
-    """`best_source_rows` of one of the run's tables, derived once per loaded Run; read-only."""
+    """`best_source_rows` of one of the run's tables (without its list columns: `Run.scalar_table`),
+    derived once per loaded Run; read-only."""
     def rows(r: Run) -> pd.DataFrame:
-        best, frame = best_positions(r, table), r.table(table)
+        best, frame = best_positions(r, table), r.scalar_table(table)
         if best is None:
             return frame
         return frame.take(best.positions).reset_index(drop=True) if best.positions.size else frame.iloc[0:0]
@@ -84,7 +85,7 @@ def best_rows(run: Run, table: str) -> pd.DataFrame:
 
 def best_positions(run: Run, table: str) -> BestRows | None:
     """`best_source_positions` of one of the run's tables, once per loaded Run; None without device rows."""
-    frame = run.table(table)
+    frame = run.scalar_table(table)
     if frame.empty or "device" not in frame:
         return None
     return run.derived(f"best_source_positions:{table}", lambda r: best_source_positions(frame))
@@ -159,7 +160,7 @@ def gaps(run: Run) -> list[Gap]:
     events = run.table("sampler")
     stopped = events[events["event"] == "stopped"]["time_s"] if not events.empty else pd.Series(dtype=float)
     end = float(stopped.max()) if not stopped.empty else run.manifest.get("ended_at")
-    frames = [t for t in (run.memory, run.table("runtime")) if not t.empty and "source" in t]
+    frames = [t for t in (run.memory, run.scalar_table("runtime")) if not t.empty and "source" in t]
     if not frames:
         return []
     found: list[Gap] = []

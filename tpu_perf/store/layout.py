@@ -33,6 +33,11 @@ APPEND_TABLES = ("steps", "compiles", "memory", "runtime")
 A finished run's manifest lists those it wrote under `tables`: one listed there but absent from the
 folder reads as missing (an error naming the file), never as an empty table."""
 
+LIST_COLUMNS = {"runtime": ("exec_bucket_counts", "exec_bucket_bounds_us")}
+"""A table's columns holding a list per row (libtpu's execution-time histograms). Decoding them is
+most of reading such a table, and only a few rows of them are ever used: the analyses that scan
+every row read the table without them (`Run.scalar_table`) and take those rows apart (`Run.arrow_column`)."""
+
 STATUSES = ("running", "completed", "failed", "interrupted", "crashed")
 FINAL_STATUSES = ("completed", "failed", "interrupted", "crashed")
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 
@@ -75,14 +76,14 @@ def read_jsonl(source: str | Path | io.IOBase | bytes, *, name: str = "", warn: 
     return pd.DataFrame.from_records(records)
 
 
-def read_parquet(source: Any) -> pd.DataFrame:
+def read_parquet(source: Any, columns: list[str] | None = None) -> pd.DataFrame:
     """One Parquet file as `pd.read_parquet` gives it (same frame, dtypes and attrs), read with
     `pyarrow.parquet.ParquetFile`: a run's tables are single small files, and skipping the dataset
     layer of `pd.read_parquet` (`pq.read_table`) makes reading a store's runs about 20% faster.
     No Arrow thread pool is started (no pre-buffering, no threaded conversion): the files are small,
     and Arrow's pool threads, alive at interpreter exit, sometimes abort the process after its work is
     done ("terminate called without an active exception", exit -6; apache/arrow#34314)."""
-    table = pq.ParquetFile(source, pre_buffer=False).read(use_pandas_metadata=True, use_threads=False)
+    table = pq.ParquetFile(source, pre_buffer=False).read(columns=columns, use_pandas_metadata=True, use_threads=False)
     frame = table.to_pandas(use_threads=False)
     attrs = (table.schema.metadata or {}).get(b"PANDAS_ATTRS")
     if attrs:
@@ -148,6 +149,32 @@ class Run:
             self._tables[name] = self._read_table(name)
         return self._tables[name]
 
+    def scalar_table(self, name: str) -> pd.DataFrame:
+        """`table(name)` without its list columns (`layout.LIST_COLUMNS`), read once per loaded Run;
+        the whole table when it is loaded already. For the analyses that scan every row: they use
+        none of the lists, whose decoding is most of reading the table."""
+        skip = layout.LIST_COLUMNS.get(name, ())
+        if not skip or name in self._tables:
+            return self.table(name)
+        key = f"{name} without {', '.join(skip)}"
+        if key not in self._tables:
+            self._tables[key] = self._read_table(name, skip=skip)
+        return self._tables[key]
+
+    def arrow_column(self, name: str, column: str) -> pa.ChunkedArray | None:
+        """One column of a table as Arrow, read apart and not kept (a list column: its few rows an
+        analysis needs are taken from it); None when the table has no such column."""
+        parquet = self.file_path(layout.parquet_name(name))
+        if name in self._tables or not self._fs.exists(parquet):
+            frame = self.table(name)
+            return pa.chunked_array([pa.array(frame[column].to_numpy(dtype=object), from_pandas=True)]) if column in frame else None
+        try:
+            with self._fs.open(parquet, "rb") as f:
+                file = pq.ParquetFile(f, pre_buffer=False)
+                return file.read(columns=[column], use_threads=False).column(column) if column in file.schema_arrow.names else None
+        except Exception as exc:  # pyarrow raises many types for damaged files
+            raise DamagedRunError(Damage(to_url(self._fs, parquet), f"cannot be read ({type(exc).__name__}: {str(exc)[:200]})")) from None
+
     def derived(self, key: str, compute: Callable[[Run], T]) -> T:
         """`compute(self)`, once per loaded Run: analyzers keep tables they derive (the steps of
         the best source, sorted) here instead of deriving them again in every section.
@@ -198,7 +225,7 @@ class Run:
         prefix = self._path.rstrip("/") + "/"
         return sorted(p[len(prefix) :] if p.startswith(prefix) else p for p in self._fs.find(base))
 
-    def _read_table(self, name: str) -> pd.DataFrame:
+    def _read_table(self, name: str, skip: tuple[str, ...] = ()) -> pd.DataFrame:
         parquet = self.file_path(layout.parquet_name(name))
         jsonl = self.file_path(layout.jsonl_name(name))
         try:
@@ -206,11 +233,11 @@ class Run:
                 with self._fs.open(parquet, "rb") as f:
                     file = pq.ParquetFile(f, pre_buffer=False)
                     problem = schema_problem(name, file.schema_arrow)
-                    frame = None if problem else read_parquet(f)
+                    frame = None if problem else read_parquet(f, [c for c in file.schema_arrow.names if c not in skip] if skip else None)
                 bad = parquet
             elif self._fs.exists(jsonl):
                 with self._fs.open(jsonl, "rb") as f:
-                    frame = read_jsonl(f.read(), name=to_url(self._fs, jsonl))
+                    frame = read_jsonl(f.read(), name=to_url(self._fs, jsonl)).drop(columns=list(skip), errors="ignore")
                 problem, bad = frame_problem(name, frame), jsonl
             else:
                 if name in (self.manifest.get("tables") or ()):
