@@ -4,7 +4,9 @@
 
 DIR is `bench/dashboard_scale.py --store DIR`'s store (100 runs x 10k steps). Prints, per step, the
 CPU seconds of this process (every thread: the script runs in one, the loaders in others) and the
-wall time; medians over `--passes` passes, each on other runs of the store and a fresh server. CPU
+wall time; medians over `--passes` passes, each on other runs of the store and a fresh server; then
+the CPU of one run's report build alone (`data._build`: report, verdict values, advice; what a
+change that adds a never-loaded run waits for), median over `--builds` runs, caches cleared. CPU
 time is what a loaded machine inflates least: compare two versions of the code with it (run this
 file from each checkout, with PYTHONPATH at that checkout).
 """
@@ -12,6 +14,7 @@ file from each checkout, with PYTHONPATH at that checkout).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -19,6 +22,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import dashboard_scale as ds  # noqa: E402
@@ -26,7 +30,9 @@ import dashboard_scale as ds  # noqa: E402
 
 def _timed(out: dict[str, list[tuple[float, float]]], label: str, step: Callable[[], object]) -> None:
     cpu, wall = time.process_time(), time.perf_counter()
-    ds.check(step())
+    got = step()
+    if got is not None:  # a page's AppTest (a report build checks itself)
+        ds.check(got)
     out.setdefault(label, []).append((time.process_time() - cpu, time.perf_counter() - wall))
 
 
@@ -49,10 +55,18 @@ def _compare(at: object, runs: list[str]) -> Callable[[], object]:
     return step
 
 
+def _build(data: Any, run: Path) -> None:
+    """One run's report, verdict values and advice, as a page's loader builds them; a failed build stops the bench."""
+    got = json.loads(data._build(str(run), 0.0))
+    if got["doc"] is None or got.get("advice_error"):
+        raise SystemExit(f"report build failed: {got['error'] or got['advice_error']}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--store", type=Path, required=True)
     parser.add_argument("--passes", type=int, default=3)
+    parser.add_argument("--builds", type=int, default=30, help="runs whose report build is timed alone")
     args = parser.parse_args()
     from tpu_perf.dashboard import serve
 
@@ -82,7 +96,12 @@ def main() -> None:
             _timed(out, "compare: change to two runs never loaded", _compare(at, [c, d]))
             _timed(out, "compare: change back to loaded runs", _compare(at, [a, b]))
             _timed(out, "compare: add a third loaded run", _compare(at, [a, b, c]))
-    print(f"{os.cpu_count()} CPU(s), load average {os.getloadavg()[0]:.1f} at the end; median of {args.passes} (CPU min-max)")
+        from tpu_perf.dashboard import data
+
+        for run_id in ids[60 : 60 + args.builds]:
+            data.clear_caches()
+            _timed(out, "report build alone, one run", lambda run_id=run_id: _build(data, args.store / run_id))
+    print(f"{os.cpu_count()} CPU(s), load average {os.getloadavg()[0]:.1f} at the end; median of {args.passes} passes, of {args.builds} builds (CPU min-max)")
     for label, spent in out.items():
         cpu = sorted(c for c, _ in spent)
         print(f"  {label:<44} CPU {statistics.median(cpu):.3f} s  wall {statistics.median(w for _, w in spent):.3f} s  ({cpu[0]:.3f}-{cpu[-1]:.3f})")
