@@ -7,6 +7,9 @@ recorded timeline must be what the server sent at the sample times, device by de
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -132,6 +135,23 @@ def test_rows_scanned_without_their_histograms(served: tuple[MetricServer, tpu_p
     whole.table("runtime")  # loaded: the Arrow columns come from the frame
     assert analyze_runtime(lean) == analyze_runtime(whole)
     assert all(d.exec_count for d in analyze_runtime(lean).per_device)
+
+
+def test_histograms_of_a_killed_recording_read_from_its_json_lines(served: tuple[MetricServer, tpu_perf.Run], tmp_path: Path) -> None:
+    """A recording killed before its end leaves `runtime.jsonl`, not Parquet: the histograms are
+    taken from the JSON lines, and the runtime analysis says what it says of the finished table."""
+    _, run = served
+    killed = tmp_path / run.id
+    shutil.copytree(Path(run.url), killed)
+    frame = pd.read_parquet(killed / "runtime.parquet")
+    (killed / "runtime.jsonl").write_text(frame.to_json(orient="records", lines=True))
+    (killed / "runtime.parquet").unlink()
+    from_lines = tpu_perf.load_run(str(killed))
+    assert from_lines.scalar_table("runtime").columns.tolist() == [c for c in frame.columns if c not in ("exec_bucket_counts", "exec_bucket_bounds_us")]
+    assert from_lines.arrow_column("runtime", "exec_bucket_counts").to_pylist() == [None if c is None else list(c) for c in frame["exec_bucket_counts"]]
+    got, want = analyze_runtime(from_lines), analyze_runtime(tpu_perf.load_run(run.url))
+    assert got == want
+    assert all(d.exec_count for d in got.per_device)
 
 
 def test_histogram_percentile_interpolates_inside_buckets() -> None:
