@@ -41,7 +41,7 @@ def check(truth: dict, doc: dict, run: object) -> None:
     assert steps["count"] == truth["updates"] == len(truth["times"]), steps
     assert (steps["micro_batches"] or 1) == truth["micro_batches"], steps  # null: no accumulation seen
     expected = truth_median(truth, run, doc)
-    assert within(steps["median_s"], expected), (steps["median_s"], expected)
+    assert within(steps["iteration_median_s"], expected), (steps["iteration_median_s"], expected)
     assert within(doc["flops"]["per_step"], truth["flops"]), (doc["flops"]["per_step"], truth["flops"])
 
 

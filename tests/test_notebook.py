@@ -98,7 +98,7 @@ def _steps(run: tpu_perf.Run) -> tuple[int, float | None]:
     from tpu_perf.analyzers.steps import analyze_steps
 
     stats = analyze_steps(run)
-    return stats.count, stats.median_s
+    return stats.count, stats.iteration_median_s
 
 
 def _steady(run: tpu_perf.Run) -> list[bool]:

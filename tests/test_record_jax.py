@@ -79,7 +79,7 @@ def test_median_step_time_matches_synchronized_measurement(auto_run) -> None:
     # the outputs are ready: 0.1-0.6 ms apart on a loaded 2-core machine (10.20 against 10.78 ms)
     assert device.median() == pytest.approx(statistics.median(their_device), rel=0.05, abs=1e-3)
     steady = run.steps.loc[~(run.steps["traced"] | run.steps["compiled"] | run.steps["tail"] | run.steps["instrumented"]) & (run.steps["step"] >= doc["steps"]["warmup"])]
-    assert doc["steps"]["median_s"] == pytest.approx(steady["duration_s"].median())
+    assert doc["steps"]["iteration_median_s"] == pytest.approx(steady["duration_s"].median())
     assert doc["steps"]["device_median_s"] == pytest.approx(steady["device_s"].median())
 
 
@@ -127,7 +127,7 @@ def test_report_json_has_documented_keys(auto_run) -> None:
     run, _ = auto_run
     proc = tpu_perf_cli("report", "--json", run.url, check=True)
     doc = json.loads(proc.stdout)
-    for dotted in ("run.id", "run.status", "run.exit_code", "steps.count", "steps.warmup", "steps.median_s", "steps.p90_s", "compile.count", "compile.total_s", "compile.after_warmup", "flops.per_step", "flops.source", "mfu", "memory.peak_bytes", "memory.capacity_bytes", "hlo.fusions", "trace.files"):
+    for dotted in ("run.id", "run.status", "run.exit_code", "steps.count", "steps.warmup", "steps.iteration_median_s", "steps.iteration_p90_s", "steps.step_s", "steps.step_basis", "program_hash", "compile.count", "compile.total_s", "compile.after_warmup", "flops.per_step", "flops.source", "mfu", "memory.peak_bytes", "memory.capacity_bytes", "hlo.fusions", "trace.files"):
         node = doc
         for part in dotted.split("."):
             assert part in node, dotted

@@ -57,7 +57,7 @@ def test_record_ls_report_advise_check_dashboard_on_an_s3_store(s3_env: dict[str
     assert [r["name"] for r in listed] == ["s3-run"] and listed[0]["status"] == "completed" and listed[0]["steps"] == 12
     doc = json.loads(tpu_perf_cli("report", "--json", "--store", store, "s3-run", env=s3_env, check=True).stdout)
     assert doc["run"]["url"] == f"{store}/{listed[0]['id']}" and doc["steps"]["count"] == 12
-    assert doc["steps"]["median_s"] == pytest.approx(0.1, rel=0.3)
+    assert doc["steps"]["iteration_median_s"] == pytest.approx(0.1, rel=0.3)
     import s3fs
 
     names = {Path(p).name for p in s3fs.S3FileSystem(endpoint_url=s3_env["FSSPEC_S3_ENDPOINT_URL"]).ls(f"{BUCKET}/done/{listed[0]['id']}")}

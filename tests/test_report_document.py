@@ -56,7 +56,7 @@ def test_a_missing_step_duration_is_null_not_nan(imported: str, tmp_path: Path) 
     text = tpu_perf_cli("report", "--json", str(folder), check=True).stdout
     assert "NaN" not in text and "Infinity" not in text
     doc = json.loads(text)
-    assert doc["steps"]["median_s"] is None and doc["steps"]["steps_per_s"] is None
+    assert doc["steps"]["iteration_median_s"] is None and doc["steps"]["steps_per_s"] is None
     assert doc["steps"]["count"] == len(steps)
 
 

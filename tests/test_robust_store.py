@@ -144,7 +144,7 @@ def test_every_reading_command_on_a_fuzzed_store(fuzzed: dict, recorded: Path, w
         doc = json.loads(run_cli("report", "--json", "--store", str(store), run_id).out)
         calls += 1
         assert rows[run_id]["status"] == "completed" and rows[run_id]["steps"] == clean["steps"]["count"]
-        assert doc["steps"]["median_s"] == clean["steps"]["median_s"] and doc["steps"]["count"] == clean["steps"]["count"]  # unaffected by its neighbours
+        assert doc["steps"]["iteration_median_s"] == clean["steps"]["iteration_median_s"] and doc["steps"]["count"] == clean["steps"]["count"]  # unaffected by its neighbours
     assert "[bold]x[/]" in table.out  # a name is text, never console markup
     for run_id, name in cases.items():
         row = rows[run_id]
@@ -177,7 +177,7 @@ def test_every_reading_command_on_a_fuzzed_store(fuzzed: dict, recorded: Path, w
         if name == "error message markup":
             expect("[red]boom[/] <b>x</b>" in report.out, f"{name}: error message not literal")
         if name == "steps NaN durations":
-            expect(doc["steps"]["steady"] < clean["steps"]["steady"] and doc["steps"]["median_s"] is not None and doc["steps"]["median_s"] == doc["steps"]["median_s"], f"{name}: NaN durations summarised: {doc['steps']}")
+            expect(doc["steps"]["steady"] < clean["steps"]["steady"] and doc["steps"]["iteration_median_s"] is not None and doc["steps"]["iteration_median_s"] == doc["steps"]["iteration_median_s"], f"{name}: NaN durations summarised: {doc['steps']}")
     # selectors: `name:healthy` matches the healthy run and copies of it; damaged ones are skipped, each in one note
     check = run_cli("check", "--store", str(store), "--baseline", "name:healthy", "--candidate", HEALTHY[0])
     saved = run_cli("baseline", "save", "b", "name:healthy", "--store", str(store), "--out", str(store.parent / "baseline.json"))

@@ -51,13 +51,13 @@ def test_report_gives_all_in_beside_the_median_and_counts_what_it_leaves_out(pai
         assert s["all_in_tool_steps"] == int((own & keep).sum())
         left = {e["reason"]: e for e in s["excluded"]}
         assert sum(e["steps"] for e in s["excluded"]) == s["count"] - s["steady"]  # every left-out step is counted once
-        assert sum(e["time_s"] for e in s["excluded"]) == pytest.approx(durations.sum() - s["mean_s"] * s["steady"], rel=1e-6)
+        assert sum(e["time_s"] for e in s["excluded"]) == pytest.approx(durations.sum() - s["iteration_mean_s"] * s["steady"], rel=1e-6)
         compiled = steps["compiled"].astype(bool).to_numpy()
         assert left.get("compiled", {}).get("steps", 0) == int(compiled[1:].sum())
         assert 0 <= s["excluded_share"] <= 1
     bad, fixed = pair["reports"]["bad"]["steps"], pair["reports"]["fixed"]["steps"]
     assert {e["reason"]: e["steps"] for e in bad["excluded"]}["compiled"] == 9  # ten lengths: steps 2..10 each compile
-    assert bad["steady"] < 5 and bad["all_in_s"] > 10 * bad["median_s"]  # the steady median hides the defect
+    assert bad["steady"] < 5 and bad["all_in_s"] > 10 * bad["iteration_median_s"]  # the steady median hides the defect
     assert bad["all_in_s"] > 5 * fixed["all_in_s"]
     # bad's traced steps compile (the program's); fixed's 3 traced steps and the 2 its trace started and stopped in are tpu-perf's
     assert bad["all_in_tool_steps"] == 0 and fixed["all_in_tool_steps"] == 5 and fixed["traced"] == 3

@@ -241,7 +241,6 @@ def _print_summary(url: str, store: str) -> None:
     from tpu_perf.analyzers.index_row import write_index_row
     from tpu_perf.analyzers.report import build_report
     from tpu_perf.store import load_run
-    from tpu_perf.views import format as fmt
 
     try:
         run = load_run(url)
@@ -250,11 +249,11 @@ def _print_summary(url: str, store: str) -> None:
         err.print(f"tpu-perf: run saved at {url}, but it cannot be summarised: {exc}", highlight=False, markup=False)
         return
     write_index_row(run, store)  # the run's row in the store's index (`ls`, `history`, selectors)
-    s, r = report.steps, report.run
-    device = f" ({fmt.seconds(s.device_median_s)} on the device)" if s.device_median_s is not None else ""
+    from tpu_perf.views.report import one_line
+
+    r = report.run
     err.print(
-        f"tpu-perf: run {r.id} {r.status}: {s.count} steps, {fmt.step_time(s.median_s, s.step_s, s.step_basis)}{device}, "
-        f"utilisation {fmt.percent(report.mfu.value)}; folder {url}\n"
+        f"tpu-perf: {one_line(report)}; folder {url}\n"
         f"tpu-perf: see it with `tpu-perf report {r.id}" + (f" --store {store}" if store != layout.DEFAULT_STORE else "") + "`",
         highlight=False,
         markup=False,

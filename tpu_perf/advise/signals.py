@@ -51,8 +51,10 @@ class Signals:
     device_median_s: float | None
     host_median_s: float | None
     step_s: float | None = None
-    """The step time (`StepStats.step_s`): the median iteration, or where the loop runs ahead of the
-    device the wall time per step (its device pace, or the mean iteration)."""
+    """The steady step time (`StepStats.steady_step_s`): the median iteration, or where the loop runs
+    ahead of the device the wall time per step (its device pace, or the mean iteration). The rules
+    bound their gains by shares of the steady step; the time outside it (recompiles, evals) is read
+    from `after_warmup_wall_s`."""
     loop_median_s: float | None = None
     """The loop's own host time per step, outside jitted calls and device waits (JAX collector)."""
     loop_low_s: float | None = None
@@ -187,8 +189,8 @@ class Signals:
 
 
 SOURCES: dict[str, tuple[str, str]] = {
-    "iteration_median_s": ("steps", "steps.median_s (median over steady steps of duration_s, the wall-clock iteration)"),
-    "step_s": ("steps", "steps.step_s (the median iteration, or where the loop runs ahead of the device its pace or mean iteration: the wall time per step)"),
+    "iteration_median_s": ("steps", "steps.iteration_median_s (median over steady steps of duration_s, the wall-clock iteration)"),
+    "step_s": ("steps", "steps.steady_step_s (the median iteration, or where the loop runs ahead of the device its pace or mean iteration: the wall time per step)"),
     "device_median_s": ("steps", "steps.device_median_s (median over steady steps of device_s, dispatch to outputs ready)"),
     "host_median_s": ("steps", "steps.host_median_s (median over steady steps of duration_s - device_s)"),
     "loop_median_s": ("steps", "steps.loop_median_s (median over steady steps of loop_s: the iteration outside jitted calls and device waits)"),
@@ -244,7 +246,7 @@ def build_signals(run: Run, report: Report | None = None, *, target: str | None 
     jax_counts = run.manifest.get("jax") or {}
     syncs = (run.manifest.get("torch") or {}).get("syncs") or {}
     capacity, capacity_from = _capacity(mem, target_chip, tgt is not None)
-    steps_after, wall_after, excess = _after_warmup(run, st.step_s if st.runs_ahead else None)
+    steps_after, wall_after, excess = _after_warmup(run, st.steady_step_s if st.runs_ahead else None)
     hlo_fields = _hlo_signals(run, report, target_chip)
     batch = (run.manifest.get("config") or {}).get("batch_size")
     memory_full = mem.peak_bytes is not None and bool(capacity) and 1 - mem.peak_bytes / capacity < T.SMALL_BATCH_MIN_HEADROOM
@@ -253,8 +255,8 @@ def build_signals(run: Run, report: Report | None = None, *, target: str | None 
         framework=step_framework(run), platform=(run.manifest.get("hardware") or {}).get("platform"),
         run_chip=own, target=target_chip, target_from=target_from,
         steps=st.count, traced_steps=st.traced or (traces.device_step_count if traces is not None else 0), trace_steps=traces.op_steps if traces is not None else None,
-        iteration_median_s=st.median_s, device_median_s=st.device_median_s, host_median_s=st.host_median_s,
-        step_s=st.step_s, loop_median_s=st.loop_median_s, call_median_s=st.call_median_s, loop_low_s=st.loop_low_s, loop_steps=st.call_loop_steps,
+        iteration_median_s=st.iteration_median_s, device_median_s=st.device_median_s, host_median_s=st.host_median_s,
+        step_s=st.steady_step_s, loop_median_s=st.loop_median_s, call_median_s=st.call_median_s, loop_low_s=st.loop_low_s, loop_steps=st.call_loop_steps,
         after_warmup_wall_s=wall_after, steps_after_warmup=steps_after,
         compiles=comp.count if comp is not None else None, compile_total_s=comp.total_s if comp is not None else None,
         late_compiles=comp.after_warmup if comp is not None else None, late_compile_s=comp.after_warmup_s if comp is not None else None,

@@ -22,17 +22,6 @@ def dig(doc: Any, path: str) -> Any:
     return doc
 
 
-def peak_device_bytes(doc: Mapping[str, Any]) -> int | None:
-    """The report's peak device memory: the per-device peaks when recorded, else `memory.peak_bytes`."""
-    per_device = dig(doc, "memory.per_device")
-    if isinstance(per_device, list):
-        peaks = [d.get("peak_bytes") for d in per_device if isinstance(d, dict) and d.get("peak_bytes") is not None]
-        if peaks:
-            return int(max(peaks))
-    peak = dig(doc, "memory.peak_bytes")
-    return int(peak) if peak is not None else None
-
-
 SECONDS_PER_HOUR = 3600.0
 
 
@@ -153,15 +142,15 @@ def compile_missing(doc: Mapping[str, Any]) -> str:
 KPIS: tuple[Kpi, ...] = (
     Kpi(label="Step time", value=lambda d: dig(d, "steps.step_s"), unit="seconds", lower_is_better=True, help="steps.step_s: steady-state median of the wall-clock iteration (warm-up, compiled and traced steps excluded); where the loop runs ahead of the device, its pace (or the mean iteration): steps.step_basis", why_missing=_steps_missing),
     Kpi(label="All-in step time", value=lambda d: dig(d, "steps.all_in_s"), unit="seconds", lower_is_better=True, help="steps.all_in_s: wall time per step over every step after the first (recompiles and evals included; the extra time of tpu-perf's own trace window and FLOP count not)", why_missing=_all_in_missing),
-    Kpi(label="p10 step time", value=lambda d: _iteration_percentile(d, "steps.p10_s"), unit="seconds", lower_is_better=True, help="steps.p10_s: 10th percentile of the steady iterations (n/a where the loop runs ahead of the device)", why_missing=_spread_missing),
-    Kpi(label="p90 step time", value=lambda d: _iteration_percentile(d, "steps.p90_s"), unit="seconds", lower_is_better=True, help="steps.p90_s: 90th percentile of the steady iterations: stragglers, host stalls (n/a where the loop runs ahead of the device)", why_missing=_spread_missing),
+    Kpi(label="p10 step time", value=lambda d: _iteration_percentile(d, "steps.iteration_p10_s"), unit="seconds", lower_is_better=True, help="steps.iteration_p10_s: 10th percentile of the steady iterations (n/a where the loop runs ahead of the device)", why_missing=_spread_missing),
+    Kpi(label="p90 step time", value=lambda d: _iteration_percentile(d, "steps.iteration_p90_s"), unit="seconds", lower_is_better=True, help="steps.iteration_p90_s: 90th percentile of the steady iterations: stragglers, host stalls (n/a where the loop runs ahead of the device)", why_missing=_spread_missing),
     Kpi(label="Device time / step", value=lambda d: dig(d, "steps.device_median_s"), unit="seconds", lower_is_better=True, help="steps.device_median_s: dispatch to outputs ready, median", why_missing=_device_missing),
     Kpi(label="MFU", value=lambda d: d.get("mfu"), unit="fraction", lower_is_better=False, help="mfu (basis: mfu_basis): model FLOPs per second / chip peak", why_missing=_mfu_missing),
     Kpi(label="Hardware FLOPs utilisation", value=lambda d: dig(d, "flops.utilization"), unit="fraction", lower_is_better=False, help="flops.utilization: XLA-counted FLOPs per device / chip peak", why_missing=_peak_missing),
     Kpi(label="FLOPs / step", value=lambda d: dig(d, "flops.per_step"), unit="flops", lower_is_better=False, neutral=True, help="flops.per_step: FLOPs XLA counts in the step program, all devices (the workload: a change is neither better nor worse)", why_missing=lambda d: "no FLOP count for the step program (XLA cost analysis gave none; PyTorch eager has none)"),
     Kpi(label="Achieved TFLOP/s", value=lambda d: dig(d, "flops.achieved_tflops"), unit="tflops", lower_is_better=False, help="flops.achieved_tflops: FLOPs per step / step time", why_missing=lambda d: "needs FLOPs per step and a step time"),
     Kpi(label="Tokens/s", value=lambda d: dig(d, "steps.tokens_per_s"), unit="rate", lower_is_better=False, help="steps.tokens_per_s: tokens per step / step time", why_missing=lambda d: "tokens per step unknown: record with `--tokens-per-step N`"),
-    Kpi(label="Peak HBM", value=peak_device_bytes, unit="bytes", lower_is_better=True, help="memory.per_device peak (else memory.peak_bytes)", why_missing=lambda d: "no device memory source (runtime sampler or XLA memory analysis)"),
+    Kpi(label="Peak HBM", value=lambda d: dig(d, "memory.peak_bytes"), unit="bytes", lower_is_better=True, help="memory.peak_bytes (source: memory.peak_source): the highest device's sampled peak, else the bytes live at the step program's peak by XLA's liveness, else XLA's memory analysis", why_missing=lambda d: "no device memory source (runtime sampler or XLA memory analysis)"),
     Kpi(label="Compile time", value=compile_seconds, unit="seconds", lower_is_better=True, help="compile.total_s: all backend compiles", why_missing=compile_missing),
 )
 

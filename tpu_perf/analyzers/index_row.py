@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tpu_perf.store import Run
 
-INDEX_VERSION = 1
-"""Bumped when a row's meaning changes: rows of an older version are rebuilt on read."""
+INDEX_VERSION = 2
+"""Bumped when a row's meaning changes: rows of an older version are rebuilt on read (2: `step_s` is the
+headline step time, all-in where the steady sample is too small; the peak is `memory.peak_bytes`)."""
 
 FINGERPRINT_KEYS: tuple[str, ...] = ("chip", "chip_count", "topology", "framework", "jax", "jaxlib", "libtpu", "torch", "torch_tpu", "xla_flags", "libtpu_init_args", "tokens_per_step", "model", "script")
 """What must match for two runs to be one series in `history` (the check's fingerprint plus the script)."""
@@ -51,14 +52,12 @@ def _base(run_id: str, manifest: dict[str, Any], status: str) -> dict[str, Any]:
 
 def index_row(run: Run) -> dict[str, Any]:
     """The run's row (see `tpu_perf.store.index.COLUMNS`); a run whose analysis fails is `damaged`."""
-    from tpu_perf.analyzers.compare import peak_device_bytes
     from tpu_perf.analyzers.report import build_report
     from tpu_perf.analyzers.run_values import fingerprint
 
     row = _base(run.id, run.manifest, run.status)
     try:
         report = build_report(run, summary=True)
-        doc = report.to_dict()
         prints = {**fingerprint(run), "script": row["script"]}
     except Exception as exc:  # one bad run is a row that says so, never a failed listing
         return damaged_row(run.id, f"{type(exc).__name__}: {exc}", run.manifest)
@@ -72,7 +71,7 @@ def index_row(run: Run) -> dict[str, Any]:
         all_in_s=steps.all_in_s,  # analyzers.all_in: the report's own definition
         mfu=report.mfu.value,
         tokens_per_s=steps.tokens_per_s,
-        peak_memory_bytes=peak_device_bytes(doc),
+        peak_memory_bytes=report.memory.peak_bytes,
         compiles_after_warmup=steps.compiled_after_warmup,
         error=None,
     )

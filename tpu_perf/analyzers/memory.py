@@ -40,7 +40,8 @@ class DeviceMemory:
 @dataclass(frozen=True, kw_only=True)
 class MemoryStats:
     peak_bytes: int | None
-    """Highest device memory in use (max over devices), from runtime samples, else XLA's estimate."""
+    """The run's one peak device memory (`headline_peak`): the highest device's sampled peak, else
+    the bytes live at the step program's peak (XLA's liveness), else XLA's memory analysis."""
     peak_source: str | None
     capacity_bytes: int | None
     """Per device: the runtime's limit, else the chip catalogue's HBM."""
@@ -61,8 +62,7 @@ class MemoryStats:
     max_batch_size: int | None
     """Estimate: floor(batch_size x max_batch_multiplier), when the batch size is known."""
     at_peak: AtPeak | None = None
-    """What fills memory at the step program's peak, by XLA's liveness (`analyzers/at_peak.py`);
-    filled by the full report only (the runs page's summary skips it)."""
+    """What fills memory at the step program's peak, by XLA's liveness (`analyzers/at_peak.py`)."""
     torch_state: TorchState | None = None
     """PyTorch: bytes of parameters, gradients and optimizer state, from the tensors (full report only)."""
     out_of_memory: OutOfMemory | None = None
@@ -130,12 +130,32 @@ def _fixed(run: Run, device: str, xla_args: int | None) -> tuple[int | None, str
     return int(rows["bytes_in_use"].astype(float).min()), basis
 
 
-def analyze_memory(run: Run) -> MemoryStats:
+LIVENESS_SOURCE = "xla_liveness"
+"""`MemoryStats.peak_source` when the peak is the bytes live at the step program's peak (`at_peak`)."""
+
+
+def headline_peak(devices: list[DeviceMemory], at_peak: AtPeak | None, xla_peak: int | None) -> tuple[int | None, str | None]:
+    """The run's one peak device memory and its source: the highest device's measured peak (libtpu,
+    NVML, the framework's allocator) when the run sampled one, else the bytes live at the step
+    program's peak by XLA's liveness, else XLA's memory analysis of the step (whose
+    `peak_memory_in_bytes` leaves out temporaries on XLA:CPU: the last resort). Every surface (the
+    report, `ls`, the dashboard, `check`'s memory metric, the notebook) shows this one."""
+    if devices:
+        top = max(devices, key=lambda d: d.peak_bytes)
+        return top.peak_bytes, top.source
+    if at_peak is not None:
+        return at_peak.peak_bytes, LIVENESS_SOURCE
+    return xla_peak, "xla_memory_analysis" if xla_peak is not None else None
+
+
+def analyze_memory(run: Run, *, at_peak: AtPeak | None = None) -> MemoryStats:
+    """Device memory of `run`; `at_peak` (the step program's liveness, `step_at_peak`) is the peak
+    where no device memory was sampled."""
     devices = per_device_memory(run)
     host = run.memory["bytes_in_use"][run.memory["device"] == "host"] if not run.memory.empty else run.memory
     xla_peak, xla_args = _xla_step(run)
     top = max(devices, key=lambda d: d.peak_bytes) if devices else None
-    peak, source = (top.peak_bytes, top.source) if top else (xla_peak, "xla_memory_analysis" if xla_peak is not None else None)
+    peak, source = headline_peak(devices, at_peak, xla_peak)
     capacity = top.capacity_bytes if top and top.capacity_bytes else _capacity(run)
     fixed, basis = _fixed(run, top.device, xla_args) if top else (None, None)
     multiplier = None
@@ -156,4 +176,5 @@ def analyze_memory(run: Run) -> MemoryStats:
         max_batch_multiplier=multiplier,
         batch_size=batch,
         max_batch_size=math.floor(batch * multiplier) if (batch and multiplier is not None and multiplier > 0) else None,
+        at_peak=at_peak,
     )

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from tpu_perf.analyzers.aot import AotStats, analyze_aot
 from tpu_perf.analyzers.at_peak import step_at_peak
 from tpu_perf.analyzers.compiles import CompileStats, analyze_compiles
+from tpu_perf.analyzers.exact import step_hlo_hash
 from tpu_perf.analyzers.flops import FlopsStats, analyze_flops
 from tpu_perf.analyzers.hosts import HostsSection, analyze_hosts
 from tpu_perf.analyzers.memory import MemoryStats, analyze_memory
@@ -37,9 +38,11 @@ from tpu_perf.errors import DataError, TpuPerfError
 from tpu_perf.jsonio import dumps, to_jsonable
 from tpu_perf.store import Run
 
-REPORT_VERSION = 2
-"""2: steps are wall-clock iterations with `device_median_s`/`host_median_s` beside them; unknown
-compile figures are null."""
+REPORT_VERSION = 3
+"""3: `steps.step_s` is the one headline step time (basis `all-in` where the steady sample is too
+small or leaves out too much); the iteration statistics are named `steps.iteration_*_s` (were
+`median_s`, `mean_s`, `p10_s`, `p90_s`, `min_s`, `max_s`); `memory.peak_bytes` is the one peak;
+`program_hash` added. docs/report-changelog.md lists every version's changes."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,6 +63,9 @@ class Report:
     flops: FlopsStats
     mfu: MfuSummary
     memory: MemoryStats
+    program_hash: str | None = None
+    """The step program's identity (`exact.step_hlo_hash`): equal hashes, the same computation.
+    `check`'s exact tier and the dashboard's op matching read this one."""
     compile: CompileStats | None = None
     torch_compile: TorchCompileStats | None = None
     hlo: HloSection | None = None
@@ -79,6 +85,7 @@ class Report:
         if self.compile is not None:
             doc["compile"] = {**to_jsonable(self.compile), "torch": self.torch_compile}
         doc["memory"] = self.memory
+        doc["program_hash"] = self.program_hash
         if self.hlo is not None:
             doc["hlo"] = self.hlo
             doc["programs"] = self.hlo.program_rows
@@ -110,12 +117,12 @@ def build_report(run: Run, *, convention: str | None = None, summary: bool = Fal
     flops = _part(run, "FLOPs", analyze_flops, run, steps)
     model = _part(run, "model MFU", analyze_model_mfu, run, steps, flops, convention=options.convention)
     mfu = summarize_mfu(model, flops)
-    base = {"options": options, "run": analyze_run_info(run), "steps": steps, "flops": flops, "mfu": mfu, "memory": _part(run, "memory", analyze_memory, run)}
+    at_peak = _part(run, "memory at peak", step_at_peak, run)
+    memory = _part(run, "memory", analyze_memory, run, at_peak=at_peak)
+    base = {"options": options, "run": analyze_run_info(run), "steps": steps, "flops": flops, "mfu": mfu, "memory": memory, "program_hash": step_hlo_hash(run)}
     if summary:
         return Report(**base)
-    at_peak = _part(run, "memory at peak", step_at_peak, run)
-    memory = base["memory"]
-    base["memory"] = dataclasses.replace(memory, at_peak=at_peak, out_of_memory=out_of_memory(run, at_peak), torch_state=torch_state(run, memory.peak_bytes if memory.per_device else None))
+    base["memory"] = dataclasses.replace(memory, out_of_memory=out_of_memory(run, at_peak), torch_state=torch_state(run, memory.peak_bytes if memory.per_device else None))
     return Report(
         **base,
         compile=_part(run, "compile", analyze_compiles, run),

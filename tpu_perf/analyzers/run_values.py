@@ -17,6 +17,7 @@ from tpu_perf.store import Run
 
 if TYPE_CHECKING:
     from tpu_perf.analyzers.report import Report
+    from tpu_perf.analyzers.steps import StepStats
 
 FINGERPRINT_FIELDS: tuple[str, ...] = (
     "chip", "chip_count", "topology", "framework",
@@ -41,8 +42,8 @@ class RunValues:
     status: str
     """completed | failed | interrupted | crashed | running: only `completed` runs are good data."""
     step_s: float | None
-    """The step time in seconds (`StepStats.step_s`): the steady median iteration, or where the loop
-    runs ahead of the device the wall time per step."""
+    """The run's headline step time in seconds (`StepStats.step_s`, basis `step_basis`): what the
+    report, `ls` and the dashboard show for it."""
     mfu: float | None
     tokens_per_s: float | None
     peak_memory_bytes: int | None
@@ -75,6 +76,11 @@ class RunValues:
     """Which code ran, where and how: git sha (and dirty), command, host, tpu-perf version (`provenance`)."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """The run's tags (`record --tag`): `check --pair-by tag:KEY` matches runs by one of them."""
+    step_basis: str | None = None
+    """What `step_s` is (`StepStats.step_basis`: median iteration, device pace, mean iteration, all-in)."""
+    steady_step_s: float | None = None
+    """The steady-state step time (`StepStats.steady_step_s`): what the `step_time` metric compares,
+    over `steady_samples_s`."""
 
     @property
     def all_in_reason(self) -> str | None:
@@ -90,6 +96,7 @@ class RunValues:
             "all_in_s": self.all_in_s, "excluded": [vars(e) for e in self.excluded], "excluded_share": self.excluded_share,
             "all_in_tool_steps": self.all_in_tool_steps, "flops_per_step": self.flops_per_step, "hlo_hash": self.hlo_hash, "tags": dict(self.tags),
             "provenance": dict(self.provenance), "error": self.error,
+            "step_basis": self.step_basis, "steady_step_s": self.steady_step_s,
         }
 
     @classmethod
@@ -112,13 +119,14 @@ class RunValues:
             flops_per_step=num("flops_per_step"), hlo_hash=None if data.get("hlo_hash") is None else str(data["hlo_hash"]),
             tags={str(k): str(v) for k, v in dict(data.get("tags") or {}).items()},
             provenance=dict(data.get("provenance") or {}), error=None if data.get("error") is None else str(data["error"]),
+            step_basis=None if data.get("step_basis") is None else str(data["step_basis"]),
+            steady_step_s=num("steady_step_s") if "steady_step_s" in data else num("step_s"),  # a baseline saved before the headline rule: its step_s was the steady one
         )
 
 
 def run_values(run: Run, report: Report | None = None) -> RunValues:
     """The check's numbers for `run`, from its report (`report`, when the caller has built it, else
     built here); the fingerprint from its manifest."""
-    from tpu_perf.analyzers.exact import step_hlo_hash
     from tpu_perf.analyzers.report import build_report
 
     report = report if report is not None else build_report(run)
@@ -137,10 +145,11 @@ def run_values(run: Run, report: Report | None = None) -> RunValues:
         fingerprint=fingerprint(run),
         aot=tuple({k: getattr(a, k) for k in AOT_FIELDS} for a in report.aot or ()),
         all_in_s=steps.all_in_s, excluded=steps.excluded, excluded_share=steps.excluded_share, all_in_tool_steps=steps.all_in_tool_steps,
-        flops_per_step=report.flops.per_step, hlo_hash=step_hlo_hash(run),
+        flops_per_step=report.flops.per_step, hlo_hash=report.program_hash,
         tags={str(k): str(v) for k, v in run.tags.items()}, provenance=provenance(run),
         error=(run.manifest.get("error") or {}).get("message"),
-        **step_samples(run, steps.warmup),
+        step_basis=steps.step_basis, steady_step_s=steps.steady_step_s,
+        **step_samples(run, steps),
     )
 
 
@@ -155,27 +164,21 @@ def provenance(run: Run) -> dict[str, Any]:
     }
 
 
-def step_samples(run: Run, warmup: int) -> dict[str, tuple[float, ...]]:
+def step_samples(run: Run, stats: StepStats) -> dict[str, tuple[float, ...]]:
     """The steady iterations (where the loop runs ahead of the device, its per-step pace) and the
-    iterations after the first step, in order (a single run's interval)."""
+    iterations after the first step, in order (a single run's interval), from the same steady
+    sample and steady step time as the report's (`stats`)."""
     from tpu_perf.analyzers.all_in import after_first, counted_durations
-    from tpu_perf.analyzers.steps import (
-        can_run_ahead,
-        pace_samples,
-        run_steps,
-        steady_mask,
-        step_time,
-    )
+    from tpu_perf.analyzers.steps import pace_samples, run_steps, steady_mask
 
     steps = run_steps(run)
     if steps.empty:
         return {"steady_samples_s": (), "all_in_samples_s": ()}
     durations = steps["duration_s"].to_numpy(dtype=float)
-    mask = steady_mask(steps, warmup).to_numpy()
-    step = step_time(steps, mask, ahead_possible=can_run_ahead(run))
-    steady = pace_samples(steps, mask) if step.basis == "device pace" else durations[mask]  # a loop that runs ahead: its device's pace
-    counted, _ = counted_durations(steps, warmup, step.value, runs_ahead=step.runs_ahead)
-    return {"steady_samples_s": tuple(float(d) for d in steady if d == d), "all_in_samples_s": tuple(float(d) for d in counted[after_first(steps, runs_ahead=step.runs_ahead)] if d == d)}
+    mask = steady_mask(steps, stats.warmup).to_numpy()
+    steady = pace_samples(steps, mask) if stats.steady_basis == "device pace" else durations[mask]  # a loop that runs ahead: its device's pace
+    counted, _ = counted_durations(steps, stats.warmup, stats.steady_step_s, runs_ahead=stats.runs_ahead)
+    return {"steady_samples_s": tuple(float(d) for d in steady if d == d), "all_in_samples_s": tuple(float(d) for d in counted[after_first(steps, runs_ahead=stats.runs_ahead)] if d == d)}
 
 
 AOT_FIELDS: tuple[str, ...] = ("topology", "chip", "chips", "flops_per_step", "peak_hbm_bytes", "optimal_step_s")

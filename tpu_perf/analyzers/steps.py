@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tpu_perf.analyzers.all_in import AllIn, Exclusion, all_in
+from tpu_perf.analyzers.all_in import AllIn, Exclusion, all_in, needs_all_in
 from tpu_perf.store import Run
 from tpu_perf.store.layout import source_rank
 
@@ -26,9 +26,10 @@ from tpu_perf.store.layout import source_rank
 class StepStats:
     """Steady state excludes warm-up steps, steps that compiled and steps inside the trace window.
 
-    `*_s` statistics are of the iteration; `device_median_s` of the device time in it (None where
-    the collector cannot see device time, e.g. PyTorch); `host_median_s` the median of iteration
-    minus device time per step."""
+    `iteration_*_s` statistics are of the steady iterations; `device_median_s` of the device time in
+    them (None where the collector cannot see device time, e.g. PyTorch); `host_median_s` the median
+    of iteration minus device time per step. `step_s` is the run's one headline step time: every
+    rate divides by it and every surface shows it (`step_basis` says what it is)."""
 
     count: int
     warmup: int
@@ -36,12 +37,12 @@ class StepStats:
     compiled_after_warmup: int
     traced: int
     source: str | None
-    median_s: float | None
-    mean_s: float | None
-    p10_s: float | None
-    p90_s: float | None
-    min_s: float | None
-    max_s: float | None
+    iteration_median_s: float | None
+    iteration_mean_s: float | None
+    iteration_p10_s: float | None
+    iteration_p90_s: float | None
+    iteration_min_s: float | None
+    iteration_max_s: float | None
     device_median_s: float | None
     host_median_s: float | None
     total_s: float | None
@@ -60,8 +61,8 @@ class StepStats:
     None where the collector did not see how many."""
     all_in_s: float | None = None
     """Wall time per step over every step after the first (`analyzers.all_in`): recompiles and evals
-    included, not the extra time of tpu-perf's own trace window and FLOP count. Beside `median_s`
-    everywhere: a median of few steady steps can hide them."""
+    included, not the extra time of tpu-perf's own trace window and FLOP count. The headline
+    (`step_s`, basis `all-in`) where the steady sample is too small or leaves out too much."""
     all_in_steps: int = 0
     all_in_tool_steps: int = 0
     """Steps after the first whose extra time the all-in time leaves out as tpu-perf's own (its trace
@@ -82,12 +83,22 @@ class StepStats:
     """The loop queues steps ahead of the device: most iterations return at dispatch and a sync (or
     the end) pays for the queued steps, so the median iteration is a dispatch time, not a step."""
     step_s: float | None = None
-    """The step time every rate divides by (steps/s, tokens/s, achieved TFLOP/s, MFU, the gate): the
-    median iteration; where the loop runs ahead, the device's pace (ready stamps) or the mean iteration."""
+    """The run's headline step time, chosen once (`headline_step_time`): every rate divides by it
+    (steps/s, tokens/s, achieved TFLOP/s, MFU) and every surface shows it (report, `ls`, the
+    dashboard, the notebook, `check`, `history`). The steady step time (`steady_step_s`), unless the
+    steady sample is too small or most of the run's time lies outside it: then the all-in time."""
     step_basis: str = "median iteration"
-    """What `step_s` is: `median iteration`, `device pace` or `mean iteration` (`step_time`)."""
+    """What `step_s` is: `median iteration`, `device pace`, `mean iteration` (the steady step time,
+    `step_time`) or `all-in` (`all_in_s`, `step_basis_reason` says why)."""
     step_basis_steps: int = 0
     """The steps `step_s` stands on."""
+    step_basis_reason: str | None = None
+    """Why the headline is the all-in time (`all_in.needs_all_in`); None on a steady basis."""
+    steady_step_s: float | None = None
+    """The steady-state step time (`step_time`): the median steady iteration, or where the loop runs
+    ahead of the device its pace (ready stamps) or the mean iteration; `steady_basis` says which."""
+    steady_basis: str = "median iteration"
+    """What `steady_step_s` is: `median iteration`, `device pace` or `mean iteration`."""
     excluded: tuple[Exclusion, ...] = ()
     """What the steady sample leaves out, per reason: how many steps and how much wall time."""
     excluded_share: float | None = None
@@ -381,7 +392,7 @@ def analyze_steps(run: Run, *, warmup_steps: int | None = None) -> StepStats:
     tokens = config.get("tokens_per_step")
     warmup = warmup_count(steps, warmup_steps if warmup_steps is not None else config.get("warmup_steps"))
     if steps.empty:
-        return StepStats(count=0, warmup=0, steady=0, compiled_after_warmup=0, traced=0, source=None, median_s=None, mean_s=None, p10_s=None, p90_s=None, min_s=None, max_s=None, device_median_s=None, host_median_s=None, total_s=None, steps_per_s=None, tokens_per_step=tokens, tokens_per_s=None)
+        return StepStats(count=0, warmup=0, steady=0, compiled_after_warmup=0, traced=0, source=None, iteration_median_s=None, iteration_mean_s=None, iteration_p10_s=None, iteration_p90_s=None, iteration_min_s=None, iteration_max_s=None, device_median_s=None, host_median_s=None, total_s=None, steps_per_s=None, tokens_per_step=tokens, tokens_per_s=None)
     mask = steady_mask(steps, warmup).to_numpy()
     all_durations = steps["duration_s"].to_numpy(dtype=float)
     durations = all_durations[mask & ~np.isnan(all_durations)]
@@ -401,6 +412,9 @@ def analyze_steps(run: Run, *, warmup_steps: int | None = None) -> StepStats:
 
     median = stat(np.median)
     whole = all_in(steps, mask, warmup, runs_ahead=ahead, step_s=step.value)
+    excluded_share = _paced_excluded_share(step, whole) if step.basis == "device pace" else whole.excluded_share
+    headline = headline_step_time(step, whole, int(durations.size), excluded_share)
+    notes = (_ahead_note(median, step) if ahead else None, _all_in_note(headline) if headline.basis == "all-in" else None, note)
     return StepStats(
         count=len(steps),
         warmup=warmup,
@@ -408,19 +422,19 @@ def analyze_steps(run: Run, *, warmup_steps: int | None = None) -> StepStats:
         compiled_after_warmup=int(after["compiled"].astype(bool).sum()),
         traced=int(steps["traced"].astype(bool).sum()) if "traced" in steps else 0,
         source=str(steps["source"].iloc[0]),
-        median_s=median,
-        mean_s=stat(np.mean),
-        p10_s=stat(lambda d: np.percentile(d, 10)),
-        p90_s=stat(lambda d: np.percentile(d, 90)),
-        min_s=stat(np.min),
-        max_s=stat(np.max),
+        iteration_median_s=median,
+        iteration_mean_s=stat(np.mean),
+        iteration_p10_s=stat(lambda d: np.percentile(d, 10)),
+        iteration_p90_s=stat(lambda d: np.percentile(d, 90)),
+        iteration_min_s=stat(np.min),
+        iteration_max_s=stat(np.max),
         device_median_s=device_median,
         host_median_s=host_median,
         total_s=float(np.nansum(all_durations)),
-        steps_per_s=1.0 / step.value if step.value else None,
+        steps_per_s=1.0 / headline.value if headline.value else None,
         tokens_per_step=tokens,
-        tokens_per_s=tokens / step.value if (tokens and step.value) else None,
-        note="; ".join(n for n in (_ahead_note(median, step) if ahead else None, note) if n) or None,
+        tokens_per_s=tokens / headline.value if (tokens and headline.value) else None,
+        note="; ".join(n for n in notes if n) or None,
         device_reason=None if device_median is not None else (_AHEAD_DEVICE if ahead else _device_unknown(run, device_seen, int(mask.sum()))),
         interleaved=int(_flags(steps["interleaved"].fillna(False)).sum()) if "interleaved" in steps else 0,
         micro_batches=accumulation.get("micro_batches"),
@@ -428,16 +442,45 @@ def analyze_steps(run: Run, *, warmup_steps: int | None = None) -> StepStats:
         all_in_steps=whole.all_in_steps,
         all_in_tool_steps=whole.tool_steps,
         excluded=whole.exclusions,
-        excluded_share=_paced_excluded_share(step, whole) if step.basis == "device pace" else whole.excluded_share,
+        excluded_share=excluded_share,
         call_median_s=_column_median(steps, mask, "call_s"),
         loop_median_s=loop_median,
         loop_low_s=_column_median(steps, mask, "loop_s", np.min),
         call_loop_steps=_known(steps, mask, "call_s", "loop_s"),
         runs_ahead=ahead,
-        step_s=step.value,
-        step_basis=step.basis,
-        step_basis_steps=step.steps,
+        step_s=headline.value,
+        step_basis=headline.basis,
+        step_basis_steps=headline.steps,
+        step_basis_reason=headline.reason,
+        steady_step_s=step.value,
+        steady_basis=step.basis,
     )
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The run's one step time (`StepStats.step_s`), what it is and why."""
+
+    value: float | None
+    basis: str
+    steps: int
+    reason: str | None = None
+
+
+def headline_step_time(step: StepTime, whole: AllIn, steady: int, excluded_share: float | None) -> Headline:
+    """The steady step time (`step_time`), unless the steady sample is too small or most of the run's
+    time after the first step lies outside it (`all_in.needs_all_in`: recompiles, evals, a handful
+    of steps): then the all-in time, the wall time per step the loop delivered. The same rule picks
+    the basis of `check`'s speed verdict, so the headline and the verdict stand on the same numbers."""
+    reason = needs_all_in(steady, excluded_share)
+    if reason is not None and whole.all_in_s is not None:
+        return Headline(whole.all_in_s, "all-in", whole.all_in_steps, reason)
+    return Headline(step.value, step.basis, step.steps)
+
+
+def _all_in_note(headline: Headline) -> str:
+    return (f"the step time is the all-in time, the wall time per step over the {headline.steps} steps after the first: "
+            f"{headline.reason}, so a steady median would stand for a run that was not seen")
 
 
 def _paced_excluded_share(step: StepTime, whole: AllIn) -> float | None:

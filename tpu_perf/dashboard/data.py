@@ -28,7 +28,7 @@ import streamlit as st
 
 from tpu_perf import __version__, load_run
 from tpu_perf.analyzers import report as report_module
-from tpu_perf.analyzers.compare import dig, peak_device_bytes
+from tpu_perf.analyzers.compare import dig
 from tpu_perf.analyzers.hosts import steps_by_host
 from tpu_perf.analyzers.run_values import RunValues
 from tpu_perf.analyzers.run_values import run_values as analyzers_run_values
@@ -38,7 +38,6 @@ from tpu_perf.dashboard import stamp
 from tpu_perf.errors import TpuPerfError
 from tpu_perf.jsonio import dumps
 from tpu_perf.store import Run, layout, scan_runs
-from tpu_perf.store.fs import filesystem, join
 from tpu_perf.store.writer import write_atomic
 
 CACHE_ENV = "TPU_PERF_CACHE_DIR"
@@ -272,17 +271,6 @@ def hosts_frame(url: str, stamp: float) -> pd.DataFrame:
     return steps_by_host(open_run(url, stamp))
 
 
-@st.cache_data(max_entries=1024, show_spinner=False)
-def file_digest(url: str, stamp: float, rel: str) -> str | None:
-    """sha1 of a file of the run (its step program's HLO text); None when it cannot be read."""
-    try:
-        fs, base = filesystem(url)
-        with fs.open(join(base, rel), "rb") as f:
-            return hashlib.sha1(f.read()).hexdigest()
-    except OSError:
-        return None
-
-
 @st.cache_data(max_entries=256, show_spinner=False)
 def memory_frame(url: str, stamp: float) -> pd.DataFrame:
     """Memory samples with time since the run started (`t_s`): each device from its best source
@@ -325,7 +313,7 @@ def summarize(doc: dict[str, Any]) -> dict[str, Any]:
         "mfu": doc.get("mfu"),
         "mfu_basis": doc.get("mfu_basis"),
         "tokens_per_s": dig(doc, "steps.tokens_per_s"),
-        "peak_hbm_bytes": peak_device_bytes(doc),
+        "peak_hbm_bytes": dig(doc, "memory.peak_bytes"),
     }
 
 

@@ -69,16 +69,14 @@ class RunHandle:
         """One line for the end of a recording: status, steps, median iteration."""
         from tpu_perf.analyzers.report import build_report
         from tpu_perf.errors import TpuPerfError
-        from tpu_perf.views import format as fmt
+        from tpu_perf.views.report import one_line
 
         try:
             report = build_report(self.load(), summary=True)
         except TpuPerfError as exc:
             return f"tpu-perf: run {self.id} saved at {self.folder}, but it cannot be summarised: {exc}"
-        s, r = report.steps, report.run
-        device = f" ({fmt.seconds(s.device_median_s)} on the device)" if s.device_median_s is not None else ""
-        warnings = "".join(f"\ntpu-perf: warning: {w}" for w in r.warnings)
-        return f"tpu-perf: run {r.id} {r.status}: {s.count} steps, {fmt.step_time(s.median_s, s.step_s, s.step_basis)}{device}; .report() and .advise() show it{warnings}"
+        warnings = "".join(f"\ntpu-perf: warning: {w}" for w in report.run.warnings)
+        return f"tpu-perf: {one_line(report)}; .report() and .advise() show it{warnings}"
 
 
 def report_view(run: str, *, store: str | None = None, chart: bool = True, convention: str | None = None) -> View:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 from rich.text import Text
+
+if TYPE_CHECKING:
+    from tpu_perf.analyzers.steps import StepStats
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|~$#])")
 
@@ -35,12 +38,18 @@ def seconds(value: float | None) -> str:
     return f"{value * 1e6:.1f} µs"
 
 
-def step_time(median_s: float | None, step_s: float | None, basis: str) -> str:
-    """The run's step time in one phrase (the summary after `record`, a notebook handle): the median
-    iteration, or where the loop runs ahead of the device the wall time per step and its basis."""
-    if basis != "median iteration":
-        return f"step time {seconds(step_s)} ({basis}: the loop runs ahead of the device; median iteration {seconds(median_s)})"
-    return f"median iteration {seconds(median_s)}"
+def step_time(steps: StepStats) -> str:
+    """The run's headline step time in one phrase, with its basis (the summary after `record`, a
+    notebook handle, `ls`' footnotes): `StepStats.step_s`, the one every surface shows."""
+    if steps.step_s is None:
+        return "step time n/a (no steady step)"
+    if steps.step_basis == "all-in":
+        return (f"step time {seconds(steps.step_s)} (all-in: {steps.step_basis_reason}; "
+                f"steady {steps.steady_basis} {seconds(steps.steady_step_s)})")
+    if steps.runs_ahead:
+        return (f"step time {seconds(steps.step_s)} ({steps.step_basis}: the loop runs ahead of the device; "
+                f"median iteration {seconds(steps.iteration_median_s)})")
+    return f"step time {seconds(steps.step_s)} (median iteration)"
 
 
 def bytes_(value: float | None) -> str:

@@ -25,6 +25,14 @@ Renderer = Callable[[dict[str, Any]], RenderableType | None]
 """Renders one part of the report document (`Report.to_dict()`); None when it has nothing to show."""
 
 
+def one_line(report: Report) -> str:
+    """The run in one line (after `record`, a notebook handle): its status, steps, the headline step
+    time with its basis, and the utilisation: the same fields the report and `ls` show."""
+    s, r = report.steps, report.run
+    device = f" ({fmt.seconds(s.device_median_s)} on the device)" if s.device_median_s is not None else ""
+    return f"run {r.id} {r.status}: {s.count} steps, {fmt.step_time(s)}{device}, utilisation {fmt.percent(report.mfu.value)}"
+
+
 def _kv(rows: list[tuple[str, str]], title: str) -> Table:
     table = Table(title=title, title_justify="left", show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")
@@ -51,10 +59,18 @@ def _header(doc: dict[str, Any]) -> RenderableType:
 
 
 def _step_time(s: dict[str, Any]) -> str:
-    spread = f"median {fmt.seconds(s['median_s'])}  p10 {fmt.seconds(s['p10_s'])}  p90 {fmt.seconds(s['p90_s'])}  mean {fmt.seconds(s['mean_s'])}"
+    """The headline step time (`steps.step_s`) with its basis, then the steady iterations' spread,
+    each labelled for what it is."""
+    spread = (f"median {fmt.seconds(s['iteration_median_s'])}  p10 {fmt.seconds(s['iteration_p10_s'])}  "
+              f"p90 {fmt.seconds(s['iteration_p90_s'])}  mean {fmt.seconds(s['iteration_mean_s'])}")
+    if s["step_s"] is None:
+        return f"n/a (no steady step)  iterations: {spread}"
+    if s["step_basis"] == "all-in":
+        return (f"{fmt.seconds(s['step_s'])} per step (all-in, {s['step_basis_steps']} steps: {s['step_basis_reason']}; see all-in)  "
+                f"steady {s['steady_basis']} {fmt.seconds(s['steady_step_s'])}, steady iterations: {spread}")
     if s.get("runs_ahead"):
         return f"{fmt.seconds(s['step_s'])} per step ({s['step_basis']}, {s['step_basis_steps']} steps: the loop runs ahead of the device; see the note)  iterations: {spread}"
-    return f"{spread}  (wall-clock iteration, steady steps)"
+    return f"{fmt.seconds(s['step_s'])} per step (median wall-clock iteration, {s['step_basis_steps']} steady steps)  iterations: {spread}"
 
 
 def _steps(doc: dict[str, Any]) -> RenderableType:
@@ -85,16 +101,15 @@ def _steps(doc: dict[str, Any]) -> RenderableType:
 
 def _all_in(s: dict[str, Any]) -> str:
     """All-in step time and what the steady median leaves out (`analyzers.all_in`)."""
-    from tpu_perf.analyzers.all_in import Exclusion, exclusions_text, needs_all_in
+    from tpu_perf.analyzers.all_in import Exclusion, exclusions_text
 
     if s.get("all_in_s") is None:
         return "n/a (fewer than 2 steps)"
     left_out = exclusions_text([Exclusion(**e) for e in s.get("excluded") or ()], fmt.seconds)
     share = "" if s.get("excluded_share") is None else f", {s['excluded_share']:.0%} of the time after the first step"
-    why = needs_all_in(int(s["steady"]), s.get("excluded_share"))
-    warn = f"; comparisons use the all-in time: {why}" if why else ""
+    warn = "; the headline step time is this all-in time" if s["step_basis"] == "all-in" else ""
     tool = s.get("all_in_tool_steps") or 0
-    paced = s.get("step_basis") == "device pace"  # the pace: spans of steady steps, not iterations
+    paced = s.get("steady_basis") == "device pace"  # the pace: spans of steady steps, not iterations
     counted = "the device work that finished in them" if paced else "the step time"
     over = f"the {s['all_in_steps']} steps after the first" + (f" ({tool} inside tpu-perf's trace window or FLOP count counted as {counted}: the rest of their time is tpu-perf's own)" if tool else "")
     sample = "the device pace" if paced else "the steady median"

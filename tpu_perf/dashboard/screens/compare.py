@@ -154,12 +154,6 @@ def breakdown_fractions(doc: dict[str, Any]) -> dict[str, float] | None:
     return breakdown_compare.fractions(doc) or None
 
 
-def _step_program_digest(ref: data.RunRef, doc: dict[str, Any]) -> str | None:
-    """sha1 of the run's step program HLO text; None when the run saved none."""
-    hlo = next((p.get("hlo_file") for p in doc.get("programs") or [] if isinstance(p, dict) and p.get("is_step") and p.get("hlo_file")), None)
-    return data.file_digest(ref.url, ref.stamp, str(hlo)) if hlo else None
-
-
 def ops_table_view(ops: pd.DataFrame, labels: list[str], per: str = "step") -> tuple[pd.DataFrame, dict[str, Any]]:
     """`ops_compare.ops_side_by_side` as shown: ms per step per device, % of step, change, each in
     its unit and `n/a` where unknown (a run without the op, an import with no steps), names
@@ -189,8 +183,8 @@ def ops_table_view(ops: pd.DataFrame, labels: list[str], per: str = "step") -> t
     return shown, config
 
 
-def _ops(docs: dict[str, dict[str, Any]], refs: dict[str, data.RunRef], baseline: str) -> None:
-    digests = {_step_program_digest(refs[label], doc) for label, doc in docs.items()}
+def _ops(docs: dict[str, dict[str, Any]], baseline: str) -> None:
+    digests = {doc.get("program_hash") for doc in docs.values()}  # the report's, as `check` reads it
     same = len(digests) == 1 and None not in digests
     ops = ops_compare.ops_side_by_side(docs, baseline, same_program=same)
     stepless = [label for label, doc in docs.items() if not ops_compare.has_steps(doc)]
@@ -241,5 +235,5 @@ def render() -> None:
     _export(checked, loaded, baseline, said, rows)
     widgets.lazy_tabs([
         ("Step time", lambda: _steps(docs, loaded)), ("Memory", lambda: _memory(docs, loaded)),
-        ("Top ops", lambda: _ops(docs, loaded, baseline)), ("Fusion", lambda: _fusion(docs)),
+        ("Top ops", lambda: _ops(docs, baseline)), ("Fusion", lambda: _fusion(docs)),
     ], key="compare_tab")  # fmt: skip

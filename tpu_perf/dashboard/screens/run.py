@@ -95,9 +95,9 @@ def steps_sentence(doc: dict[str, Any]) -> str:
         out = f", {left} left out of the statistics ({int(s.get('traced') or 0)} traced; the others compiled, ended the run or ran tpu-perf's own work)" if left > 0 else ""
         said = f"{count} steps: {warmup} warm-up, {steady} steady{out}" + (f", marked by `{s['source']}`" if s.get("source") else "")
     parts = [said]
-    if s.get("p10_s") is not None:
+    if s.get("iteration_p10_s") is not None:
         ahead = " of the iterations (the loop runs ahead: mostly dispatches)" if s.get("runs_ahead") else ""
-        parts.append(f"p10 {fmt.seconds(s['p10_s'])} · p90 {fmt.seconds(s.get('p90_s'))}{ahead}")
+        parts.append(f"p10 {fmt.seconds(s['iteration_p10_s'])} · p90 {fmt.seconds(s.get('iteration_p90_s'))}{ahead}")
     achieved = data.dig(doc, "flops.achieved_tflops")
     if achieved is not None:
         parts.append(f"achieved {fmt.number(achieved)} TFLOP/s")
@@ -110,7 +110,7 @@ def steps_sentence(doc: dict[str, Any]) -> str:
 def _memory(doc: dict[str, Any], ref: data.RunRef) -> None:
     m = doc.get("memory") or {}
     cols = st.columns(4)
-    cols[0].metric("Peak device memory", fmt.bytes_(data.peak_device_bytes(doc)), help=f"source: {m.get('peak_source')}")
+    cols[0].metric("Peak device memory", fmt.bytes_(m.get("peak_bytes")), help=f"memory.peak_bytes, source: {m.get('peak_source')}")
     cols[1].metric("Capacity per device", fmt.bytes_(m.get("capacity_bytes")))
     cols[2].metric("XLA estimate (step)", fmt.bytes_(m.get("xla_peak_bytes")))
     cols[3].metric("Host RSS peak", fmt.bytes_(m.get("host_rss_peak_bytes")))
