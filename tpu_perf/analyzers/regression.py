@@ -129,7 +129,7 @@ class Metric:
 
 METRICS: tuple[Metric, ...] = (
     Metric(name="mfu", label="MFU", unit="fraction", lower_is_better=False, value=lambda r: r.mfu, statistical=True, steady=True),
-    Metric(name="step_time", label="step time", unit="s", lower_is_better=True, value=lambda r: r.steady_step_s, statistical=True, steady=True, samples=lambda r: r.steady_samples_s),
+    Metric(name="step_time", label="step time", unit="s", lower_is_better=True, value=lambda r: r.step_s, statistical=True, steady=True, samples=lambda r: r.steady_samples_s),
     Metric(name="all_in_step_time", label="all-in step time", unit="s", lower_is_better=True, value=lambda r: r.all_in_s, statistical=True, samples=lambda r: r.all_in_samples_s, geometric=False),
     Metric(name="tokens_per_s", label="tokens/s", unit="tokens/s", lower_is_better=False, value=lambda r: r.tokens_per_s, statistical=True, steady=True),
     Metric(name="peak_memory", label="peak memory", unit="bytes", lower_is_better=True, value=lambda r: r.peak_memory_bytes, statistical=False),

@@ -42,8 +42,8 @@ class RunValues:
     status: str
     """completed | failed | interrupted | crashed | running: only `completed` runs are good data."""
     step_s: float | None
-    """The run's headline step time in seconds (`StepStats.step_s`, basis `step_basis`): what the
-    report, `ls` and the dashboard show for it."""
+    """The steady-state step time in seconds (`StepStats.steady_step_s`): what the `step_time`
+    metric compares, over `steady_samples_s`. The run's headline is `headline_step_s`."""
     mfu: float | None
     tokens_per_s: float | None
     peak_memory_bytes: int | None
@@ -76,11 +76,12 @@ class RunValues:
     """Which code ran, where and how: git sha (and dirty), command, host, tpu-perf version (`provenance`)."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """The run's tags (`record --tag`): `check --pair-by tag:KEY` matches runs by one of them."""
+    headline_step_s: float | None = None
+    """The run's one headline step time (`StepStats.step_s`): what the report, `ls`, the dashboard
+    and the notebook show for it; `check --json` lists it per run."""
     step_basis: str | None = None
-    """What `step_s` is (`StepStats.step_basis`: median iteration, device pace, mean iteration, all-in)."""
-    steady_step_s: float | None = None
-    """The steady-state step time (`StepStats.steady_step_s`): what the `step_time` metric compares,
-    over `steady_samples_s`."""
+    """What `headline_step_s` is (`StepStats.step_basis`: median iteration, device pace, mean
+    iteration, all-in)."""
 
     @property
     def all_in_reason(self) -> str | None:
@@ -96,7 +97,7 @@ class RunValues:
             "all_in_s": self.all_in_s, "excluded": [vars(e) for e in self.excluded], "excluded_share": self.excluded_share,
             "all_in_tool_steps": self.all_in_tool_steps, "flops_per_step": self.flops_per_step, "hlo_hash": self.hlo_hash, "tags": dict(self.tags),
             "provenance": dict(self.provenance), "error": self.error,
-            "step_basis": self.step_basis, "steady_step_s": self.steady_step_s,
+            "headline_step_s": self.headline_step_s, "step_basis": self.step_basis,
         }
 
     @classmethod
@@ -119,8 +120,7 @@ class RunValues:
             flops_per_step=num("flops_per_step"), hlo_hash=None if data.get("hlo_hash") is None else str(data["hlo_hash"]),
             tags={str(k): str(v) for k, v in dict(data.get("tags") or {}).items()},
             provenance=dict(data.get("provenance") or {}), error=None if data.get("error") is None else str(data["error"]),
-            step_basis=None if data.get("step_basis") is None else str(data["step_basis"]),
-            steady_step_s=num("steady_step_s") if "steady_step_s" in data else num("step_s"),  # a baseline saved before the headline rule: its step_s was the steady one
+            headline_step_s=num("headline_step_s"), step_basis=None if data.get("step_basis") is None else str(data["step_basis"]),
         )
 
 
@@ -135,7 +135,7 @@ def run_values(run: Run, report: Report | None = None) -> RunValues:
         run_id=run.id,
         name=run.name,
         status=run.status,
-        step_s=steps.step_s,
+        step_s=steps.steady_step_s,
         mfu=report.mfu.value,
         tokens_per_s=steps.tokens_per_s,
         peak_memory_bytes=memory.peak_bytes,
@@ -148,7 +148,7 @@ def run_values(run: Run, report: Report | None = None) -> RunValues:
         flops_per_step=report.flops.per_step, hlo_hash=report.program_hash,
         tags={str(k): str(v) for k, v in run.tags.items()}, provenance=provenance(run),
         error=(run.manifest.get("error") or {}).get("message"),
-        step_basis=steps.step_basis, steady_step_s=steps.steady_step_s,
+        headline_step_s=steps.step_s, step_basis=steps.step_basis,
         **step_samples(run, steps),
     )
 
