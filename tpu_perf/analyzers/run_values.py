@@ -88,6 +88,15 @@ class RunValues:
         """Why this run's comparisons must use the all-in time (`all_in.needs_all_in`); None: the steady median will do."""
         return needs_all_in(self.steady_steps, self.excluded_share)
 
+    def headline(self) -> dict[str, Any]:
+        """The run's one answer as the report names it (`check --json`'s `runs`): its headline step
+        time and basis, tokens/s, MFU, peak memory and program hash."""
+        return {
+            "run_id": self.run_id, "name": self.name, "status": self.status, "step_s": self.headline_step_s, "step_basis": self.step_basis,
+            "tokens_per_s": self.tokens_per_s, "mfu": self.mfu, "peak_memory_bytes": self.peak_memory_bytes, "peak_memory_source": self.peak_memory_source,
+            "program_hash": self.hlo_hash,
+        }
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id, "name": self.name, "status": self.status, "step_s": self.step_s,

@@ -123,8 +123,9 @@ def check_command(
     if github:  # to stderr beside --json, so stdout stays one JSON document (the runner reads both)
         for line in github_annotations(result):
             (sys.stderr if as_json else sys.stdout).write(line + "\n")
-    if as_json:
-        sys.stdout.write(dumps(result) + "\n")
+    if as_json:  # the verdict, then each run's one answer (the report's headline fields)
+        doc = {**result.to_dict(), "runs": {"baseline": [r.headline() for r in base], "candidate": [r.headline() for r in cand]}}
+        sys.stdout.write(dumps(doc) + "\n")
     else:
         out.print(render_check(result))
     raise typer.Exit(result.exit_code)
