@@ -307,15 +307,24 @@ def ls(store: StoreOption = layout.DEFAULT_STORE, as_json: Annotated[bool, typer
     out.print(render_ls(rows, store))
 
 
+LS_HEADLINE: tuple[str, ...] = ("step_s", "step_basis", "tokens_per_s", "mfu", "peak_memory_bytes", "peak_memory_source", "program_hash")
+"""The report's one answer in each `ls --json` row, under the index's names (the report's
+`steps.step_s`, `steps.step_basis`, `steps.tokens_per_s`, `mfu`, `memory.peak_bytes`,
+`memory.peak_source`, `program_hash`)."""
+
+
 def ls_rows(store: str) -> list[dict[str, Any]]:
     """One row per run of `store` for `ls`, from the runs index: id, name, status, start, steps,
-    step time (`steps.step_s`), processes, url, tags, and why a damaged run is damaged (`damage`)."""
+    the report's one answer (the headline step time `step_s` and its `step_basis`, tokens/s, MFU,
+    peak memory and its source, the program hash), processes, url, tags, and why a damaged run is
+    damaged (`damage`)."""
     from tpu_perf.analyzers.index_row import load_index
     from tpu_perf.store.fs import filesystem, join, to_url
 
     fs, base = filesystem(store)
     return [
-        {"id": row["id"], "name": row["name"], "status": row["status"], "started_at": row["started_at"], "steps": row.get("steps"), "step_s": row.get("step_s"), "processes": row.get("processes") or 1, "url": to_url(fs, join(base, row["id"])), "tags": row.get("tags") or {}, "damage": row.get("error")}
+        {"id": row["id"], "name": row["name"], "status": row["status"], "started_at": row["started_at"], "steps": row.get("steps"),
+         **{key: row.get(key) for key in LS_HEADLINE}, "processes": row.get("processes") or 1, "url": to_url(fs, join(base, row["id"])), "tags": row.get("tags") or {}, "damage": row.get("error")}
         for row in load_index(store)
     ]
 
@@ -348,7 +357,11 @@ def render_ls(rows: list[dict[str, Any]], store: str, width: int | None = None) 
         started = fmt.timestamp(r["started_at"])
         if narrow and r["started_at"] is not None:
             started = started[5:16]  # "12-02 04:14" of "2026-12-02 04:14:48"
-        table.add_row(Text(r["id"]), Text(name), Text(r["status"], style=STATUS_STYLE.get(r["status"], "red")), started, steps, fmt.seconds(r["step_s"]))
+        step = fmt.seconds(r["step_s"]) + (" all-in" if r.get("step_basis") == "all-in" else "")
+        table.add_row(Text(r["id"]), Text(name), Text(r["status"], style=STATUS_STYLE.get(r["status"], "red")), started, steps, step)
+    if any(r.get("step_basis") == "all-in" for r in rows):
+        table.caption = "all-in: the wall time per step after the first (the steady steps were too few, or most of the time lay outside them)"
+        table.caption_justify = "left"
     return table
 
 

@@ -67,11 +67,14 @@ def index_row(run: Run) -> dict[str, Any]:
         fingerprint=json.dumps(prints, sort_keys=True),
         fingerprint_key=fingerprint_key(prints),
         steps=steps.count,
-        step_s=steps.step_s,
+        step_s=steps.step_s,  # the report's headline (`steps.step_s`), with its basis
+        step_basis=steps.step_basis,
         all_in_s=steps.all_in_s,  # analyzers.all_in: the report's own definition
         mfu=report.mfu.value,
         tokens_per_s=steps.tokens_per_s,
         peak_memory_bytes=report.memory.peak_bytes,
+        peak_memory_source=report.memory.peak_source,
+        program_hash=report.program_hash,
         compiles_after_warmup=steps.compiled_after_warmup,
         error=None,
     )

@@ -310,6 +310,7 @@ def summarize(doc: dict[str, Any]) -> dict[str, Any]:
         "tags": ", ".join(f"{k}={v}" for k, v in sorted(tags.items())),
         "steps": dig(doc, "steps.count"),
         "step_s": dig(doc, "steps.step_s"),
+        "step_basis": dig(doc, "steps.step_basis"),
         "mfu": doc.get("mfu"),
         "mfu_basis": doc.get("mfu_basis"),
         "tokens_per_s": dig(doc, "steps.tokens_per_s"),
@@ -379,7 +380,7 @@ def indexed_summaries(store: str, refs: list[RunRef]) -> dict[str, dict[str, Any
         return {}
     return {
         run_id: {
-            "chip": r.get("chip"), "devices": r.get("chip_count"), "steps": r.get("steps"), "step_s": r.get("step_s"),
+            "chip": r.get("chip"), "devices": r.get("chip_count"), "steps": r.get("steps"), "step_s": r.get("step_s"), "step_basis": r.get("step_basis"),
             "mfu": r.get("mfu"), "tokens_per_s": r.get("tokens_per_s"), "peak_hbm_bytes": r.get("peak_memory_bytes"),
             "indexed_at": r.get("indexed_at"),
         }

@@ -51,8 +51,9 @@ SCHEMA = pa.schema(
         ("started_at", pa.float64()), ("ended_at", pa.float64()), ("tags", pa.string()),
         ("chip", pa.string()), ("chip_count", pa.int64()), ("framework", pa.string()), ("script", pa.string()),
         ("processes", pa.int64()), ("fingerprint", pa.string()), ("fingerprint_key", pa.string()),
-        ("steps", pa.int64()), ("step_s", pa.float64()), ("all_in_s", pa.float64()), ("mfu", pa.float64()),
+        ("steps", pa.int64()), ("step_s", pa.float64()), ("step_basis", pa.string()), ("all_in_s", pa.float64()), ("mfu", pa.float64()),
         ("tokens_per_s", pa.float64()), ("peak_memory_bytes", pa.int64()), ("compiles_after_warmup", pa.int64()),
+        ("peak_memory_source", pa.string()), ("program_hash", pa.string()),
         ("error", pa.string()), ("index_version", pa.int64()), ("indexed_at", pa.float64()),
     ]
 )

@@ -39,7 +39,7 @@ def runs_table(rows: list[dict]) -> pd.DataFrame:
             "framework": [f or "n/a" for f in column("framework")],
             "started": [dt.datetime.fromtimestamp(t).strftime("%m-%d %H:%M") if t is not None and pd.notna(t) else "n/a" for t in column("started_at")],  # local time, as `tpu-perf ls`
             "steps": [int(v) if v is not None and pd.notna(v) else 0 for v in column("steps")],
-            "step": _text(column("step_s"), fmt.seconds),
+            "step": [text + (" all-in" if basis == "all-in" else "") for text, basis in zip(_text(column("step_s"), fmt.seconds), column("step_basis"), strict=True)],
             "MFU": _text(column("mfu"), fmt.percent),
             "tokens/s": _text(column("tokens_per_s"), lambda v: "n/a" if v is None else f"{v:,.0f}"),
             "peak HBM": _text(column("peak_hbm_bytes"), fmt.bytes_),
@@ -56,7 +56,7 @@ COLUMNS = {
     "framework": st.column_config.TextColumn("frame", width=46, help="framework"),
     "started": st.column_config.TextColumn(width=80, help="when the run started (local time, month-day hour:minute)"),
     "steps": st.column_config.NumberColumn(width=44, help="steps recorded (0: none, e.g. an import of a trace with no step markers)"),
-    "step": st.column_config.TextColumn("step", width=76, help="step time (steps.step_s: the steady median iteration, or the mean where the loop runs ahead of the device); n/a when no steady step was recorded"),
+    "step": st.column_config.TextColumn("step", width=96, help="the run's step time (steps.step_s, as `tpu-perf report` and `ls` show it): the steady step time, or \"all-in\" (the wall time per step after the first) where the steady steps were too few or most of the time lay outside them; n/a when no step was recorded"),
     "MFU": st.column_config.TextColumn(width=50, help="mfu of `tpu-perf report --json`; n/a without a model FLOP count and the chip's peak (see the run page)"),
     "tokens/s": st.column_config.TextColumn(width=64, help="n/a unless recorded with --tokens-per-step N"),
     "peak HBM": st.column_config.TextColumn("HBM", width=68, help="peak device memory; n/a without a device memory source"),
