@@ -81,11 +81,17 @@ class RunValues:
     and the notebook show for it; `check --json` lists it per run."""
     step_basis: str | None = None
     """What `headline_step_s` is (`StepStats.step_basis`: median iteration, device pace, mean
-    iteration, all-in)."""
+    iteration, all-in); None in a baseline saved before report version 3."""
+    step_basis_reason: str | None = None
+    """Why the headline is the all-in time (`StepStats.step_basis_reason`)."""
 
     @property
     def all_in_reason(self) -> str | None:
-        """Why this run's comparisons must use the all-in time (`all_in.needs_all_in`); None: the steady median will do."""
+        """Why this run's comparisons must use the all-in time: the reason its headline is the all-in
+        time (one decision, `steps.headline_step_time`); None: the steady step time will do. A
+        baseline saved before the headline carried its basis decides by `all_in.needs_all_in`."""
+        if self.step_basis is not None:
+            return self.step_basis_reason
         return needs_all_in(self.steady_steps, self.excluded_share)
 
     def headline(self) -> dict[str, Any]:
@@ -106,7 +112,7 @@ class RunValues:
             "all_in_s": self.all_in_s, "excluded": [vars(e) for e in self.excluded], "excluded_share": self.excluded_share,
             "all_in_tool_steps": self.all_in_tool_steps, "flops_per_step": self.flops_per_step, "hlo_hash": self.hlo_hash, "tags": dict(self.tags),
             "provenance": dict(self.provenance), "error": self.error,
-            "headline_step_s": self.headline_step_s, "step_basis": self.step_basis,
+            "headline_step_s": self.headline_step_s, "step_basis": self.step_basis, "step_basis_reason": self.step_basis_reason,
         }
 
     @classmethod
@@ -130,6 +136,7 @@ class RunValues:
             tags={str(k): str(v) for k, v in dict(data.get("tags") or {}).items()},
             provenance=dict(data.get("provenance") or {}), error=None if data.get("error") is None else str(data["error"]),
             headline_step_s=num("headline_step_s"), step_basis=None if data.get("step_basis") is None else str(data["step_basis"]),
+            step_basis_reason=None if data.get("step_basis_reason") is None else str(data["step_basis_reason"]),
         )
 
 
@@ -157,7 +164,7 @@ def run_values(run: Run, report: Report | None = None) -> RunValues:
         flops_per_step=report.flops.per_step, hlo_hash=report.program_hash,
         tags={str(k): str(v) for k, v in run.tags.items()}, provenance=provenance(run),
         error=(run.manifest.get("error") or {}).get("message"),
-        headline_step_s=steps.step_s, step_basis=steps.step_basis,
+        headline_step_s=steps.step_s, step_basis=steps.step_basis, step_basis_reason=steps.step_basis_reason,
         **step_samples(run, steps),
     )
 
