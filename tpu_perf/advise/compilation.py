@@ -92,7 +92,7 @@ def recompilation(s: Signals) -> Finding:
     per_step = s.late_compiles / later
     cost = s.recompile_excess_s if s.recompile_excess_s is not None else s.late_compile_s
     share = (cost or 0.0) / s.after_warmup_wall_s if s.after_warmup_wall_s > 0 else None
-    evidence = [src("late_compiles", s.late_compiles), ev("steps_after_warmup_count", later, "steps", "steps.parquet: rows after warm-up (analyzers/compiles.compile_warmup)"),
+    evidence = [src("late_compiles", s.late_compiles), ev("steps_after_warmup_count", later, "steps", "steps.parquet: rows after warm-up (analyzers/steps.run_warmup)"),
                 src("late_compile_s", s.late_compile_s), src("recompile_excess_s", s.recompile_excess_s), src("after_warmup_wall_s", s.after_warmup_wall_s)]
     evidence += [ev(f"compiles_of_{name}_count", n, "compiles", f"compile.after_warmup_functions[{name}]") for name, n in list(s.late_functions.items())[:3]]
     first = ", ".join(f"{name}" for name in list(s.first_compiles_after_warmup)[:4])

@@ -18,13 +18,13 @@ from tpu_perf.advise import thresholds as T
 from tpu_perf.advise.dot_dtypes import dot_flops_share_by_source_dtype
 from tpu_perf.advise.finding import Evidence, ev
 from tpu_perf.advise.padding import fixed_dot_dims
-from tpu_perf.analyzers.compiles import after_warmup_compiles, compile_warmup
+from tpu_perf.analyzers.compiles import after_warmup_compiles
 from tpu_perf.analyzers.flops import run_chip
 from tpu_perf.analyzers.hlo import HloModule, run_hlo
 from tpu_perf.analyzers.hlo_analysis import DotInfo, HloAnalysis, analyze_hlo, tile_for_chip
 from tpu_perf.analyzers.memory import MemoryStats
 from tpu_perf.analyzers.report import Report, build_report
-from tpu_perf.analyzers.steps import run_steps, step_framework
+from tpu_perf.analyzers.steps import run_steps, run_warmup, step_framework
 from tpu_perf.analyzers.traces import TraceSection
 from tpu_perf.hardware import Chip, lookup_chip
 from tpu_perf.jsonio import to_jsonable
@@ -315,7 +315,7 @@ def _after_warmup(run: Run, pace_s: float | None = None) -> tuple[int | None, fl
     steps, late = run_steps(run), after_warmup_compiles(run)
     if late is None or len(steps) < 2:
         return None, None, None
-    warmup = compile_warmup(run, steps)
+    warmup = run_warmup(run)
     after = steps.iloc[warmup:]
     durations = after["duration_s"].to_numpy(float)
     profiled = np.zeros(len(after), dtype=bool)

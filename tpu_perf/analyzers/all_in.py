@@ -120,20 +120,11 @@ def all_in(steps: pd.DataFrame, steady: np.ndarray, warmup: int, *, runs_ahead: 
     if steps.empty:
         return AllIn(all_in_s=None, all_in_steps=0, exclusions=(), excluded_share=None)
     durations = np.nan_to_num(steps["duration_s"].to_numpy(dtype=float), nan=0.0)
-    index = np.arange(len(steps))
     left_out = ~steady
-    flags = {
-        "warmup": index < warmup,
-        "compiled": _column(steps, "compiled") & (index > 0),
-        "interleaved": _column(steps, "interleaved"),
-        "traced": _column(steps, "traced") | _column(steps, "instrumented"),
-        "tail": _column(steps, "tail"),
-    }
-    taken = np.zeros(len(steps), dtype=bool)
+    reasons = step_reasons(steps, steady, warmup)
     exclusions = []
     for key, label in REASONS:
-        mine = left_out & flags[key] & ~taken
-        taken |= mine
+        mine = reasons == key
         if mine.any():
             exclusions.append(Exclusion(reason=key, label=label, steps=int(mine.sum()), time_s=float(durations[mine].sum())))
     counted, tool = counted_durations(steps, warmup, step_s, runs_ahead=runs_ahead)
@@ -143,6 +134,28 @@ def all_in(steps: pd.DataFrame, steady: np.ndarray, warmup: int, *, runs_ahead: 
     value = total / after.size if after.size and total > 0 else None
     excluded = float(durations[whole & left_out & ~tool].sum())  # the program's exclusions, not tpu-perf's
     return AllIn(all_in_s=value, all_in_steps=int(after.size), tool_steps=int((whole & tool).sum()), exclusions=tuple(exclusions), excluded_share=excluded / total if total > 0 else None)
+
+
+def step_reasons(steps: pd.DataFrame, steady: np.ndarray, warmup: int) -> np.ndarray:
+    """Each step's reason for being left out of the steady sample (a `REASONS` key, the first that
+    applies), "" for a steady step: the one attribution the exclusions, the charts' phases and the
+    report share. A step left out for none of them (only when the sample keeps such steps: see
+    `steps.steady_mask`) is "steady" too."""
+    index = np.arange(len(steps))
+    flags = {
+        "warmup": index < warmup,
+        "compiled": _column(steps, "compiled") & (index > 0),
+        "interleaved": _column(steps, "interleaved"),
+        "traced": _column(steps, "traced") | _column(steps, "instrumented"),
+        "tail": _column(steps, "tail"),
+    }
+    out = np.full(len(steps), "", dtype=object)
+    open_ = ~np.asarray(steady, dtype=bool)
+    for key, _ in REASONS:
+        mine = open_ & flags[key]
+        out[mine] = key
+        open_ &= ~mine
+    return out
 
 
 def _column(steps: pd.DataFrame, name: str) -> np.ndarray:

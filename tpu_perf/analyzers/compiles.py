@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from tpu_perf.analyzers.steps import run_steps, warmup_count
+from tpu_perf.analyzers.steps import run_steps, run_warmup
 from tpu_perf.store import Run
 
 
@@ -109,7 +109,7 @@ def after_warmup_compiles(run: Run) -> pd.DataFrame | None:
     `test_step` at the end of an epoch) is not one: it compiles once and is cached. Nor is a compile
     a checkpointing or logging library asked for (`occasional`, collectors/jax/callers.py: orbax
     slicing the arrays it saves, at every save): the step's shapes are not what changed. Warm-up is
-    `compile_warmup`. None: no steps, so no warm-up to count after (unknown, not zero)."""
+    `steps.run_warmup`. None: no steps, so no warm-up to count after (unknown, not zero)."""
     steps = run_steps(run)
     if steps.empty:
         return None
@@ -117,7 +117,7 @@ def after_warmup_compiles(run: Run) -> pd.DataFrame | None:
     if compiles.empty:
         return pd.DataFrame({"time_s": pd.Series(dtype=float), "duration_s": pd.Series(dtype=float), "function": pd.Series(dtype=str), "recompile": pd.Series(dtype=bool)})
     backend = compiles[compiles["event"] == "backend_compile"]
-    warmup = compile_warmup(run, steps)
+    warmup = run_warmup(run)
     if warmup >= len(steps):
         return backend.iloc[0:0].assign(recompile=pd.Series(dtype=bool))
     warm_end, last_end = float(steps["end_time_s"].iloc[warmup - 1]), float(steps["end_time_s"].iloc[-1])
@@ -128,16 +128,6 @@ def after_warmup_compiles(run: Run) -> pd.DataFrame | None:
     occasional = backend["occasional"].astype("boolean").fillna(False).to_numpy(bool) if "occasional" in backend else np.zeros(len(backend), dtype=bool)
     late = (backend["time_s"] > warm_end).to_numpy() & (backend["time_s"] <= last_end).to_numpy()
     return backend.assign(recompile=is_step | (seen_before & ~occasional))[late]
-
-
-def compile_warmup(run: Run, steps: pd.DataFrame) -> int:
-    """Warm-up steps for counting recompiles: the leading steps that compiled (`--warmup-steps`
-    overrides), but only the first when they are most of the run: a shape that changes at nearly
-    every step is the defect, not a warm-up (19 of 20 steps of a loop that queues ahead compiled,
-    each holding the next batch's `jnp.ones` or the step's compile, and read as 0 recompiles)."""
-    override = (run.manifest.get("config") or {}).get("warmup_steps")
-    warmup = warmup_count(steps, override)
-    return 1 if override is None and len(steps) > 1 and 2 * warmup > len(steps) else warmup
 
 
 def _by_function(rows: pd.DataFrame) -> dict[str, int]:

@@ -25,7 +25,7 @@ from tpu_perf.analyzers.job_ops import (
     op_time_by_host,
     straggler_op,
 )
-from tpu_perf.analyzers.steps import analyze_steps, run_steps, steady_mask, warmup_count
+from tpu_perf.analyzers.steps import analyze_steps, run_steps, run_warmup, steady_mask
 from tpu_perf.store import Run
 
 BREAKDOWN_ALL_HOSTS = 64
@@ -113,8 +113,7 @@ def _steady(run: Run) -> pd.DataFrame:
     steps = run_steps(run)
     if steps.empty:
         return steps
-    warmup = warmup_count(steps, (run.manifest.get("config") or {}).get("warmup_steps"))
-    return steps[steady_mask(steps, warmup).to_numpy()]
+    return steps[steady_mask(steps, run_warmup(run)).to_numpy()]
 
 
 def _median(values: pd.Series) -> float | None:

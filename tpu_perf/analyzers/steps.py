@@ -149,14 +149,25 @@ def step_framework(run: Run) -> str | None:
 
 
 def warmup_count(steps: pd.DataFrame, override: int | None = None) -> int:
-    """Leading steps that compiled, at least one (the first step pays for compilation and caches)."""
+    """Warm-up steps: the leading steps that compiled, at least one (the first step pays for
+    compilation and caches), but only the first when they are most of the run (a shape that
+    changes at nearly every step is the defect, not a warm-up: 19 of 20 steps of a loop that queues
+    ahead compiled, each holding the next batch's `jnp.ones` or the step's compile). `override`
+    (`--warmup-steps`) wins. The one definition: the step statistics, the recompile count, the
+    advisor, the charts and `check` read it through `run_warmup`."""
     if steps.empty:
         return 0
     if override is not None:
         return min(int(override), len(steps))
     compiled = steps["compiled"].to_numpy(dtype=bool)
     leading = len(compiled) if compiled.all() else int(np.argmin(compiled))
-    return min(max(1, leading), len(steps))
+    warmup = min(max(1, leading), len(steps))
+    return 1 if len(steps) > 1 and 2 * warmup > len(steps) else warmup
+
+
+def run_warmup(run: Run) -> int:
+    """The run's warm-up steps (`warmup_count` of its steps, with its `--warmup-steps`)."""
+    return warmup_count(run_steps(run), (run.manifest.get("config") or {}).get("warmup_steps"))
 
 
 def steady_mask(steps: pd.DataFrame, warmup: int) -> pd.Series:

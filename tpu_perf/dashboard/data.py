@@ -260,9 +260,15 @@ def table(url: str, stamp: float, name: str) -> pd.DataFrame:
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
-def step_frame(url: str, stamp: float, warmup: int) -> pd.DataFrame:
-    """The steps the analyzers use, with their phase and start (`analyzers.step_phases`)."""
-    return step_phases(open_run(url, stamp), warmup)
+def step_frame(url: str, stamp: float, warmup: int, paced: bool) -> pd.DataFrame:
+    """The steps the analyzers use, with their phase and start (`analyzers.step_phases`), for the
+    report's `steps.warmup` and whether its steady step time is the device's pace."""
+    return step_phases(open_run(url, stamp), warmup, paced=paced)
+
+
+def phases_of(ref: RunRef, doc: dict[str, Any]) -> pd.DataFrame:
+    """`step_frame` of a run as its report (`doc`) decided it."""
+    return step_frame(ref.url, ref.stamp, int(dig(doc, "steps.warmup")), dig(doc, "steps.steady_basis") == "device pace")
 
 
 @st.cache_data(max_entries=64, show_spinner=False)

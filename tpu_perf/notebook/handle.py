@@ -98,7 +98,7 @@ def report_view(run: str, *, store: str | None = None, chart: bool = True, conve
         for render in terminal.RENDERERS:
             out.append(html.to_html(render(doc)))
             if render is terminal._steps and chart:
-                out.append(step_chart([(loaded.name, loaded, int(doc["steps"].get("warmup") or 0))]))
+                out.append(step_chart([(loaded.name, loaded, report.steps)]))
         return [*out, html.to_html(render_advice_section(advice))]
 
     return View(f"tpu-perf report: {loaded.name} ({loaded.id})", lambda: Group(terminal.render_report(report), render_advice_section(advice)), parts, {**doc, "advice": advice})
@@ -120,16 +120,16 @@ def advise_view(run: str, *, store: str | None = None, target: str | None = None
     return View(f"tpu-perf advise: {loaded.name} ({loaded.id})", lambda: render_advice(doc, show_all=show_all), lambda: [html.to_html(render_advice(doc, show_all=show_all))], doc)
 
 
-def step_chart(runs: Sequence[tuple[str, Any, int]]) -> str:
-    """The dashboard's step-time figure of (label, run, warm-up steps), as offline HTML; a line
-    saying why when plotly is not installed (it comes with the `notebook` extra)."""
+def step_chart(runs: Sequence[tuple[str, Any, Any]]) -> str:
+    """The dashboard's step-time figure of (label, run, its report's `StepStats`), as offline HTML; a
+    line saying why when plotly is not installed (it comes with the `notebook` extra)."""
     from tpu_perf.analyzers.step_phases import step_phases
 
     try:
         from tpu_perf.dashboard import figures
     except ImportError:
         return html.to_html("step-time chart: n/a (plotly is not installed: pip install 'tpu-perf[notebook]')")
-    return html.figure(figures.step_times([(label, step_phases(run, warmup)) for label, run, warmup in runs]))
+    return html.figure(figures.step_times([(label, step_phases(run, s.warmup, paced=s.steady_basis == "device pace")) for label, run, s in runs]))
 
 
 def check_view(baseline: str | Sequence[str], candidate: str | Sequence[str], *, store: str | None = None, baseline_store: str | None = None, chart: bool = True, **options: Any) -> View:
@@ -160,17 +160,17 @@ def check_view(baseline: str | Sequence[str], candidate: str | Sequence[str], *,
             except TpuPerfError:  # an entry of a saved baseline file: numbers without a run folder
                 continue
         if chart and runs:
-            out.append(step_chart([(f"{r.name} ({r.id[:8]})", r, _warmup(r)) for r in runs]))
+            out.append(step_chart([(f"{r.name} ({r.id[:8]})", r, _steps(r)) for r in runs]))
         return out
 
     title = f"tpu-perf check: {result.verdict.value}"
     return View(title, lambda: render_check(result), parts, result)
 
 
-def _warmup(run: Any) -> int:
+def _steps(run: Any) -> Any:
     from tpu_perf.analyzers.steps import analyze_steps
 
-    return int(analyze_steps(run).warmup or 0)
+    return analyze_steps(run)
 
 
 def runs_view(store: str | None = None) -> View:

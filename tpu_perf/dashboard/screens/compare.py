@@ -126,7 +126,7 @@ def _kpis(docs: dict[str, dict[str, Any]], baseline: str, checked: list[export.C
 
 
 def _steps(docs: dict[str, dict[str, Any]], refs: dict[str, data.RunRef]) -> None:
-    frames = [(label, data.step_frame(refs[label].url, refs[label].stamp, int(data.dig(doc, "steps.warmup") or 0))) for label, doc in docs.items()]
+    frames = [(label, data.phases_of(refs[label], doc)) for label, doc in docs.items()]
     if all(f.empty for _, f in frames):
         widgets.missing("Steps", "None of these runs recorded a step.")
         return

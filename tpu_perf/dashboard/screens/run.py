@@ -55,7 +55,7 @@ def _overview(doc: dict[str, Any], ref: data.RunRef) -> None:
     rows = shape.kpi_rows({ref.name: doc}, ref.name)
     st.html(kpi_table.kpi_table_html(rows, [ref.name], {}, baseline=""))
     st.caption(steps_sentence(doc))
-    frame = data.step_frame(ref.url, ref.stamp, int(data.dig(doc, "steps.warmup") or 0))
+    frame = data.phases_of(ref, doc)
     if frame.empty:
         if data.dig(doc, "run.imported"):
             widgets.missing("Steps", "This run is an import (`tpu-perf import`) of a trace with no step markers tpu-perf could see; its ops and devices come from the trace.")
