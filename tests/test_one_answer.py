@@ -84,6 +84,19 @@ def test_the_corpus_holds_every_kind(corpus: dict[str, Any]) -> None:
     assert by_name["fixed"]["program_hash"] and by_name["fixed"]["memory"]["peak_bytes"]
 
 
+def test_every_report_fits_the_published_schema(corpus: dict[str, Any]) -> None:
+    import jsonschema
+
+    from tpu_perf.views.schema import report_schema
+
+    schema = report_schema()
+    assert json.loads((ROOT / "docs" / "report-schema.json").read_text()) == schema, "docs/report-schema.json is stale: python -m tpu_perf.views.schema > docs/report-schema.json"
+    validator = jsonschema.Draft202012Validator(schema)
+    for doc in corpus["docs"].values():
+        errors = [f"{'.'.join(map(str, e.path))}: {e.message[:200]}" for e in validator.iter_errors(doc)]
+        assert not errors, (doc["run"]["name"], errors[:5])
+
+
 def test_the_headline_is_the_all_in_time_where_the_steady_sample_cannot_stand_for_the_run(corpus: dict[str, Any]) -> None:
     for doc in corpus["docs"].values():
         s = doc["steps"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -39,7 +40,7 @@ class CompileStats:
     other_after_warmup: dict[str, int] = field(default_factory=dict)
     """Compiles after warm-up that are not recompiles: first compiles of programs the loop calls now
     and then (eval, helpers), and compiles a checkpointing or logging library asked for."""
-    after_warmup_causes: list[dict[str, object]] = field(default_factory=list)
+    after_warmup_causes: list[dict[str, Any]] = field(default_factory=list)
     """What changed in the arguments of the functions that recompiled after warm-up, by function and
     kind (`shape`, `dtype`, `sharding`, `static`, `structure`, `value`, `unknown`): `count` and the
     first `example` (JAX recordings; collectors/jax/recompiles.py). Empty where none was recorded."""

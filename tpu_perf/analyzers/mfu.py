@@ -8,9 +8,10 @@ The hardware-FLOPs utilisation (what XLA counts) stays in `flops.utilization`.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 
 from tpu_perf.analyzers.flops import FlopsStats, run_peak
+from tpu_perf.analyzers.layout import Layout, reshaped
 from tpu_perf.analyzers.steps import StepStats
 from tpu_perf.errors import TpuPerfError
 from tpu_perf.modelflops.arch import Architecture
@@ -110,8 +111,15 @@ class MfuSummary:
     hardware_utilization: float | None
 
     def to_dict(self) -> dict[str, object]:
-        """The report's published keys: `mfu`, `mfu_basis`, `mfu_detail`."""
-        return {"mfu": self.value, "mfu_basis": self.basis, "mfu_detail": {**asdict(self.model), "basis": self.basis, "hardware_utilization": self.hardware_utilization}}
+        """The report's published keys: `mfu`, `mfu_basis`, `mfu_detail` (`MFU_LAYOUT`)."""
+        return reshaped(self, MFU_LAYOUT)
+
+
+MFU_LAYOUT: Layout = {
+    "mfu": "value", "mfu_basis": "basis",
+    "mfu_detail": {**{f.name: f"model.{f.name}" for f in fields(ModelMfu)}, "basis": "basis", "hardware_utilization": "hardware_utilization"},
+}
+"""`MfuSummary`'s keys in the report (top level): what `to_dict` writes and the schema describes."""
 
 
 def summarize_mfu(model: ModelMfu, flops: FlopsStats) -> MfuSummary:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import pandas as pd
 
 from tpu_perf.analyzers.hlo import FusionSummary, fusion_summary, run_hlo
 from tpu_perf.analyzers.hlo_analysis import HloAnalysis, analyze_hlo, tile_for_chip
+from tpu_perf.analyzers.layout import Layout, reshaped
 from tpu_perf.errors import DataError
 from tpu_perf.store import Run
 
@@ -34,7 +35,42 @@ class ProgramFusion:
     summary: FusionSummary
 
     def to_dict(self) -> dict:
-        return {"function": self.function, "is_step": self.is_step, "hlo_file": self.hlo_file, **asdict(self.summary)}
+        return reshaped(self, PROGRAM_LAYOUT)
+
+
+PROGRAM_LAYOUT: Layout = {"function": "function", "is_step": "is_step", "hlo_file": "hlo_file", **{f.name: f"summary.{f.name}" for f in fields(FusionSummary)}}
+"""Each entry of the report's `hlo.programs`."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class HloAnalysisDoc:
+    """The report's `hlo.analysis`: the step program's deeper read, in numbers."""
+
+    function: str | None
+    dots: int
+    """Dot (matmul) instructions in the step program."""
+    dot_flops_by_dtype: dict[str, float]
+    dot_flops_share_by_dtype: dict[str, float]
+    padding_waste: float | None
+    tile: int
+    collectives: dict[str, int]
+    async_pairs: int
+    async_overlapped: int
+    while_loops: int
+    unfused_elementwise: dict[str, int]
+    unfused_elementwise_bytes: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class HloDoc:
+    """The report's `hlo`, as published (`HloSection.to_dict`): the step program's fusion figures,
+    every saved program's, and the analysis; its type is what the schema describes."""
+
+    fusions: int | None
+    fusions_by_kind: dict[str, int]
+    top_level_instructions: int | None
+    programs: list[dict[str, Any]]
+    analysis: HloAnalysisDoc | None
 
 
 def analyze_fusion(run: Run) -> list[ProgramFusion]:
@@ -69,20 +105,20 @@ class HloSection:
     def step(self) -> ProgramFusion | None:
         return next((p for p in self.programs if p.is_step), self.programs[0] if len(self.programs) == 1 else None)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> HloDoc:
         step, a = self.step, self.analysis
-        analysis = None if a is None else {
-            "function": self.analysis_function, "dots": len(a.dots), "dot_flops_by_dtype": a.dot_flops_by_dtype, "dot_flops_share_by_dtype": a.dot_flops_share_by_dtype,
-            "padding_waste": a.padding_waste, "tile": a.tile, "collectives": a.collectives, "async_pairs": a.async_pairs, "async_overlapped": a.async_overlapped,
-            "while_loops": a.while_loops, "unfused_elementwise": a.unfused_elementwise, "unfused_elementwise_bytes": a.unfused_elementwise_bytes,
-        }  # fmt: skip
-        return {
-            "fusions": step.summary.fusions if step else None,
-            "fusions_by_kind": step.summary.fusions_by_kind if step else {},
-            "top_level_instructions": step.summary.top_level_instructions if step else None,
-            "programs": [p.to_dict() for p in self.programs],
-            "analysis": analysis,
-        }
+        analysis = None if a is None else HloAnalysisDoc(
+            function=self.analysis_function, dots=len(a.dots), dot_flops_by_dtype=a.dot_flops_by_dtype, dot_flops_share_by_dtype=a.dot_flops_share_by_dtype,
+            padding_waste=a.padding_waste, tile=a.tile, collectives=a.collectives, async_pairs=a.async_pairs, async_overlapped=a.async_overlapped,
+            while_loops=a.while_loops, unfused_elementwise=a.unfused_elementwise, unfused_elementwise_bytes=a.unfused_elementwise_bytes,
+        )  # fmt: skip
+        return HloDoc(
+            fusions=step.summary.fusions if step else None,
+            fusions_by_kind=step.summary.fusions_by_kind if step else {},
+            top_level_instructions=step.summary.top_level_instructions if step else None,
+            programs=[p.to_dict() for p in self.programs],
+            analysis=analysis,
+        )
 
 
 def analyze_hlo_section(run: Run, *, chip: str | None) -> HloSection:

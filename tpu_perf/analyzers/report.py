@@ -19,6 +19,7 @@ from tpu_perf.analyzers.compiles import CompileStats, analyze_compiles
 from tpu_perf.analyzers.exact import step_hlo_hash
 from tpu_perf.analyzers.flops import FlopsStats, analyze_flops
 from tpu_perf.analyzers.hosts import HostsSection, analyze_hosts
+from tpu_perf.analyzers.layout import Layout, reshaped
 from tpu_perf.analyzers.memory import MemoryStats, analyze_memory
 from tpu_perf.analyzers.mfu import MfuSummary, analyze_model_mfu, summarize_mfu
 from tpu_perf.analyzers.out_of_memory import out_of_memory
@@ -98,14 +99,18 @@ class Report:
         if self.aot is not None:  # one object for one slice, a list for several, null for none
             doc["aot"] = None if not self.aot else self.aot[0] if len(self.aot) == 1 else list(self.aot)
         if self.hosts is not None:
-            doc["job"] = {"processes": self.hosts.processes, "missing": self.hosts.missing, "steps_from": self.hosts.steps_from, "note": self.hosts.note}
-            doc["hosts"] = self.hosts.hosts
-            doc["stragglers"] = self.hosts.stragglers
-            doc["ops_spread"] = self.hosts.ops_spread
+            doc.update(reshaped(self.hosts, HOSTS_LAYOUT))
         return to_jsonable(doc)
 
     def to_json(self, *, indent: int | None = 2) -> str:
         return dumps(self.to_dict(), indent=indent)
+
+
+HOSTS_LAYOUT: Layout = {
+    "job": {"processes": "processes", "missing": "missing", "steps_from": "steps_from", "note": "note"},
+    "hosts": "hosts", "stragglers": "stragglers", "ops_spread": "ops_spread",
+}
+"""`HostsSection`'s keys in the report (top level, a multi-process job's report only)."""
 
 
 def build_report(run: Run, *, convention: str | None = None, summary: bool = False) -> Report:

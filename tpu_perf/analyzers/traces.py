@@ -8,6 +8,7 @@ from typing import Any
 import pandas as pd
 
 from tpu_perf.analyzers.breakdown import analyze_breakdown
+from tpu_perf.analyzers.layout import Layout, reshaped
 from tpu_perf.analyzers.op_classes import reclassify, run_op_classes
 from tpu_perf.analyzers.steps import StepStats
 from tpu_perf.store import Run
@@ -97,21 +98,24 @@ class TraceSection:
     device_step_source: str | None
 
     def to_dict(self) -> dict[str, Any]:
-        """The report's published keys: `ops`, `breakdown`, `breakdown_detail`, `devices`, `device_steps`."""
-        return {
-            "ops": {"count": self.op_count, "total_time_s": self.op_time_s, "steps": self.op_steps, "top": self.top},
-            "breakdown": self.breakdown,
-            "breakdown_detail": {
-                "window": self.breakdown_window, "steps_from": self.breakdown_steps_from, "steps": self.breakdown_steps,
-                "alignment_error_s": self.breakdown_alignment_error_s, "annotations_agree": self.breakdown_annotations_agree,
-                "device_check": self.breakdown_device_check, "window_steps": self.breakdown_window_steps,
-                "window_median_s": self.breakdown_window_median_s,
-                "note": self.breakdown_note, "long_host_share": self.breakdown_long_host_share,
-                "core_wait_share": self.breakdown_core_wait_share,
-            },
-            "devices": self.devices,
-            "device_steps": {"count": self.device_step_count, "median_s": self.device_step_median_s, "source": self.device_step_source},
-        }
+        """The report's published keys: `ops`, `breakdown`, `breakdown_detail`, `devices`, `device_steps` (`TRACE_LAYOUT`)."""
+        return reshaped(self, TRACE_LAYOUT)
+
+
+TRACE_LAYOUT: Layout = {
+    "ops": {"count": "op_count", "total_time_s": "op_time_s", "steps": "op_steps", "top": "top"},
+    "breakdown": "breakdown",
+    "breakdown_detail": {
+        "window": "breakdown_window", "steps_from": "breakdown_steps_from", "steps": "breakdown_steps",
+        "alignment_error_s": "breakdown_alignment_error_s", "annotations_agree": "breakdown_annotations_agree",
+        "device_check": "breakdown_device_check", "window_steps": "breakdown_window_steps",
+        "window_median_s": "breakdown_window_median_s", "note": "breakdown_note", "long_host_share": "breakdown_long_host_share",
+        "core_wait_share": "breakdown_core_wait_share",
+    },
+    "devices": "devices",
+    "device_steps": {"count": "device_step_count", "median_s": "device_step_median_s", "source": "device_step_source"},
+}
+"""`TraceSection`'s keys in the report (top level): what `to_dict` writes and the schema describes."""
 
 
 UNLIKE = 1.25
