@@ -205,7 +205,7 @@ def test_relative_imports_resolve_as_python_does() -> None:
     """tpu_perf has no relative import today; one added later lands on the module Python loads."""
     modules = module_files()
     code = "from . import steps\nfrom ..store import reader, load_run\nfrom .. import jsonio\nfrom ..views.format import seconds\n"
-    in_module = [_targets(n, "tpu_perf.analyzers.report", modules) for n in ast.parse(code).body]  # type: ignore[arg-type]
-    in_package = _targets(ast.parse("from .reader import Run").body[0], "tpu_perf.store", modules)  # type: ignore[arg-type]
+    in_module = [_targets(n, "tpu_perf.analyzers.report", modules) for n in ast.parse(code).body]
+    in_package = _targets(ast.parse("from .reader import Run").body[0], "tpu_perf.store", modules)
     assert in_module == [["tpu_perf.analyzers.steps"], ["tpu_perf.store.reader", "tpu_perf.store"], ["tpu_perf.jsonio"], ["tpu_perf.views.format"]]
     assert in_package == ["tpu_perf.store.reader"]
