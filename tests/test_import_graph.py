@@ -18,6 +18,7 @@ implicit parent edges are not counted (every module would depend on the package 
 from __future__ import annotations
 
 import ast
+import functools
 from collections import defaultdict
 from pathlib import Path
 
@@ -63,6 +64,7 @@ KNOWN_EXCEPTIONS: tuple[tuple[str, str], ...] = (
 )
 
 
+@functools.cache
 def module_files() -> dict[str, Path]:
     """Every module of the package by its dotted name (a package by its `__init__.py`)."""
     found = {}
@@ -94,8 +96,9 @@ def _targets(node: ast.Import | ast.ImportFrom, module: str, modules: dict[str, 
     return [t for t in hits if t is not None and t != module]
 
 
+@functools.cache
 def import_edges() -> dict[tuple[str, str], list[str]]:
-    """(importer, imported) -> the `file:line`s of the imports that make the edge."""
+    """(importer, imported) -> the `file:line`s of the imports that make the edge (read once a session; not to be changed)."""
     modules = module_files()
     edges: dict[tuple[str, str], list[str]] = defaultdict(list)
     for module, path in modules.items():
