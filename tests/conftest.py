@@ -140,6 +140,7 @@ def _cli_in_process(args: list[str], env: dict[str, str]) -> subprocess.Complete
     import warnings
 
     from tpu_perf import cli
+    from tpu_perf.commands import console as cli_console
 
     stdout, stderr = io.StringIO(), io.StringIO()
     saved_env = {k: os.environ.get(k) for k in env}
@@ -149,7 +150,7 @@ def _cli_in_process(args: list[str], env: dict[str, str]) -> subprocess.Complete
         os.environ.update(env)
         sys.argv = ["tpu-perf", *args]
         columns = os.environ.get("COLUMNS", "")
-        for console in (cli.out, cli.err):  # made at import, with that moment's COLUMNS: a process's own width (not a terminal)
+        for console in (cli_console.out, cli_console.err):  # made at import, with that moment's COLUMNS: a process's own width (not a terminal)
             console.width = int(columns) if columns.isdigit() else 80
         with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr), warnings.catch_warnings():
             warnings.simplefilter("default")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from tpu_perf.cli import render_ls
+from tpu_perf.commands.ls import render_ls
 
 
 def test_ls_fits_80_columns_without_cutting() -> None:

@@ -27,6 +27,7 @@ from streamlit.testing.v1 import AppTest
 from tests.conftest import ROOT, tpu_perf_cli, user_env
 from tests.damage import DAMAGING, LISTED, USER_TEXT
 from tpu_perf import cli
+from tpu_perf.commands import console as cli_console
 from tpu_perf.store import check_run, scan_runs
 from tpu_perf.store.index import INDEX_DIR, ROW_FILE
 from tpu_perf.views.format import md
@@ -113,8 +114,8 @@ def run_cli(*args: str) -> Result:
 def wide(monkeypatch: pytest.MonkeyPatch) -> None:
     """Wide consoles, so table cells are not cut (a cut name could hide markup being applied)."""
     monkeypatch.setenv("COLUMNS", "400")
-    monkeypatch.setattr(cli.out, "width", 400)
-    monkeypatch.setattr(cli.err, "width", 400)
+    monkeypatch.setattr(cli_console.out, "width", 400)
+    monkeypatch.setattr(cli_console.err, "width", 400)
 
 
 def _lines(text: str) -> list[str]:

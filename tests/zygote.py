@@ -252,10 +252,10 @@ def _become(request: dict) -> None:
         faulthandler.enable()
     if "numpy.random" in sys.modules:  # its global generator was seeded once, in the zygote
         sys.modules["numpy.random"].seed()
-    from tpu_perf import cli
+    from tpu_perf.commands import console as cli_console
 
     columns = os.environ.get("COLUMNS", "")
-    for console in (cli.out, cli.err):  # made at import, in the zygote: this process's own width
+    for console in (cli_console.out, cli_console.err):  # made at import, in the zygote: this process's own width
         console.width = int(columns) if columns.isdigit() else 80
 
 

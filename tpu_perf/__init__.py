@@ -15,13 +15,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tpu_perf.marks import step
+from tpu_perf.version import __version__
 
 if TYPE_CHECKING:
     from tpu_perf.modelflops.calculator import mfu
     from tpu_perf.notebook.recording import record
     from tpu_perf.store import Run, list_runs, load_run
-
-__version__ = "0.1.0"
 
 __all__ = ["Run", "__version__", "list_runs", "load_ipython_extension", "load_run", "mfu", "record", "step"]
 

@@ -6,21 +6,18 @@ Exit codes: 0 success (for `record`: the script's own exit code), 2 usage error,
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 from typer.core import TyperCommand
 
-from tpu_perf import __version__
 from tpu_perf.collectors.sampler import DEFAULT_SAMPLE_INTERVAL_S
-from tpu_perf.errors import TpuPerfError, UsageError
+from tpu_perf.commands.console import click_exceptions, err, out
+from tpu_perf.commands.options import StoreOption, convention_name, parse_tags, record_options
+from tpu_perf.errors import TpuPerfError
 from tpu_perf.jsonio import dumps
 from tpu_perf.store import layout
-
-if TYPE_CHECKING:
-    from tpu_perf.collectors.session import RecordOptions
+from tpu_perf.version import __version__
 
 app = typer.Typer(
     name="tpu-perf",
@@ -29,12 +26,6 @@ app = typer.Typer(
     add_completion=False,
     rich_markup_mode="rich",
 )
-out = Console()
-err = Console(stderr=True, soft_wrap=True)  # one message, one line: logs and tests grep them
-
-StoreOption = Annotated[str, typer.Option("--store", envvar=layout.STORE_ENV, help="Run store: a folder or an fsspec URL (memory://, gs://...).", show_default=True)]
-
-
 def _version(value: bool) -> None:
     if value:
         out.print(f"tpu-perf {__version__}")
@@ -44,36 +35,6 @@ def _version(value: bool) -> None:
 @app.callback()
 def _main(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")] = False) -> None:
     """tpu-perf: record a training script, then report, compare and check its performance."""
-
-
-def _parse_tags(tags: list[str]) -> dict[str, str]:
-    parsed = {}
-    for tag in tags:
-        key, sep, value = tag.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--tag {tag!r}: expected KEY=VALUE")
-        parsed[key] = value
-    return parsed
-
-
-def _parse_window(text: str) -> tuple[int, int]:
-    start, sep, stop = text.partition(":")
-    try:
-        window = (int(start), int(stop))
-    except ValueError:
-        raise UsageError(f"--trace-steps {text!r}: expected START:STOP, e.g. 5:8") from None
-    if not sep or window[0] < 0 or window[1] <= window[0]:
-        raise UsageError(f"--trace-steps {text!r}: expected START:STOP with 0 <= START < STOP")
-    return window
-
-
-def _parse_addr(text: str | None) -> str | None:
-    if text is None:
-        return None
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise UsageError(f"--tpu-metrics-addr {text!r}: expected HOST:PORT, e.g. localhost:8431")
-    return text
 
 
 class _RecordCommand(TyperCommand):
@@ -148,7 +109,7 @@ def record(
         target,
         store=store,
         name=name,
-        tags=_parse_tags(tag),
+        tags=parse_tags(tag),
         options=options,
         log=lambda line: err.print(line, highlight=False, markup=False, soft_wrap=True),
         on_created=lambda w: err.print(f"tpu-perf: recording run {w.run_id} into {w.url}", highlight=False, markup=False),
@@ -158,83 +119,6 @@ def record(
     if code == 0 and result.topologies_failed:
         code = 3  # asked for TPU compile numbers and got none: a CI gate must not pass silently
     raise typer.Exit(code)
-
-
-def record_options(
-    store: str,
-    *,
-    trace_steps: str | tuple[int, int] | None = "3:6",
-    tokens_per_step: int | None = None,
-    flops_per_step: float | None = None,
-    chip: str | None = None,
-    warmup_steps: int | None = None,
-    model: str | None = None,
-    hf_config: str | None = None,
-    convention: str | None = None,
-    sample_interval: float = DEFAULT_SAMPLE_INTERVAL_S,
-    tpu_metrics_addr: str | None = None,
-    batch_size: int | None = None,
-    topology: str | list[str] | tuple[str, ...] = (),
-    quiet: bool = False,
-) -> RecordOptions:
-    """The `record` command's options, checked before anything runs (a UsageError saying which
-    option is wrong otherwise). Shared by `tpu-perf record`, `tpu_perf.record()` and `%%tpu_perf`:
-    the keywords are the command's options (`--trace-steps 3:6` is `trace_steps="3:6"` or `(3, 6)`;
-    None turns the trace window off, as `--no-trace` does)."""
-    from tpu_perf.collectors.session import RecordOptions
-
-    if chip:
-        from tpu_perf.hardware import lookup_chip, unknown_chip_message
-
-        if lookup_chip(chip) is None:
-            raise UsageError(unknown_chip_message("--chip", chip))
-    architecture, calibration = _model_and_calibration(model, hf_config, store)
-    window = _parse_window(trace_steps) if isinstance(trace_steps, str) else trace_steps
-    try:
-        return RecordOptions(
-            trace_steps=_parse_window(f"{window[0]}:{window[1]}") if window is not None else None,
-            tokens_per_step=tokens_per_step,
-            flops_per_step=flops_per_step,
-            chip=chip,
-            warmup_steps=warmup_steps,
-            model=model,
-            hf_config=hf_config,
-            convention=_convention(convention),
-            architecture=architecture,
-            calibration=calibration,
-            sample_interval_s=sample_interval,
-            tpu_metrics_addr=_parse_addr(tpu_metrics_addr),
-            batch_size=batch_size,
-            topologies=_topologies([topology] if isinstance(topology, str) else list(topology)),
-            progress=not quiet,
-        )
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-
-
-def _topologies(names: list[str]) -> tuple[str, ...]:
-    """Validate --topology values before the script runs (the slice itself is built after it)."""
-    from tpu_perf.collectors.jax.aot import parse_topology
-
-    return tuple(dict.fromkeys(parse_topology(n) for n in names))
-
-
-def _convention(name: str | None) -> str | None:
-    """Validate --convention before anything runs; returns its canonical name."""
-    if name is None:
-        return None
-    from tpu_perf.modelflops.conventions import get_convention
-
-    return get_convention(name).name
-
-
-def _model_and_calibration(model: str | None, hf_config: str | None, store: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """Validate --model / --hf-config now (not after a long run) and read the store's calibration."""
-    from tpu_perf.hardware.calibrate import load_calibrations
-    from tpu_perf.modelflops.calculator import resolve_architecture
-
-    arch = resolve_architecture(model=model, hf_config=hf_config) if (model or hf_config) else None
-    return (arch.to_dict() if arch else None), (load_calibrations(store) or None)
 
 
 def _print_summary(url: str, store: str) -> None:
@@ -277,7 +161,7 @@ def report(
     from tpu_perf.views.report import render_report
 
     loaded = load_run(run, store=store)
-    report = build_report(loaded, convention=_convention(convention))
+    report = build_report(loaded, convention=convention_name(convention))
     doc = report.to_dict()
     advice = report_advice(loaded, report)  # advise composes the analyzers; they never import it
     if as_json:
@@ -292,6 +176,7 @@ def ls(store: StoreOption = layout.DEFAULT_STORE, as_json: Annotated[bool, typer
     """List the runs in a store: id, name, status, start, steps, step time (a multi-process
     job is one run; its steps are process 0's). Read from the store's runs index (`.index/`), which
     is rebuilt here for runs that have no row; a damaged run is listed as `damaged`, with why."""
+    from tpu_perf.commands.ls import ls_rows, render_ls
     from tpu_perf.store.writable import check_readable_store
 
     check_readable_store(store)
@@ -305,64 +190,6 @@ def ls(store: StoreOption = layout.DEFAULT_STORE, as_json: Annotated[bool, typer
         err.print(f"no runs in {store}; record one with `tpu-perf record train.py`", markup=False, highlight=False)
         return
     out.print(render_ls(rows, store))
-
-
-LS_HEADLINE: tuple[str, ...] = ("step_s", "step_basis", "tokens_per_s", "mfu", "peak_memory_bytes", "peak_memory_source", "program_hash")
-"""The report's one answer in each `ls --json` row, under the index's names (the report's
-`steps.step_s`, `steps.step_basis`, `steps.tokens_per_s`, `mfu`, `memory.peak_bytes`,
-`memory.peak_source`, `program_hash`)."""
-
-
-def ls_rows(store: str) -> list[dict[str, Any]]:
-    """One row per run of `store` for `ls`, from the runs index: id, name, status, start, steps,
-    the report's one answer (the headline step time `step_s` and its `step_basis`, tokens/s, MFU,
-    peak memory and its source, the program hash), processes, url, tags, and why a damaged run is
-    damaged (`damage`)."""
-    from tpu_perf.analyzers.index_row import load_index
-    from tpu_perf.store.fs import filesystem, join, to_url
-
-    fs, base = filesystem(store)
-    return [
-        {"id": row["id"], "name": row["name"], "status": row["status"], "started_at": row["started_at"], "steps": row.get("steps"),
-         **{key: row.get(key) for key in LS_HEADLINE}, "processes": row.get("processes") or 1, "url": to_url(fs, join(base, row["id"])), "tags": row.get("tags") or {}, "damage": row.get("error")}
-        for row in load_index(store)
-    ]
-
-
-LS_FULL_WIDTH = 100
-"""Below this many columns `ls` shows when a run started without the year and seconds."""
-
-
-def render_ls(rows: list[dict[str, Any]], store: str, width: int | None = None) -> Table:
-    """The runs as a table that fits the terminal (80 columns too) without cutting an id, a name or
-    a status: no vertical rules, a shorter start time when narrow, and any long cell wrapped whole
-    (`overflow="fold"`), never cut with "…". Every cell is plain text (names, statuses and reasons
-    are user text)."""
-    from rich import box
-    from rich.text import Text
-
-    from tpu_perf.views import format as fmt
-    from tpu_perf.views.report import STATUS_STYLE
-
-    narrow = (width or out.width) < LS_FULL_WIDTH
-    table = Table(title=Text(f"runs in {store}"), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-    for col in ("id", "name", "status", "started", "steps", "step time"):
-        whole = col in ("id", "status", "started")
-        table.add_column(col, no_wrap=whole, overflow="fold", min_width=max(len(r[col]) for r in rows) if col in ("id", "status") and rows else None)  # ids are copied whole
-    for r in rows:
-        name = str(r["name"] or "") if r["processes"] == 1 else f"{r['name']} ×{r['processes']} processes"
-        steps = str(r["steps"]) if r["steps"] is not None else "n/a"
-        if r.get("damage"):
-            name, steps = f"{r['url']}: {r['damage']}", "n/a"
-        started = fmt.timestamp(r["started_at"])
-        if narrow and r["started_at"] is not None:
-            started = started[5:16]  # "12-02 04:14" of "2026-12-02 04:14:48"
-        step = fmt.seconds(r["step_s"]) + (" all-in" if r.get("step_basis") == "all-in" else "")
-        table.add_row(Text(r["id"]), Text(name), Text(r["status"], style=STATUS_STYLE.get(r["status"], "red")), started, steps, step)
-    if any(r.get("step_basis") == "all-in" for r in rows):
-        table.caption = "all-in: the wall time per step after the first (the steady steps were too few, or most of the time lay outside them)"
-        table.caption_justify = "left"
-    return table
 
 
 COMMAND_MODULES: tuple[str, ...] = ("importer", "mfu", "chips", "dashboard", "check", "doctor", "advise", "history")
@@ -393,21 +220,10 @@ def main() -> None:
         err.print("tpu-perf: aborted")
         sys.exit(130)
     except Exception as exc:  # click usage errors (typer ships its own copy of click)
-        if isinstance(exc, _click_exceptions()):
+        if isinstance(exc, click_exceptions()):
             exc.show()
             sys.exit(exc.exit_code)
         raise
-
-
-def _click_exceptions() -> tuple[type[Exception], ...]:
-    """ClickException from typer's bundled click (typer >= 0.29) and from click itself, if present."""
-    found: list[type[Exception]] = []
-    for module in ("typer._click.exceptions", "click.exceptions"):
-        try:
-            found.append(__import__(module, fromlist=["ClickException"]).ClickException)
-        except ImportError:
-            continue
-    return tuple(found)
 
 
 if __name__ == "__main__":

@@ -1,13 +1,11 @@
-"""Facts about where a run happened: versions, flags, git state, command line."""
+"""Facts about where a run happened: versions, flags, command line (the git state: tpu_perf/git_state.py)."""
 
 from __future__ import annotations
 
 import os
 import platform
-import subprocess
 import sys
 from importlib import metadata
-from pathlib import Path
 from typing import Any
 
 PACKAGES = ("tpu-perf", "jax", "jaxlib", "libtpu", "libtpu-nightly", "torch", "torch-tpu", "torch_xla", "flax", "optax", "numpy", "xprof", "tpu-info")
@@ -28,22 +26,6 @@ def versions() -> dict[str, str]:
 def relevant_env(environ: dict[str, str] | None = None) -> dict[str, str]:
     environ = dict(os.environ if environ is None else environ)
     return {k: v for k, v in sorted(environ.items()) if k.startswith(ENV_PREFIXES)}
-
-
-def git_state(path: Path) -> dict[str, Any] | None:
-    """sha, dirty flag and root of the git repository holding `path`, or None outside one."""
-    folder = path if path.is_dir() else path.parent
-
-    def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(folder), *args], capture_output=True, text=True, timeout=10, check=True).stdout.strip()
-
-    try:
-        root = git("rev-parse", "--show-toplevel")
-        sha = git("rev-parse", "HEAD")
-        dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return {"sha": sha, "dirty": dirty, "root": root}
 
 
 def host_facts() -> dict[str, Any]:

@@ -15,6 +15,7 @@ from typing import Any
 from tpu_perf.collectors import environment, forks, imports, job
 from tpu_perf.collectors.runner import Outcome, Target, run_target
 from tpu_perf.collectors.session import Recorder, RecordOptions
+from tpu_perf.git_state import git_state
 from tpu_perf.store import RunWriter, layout
 
 FRAMEWORK_COLLECTORS: dict[str, str] = {
@@ -84,7 +85,7 @@ def base_manifest(options: RecordOptions, *, name: str, tags: dict[str, str] | N
         "started_at": time.time(),
         "pid": os.getpid(),
         "host": layout.hostname(),
-        "git": environment.git_state(source),
+        "git": git_state(source),
         "versions": environment.versions(),
         "env": environment.relevant_env(),
         "host_facts": environment.host_facts(),

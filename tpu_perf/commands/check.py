@@ -152,7 +152,7 @@ def _write(path: Path, text: str, *, flag: str) -> None:
 
 def _skip_note(flag: str, run_id: str, damage: Damage) -> None:
     """One line for a damaged run a `tag:`/`name:` selector passed over (the check goes on)."""
-    from tpu_perf.cli import err
+    from tpu_perf.commands.console import err
 
     err.print(f"tpu-perf: note: {flag}: skipped damaged run {run_id}: {damage}", style="yellow", highlight=False, markup=False)
 
@@ -161,8 +161,8 @@ def side_values(selectors: Sequence[str], store: str, *, flag: str) -> list[Any]
     """RunValues of every run the selectors name (runs in the store, entries of baseline files)."""
     from tpu_perf.analyzers.run_values import RunValues, run_values
     from tpu_perf.commands.history import expand_history
+    from tpu_perf.commands.selectors import select
     from tpu_perf.store import DamagedRunError
-    from tpu_perf.store.selectors import select
 
     if not selectors:
         raise UsageError(f"{flag}: give at least one run selector (id, name:NAME, tag:KEY=VALUE, file:PATH.json)")
@@ -200,7 +200,7 @@ def baseline_save(
 
     `tpu-perf check --baseline file:PATH --candidate ...` compares against it without the run folders.
     """
-    from tpu_perf.store.selectors import write_baseline_file
+    from tpu_perf.commands.selectors import write_baseline_file
 
     values = side_values(selectors, store, flag="SELECTOR")
     path = out_path or Path(f"{name}.baseline.json")

@@ -28,10 +28,10 @@ def doctor_command(
     """Check this environment: Python and package versions, the jax/jaxlib/libtpu and torch/torch-tpu
     pairs, the profiler, the chip, libtpu's metric service, the store and XProf. Exit 1 if any fails."""
     from tpu_perf import jsonio
-    from tpu_perf.cli import _parse_addr
+    from tpu_perf.commands.options import parse_addr
     from tpu_perf.doctor import DoctorOptions, diagnose
 
-    result = diagnose(DoctorOptions(site=tuple(site), store=store, tpu_metrics_addr=_parse_addr(tpu_metrics_addr), probe=not no_probe))
+    result = diagnose(DoctorOptions(site=tuple(site), store=store, tpu_metrics_addr=parse_addr(tpu_metrics_addr), probe=not no_probe))
     if as_json:
         sys.stdout.write(jsonio.dumps({"ok": result.ok, "checks": list(result.checks)}) + "\n")
     else:

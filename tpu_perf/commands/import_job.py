@@ -62,7 +62,7 @@ class HostDone:
 def import_host(task: HostTask) -> HostDone:
     """Read one host's file and write its shard (tables, steps, the file itself); the shard's
     manifest names the host the capture came from and its place in the job."""
-    from tpu_perf.commands.importer import import_manifest, steps_from_trace
+    from tpu_perf.traces.imported_run import import_manifest, steps_from_trace
     from tpu_perf.traces.ingest import check_readable, write_tables
     from tpu_perf.traces.xspace import read_xspace
 

@@ -8,52 +8,11 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated
 
 import typer
 
 from tpu_perf.store import layout
-
-if TYPE_CHECKING:
-    import pandas as pd
-
-
-def steps_from_trace(device_steps: "pd.DataFrame") -> "pd.DataFrame":
-    """The run's `steps` table from the trace's step markers (one lane: the first device's, else the host's).
-
-    Steps tile as recorded ones do: each ends where the next marker starts (the last at its own
-    end), so `duration_s` is the iteration; the marker's own length is `device_s` when the markers
-    are the device's. A trace knows nothing of compiles: `compile_s` is unknown (null)."""
-    import numpy as np
-    import pandas as pd  # here, not at the top: every command imports this module
-
-    if device_steps.empty:
-        return pd.DataFrame()
-    lane = device_steps["device"].iloc[0]
-    s = device_steps[device_steps["device"] == lane].sort_values("start_s").reset_index(drop=True)
-    on_device = bool((s["source"] == "device").all())
-    start = s["start_s"].to_numpy(dtype=float)
-    end = np.append(start[1:], s["end_s"].to_numpy(dtype=float)[-1:])
-    end = np.maximum(end, start)
-    return pd.DataFrame({
-        "step": range(len(s)), "step_num": s["step_num"], "start_time_s": start, "end_time_s": end, "duration_s": end - start,
-        "device_s": s["duration_s"].astype(float) if on_device else np.nan, "compiled": False, "compile_s": np.nan,
-        "traced": True, "instrumented": False, "tail": np.arange(len(s)) == len(s) - 1,
-        "source": "annotation:device-trace" if on_device else "annotation:trace",
-    })
-
-
-def import_manifest(path: Path | str, tables: Any, *, name: str | None, started: float, argv: list[str], cwd: str) -> dict[str, Any]:
-    """The first run.json of an imported run (or of one host's shard of an imported job)."""
-    from tpu_perf.traces.ingest import hardware
-
-    return {
-        "name": name or Path(path).name.split(".")[0] or "imported",
-        "status": "running", "exit_code": None, "command": ["tpu-perf", "import", str(path)], "argv": argv, "cwd": cwd,
-        "started_at": started, "pid": os.getpid(), "host": layout.hostname(), "frameworks": ["pytorch"] if tables.format == "kineto" else ["xla"],
-        "hardware": hardware(tables), "imported": {"from": str(Path(path).resolve()), "format": tables.format, "files": list(tables.files), "hostnames": list(tables.hostnames)},
-        "config": {}, "tags": {},
-    }
 
 
 def import_traces(path: Path, *, store: str, name: str | None = None, max_bytes: int | None = None, log: Callable[[str], None] | None = None, engine: str = "pool") -> str:
@@ -65,6 +24,7 @@ def import_traces(path: Path, *, store: str, name: str | None = None, max_bytes:
     there `max_bytes` bounds the largest host file, what one task holds."""
     from tpu_perf.commands.import_job import import_job, parse_engine
     from tpu_perf.store import RunWriter
+    from tpu_perf.traces.imported_run import import_manifest, steps_from_trace
     from tpu_perf.traces.ingest import (
         check_readable,
         check_size,
@@ -107,7 +67,8 @@ def import_traces(path: Path, *, store: str, name: str | None = None, max_bytes:
 
 
 def register(app: typer.Typer) -> None:
-    from tpu_perf.cli import StoreOption, err
+    from tpu_perf.commands.console import err
+    from tpu_perf.commands.options import StoreOption
 
     @app.command("import")
     def import_cmd(

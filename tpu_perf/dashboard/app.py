@@ -8,11 +8,9 @@ from __future__ import annotations
 import streamlit as st
 from PIL import Image, ImageDraw
 
-from tpu_perf.dashboard import data, nav, palette
+from tpu_perf.dashboard import data, nav, palette, state
 from tpu_perf.views import format as fmt
 
-PRICE = "price_per_chip_hour"  # session_state key: USD per chip-hour for cost per 1M tokens; 0 = not given
-PRICE_PARAM = "price"  # the URL's copy of it, so a shared or reloaded link keeps the price
 # (No bare string literals below the module docstring: Streamlit's "magic" would print them.)
 
 
@@ -33,20 +31,22 @@ def icon() -> Image.Image:
 def main() -> None:
     st.set_page_config(page_title="tpu-perf dashboard", page_icon=icon(), layout="wide")
     st.html(NARROW_MARGINS)
-    page = st.navigation(list(nav.pages().values()))
+    pages = nav.pages()
+    st.session_state[state.PAGES] = pages  # for state.go: a page cannot import the registry that imports it
+    page = st.navigation(list(pages.values()))
     problem = None
-    if PRICE not in st.session_state:  # a new session: the URL's price, if it has a usable one
-        st.session_state[PRICE], problem = nav.price_from_url(st.query_params.get(PRICE_PARAM))
+    if state.PRICE not in st.session_state:  # a new session: the URL's price, if it has a usable one
+        st.session_state[state.PRICE], problem = state.price_from_url(st.query_params.get(state.PRICE_PARAM))
     with st.sidebar:
         st.caption(f"Store: {fmt.md_code(data.store_location())}")
         if problem:
             st.warning(problem)
-        st.number_input("Price per chip-hour (USD)", min_value=0.0, step=0.1, format="%.2f", key=PRICE, help="For cost per million tokens on the compare page; 0 hides it. Kept in the URL (`price=`).")
+        st.number_input("Price per chip-hour (USD)", min_value=0.0, step=0.1, format="%.2f", key=state.PRICE, help="For cost per million tokens on the compare page; 0 hides it. Kept in the URL (`price=`).")
     page.run()
-    if st.session_state[PRICE]:  # after the page, which may rewrite its own query parameters
-        st.query_params[PRICE_PARAM] = f"{st.session_state[PRICE]:g}"
-    elif PRICE_PARAM in st.query_params:
-        del st.query_params[PRICE_PARAM]
+    if st.session_state[state.PRICE]:  # after the page, which may rewrite its own query parameters
+        st.query_params[state.PRICE_PARAM] = f"{st.session_state[state.PRICE]:g}"
+    elif state.PRICE_PARAM in st.query_params:
+        del st.query_params[state.PRICE_PARAM]
 
 
 main()

@@ -26,7 +26,6 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from tpu_perf import __version__, load_run
 from tpu_perf.analyzers import report as report_module
 from tpu_perf.analyzers.compare import dig
 from tpu_perf.analyzers.hosts import steps_by_host
@@ -37,8 +36,9 @@ from tpu_perf.analyzers.timeline import best_rows
 from tpu_perf.dashboard import stamp
 from tpu_perf.errors import TpuPerfError
 from tpu_perf.jsonio import dumps
-from tpu_perf.store import Run, layout, scan_runs
+from tpu_perf.store import Run, layout, load_run, scan_runs
 from tpu_perf.store.writer import write_atomic
+from tpu_perf.version import __version__
 
 CACHE_ENV = "TPU_PERF_CACHE_DIR"
 """Where run summaries are cached (default: $XDG_CACHE_HOME/tpu-perf/dashboard)."""

@@ -83,13 +83,13 @@ def report_view(run: str, *, store: str | None = None, chart: bool = True, conve
     """`tpu-perf report RUN` as a view, with the step-time chart after the Steps section."""
     from tpu_perf.advise.document import report_advice
     from tpu_perf.analyzers.report import build_report
-    from tpu_perf.cli import _convention
+    from tpu_perf.commands.options import convention_name
     from tpu_perf.store import load_run
     from tpu_perf.views import report as terminal
     from tpu_perf.views.advice import render_advice_section
 
     loaded = load_run(run, store=store or layout.default_store())
-    report = build_report(loaded, convention=_convention(convention))
+    report = build_report(loaded, convention=convention_name(convention))
     doc = report.to_dict()
     advice = report_advice(loaded, report)
 
@@ -175,7 +175,7 @@ def _steps(run: Any) -> Any:
 
 def runs_view(store: str | None = None) -> View:
     """`tpu-perf ls` as a view."""
-    from tpu_perf.cli import ls_rows, render_ls
+    from tpu_perf.commands.ls import ls_rows, render_ls
     from tpu_perf.store.writable import check_readable_store
 
     store = store or layout.default_store()

@@ -38,7 +38,8 @@ def _command_params(name: str, args: list[str], *, extra_ok: bool = False) -> di
     """Parse `args` as the `tpu-perf NAME` command would: its options, its checks, its defaults."""
     import typer.main
 
-    from tpu_perf.cli import _click_exceptions, app
+    from tpu_perf.cli import app
+    from tpu_perf.commands.console import click_exceptions
 
     group = typer.main.get_command(app)
     command = group.commands[name]  # type: ignore[attr-defined]
@@ -49,7 +50,7 @@ def _command_params(name: str, args: list[str], *, extra_ok: bool = False) -> di
     except Exception as exc:  # typer ships its own copy of click: match both copies' classes
         if type(exc).__name__ == "Exit":  # --help: click printed it
             raise HelpShown() from None
-        if isinstance(exc, _click_exceptions()):
+        if isinstance(exc, click_exceptions()):
             raise UsageError(exc.format_message()) from None
         raise
     if extra and not extra_ok:
@@ -59,7 +60,7 @@ def _command_params(name: str, args: list[str], *, extra_ok: bool = False) -> di
 
 def record_arguments(line: str) -> tuple[str | None, str, dict[str, str], dict[str, Any]]:
     """(name, store, tags, options for `record_options`) from a `%%tpu_perf` line."""
-    from tpu_perf.cli import _parse_tags
+    from tpu_perf.commands.options import parse_tags
 
     params = _command_params("record", shlex.split(line), extra_ok=True)
     given = [params.pop("script", None) or "", *params.pop("extra")]
@@ -70,7 +71,7 @@ def record_arguments(line: str) -> tuple[str | None, str, dict[str, str], dict[s
         "trace_steps": None if params.pop("no_trace") else params.pop("trace_steps"),
         **{k: params[k] for k in ("tokens_per_step", "flops_per_step", "chip", "model", "hf_config", "convention", "warmup_steps", "sample_interval", "tpu_metrics_addr", "batch_size", "topology", "quiet")},
     }
-    return params["name"], params["store"], _parse_tags(params["tag"]), options
+    return params["name"], params["store"], parse_tags(params["tag"]), options
 
 
 def cell_magic(line: str, cell: str) -> Any:

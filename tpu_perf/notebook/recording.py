@@ -1,6 +1,6 @@
 """`tpu_perf.record()`: record a block of code (a notebook cell, a function) into a run.
 
-The same collectors and options as `tpu-perf record SCRIPT` (`cli.record_options` checks them),
+The same collectors and options as `tpu-perf record SCRIPT` (`commands/options.py`'s `record_options` checks them),
 started in this process when the block begins and finalised when it ends. What a notebook made in
 earlier cells is hooked too: optimizer hooks are global, and functions jitted before the block are
 bound to tracked wrappers for its length (`collectors/jax/existing.py`).
@@ -33,11 +33,11 @@ class Recording:
     """A context manager (and decorator) that records what runs inside it; see `record()`."""
 
     def __init__(self, name: str | None, store: str | None, tags: dict[str, str] | list[str] | None, options: dict[str, Any], *, command: str = "tpu_perf.record()") -> None:
-        from tpu_perf.cli import _parse_tags, record_options
+        from tpu_perf.commands.options import parse_tags, record_options
 
         self.name = name
         self.store = str(store) if store is not None else layout.default_store()  # TPU_PERF_STORE, as the CLI
-        self.tags = _parse_tags(tags) if isinstance(tags, list) else dict(tags or {})
+        self.tags = parse_tags(tags) if isinstance(tags, list) else dict(tags or {})
         unknown = sorted(set(options) - set(inspect.signature(record_options).parameters))
         if unknown:
             from tpu_perf.errors import UsageError

@@ -15,14 +15,12 @@ from tpu_perf.dashboard import (
     export,
     figures,
     kpi_table,
-    nav,
     shape,
+    state,
     tables,
     why,
     widgets,
 )
-
-PRICE = "price_per_chip_hour"
 
 
 def _pick(refs: list[data.RunRef]) -> list[data.RunRef]:
@@ -30,7 +28,7 @@ def _pick(refs: list[data.RunRef]) -> list[data.RunRef]:
     names no single run stays in the URL and on the page as an error naming it."""
     by_id = {r.id: r for r in refs}
     wanted, unknown = [], []
-    for asked in nav.selected_ids("runs"):
+    for asked in state.selected_ids("runs"):
         ref, problem = data.resolve(refs, asked, data.store_location())
         if ref is None:
             unknown.append(asked)
@@ -110,7 +108,7 @@ def _export(checked: list[export.Checked], refs: dict[str, data.RunRef], baselin
 
 def _kpis(docs: dict[str, dict[str, Any]], baseline: str, checked: list[export.Checked]) -> pd.DataFrame:
     """The KPI table, its deltas coloured only where the verdict can claim them; returns its rows (for the CSV export)."""
-    price = float(st.session_state.get(PRICE) or 0.0) or None
+    price = float(st.session_state.get(state.PRICE) or 0.0) or None
     rows = shape.kpi_rows(docs, baseline, price)
     if not rows.empty:
         rows["claim"] = export.claims(rows, checked)

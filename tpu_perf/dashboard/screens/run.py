@@ -19,8 +19,8 @@ from tpu_perf.dashboard import (
     figures,
     hosts_tab,
     kpi_table,
-    nav,
     shape,
+    state,
     tables,
     widgets,
 )
@@ -38,7 +38,7 @@ def _pick(refs: list[data.RunRef]) -> data.RunRef | None:
     by_id = {r.id: r for r in refs}
     ids = list(by_id)
     wanted, problem = refs[0], None
-    asked = nav.selected_ids("run")
+    asked = state.selected_ids("run")
     if asked:
         wanted, problem = data.resolve(refs, asked[0], data.store_location())
     if problem and st.session_state.get("run_pick") is None:

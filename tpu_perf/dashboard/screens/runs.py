@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pandas as pd
 import streamlit as st
 
-from tpu_perf.dashboard import data, nav, widgets
+from tpu_perf.dashboard import data, state, widgets
 from tpu_perf.views import format as fmt
 
 LIVE_REFRESH_S = 2.0
@@ -122,12 +122,12 @@ def _body(listed: tuple[list[data.RunRef], list[str]] | None = None) -> None:
     table = runs_table(shown_rows)
     event = st.dataframe(table, hide_index=True, column_config=COLUMNS, on_select="rerun", selection_mode="multi-row", key="runs_table", width="stretch")
     picked = [str(table["id"].iloc[i]) for i in event.selection.rows] if event is not None else []
-    st.session_state[nav.SELECTION] = picked
+    st.session_state[state.SELECTION] = picked
     left, right, _ = st.columns([2, 2, 4])
     if left.button(f"Compare {len(picked)} selected runs", disabled=len(picked) < 2, type="primary", key="compare_button"):
-        nav.go("compare", runs=",".join(picked))
+        state.go("compare", runs=",".join(picked))
     if right.button("Open selected run", disabled=len(picked) != 1, key="open_button"):
-        nav.go("run", run=picked[0])
+        state.go("run", run=picked[0])
     st.caption("Select rows (left edge of the table) to compare two or more runs, or open one.")
     for r in shown_rows:
         if r.get("error"):

@@ -112,9 +112,9 @@ def saved_by() -> dict[str, Any]:
     the working directory (each run entry carries its own `provenance` and `fingerprint`)."""
     import sys
 
-    from tpu_perf import __version__
-    from tpu_perf.collectors.environment import git_state
+    from tpu_perf.git_state import git_state
     from tpu_perf.store.layout import hostname
+    from tpu_perf.version import __version__
 
     return {"tpu_perf": __version__, "command": list(sys.argv), "host": hostname(), "git": git_state(Path.cwd())}
 
