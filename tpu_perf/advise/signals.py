@@ -18,7 +18,7 @@ from tpu_perf.advise import thresholds as T
 from tpu_perf.advise.dot_dtypes import dot_flops_share_by_source_dtype
 from tpu_perf.advise.finding import Evidence, ev
 from tpu_perf.advise.padding import fixed_dot_dims
-from tpu_perf.analyzers.compiles import after_warmup_compiles
+from tpu_perf.analyzers.compiles import CompileStats, after_warmup_compiles
 from tpu_perf.analyzers.flops import run_chip
 from tpu_perf.analyzers.hlo import HloModule, run_hlo
 from tpu_perf.analyzers.hlo_analysis import DotInfo, HloAnalysis, analyze_hlo, tile_for_chip
@@ -93,7 +93,7 @@ class Signals:
     """Backend compiles of pmap programs (`pmap(f)`, or `jit(_fun)`: pmap as jit of shard_map in jax
     >= 0.7): a compiled step the op-by-op rule must not call eager."""
     distinct_compiled: int
-    compile_cache_events: int
+    compile_cache_events: int | None
     compile_cache_env: str | None
     """The persistent compilation cache directory the run used (jax.config at the end, else the env)."""
     step_program: bool
@@ -262,7 +262,7 @@ def build_signals(run: Run, report: Report | None = None, *, target: str | None 
         late_compiles=comp.after_warmup if comp is not None else None, late_compile_s=comp.after_warmup_s if comp is not None else None,
         late_functions=dict(comp.after_warmup_functions) if comp is not None else {}, recompile_causes=list(comp.after_warmup_causes) if comp is not None else [], first_compiles_after_warmup=dict(comp.other_after_warmup) if comp is not None else {},
         recompile_excess_s=excess, step_api=_step_api(run, st.source), pmap_compiles=_pmap_compiles(run),
-        distinct_compiled=_distinct_compiled(run), compile_cache_events=(comp.cache_hits or 0) + (comp.cache_misses or 0) if comp is not None else 0,
+        distinct_compiled=_distinct_compiled(run), compile_cache_events=_cache_events(comp),
         compile_cache_env=jax_counts.get("compilation_cache_dir") or (run.manifest.get("env") or {}).get("JAX_COMPILATION_CACHE_DIR"),
         step_program=bool(report.hlo is not None and any(p.is_step for p in report.hlo.programs)), jitted_functions=jax_counts.get("jitted_functions"),
         torch_graphs=tc.unique_graphs if tc is not None else None, graph_breaks=tc.graph_breaks if tc is not None else None,
@@ -305,6 +305,12 @@ def _traced_step_s(traces: TraceSection | None) -> dict[str, float]:
     keys = [k for k, v in traces.breakdown_steps[0].items() if isinstance(v, (int, float)) and k != "step"]
     known = {k: [float(row[k]) for row in traces.breakdown_steps if row.get(k) is not None and not np.isnan(row[k])] for k in keys}
     return {k: float(np.median(v)) for k, v in known.items() if v}
+
+
+def _cache_events(comp: CompileStats | None) -> int | None:
+    """Persistent-cache hits plus misses; None where neither was seen (unknown, not none)."""
+    known = [n for n in (comp.cache_hits, comp.cache_misses) if n is not None] if comp is not None else []
+    return sum(known) if known else None
 
 
 def _after_warmup(run: Run, pace_s: float | None = None) -> tuple[int | None, float | None, float | None]:

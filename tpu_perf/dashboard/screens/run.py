@@ -10,6 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from tpu_perf.analyzers import breakdown_compare, compare, ops_compare
+from tpu_perf.analyzers.all_in import Exclusion, exclusions_text
 from tpu_perf.dashboard import (
     advice_tab,
     aot,
@@ -83,17 +84,16 @@ def _overview(doc: dict[str, Any], ref: data.RunRef) -> None:
 
 
 def steps_sentence(doc: dict[str, Any]) -> str:
-    """"10 steps: 1 warm-up, 5 steady, 4 left out (3 traced…)" adding up to the count, then p10/p90,
+    """"10 steps: 1 warm-up, 5 steady, 4 left out (3 compiled a new program (1.2 s), …)" adding up to the count, then p10/p90,
     achieved TFLOP/s and FLOPs per step, each part left out where unknown (never "None")."""
-    s = doc.get("steps") or {}
-    count = int(s.get("count") or 0)
+    s = doc["steps"]
+    count = s["count"]
     if not count:
         said = "no steps (an import of a trace with no step markers)" if data.dig(doc, "run.imported") else "no steps recorded"
-    else:
-        warmup, steady = int(s.get("warmup") or 0), int(s.get("steady") or 0)
-        left = count - warmup - steady
-        out = f", {left} left out of the statistics ({int(s.get('traced') or 0)} traced; the others compiled, ended the run or ran tpu-perf's own work)" if left > 0 else ""
-        said = f"{count} steps: {warmup} warm-up, {steady} steady{out}" + (f", marked by `{s['source']}`" if s.get("source") else "")
+    else:  # the report's own attribution of the steps left out (`steps.excluded`), as `report` and the compare page say it
+        left = [e for e in s["excluded"] if e["reason"] != "warmup"]
+        out = f", {sum(e['steps'] for e in left)} left out ({exclusions_text([Exclusion(**e) for e in left], fmt.seconds)})" if left else ""
+        said = f"{count} steps: {s['warmup']} warm-up, {s['steady']} steady{out}" + (f", marked by `{s['source']}`" if s.get("source") else "")
     parts = [said]
     if s.get("iteration_p10_s") is not None:
         ahead = " of the iterations (the loop runs ahead: mostly dispatches)" if s.get("runs_ahead") else ""
