@@ -164,7 +164,8 @@ def _memory(doc: dict[str, Any]) -> RenderableType:
     if m.get("max_batch_multiplier") is not None:
         batch = f"about {m['max_batch_size']} (batch {m['batch_size']})" if m.get("max_batch_size") else f"about {m['max_batch_multiplier']:.2f} x the current batch"
         rows.append(("largest batch", f"{batch}, an estimate: linear in the batch above {fmt.bytes_(m['fixed_bytes'])} fixed ({m['fixed_basis']})"))
-    rows += [("XLA estimate", fmt.bytes_(m["xla_peak_bytes"])), ("host RSS peak", fmt.bytes_(m["host_rss_peak_bytes"]))]
+    rows += [("XLA analysis", f"{fmt.bytes_(m['xla_peak_bytes'])} (the step program's peak_memory_in_bytes; XLA:CPU's leaves out temporaries)" if m["xla_peak_bytes"] is not None else "n/a"),
+             ("host RSS peak", fmt.bytes_(m["host_rss_peak_bytes"]))]
     if r.get("host_cpu_pct") is not None:
         rows.append(("host CPU", f"{_pct(r['host_cpu_pct'])} system, {_pct(r['process_cpu_pct'])} this process"))
     for g in r.get("gaps") or []:

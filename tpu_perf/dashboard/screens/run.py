@@ -112,7 +112,7 @@ def _memory(doc: dict[str, Any], ref: data.RunRef) -> None:
     cols = st.columns(4)
     cols[0].metric("Peak device memory", fmt.bytes_(m.get("peak_bytes")), help=f"memory.peak_bytes, source: {m.get('peak_source')}")
     cols[1].metric("Capacity per device", fmt.bytes_(m.get("capacity_bytes")))
-    cols[2].metric("XLA estimate (step)", fmt.bytes_(m.get("xla_peak_bytes")))
+    cols[2].metric("XLA analysis (step)", fmt.bytes_(m.get("xla_peak_bytes")), help="memory.xla_peak_bytes: the step program's peak_memory_in_bytes by XLA's memory analysis; XLA:CPU's leaves out temporaries, so it is not the peak above")
     cols[3].metric("Host RSS peak", fmt.bytes_(m.get("host_rss_peak_bytes")))
     if isinstance(m.get("per_device"), list) and m["per_device"]:
         per_device = tables.device_memory(m["per_device"], data.dig(doc, "run.started_at"))
