@@ -175,7 +175,7 @@ def test_the_dashboards_runs_table_and_run_pages_agree(corpus: dict[str, Any], t
         assert not at.exception
         cells = kpi_table(at)
         name = doc["run"]["name"]
-        assert cells[("Step time", name)][0] == fmt.seconds(doc["steps"]["step_s"]), name
+        assert cells[("Step time", name)][0] == fmt.seconds(doc["steps"]["step_s"]) + (" all-in" if doc["steps"]["step_basis"] == "all-in" else ""), name
         assert cells[("Peak HBM", name)][0] == fmt.bytes_(doc["memory"]["peak_bytes"]), name
         assert (cells[("MFU", name)][0] == "n/a") == (doc["mfu"] is None) and (cells[("Tokens/s", name)][0] == "n/a") == (doc["steps"]["tokens_per_s"] is None), name
 

@@ -32,4 +32,6 @@ def kpi_rows(docs: Mapping[str, Mapping[str, Any]], baseline: str, price_per_chi
     rows = compare.kpi_rows(docs, baseline, price_per_chip_hour)
     if not rows.empty:
         rows["shown"] = [FORMATS[u](None if pd.isna(v) else v) for u, v in zip(rows["unit"], rows["value"], strict=True)]
+        all_in = (rows["kpi"] == "Step time") & rows["run"].map(lambda label: compare.dig(docs[label], "steps.step_basis") == "all-in") & rows["value"].notna()
+        rows.loc[all_in, "shown"] += " all-in"  # the headline's basis, as `ls` and the runs table mark it
     return rows
