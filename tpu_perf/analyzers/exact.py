@@ -21,13 +21,72 @@ from tpu_perf.store import Run
 EXACT_METRICS: tuple[str, ...] = ("flops_per_step", "hlo")
 """Metric names `--metric` accepts for the exact tier."""
 
-_METADATA = re.compile(r",?\s*metadata=\{[^}]*\}")
-"""Source locations and op names in the HLO text: they move when a line of Python moves."""
+SOURCE_TABLES: frozenset[str] = frozenset({"FileNames", "FunctionNames", "FileLocations", "StackFrames"})
+"""The stack-frame tables jax writes at the top of an HLO module: absolute paths of the script, of
+its checkout, of tpu-perf itself, with line numbers. Two clones in different folders differ here."""
+
+_NAME = re.compile(r"%[A-Za-z0-9_.\-]+")
+"""Instruction and computation names: they follow Python names (an argument `w` is `%w.1`)."""
+_HEADER_ARG = re.compile(r"([(]|, )[A-Za-z_][A-Za-z0-9_.\-]*: ")
+"""A parameter's name in a computation's header line, `(w.1: f32[4,4], ...)`."""
+_MODULE = re.compile(r"^HloModule [^,\s]+")
+"""The module's name (`jit_<python function name>`)."""
+
+
+def program_text(text: str) -> str:
+    """The optimized HLO as the computation it is: without the source tables, `metadata={...}`
+    (op names, source files and lines, stack-frame ids), the module's name, and with instruction,
+    computation and parameter names renumbered in order of appearance. What is left is the same
+    for the same program whatever folder, script line or Python names produced it."""
+    lines, table = [], False
+    for line in text.splitlines():
+        if line.strip() in SOURCE_TABLES:
+            table = True
+            continue
+        if table:
+            if line.strip():
+                continue
+            table = False
+        line = _strip_metadata(line)
+        if line.startswith(("%", "ENTRY ")) and line.rstrip().endswith("{"):
+            line = _HEADER_ARG.sub(r"\1", line)
+        lines.append(_MODULE.sub("HloModule m", line))
+    names: dict[str, str] = {}
+    body = _NAME.sub(lambda m: names.setdefault(m.group(0), f"%{len(names)}"), "\n".join(lines))
+    return re.sub(r"\n\s*\n+", "\n\n", body).strip() + "\n"
+
+
+def _strip_metadata(line: str) -> str:
+    """`line` without its `, metadata={...}` (braces and quoted strings inside it respected)."""
+    start = line.find("metadata={")
+    while start >= 0:
+        i, depth, quoted = start + len("metadata={"), 1, False
+        while i < len(line) and depth:
+            ch = line[i]
+            if quoted:
+                if ch == "\\":
+                    i += 1
+                elif ch == '"':
+                    quoted = False
+            elif ch == '"':
+                quoted = True
+            elif ch == "{":
+                depth += 1
+            elif ch == "}":
+                depth -= 1
+            i += 1
+        cut = start
+        while cut > 0 and line[cut - 1] in " ,":
+            cut -= 1
+        line = line[:cut] + line[i:]
+        start = line.find("metadata={", cut)
+    return line
 
 
 def hlo_hash(text: str) -> str:
-    """The first 16 hex digits of SHA-256 over the optimized HLO without its metadata."""
-    return hashlib.sha256(_METADATA.sub("", text).encode()).hexdigest()[:16]
+    """The program's identity: the first 16 hex digits of SHA-256 over `program_text(text)`. The
+    one hash of "the same computation" (`check`'s exact tier; the dashboard's compare page)."""
+    return hashlib.sha256(program_text(text).encode()).hexdigest()[:16]
 
 
 def step_hlo_hash(run: Run) -> str | None:
