@@ -33,9 +33,11 @@ from tpu_perf.analyzers import batch_means
 from tpu_perf.analyzers.exact import EXACT_METRICS, exact_checks
 from tpu_perf.analyzers.run_values import FINGERPRINT_FIELDS, RunValues
 from tpu_perf.analyzers.welch import (
+    POWER,
     Comparison,
     compare_samples,
     cv,
+    detectable_change,
     geomean,
     samples_needed,
     t_quantile,
@@ -171,6 +173,11 @@ class Check:
     """False: shown, but not part of the overall verdict (a steady metric when the basis is all-in)."""
     sample_sizes: tuple[int, int] | None = None
     """What the interval stands on, a side: runs (per-run values) or steps (batch means)."""
+    detectable: float | None = None
+    """The smallest slowdown (a fraction) these samples would call a REGRESSION `welch.POWER` of the
+    time at their measured spread (`welch.detectable_change`); None for checks without an interval."""
+    steps_needed: int | None = None
+    """One run a side: steps a run that would likely decide an INCONCLUSIVE check (None: not one, or > 100000)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -212,6 +219,7 @@ def _check_dict(check: Check) -> dict[str, Any]:
         "baseline_cv": check.baseline_cv, "candidate_cv": check.candidate_cv,
         "runs_needed": check.runs_needed, "unit": check.unit, "lower_is_better": check.lower_is_better,
         "method": check.method, "sample_sizes": list(check.sample_sizes) if check.sample_sizes else None,
+        "detectable_change": check.detectable, "steps_needed": check.steps_needed,
         "decides": check.decides, "message": check.message,
     }
 
@@ -241,8 +249,14 @@ def _single_run_check(metric: Metric, steps: tuple[Sequence[float], Sequence[flo
     center = (lambda v: geomean(v)) if metric.geometric else (lambda v: float(np.mean(v)))
     numbers = {"ratio": comp.ratio, "low": comp.low, "high": comp.high, "baseline_value": center(b), "candidate_value": center(c)}
     verdict, message = interval_verdict(comp, lower_is_better=metric.lower_is_better, margin=options.margin, label=metric.label)
+    detect = detectable_change(comp, alpha=options.alpha, margin=options.margin)
+    needed = None
+    if verdict == Verdict.INCONCLUSIVE:
+        steps = min(len(b), len(c))  # the half-width shrinks about as 1/sqrt(steps) at a fixed batch count
+        needed = samples_needed(comp, lambda n: t_quantile(1 - options.alpha, comp.df or 1) * comp.log_se * math.sqrt(steps / n), lower_is_better=metric.lower_is_better, margin=options.margin, cap=100_000)
+        message += f"; {needs(needed, 'steps a run', cap=100_000)}; {hides(detect, f'{len(b)} and {len(c)} steps')}"
     message += f"; {batch_means.METHOD} over {len(b)} and {len(c)} steps (one run a side: run-to-run noise not in the interval)"
-    return Check(**common, **numbers, verdict=verdict, message=message, method=batch_means.METHOD, sample_sizes=(len(b), len(c)))
+    return Check(**common, **numbers, verdict=verdict, message=message, method=batch_means.METHOD, sample_sizes=(len(b), len(c)), detectable=detect, steps_needed=needed)
 
 
 def _statistical_check(metric: Metric, base: tuple[float, ...], cand: tuple[float, ...], options: CheckOptions, common: dict[str, Any]) -> Check:
@@ -257,16 +271,45 @@ def _statistical_check(metric: Metric, base: tuple[float, ...], cand: tuple[floa
     comp = compare_samples(base, cand, alpha=options.alpha)
     numbers = {**cvs, "ratio": comp.ratio, "low": comp.low, "high": comp.high, "baseline_value": geomean(base), "candidate_value": geomean(cand)}
     verdict, message = interval_verdict(comp, lower_is_better=metric.lower_is_better, margin=options.margin, label=metric.label)
-    strict = compare_samples(base, cand, alpha=options.alpha / NOISY_STRICTNESS) if noisy else None
-    if strict is not None and beyond_margin(strict, margin=options.margin):  # noise did not prevent the decision
-        sure = f"{(1 - options.alpha / NOISY_STRICTNESS):.0%}"
-        return Check(**common, **numbers, verdict=verdict, message=f"{message}; even its {sure} bound ({_percent(strict.low if strict.low > 1 else strict.high)}) is beyond the margin, so the {', '.join(noisy)} does not stop the verdict")
+    sized = f"{len(base)} and {len(cand)} runs"
     if noisy:
-        return Check(**common, **numbers, verdict=Verdict.BAD_DATA, message=f"{metric.label}: {', '.join(noisy)} above --max-cv {options.max_cv:.0%}: too noisy to judge ({_percent(comp.ratio)}, interval {_percent(comp.low)} .. {_percent(comp.high)}); that is the machine's run-to-run noise, not the code: record the sides in back-to-back pairs and check with --pair-by tag:pair (docs/ci.md), or use a quieter runner")
+        strict = compare_samples(base, cand, alpha=options.alpha / NOISY_STRICTNESS)
+        detect = detectable_change(strict, alpha=options.alpha / NOISY_STRICTNESS, margin=options.margin, strict=True)
+        decided = noisy_decision(verdict, strict, lower_is_better=metric.lower_is_better, options=options, noisy=", ".join(noisy))
+        if decided is not None:  # noise did not prevent the decision
+            return Check(**common, **numbers, verdict=decided[0], message=f"{message}; {decided[1]}", detectable=detect)
+        needed = runs_needed(strict, lower_is_better=metric.lower_is_better, margin=options.margin, alpha=options.alpha / NOISY_STRICTNESS)
+        return Check(**common, **numbers, verdict=Verdict.BAD_DATA, runs_needed=needed, detectable=detect, message=f"{metric.label}: {', '.join(noisy)} above --max-cv {options.max_cv:.0%}: too noisy to judge ({_percent(comp.ratio)}, interval {_percent(comp.low)} .. {_percent(comp.high)}); {hides(detect, sized)}; {needs(needed, 'runs a side')} (at {_sure(options)} a side, as above --max-cv); that is the machine's run-to-run noise, not the code: record the sides in back-to-back pairs and check with --pair-by tag:pair (docs/ci.md), or use a quieter runner")
+    detect = detectable_change(comp, alpha=options.alpha, margin=options.margin)
     needed = runs_needed(comp, lower_is_better=metric.lower_is_better, margin=options.margin, alpha=options.alpha) if verdict == Verdict.INCONCLUSIVE else None
     if verdict == Verdict.INCONCLUSIVE:
-        message += f"; about {needed} runs a side would decide it" if needed else "; more than 1000 runs a side would be needed"
-    return Check(**common, **numbers, verdict=verdict, message=message, runs_needed=needed)
+        message += f"; {needs(needed, 'runs a side')}; {hides(detect, sized)}"
+    return Check(**common, **numbers, verdict=verdict, message=message, runs_needed=needed, detectable=detect)
+
+
+def needs(count: int | None, unit: str, *, cap: int = 1000) -> str:
+    """"about 12 runs a side would decide it", from the measured spread and estimate."""
+    return f"about {count} {unit} would decide it" if count else f"more than {cap} {unit} would be needed"
+
+
+def hides(detectable: float, sample: str) -> str:
+    """"at this noise, 5 and 5 runs catch a slowdown of +14.2 % or more 80 % of the time"."""
+    return f"at this noise, {sample} catch a slowdown of {_percent(1 + detectable)} or more {POWER * 100:.0f} % of the time"
+
+
+def _sure(options: CheckOptions) -> str:
+    return f"{1 - options.alpha / NOISY_STRICTNESS:.0%}"
+
+
+def noisy_decision(verdict: Verdict, strict: Comparison, *, lower_is_better: bool, options: CheckOptions, noisy: str) -> tuple[Verdict, str] | None:
+    """A verdict that stands above --max-cv, and why; None when the noise stops it. It stands when
+    the interval at alpha / NOISY_STRICTNESS lies wholly beyond the margin (the ordinary verdict) or
+    wholly within it (PASS)."""
+    if beyond_margin(strict, margin=options.margin):
+        return verdict, f"even its {_sure(options)} bound ({_percent(strict.low if strict.low > 1 else strict.high)}) is beyond the margin, so the {noisy} does not stop the verdict"
+    if interval_verdict(strict, lower_is_better=lower_is_better, margin=options.margin, label="")[0] == Verdict.PASS:
+        return Verdict.PASS, f"even its {_sure(options)} interval ({_percent(strict.low)} .. {_percent(strict.high)}) is within the margin, so the {noisy} does not stop the verdict"
+    return None
 
 
 def interval_verdict(comp: Comparison, *, lower_is_better: bool, margin: float, label: str) -> tuple[Verdict, str]:

@@ -11,6 +11,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+POWER = 0.8
+"""The chance of detection at which the smallest detectable change is stated (power analysis's usual 80 %)."""
+
 
 def t_quantile(p: float, df: float) -> float:
     """The t with P(T <= t) = p for Student's t with `df` (> 0, not necessarily whole) degrees of
@@ -75,3 +78,16 @@ def samples_needed(comp: Comparison, half_width: Callable[[int], float], *, lowe
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if half_width(mid) < gap else (mid + 1, hi)
     return lo
+
+
+def detectable_change(comp: Comparison, *, alpha: float, margin: float, power: float = POWER, strict: bool = False) -> float:
+    """The smallest slowdown (a fraction: 0.12 is +12 %) that samples with this spread would call a
+    REGRESSION with probability `power`. REGRESSION needs the estimate beyond the margin and the
+    interval's near end beyond no change (`strict`: the near end beyond the margin, the rule above
+    --max-cv), so the true log change must clear that threshold by t(power) standard errors."""
+    limit = math.log1p(margin)
+    if comp.log_se == 0 or comp.df is None:
+        return margin
+    t_alpha = t_quantile(1 - alpha, comp.df)
+    threshold = limit + t_alpha * comp.log_se if strict else max(limit, t_alpha * comp.log_se)
+    return math.expm1(threshold + t_quantile(power, comp.df) * comp.log_se)
