@@ -258,7 +258,9 @@ def candidates_for_every_verdict() -> dict[tuple[Verdict, bool], tuple[list[RunV
 
     with_aot = [replace(r, aot=(aot("v6e:2x2", 1e12, 8 << 30),)) for r in BASE]
     noisy = cand(step_s=lambda r, i: 1.02 * (1.0 + 0.02 * (i - 2)))
+    program = {"hlo_hash": "0123456789abcdef", "flops_per_step": 1e12, "bytes_accessed": 4e9}  # the same compiled program
     return {
+        (Verdict.UNCHANGED, False): ([replace(r, **program) for r in BASE], [replace(r, **program) for r in noisy], CheckOptions()),
         (Verdict.PASS, False): (BASE, cand(), CheckOptions()),
         (Verdict.IMPROVEMENT, False): (BASE, cand(step_s=lambda r, i: r.step_s * 0.9), CheckOptions()),
         (Verdict.CHANGED, False): (with_aot, [replace(r, run_id=f"c{i}", aot=(aot("v6e:2x2", 1.2e12, 8 << 30),)) for i, r in enumerate(with_aot)], CheckOptions()),

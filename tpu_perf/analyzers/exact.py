@@ -1,12 +1,14 @@
 """The exact tier of `tpu-perf check`: numbers a run's program fixes, compared without statistics.
 
-FLOPs per step (XLA's cost analysis, or PyTorch's FLOP counter) and a hash of the step's optimized
-HLO are the same in every run of the same program, whatever the machine's noise: a difference says
-the pull request changed what runs, never that the machine was busy. Both are compared for every
-run (not only `--topology` runs): a change is CHANGED, shown with the old and new values (exit 0
-on its own: a change of work may be wanted; the timing verdict says whether it costs). XLA's peak
-memory and compiles after warm-up, the other deterministic numbers, are `regression`'s
-`peak_memory` (REGRESSION beyond 1 %) and `compiles` checks.
+FLOPs per step (XLA's cost analysis, or PyTorch's FLOP counter), the bytes the step program
+accesses (XLA's cost analysis) and a hash of the step's optimized HLO (`hlo_hash`: the computation,
+not the folder or the lines it came from) are the same in every run of the same program, whatever
+the machine's noise: a difference says the pull request changed what runs, never that the machine
+was busy. They are compared for every run (not only `--topology` runs): a change is CHANGED, shown
+with the old and new values (exit 0 on its own: a change of work may be wanted; the timing verdict
+says whether it costs). XLA's peak memory and compiles after warm-up, the other deterministic
+numbers, are `regression`'s `peak_memory` (REGRESSION beyond 1 %) and `compiles` checks; with all
+of them unchanged, `regression.program_tier` lets an unjudgeable timing exit 0 as UNCHANGED.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 
 from tpu_perf.store import Run
 
-EXACT_METRICS: tuple[str, ...] = ("flops_per_step", "hlo")
+EXACT_METRICS: tuple[str, ...] = ("flops_per_step", "bytes_accessed", "hlo")
 """Metric names `--metric` accepts for the exact tier."""
 
 SOURCE_TABLES: frozenset[str] = frozenset({"FileNames", "FunctionNames", "FileLocations", "StackFrames"})
@@ -89,18 +91,39 @@ def hlo_hash(text: str) -> str:
     return hashlib.sha256(program_text(text).encode()).hexdigest()[:16]
 
 
-def step_hlo_hash(run: Run) -> str | None:
-    """Hash of the step program's optimized HLO (the first step row's `hlo_file`); None without one."""
+def _step_row(run: Run) -> Any:
+    """The step program's row of `programs` (the first step row with an `hlo_file`); None without one."""
     programs = run.programs
     if programs.empty or "is_step" not in programs or "hlo_file" not in programs:
         return None
     rows = programs[programs["is_step"].astype(bool) & programs["hlo_file"].notna()]
-    if rows.empty:
+    return None if rows.empty else rows.iloc[0]
+
+
+def step_hlo_hash(run: Run) -> str | None:
+    """Hash of the step program's optimized HLO (`hlo_hash`); None without one."""
+    row = _step_row(run)
+    if row is None:
         return None
     try:
-        return hlo_hash(run.read_text(str(rows["hlo_file"].iloc[0])))
+        return hlo_hash(run.read_text(str(row["hlo_file"])))
     except (OSError, UnicodeDecodeError):
         return None
+
+
+def step_bytes_accessed(run: Run) -> float | None:
+    """Bytes the step program reads and writes per call (XLA's cost analysis); None when unknown."""
+    row = _step_row(run)
+    value = None if row is None else row.get("bytes_accessed")
+    return float(value) if value is not None and value == value else None
+
+
+LABELS: dict[str, tuple[str, str]] = {
+    "flops_per_step": ("flops_per_step", "FLOPs per step"),
+    "bytes_accessed": ("bytes_accessed", "bytes accessed by the step program"),
+    "hlo": ("hlo_hash", "step HLO hash"),
+}
+"""Exact metric -> (RunValues attribute, label)."""
 
 
 def exact_checks(baseline: Sequence[Any], candidate: Sequence[Any], names: Sequence[str]) -> list[Any]:
@@ -110,23 +133,29 @@ def exact_checks(baseline: Sequence[Any], candidate: Sequence[Any], names: Seque
 
     checks = []
     for name in names:
-        attr, label = ("flops_per_step", "FLOPs per step") if name == "flops_per_step" else ("hlo_hash", "step HLO hash")
+        attr, label = LABELS[name]
         base = tuple(getattr(r, attr, None) for r in baseline)
         cand = tuple(getattr(r, attr, None) for r in candidate)
         if not base or not cand or None in base or None in cand:
             continue
         old, new = sorted(set(base), key=str), sorted(set(cand), key=str)
-        show = _flops if name == "flops_per_step" else str
+        show = {"flops_per_step": _flops, "bytes_accessed": _bytes}.get(name, str)
         text = f"{label}: {'/'.join(map(show, old))} -> {'/'.join(map(show, new))}"
         numbers: dict[str, Any] = {}
-        if name == "flops_per_step":
-            numbers = {"unit": "FLOPs", "baseline": base, "candidate": cand, "baseline_value": old[0], "candidate_value": new[0], "ratio": new[0] / old[0] if old[0] else None}
+        if name != "hlo":
+            ratio = new[0] / old[0] if old[0] else None
+            numbers = {"unit": "FLOPs" if name == "flops_per_step" else "bytes", "baseline": base, "candidate": cand, "baseline_value": old[0], "candidate_value": new[0], "ratio": ratio}
+            text += f" ({(ratio - 1) * 100:+.2f} %)" if ratio is not None and old != new else ""
         if old == new and len(old) == 1:
             checks.append(Check(name=name, verdict=Verdict.PASS, message=f"{text} (same program)", **numbers))
         else:
             within = " (differs between runs of one side)" if len(old) > 1 or len(new) > 1 else ""
-            checks.append(Check(name=name, verdict=Verdict.CHANGED, message=f"{text}: the step's program changed{within}; this is the code's doing, not the machine's", **numbers))
+            checks.append(Check(name=name, verdict=Verdict.CHANGED, message=f"{text}: the step's program changed{within}; this is the PR's code's doing (or its environment's), not the machine's", **numbers))
     return checks
+
+
+def _bytes(value: float) -> str:
+    return f"{value / 2**20:,.2f} MiB"
 
 
 def _flops(value: float) -> str:

@@ -10,7 +10,9 @@ with a Welch t interval on the log values (one-sided `alpha` at each end):
 - IMPROVEMENT: the mirror image; PASS: no worse than the margin with confidence;
 - INCONCLUSIVE: neither; the check says how many runs per side would decide it;
 - BAD_DATA: too few runs, run-to-run CV above `max_cv`, failed runs, too few steady steps;
-- NOT_COMPARABLE: the runs' fingerprints differ (chip, versions, flags, workload...).
+- NOT_COMPARABLE: the runs' fingerprints differ (chip, count, framework versions, flags, workload...);
+- UNCHANGED: timing could not be judged on this runner (BAD_DATA from noise, or INCONCLUSIVE), but
+  the compiled program is the same on both sides (`program_tier`): exit 0 unless `require_timing`.
 
 Why "estimate beyond the margin" and not "lower bound beyond the margin": with 5 runs a side at 2 %
 run-to-run noise, the stricter rule detects a 6 % slowdown only about 65 % of the time, while this
@@ -30,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from tpu_perf.analyzers import batch_means
-from tpu_perf.analyzers.exact import EXACT_METRICS, exact_checks
+from tpu_perf.analyzers.exact import EXACT_METRICS, LABELS, exact_checks
 from tpu_perf.analyzers.run_values import FINGERPRINT_FIELDS, RunValues
 from tpu_perf.analyzers.welch import (
     POWER,
@@ -52,6 +54,8 @@ class Verdict(StrEnum):
     IMPROVEMENT = "IMPROVEMENT"
     CHANGED = "CHANGED"
     """A deterministic number changed without being worse (TPU compile FLOPs): shown, not failed."""
+    UNCHANGED = "UNCHANGED"
+    """The compiled program is the same on both sides and the timing could not be judged here."""
     INCONCLUSIVE = "INCONCLUSIVE"
     REGRESSION = "REGRESSION"
     BAD_DATA = "BAD_DATA"
@@ -60,14 +64,14 @@ class Verdict(StrEnum):
 
 PRECEDENCE: tuple[Verdict, ...] = (
     Verdict.NOT_COMPARABLE, Verdict.REGRESSION, Verdict.BAD_DATA, Verdict.INCONCLUSIVE,
-    Verdict.IMPROVEMENT, Verdict.CHANGED, Verdict.PASS,
+    Verdict.IMPROVEMENT, Verdict.CHANGED, Verdict.UNCHANGED, Verdict.PASS,
 )
 """When checks disagree, the first of these that any deciding check has is the overall verdict: a
 definite REGRESSION in one metric is not hidden by another metric's BAD_DATA. One exception
 (`overall`): runs that cannot be judged at all (failed, too few) are BAD_DATA before anything."""
 
 EXIT_CODES: dict[Verdict, int] = {
-    Verdict.PASS: 0, Verdict.IMPROVEMENT: 0, Verdict.CHANGED: 0, Verdict.REGRESSION: 1,
+    Verdict.PASS: 0, Verdict.IMPROVEMENT: 0, Verdict.CHANGED: 0, Verdict.UNCHANGED: 0, Verdict.REGRESSION: 1,
     Verdict.INCONCLUSIVE: 3, Verdict.BAD_DATA: 4, Verdict.NOT_COMPARABLE: 5,
 }
 """Stable, documented in docs/ci.md: 2 is the CLI's usage error and never a verdict."""
@@ -93,6 +97,9 @@ class CheckOptions:
     """Fingerprint fields allowed to differ (a known version bump)."""
     inconclusive_ok: bool = False
     """INCONCLUSIVE exits 0 instead of 3."""
+    require_timing: bool = False
+    """No UNCHANGED: an unchanged program whose timing cannot be judged keeps the timing's verdict
+    (BAD_DATA 4, INCONCLUSIVE 3) instead of exiting 0 (`--require-timing`)."""
     pair_by: str | None = None
     """Tag KEY that pairs baseline and candidate runs recorded back to back (`--pair-by tag:KEY`):
     timed metrics are judged on per-pair log ratios (`analyzers.paired`)."""
@@ -198,13 +205,15 @@ class CheckResult:
     """The verdict in words (`verdict.speed_sentence`), set by whoever knows the sides' names."""
     commits: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
     """The git shas each side's runs recorded (baseline, candidate): which code ran."""
+    broken: tuple[str, ...] = ()
+    """The sides ("baseline", "candidate") with a run that did not complete: whose failure it is."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION, "verdict": self.verdict, "exit_code": self.exit_code,
             "baseline_runs": list(self.baseline_runs), "candidate_runs": list(self.candidate_runs),
             "differing_fields": list(self.differing_fields), "basis": self.basis, "basis_reason": self.basis_reason, "sentence": self.sentence,
-            "commits": {"baseline": list(self.commits[0]), "candidate": list(self.commits[1])},
+            "commits": {"baseline": list(self.commits[0]), "candidate": list(self.commits[1])}, "broken": list(self.broken),
             "options": asdict(self.options),
             "checks": [_check_dict(c) for c in self.checks],
         }
@@ -412,7 +421,7 @@ def default_metrics(baseline: Sequence[RunValues], candidate: Sequence[RunValues
     else:
         names = ["mfu"] if everywhere("mfu") else ["step_time", *(["tokens_per_s"] if everywhere("tokens_per_s") else [])]
     names += [m for m in ("all_in_step_time", "peak_memory", "compiles") if everywhere(m)]
-    names += [m for m in EXACT_METRICS if runs and all(getattr(r, "hlo_hash" if m == "hlo" else m) is not None for r in runs)]
+    names += [m for m in EXACT_METRICS if runs and all(getattr(r, LABELS[m][0]) is not None for r in runs)]
     if baseline and candidate and all(r.aot for r in runs):
         names += list(AOT_METRICS)
     return tuple(names)
@@ -478,6 +487,7 @@ def check_sets(baseline: Sequence[RunValues], candidate: Sequence[RunValues], op
     names = options.metrics or default_metrics(baseline, candidate)
     reason = all_in_basis(baseline, candidate) if "all_in_step_time" in names else None
     checks = [fp, runs_check(baseline, candidate, options, all_in=reason is not None)]
+    broken = tuple(side for side, runs in (("baseline", baseline), ("candidate", candidate)) if any(r.status != "completed" for r in runs))
     pairs = None
     if options.pair_by is not None:
         from tpu_perf.analyzers.paired import match_pairs, pairs_check
@@ -503,18 +513,48 @@ def check_sets(baseline: Sequence[RunValues], candidate: Sequence[RunValues], op
             check = paired_check(metric, pairs, options)
         else:
             check = check_metric(metric, [metric.value(r) for r in baseline], [metric.value(r) for r in candidate], options, steps=steps)
-        if reason and metric.steady:  # the steady median hides what the all-in time shows: it does not decide
+        if broken and metric.statistical:  # a crashed run's few steps say nothing about speed
+            check = replace(check, decides=False, message=f"{check.message} (not deciding: a run did not complete, see `runs`)")
+        elif reason and metric.steady:  # the steady median hides what the all-in time shows: it does not decide
             check = replace(check, decides=False, message=f"{check.message} (not deciding: all-in step time decides, {reason})")
         elif not reason and name == "all_in_step_time" and check.verdict not in (Verdict.REGRESSION, Verdict.IMPROVEMENT):
             check = replace(check, decides=False, message=f"{check.message} (not deciding: on the steady basis the all-in time is a guard that only a definite change turns into the verdict)")
         checks.append(check)
+    if not options.require_timing:
+        checks = program_tier(checks, basis="all_in_step_time" if reason else "step_time")
     verdict, code = overall(checks, inconclusive_ok=options.inconclusive_ok)
     return CheckResult(
         verdict=verdict, exit_code=code, checks=tuple(checks), options=options,
         baseline_runs=tuple(r.run_id for r in baseline), candidate_runs=tuple(r.run_id for r in candidate),
         differing_fields=differing, basis="all_in_step_time" if reason else "step_time", basis_reason=reason,
-        commits=(_commits(baseline), _commits(candidate)),
+        commits=(_commits(baseline), _commits(candidate)), broken=broken,
     )
+
+
+PROGRAM_CHECKS: tuple[str, ...] = ("hlo", "flops_per_step", "bytes_accessed", "peak_memory", "compiles")
+"""The deterministic tier: what must be known and unchanged for an unjudged timing to be UNCHANGED."""
+
+
+def program_tier(checks: Sequence[Check], *, basis: str) -> list[Check]:
+    """When the only deciding checks that did not pass are timed ones the noise left undecided
+    (BAD_DATA from noise, INCONCLUSIVE), and every deterministic number of the step program is
+    known and the same on both sides (PROGRAM_CHECKS, and the TPU compile metrics where present),
+    those timed checks stop deciding and an UNCHANGED check says so, with the slowdown this
+    runner's noise hides (exit 0). Otherwise `checks` as they are."""
+    by = {c.name: c for c in checks}
+    exact = [c for c in checks if c.name in PROGRAM_CHECKS or c.name.startswith("aot_")]
+    if any(name not in by for name in PROGRAM_CHECKS) or any(c.verdict != Verdict.PASS for c in exact):
+        return list(checks)
+    timed = [c for c in checks if c.decides and c.name in METRIC_BY_NAME and METRIC_BY_NAME[c.name].statistical]
+    undecided = [c for c in timed if c.verdict in (Verdict.BAD_DATA, Verdict.INCONCLUSIVE) and c.detectable is not None]
+    others = [c for c in checks if c.decides and c not in undecided]
+    if not undecided or any(c.verdict not in (Verdict.PASS, Verdict.IMPROVEMENT) for c in others):
+        return list(checks)
+    hidden = max((c.detectable for c in undecided if c.name == basis and c.detectable is not None), default=max(c.detectable or 0.0 for c in undecided))
+    names = ", ".join(LABELS[n][1] if n in LABELS else n.replace("_", " ") for n in PROGRAM_CHECKS)
+    message = f"the compiled program is unchanged ({names}: the same on both sides); timing was not judged: this runner's noise hides changes below {_percent(1 + hidden)} (--require-timing makes that a failure)"
+    kept = [replace(c, decides=False, message=f"{c.message} (not deciding: the compiled program is unchanged)") if c in undecided else c for c in checks]
+    return [*kept, Check(name="program", verdict=Verdict.UNCHANGED, message=message, detectable=hidden)]
 
 
 def _commits(runs: Sequence[RunValues]) -> tuple[str, ...]:
