@@ -303,7 +303,13 @@ def needs(count: int | None, unit: str, *, cap: int = 1000) -> str:
 
 def hides(detectable: float, sample: str) -> str:
     """"at this noise, 5 and 5 runs catch a slowdown of +14.2 % or more 80 % of the time"."""
-    return f"at this noise, {sample} catch a slowdown of {_percent(1 + detectable)} or more {POWER * 100:.0f} % of the time"
+    return f"at this noise, {sample} catch a slowdown of {detectable_text(detectable)} or more {POWER * 100:.0f} % of the time"
+
+
+def detectable_text(detectable: float) -> str:
+    """"+14.2 %", or "10x" past a 10x slowdown (a few noisy runs measure their spread too loosely
+    for a larger figure to mean anything)."""
+    return "10x" if detectable >= 9 else _percent(1 + detectable)
 
 
 def _sure(options: CheckOptions) -> str:
@@ -552,7 +558,7 @@ def program_tier(checks: Sequence[Check], *, basis: str) -> list[Check]:
         return list(checks)
     hidden = max((c.detectable for c in undecided if c.name == basis and c.detectable is not None), default=max(c.detectable or 0.0 for c in undecided))
     names = ", ".join(LABELS[n][1] if n in LABELS else n.replace("_", " ") for n in PROGRAM_CHECKS)
-    message = f"the compiled program is unchanged ({names}: the same on both sides); timing was not judged: this runner's noise hides changes below {_percent(1 + hidden)} (--require-timing makes that a failure)"
+    message = f"the compiled program is unchanged ({names}: the same on both sides); timing was not judged: this runner's noise hides changes below {detectable_text(hidden)} (--require-timing makes that a failure)"
     kept = [replace(c, decides=False, message=f"{c.message} (not deciding: the compiled program is unchanged)") if c in undecided else c for c in checks]
     return [*kept, Check(name="program", verdict=Verdict.UNCHANGED, message=message, detectable=hidden)]
 
