@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import tpu_perf_cli
 from tests.history_runs import record_sleep_loop, write_run, write_series
-from tpu_perf.analyzers.history import build_history
+from tpu_perf.analyzers.history import DETECTABLE_STEP, build_history, detect
 from tpu_perf.analyzers.index_row import index_row, load_index
 from tpu_perf.store import load_run
 from tpu_perf.store.index import COMPACT_AT, INDEX_DIR, ROW_FILE, known_rows, read_rows
@@ -236,3 +236,39 @@ def test_dashboard_history_page_marks_the_change(nightly: tuple[Path, list[str]]
     assert [s["x"] for s in figure["data"]][0] == [f"c{i:02d}" for i in range(1, 17)]
     assert any(a["text"].startswith(change["commit range"].replace(" → ", "→")) for a in figure["layout"]["annotations"])
     assert at.query_params["order_by"] == ["tag:commit"] or at.query_params["order_by"] == "tag:commit"
+
+
+def test_a_noisy_series_states_its_noise_and_smallest_detectable_step(tmp_path: Path) -> None:
+    """28 % run-to-run noise hides a +12 % step: no change point, and the output says why in numbers."""
+    store = tmp_path / "runs"
+    write_series(store, [0.020] * 10 + [0.0224] * 10, noise=0.28, seed=4)
+    doc = history_json(store, "tag:commit", "--order-by", "tag:commit")
+    [series] = doc["series"]
+    assert series["change_points"] == []
+    assert series["noise"] == pytest.approx(0.28, rel=0.35)
+    assert series["detectable_change"] == pytest.approx(DETECTABLE_STEP[20] * series["noise"])
+    assert series["detectable_change"] > 0.12  # the step it missed is below what it could see
+    text = tpu_perf_cli("history", "tag:commit", "--order-by", "tag:commit", "--store", str(store), check=True).stdout
+    flat = " ".join(text.split())
+    assert f"no change point: noise {series['noise'] * 100:.1f} % point to point; the smallest step this series finds 80 % of the time: ±{series['detectable_change'] * 100:.1f} %" in flat
+    short = build_history([r for r in load_index(str(store))][:8], order_by="tag:commit").series[0]
+    assert short.detectable is None and short.noise is not None  # 8 points: no split can reach p <= 0.01
+
+
+def test_the_detectable_step_table_holds_for_the_detector() -> None:
+    """At DETECTABLE_STEP[20] noise units a middle step of 20 points is found about 80 % of the
+    time, at half of it mostly not (80 fresh draws each, another seed than bench/history_power.py)."""
+    import numpy as np
+
+    rng = np.random.default_rng(99)
+
+    def found(multiple: float) -> float:
+        hits = 0
+        for _ in range(80):
+            x = 1 + rng.normal(0, 0.01, 20)
+            x[10:] += multiple * 0.01
+            hits += any(abs(i - 10) <= 1 for i, _ in detect(list(x)))
+        return hits / 80
+
+    assert 0.65 <= found(DETECTABLE_STEP[20]) <= 0.95
+    assert found(DETECTABLE_STEP[20] / 2) < 0.4

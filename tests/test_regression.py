@@ -23,7 +23,7 @@ from tpu_perf.analyzers.regression import (
     runs_needed,
 )
 from tpu_perf.analyzers.run_values import RunValues
-from tpu_perf.analyzers.welch import t_cdf, t_quantile
+from tpu_perf.analyzers.welch import t_quantile
 from tpu_perf.jsonio import dumps
 from tpu_perf.views.check import github_annotations, render_junit, render_markdown
 
@@ -37,14 +37,6 @@ T_95_DF4 = 2.132  # Student t table, one-sided 0.95, 4 degrees of freedom
 def test_t_quantile_matches_printed_tables(p: float, df: float, table: float) -> None:
     assert t_quantile(p, df) == pytest.approx(table, abs=6e-4)
     assert t_quantile(1 - p, df) == pytest.approx(-table, abs=6e-4)
-
-
-@pytest.mark.parametrize("df", [0.7, 1.5, 3.37, 8.9, 17.2, 250.0])
-def test_t_distribution_matches_scipy_for_fractional_df(df: float) -> None:
-    for p in (0.6, 0.9, 0.95, 0.999):
-        assert t_quantile(p, df) == pytest.approx(stats.t.ppf(p, df), rel=1e-8)
-    for t in (-3.0, 0.4, 2.5):
-        assert t_cdf(t, df) == pytest.approx(stats.t.cdf(t, df), abs=1e-10)
 
 
 def test_interval_ends_are_one_sided_welch_bounds() -> None:
@@ -266,7 +258,9 @@ def candidates_for_every_verdict() -> dict[tuple[Verdict, bool], tuple[list[RunV
 
     with_aot = [replace(r, aot=(aot("v6e:2x2", 1e12, 8 << 30),)) for r in BASE]
     noisy = cand(step_s=lambda r, i: 1.02 * (1.0 + 0.02 * (i - 2)))
+    program = {"hlo_hash": "0123456789abcdef", "flops_per_step": 1e12, "bytes_accessed": 4e9}  # the same compiled program
     return {
+        (Verdict.UNCHANGED, False): ([replace(r, **program) for r in BASE], [replace(r, **program) for r in noisy], CheckOptions()),
         (Verdict.PASS, False): (BASE, cand(), CheckOptions()),
         (Verdict.IMPROVEMENT, False): (BASE, cand(step_s=lambda r, i: r.step_s * 0.9), CheckOptions()),
         (Verdict.CHANGED, False): (with_aot, [replace(r, run_id=f"c{i}", aot=(aot("v6e:2x2", 1.2e12, 8 << 30),)) for i, r in enumerate(with_aot)], CheckOptions()),

@@ -13,6 +13,11 @@ best split's statistic within the window between its neighbouring change points,
 repeated on every permutation, so the p-value accounts for having looked at every position.
 Proposals over ALPHA are dropped (the least significant first, the others tested again) until
 every one left is significant.
+
+Each series states its noise (the points' spread around their segments' means, relative to the
+median) and the smallest step the detector finds 80 % of the time at that noise and length
+(`DETECTABLE_STEP`, measured by bench/history_power.py), so "no change point" is never read as
+"flat" when the series could not have shown one.
 """
 
 from __future__ import annotations
@@ -43,6 +48,10 @@ PENALTY = 3.0
 PERMUTATIONS = 999
 MIN_POINTS = 6
 """A series shorter than this is shown without change points (too short to tell)."""
+DETECTABLE_STEP: dict[int, float] = {10: 3.97, 12: 3.18, 15: 2.72, 20: 2.33, 30: 2.07, 50: 1.84, 100: 1.66, 200: 1.63}
+"""Series length -> the step in its middle that `detect` finds (within one point) 80 % of the time,
+in units of the noise (bench/history_power.py: 100 draws a level, Gaussian noise). Under 10 points
+no split can reach p <= ALPHA in the permutation test (8 points split 4|4: p >= 2 * 4! 4! / 8! = 0.029)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,6 +93,12 @@ class Series:
     points: tuple[Point, ...]
     change_points: tuple[ChangePoint, ...]
     note: str | None = None
+    noise: float | None = None
+    """The points' run-to-run spread, as a fraction of the series' median (within the segments
+    between change points); None under 3 points."""
+    detectable: float | None = None
+    """The smallest step (a fraction) in the middle of this series that the detector finds 80 % of
+    the time at its noise (`detectable_step`); None when no step can be found at this length."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -226,7 +241,27 @@ def detect(values: Sequence[float]) -> list[tuple[int, float]]:
     return []
 
 
-def _change_points(points: Sequence[Point]) -> tuple[ChangePoint, ...]:
+def detectable_step(length: int, noise: float) -> float | None:
+    """`DETECTABLE_STEP` at `length` points (interpolated on log length; past the table, its last
+    entry, an upper bound) times the noise; None under the table's first length."""
+    lengths = sorted(DETECTABLE_STEP)
+    if length < lengths[0]:
+        return None
+    multiple = float(np.interp(math.log(min(length, lengths[-1])), [math.log(n) for n in lengths], [DETECTABLE_STEP[n] for n in lengths]))
+    return multiple * noise
+
+
+def series_noise(values: Sequence[float], found: Sequence[tuple[int, float]]) -> float | None:
+    """The run-to-run spread of a series relative to its median (`noise_sigma`: within the segments
+    between the change points found, or from neighbouring differences when there are none)."""
+    x = np.asarray(values, dtype=float)
+    if x.size < 3 or not np.all(np.isfinite(x)) or not np.median(x):
+        return None
+    return noise_sigma(x / float(np.median(x)), [i for i, _ in found])
+
+
+def _change_points(points: Sequence[Point]) -> tuple[tuple[ChangePoint, ...], float | None]:
+    """The series' change points, and its noise (`series_noise`)."""
     values = [p.value for p in points]
     found = detect(values)
     bounds = [0, *(i for i, _ in found), len(points)]
@@ -235,7 +270,7 @@ def _change_points(points: Sequence[Point]) -> tuple[ChangePoint, ...]:
         before = float(np.median(values[bounds[j] : i]))
         after = float(np.median(values[i : bounds[j + 2]]))
         out.append(ChangePoint(at=points[i].key, previous=points[i - 1].key, run=points[i].runs[0], index=i, before=before, after=after, change=after / before - 1 if before else float("nan"), p_value=p_value))
-    return tuple(out)
+    return tuple(out), series_noise(values, found)
 
 
 def _excluded(row: Mapping[str, Any], column: str, order_by: str) -> str | None:
@@ -274,7 +309,9 @@ def build_history(rows: Sequence[Mapping[str, Any]], *, metric: str = "step_time
         differs = tuple(k for k in sorted(set(first) | set(fingerprint)) if first.get(k) != fingerprint.get(k))
         points = _points(group, column, order_by)
         note = f"{len(points)} points: fewer than {MIN_POINTS}, no change point is looked for" if len(points) < MIN_POINTS else None
-        series.append(Series(fingerprint_key=str(group[0].get("fingerprint_key")), fingerprint=fingerprint, differs=differs, points=tuple(points), change_points=() if note else _change_points(points), note=note))
+        changes, noise = ((), series_noise([p.value for p in points], ())) if note else _change_points(points)
+        detectable = detectable_step(len(points), noise) if noise is not None else None
+        series.append(Series(fingerprint_key=str(group[0].get("fingerprint_key")), fingerprint=fingerprint, differs=differs, points=tuple(points), change_points=changes, note=note, noise=noise, detectable=detectable))
     if len(series) > 1:
         notes.append(f"the runs make {len(series)} separate series: their fingerprints differ ({'; '.join(', '.join(s.differs) for s in series[1:])}); runs on different setups are not compared")
     detector = {"proposals": "ruptures.Pelt(min_size=2), least-squares (l2) cost", "penalty": f"{PENALTY} * sigma^2 * log(n)", "significance": "scipy.stats.permutation_test of the best split", "alpha": ALPHA, "permutations": PERMUTATIONS, "seed": SEED}

@@ -21,7 +21,14 @@ from typing import Any
 
 import numpy as np
 
-from tpu_perf.analyzers.welch import Comparison, cv, geomean, samples_needed, t_quantile
+from tpu_perf.analyzers.welch import (
+    Comparison,
+    cv,
+    detectable_change,
+    geomean,
+    samples_needed,
+    t_quantile,
+)
 
 METHOD = "paired log ratios"
 
@@ -89,8 +96,10 @@ def paired_check(metric: Any, pairs: Sequence[tuple[Any, Any]], options: Any) ->
         NOISY_STRICTNESS,
         Check,
         Verdict,
-        beyond_margin,
+        hides,
         interval_verdict,
+        needs,
+        noisy_decision,
     )
 
     base = tuple(metric.value(b) for b, _ in pairs)
@@ -107,14 +116,21 @@ def paired_check(metric: Any, pairs: Sequence[tuple[Any, Any]], options: Any) ->
     numbers = {"ratio": comp.ratio, "low": comp.low, "high": comp.high, "baseline_value": geomean(base), "candidate_value": geomean(cand), "baseline_cv": cv(base), "candidate_cv": cv(cand)}
     verdict, message = interval_verdict(comp, lower_is_better=metric.lower_is_better, margin=options.margin, label=metric.label)
     spread = f"{len(pairs)} pairs; pair ratios' CV {ratio_cv:.1%} (each side's CV {cv(base):.1%} and {cv(cand):.1%}: what the pairing cancels)"
+    sized = f"{len(pairs)} pairs"
     if ratio_cv > options.max_cv:
-        strict = compare_pairs(base, cand, alpha=options.alpha / NOISY_STRICTNESS)
-        if not beyond_margin(strict, margin=options.margin):
-            return Check(**common, **numbers, verdict=Verdict.BAD_DATA, message=f"{metric.label}: {spread}; the ratios' CV is above --max-cv {options.max_cv:.0%}: too noisy to judge ({message}); the machine changed within pairs: record the two runs of a pair closer together, or more pairs")
+        strict_alpha = options.alpha / NOISY_STRICTNESS
+        strict = compare_pairs(base, cand, alpha=strict_alpha)
+        detect = detectable_change(strict, alpha=strict_alpha, margin=options.margin, strict=True)
+        decided = noisy_decision(verdict, strict, lower_is_better=metric.lower_is_better, options=options, noisy=f"pair ratios' CV {ratio_cv:.1%}")
+        if decided is not None:
+            return Check(**common, **numbers, verdict=decided[0], message=f"{message}; {decided[1]}; {spread}", detectable=detect)
+        needed = pairs_needed(strict, lower_is_better=metric.lower_is_better, margin=options.margin, alpha=strict_alpha)
+        return Check(**common, **numbers, verdict=Verdict.BAD_DATA, runs_needed=needed, detectable=detect, message=f"{metric.label}: {spread}; the ratios' CV is above --max-cv {options.max_cv:.0%}: too noisy to judge ({message}); {hides(detect, sized)}; {needs(needed, 'pairs')} at this spread (at {1 - strict_alpha:.0%} a side, as above --max-cv), or a quieter runner")
+    detect = detectable_change(comp, alpha=options.alpha, margin=options.margin)
     needed = pairs_needed(comp, lower_is_better=metric.lower_is_better, margin=options.margin, alpha=options.alpha) if verdict == Verdict.INCONCLUSIVE else None
     if verdict == Verdict.INCONCLUSIVE:
-        message += f"; about {needed} pairs would decide it" if needed else "; more than 1000 pairs would be needed"
-    return Check(**common, **numbers, verdict=verdict, message=f"{message}; {spread}", runs_needed=needed)
+        message += f"; {needs(needed, 'pairs')}; {hides(detect, sized)}"
+    return Check(**common, **numbers, verdict=verdict, message=f"{message}; {spread}", runs_needed=needed, detectable=detect)
 
 
 def pairs_check(pairs: Sequence[tuple[Any, Any]], notes: Sequence[str], key: str) -> Any:

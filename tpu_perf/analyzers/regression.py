@@ -10,7 +10,9 @@ with a Welch t interval on the log values (one-sided `alpha` at each end):
 - IMPROVEMENT: the mirror image; PASS: no worse than the margin with confidence;
 - INCONCLUSIVE: neither; the check says how many runs per side would decide it;
 - BAD_DATA: too few runs, run-to-run CV above `max_cv`, failed runs, too few steady steps;
-- NOT_COMPARABLE: the runs' fingerprints differ (chip, versions, flags, workload...).
+- NOT_COMPARABLE: the runs' fingerprints differ (chip, count, framework versions, flags, workload...);
+- UNCHANGED: timing could not be judged on this runner (BAD_DATA from noise, or INCONCLUSIVE), but
+  the compiled program is the same on both sides (`program_tier`): exit 0 unless `require_timing`.
 
 Why "estimate beyond the margin" and not "lower bound beyond the margin": with 5 runs a side at 2 %
 run-to-run noise, the stricter rule detects a 6 % slowdown only about 65 % of the time, while this
@@ -30,12 +32,14 @@ from typing import Any
 import numpy as np
 
 from tpu_perf.analyzers import batch_means
-from tpu_perf.analyzers.exact import EXACT_METRICS, exact_checks
+from tpu_perf.analyzers.exact import EXACT_METRICS, LABELS, exact_checks
 from tpu_perf.analyzers.run_values import FINGERPRINT_FIELDS, RunValues
 from tpu_perf.analyzers.welch import (
+    POWER,
     Comparison,
     compare_samples,
     cv,
+    detectable_change,
     geomean,
     samples_needed,
     t_quantile,
@@ -50,6 +54,8 @@ class Verdict(StrEnum):
     IMPROVEMENT = "IMPROVEMENT"
     CHANGED = "CHANGED"
     """A deterministic number changed without being worse (TPU compile FLOPs): shown, not failed."""
+    UNCHANGED = "UNCHANGED"
+    """The compiled program is the same on both sides and the timing could not be judged here."""
     INCONCLUSIVE = "INCONCLUSIVE"
     REGRESSION = "REGRESSION"
     BAD_DATA = "BAD_DATA"
@@ -58,14 +64,14 @@ class Verdict(StrEnum):
 
 PRECEDENCE: tuple[Verdict, ...] = (
     Verdict.NOT_COMPARABLE, Verdict.REGRESSION, Verdict.BAD_DATA, Verdict.INCONCLUSIVE,
-    Verdict.IMPROVEMENT, Verdict.CHANGED, Verdict.PASS,
+    Verdict.IMPROVEMENT, Verdict.CHANGED, Verdict.UNCHANGED, Verdict.PASS,
 )
 """When checks disagree, the first of these that any deciding check has is the overall verdict: a
 definite REGRESSION in one metric is not hidden by another metric's BAD_DATA. One exception
 (`overall`): runs that cannot be judged at all (failed, too few) are BAD_DATA before anything."""
 
 EXIT_CODES: dict[Verdict, int] = {
-    Verdict.PASS: 0, Verdict.IMPROVEMENT: 0, Verdict.CHANGED: 0, Verdict.REGRESSION: 1,
+    Verdict.PASS: 0, Verdict.IMPROVEMENT: 0, Verdict.CHANGED: 0, Verdict.UNCHANGED: 0, Verdict.REGRESSION: 1,
     Verdict.INCONCLUSIVE: 3, Verdict.BAD_DATA: 4, Verdict.NOT_COMPARABLE: 5,
 }
 """Stable, documented in docs/ci.md: 2 is the CLI's usage error and never a verdict."""
@@ -91,6 +97,9 @@ class CheckOptions:
     """Fingerprint fields allowed to differ (a known version bump)."""
     inconclusive_ok: bool = False
     """INCONCLUSIVE exits 0 instead of 3."""
+    require_timing: bool = False
+    """No UNCHANGED: an unchanged program whose timing cannot be judged keeps the timing's verdict
+    (BAD_DATA 4, INCONCLUSIVE 3) instead of exiting 0 (`--require-timing`)."""
     pair_by: str | None = None
     """Tag KEY that pairs baseline and candidate runs recorded back to back (`--pair-by tag:KEY`):
     timed metrics are judged on per-pair log ratios (`analyzers.paired`)."""
@@ -171,6 +180,11 @@ class Check:
     """False: shown, but not part of the overall verdict (a steady metric when the basis is all-in)."""
     sample_sizes: tuple[int, int] | None = None
     """What the interval stands on, a side: runs (per-run values) or steps (batch means)."""
+    detectable: float | None = None
+    """The smallest slowdown (a fraction) these samples would call a REGRESSION `welch.POWER` of the
+    time at their measured spread (`welch.detectable_change`); None for checks without an interval."""
+    steps_needed: int | None = None
+    """One run a side: steps a run that would likely decide an INCONCLUSIVE check (None: not one, or > 100000)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -191,13 +205,15 @@ class CheckResult:
     """The verdict in words (`verdict.speed_sentence`), set by whoever knows the sides' names."""
     commits: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
     """The git shas each side's runs recorded (baseline, candidate): which code ran."""
+    broken: tuple[str, ...] = ()
+    """The sides ("baseline", "candidate") with a run that did not complete: whose failure it is."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION, "verdict": self.verdict, "exit_code": self.exit_code,
             "baseline_runs": list(self.baseline_runs), "candidate_runs": list(self.candidate_runs),
             "differing_fields": list(self.differing_fields), "basis": self.basis, "basis_reason": self.basis_reason, "sentence": self.sentence,
-            "commits": {"baseline": list(self.commits[0]), "candidate": list(self.commits[1])},
+            "commits": {"baseline": list(self.commits[0]), "candidate": list(self.commits[1])}, "broken": list(self.broken),
             "options": asdict(self.options),
             "checks": [_check_dict(c) for c in self.checks],
         }
@@ -212,6 +228,7 @@ def _check_dict(check: Check) -> dict[str, Any]:
         "baseline_cv": check.baseline_cv, "candidate_cv": check.candidate_cv,
         "runs_needed": check.runs_needed, "unit": check.unit, "lower_is_better": check.lower_is_better,
         "method": check.method, "sample_sizes": list(check.sample_sizes) if check.sample_sizes else None,
+        "detectable_change": check.detectable, "steps_needed": check.steps_needed,
         "decides": check.decides, "message": check.message,
     }
 
@@ -241,8 +258,14 @@ def _single_run_check(metric: Metric, steps: tuple[Sequence[float], Sequence[flo
     center = (lambda v: geomean(v)) if metric.geometric else (lambda v: float(np.mean(v)))
     numbers = {"ratio": comp.ratio, "low": comp.low, "high": comp.high, "baseline_value": center(b), "candidate_value": center(c)}
     verdict, message = interval_verdict(comp, lower_is_better=metric.lower_is_better, margin=options.margin, label=metric.label)
+    detect = detectable_change(comp, alpha=options.alpha, margin=options.margin)
+    needed = None
+    if verdict == Verdict.INCONCLUSIVE:
+        steps = min(len(b), len(c))  # the half-width shrinks about as 1/sqrt(steps) at a fixed batch count
+        needed = samples_needed(comp, lambda n: t_quantile(1 - options.alpha, comp.df or 1) * comp.log_se * math.sqrt(steps / n), lower_is_better=metric.lower_is_better, margin=options.margin, cap=100_000)
+        message += f"; {needs(needed, 'steps a run', cap=100_000)}; {hides(detect, f'{len(b)} and {len(c)} steps')}"
     message += f"; {batch_means.METHOD} over {len(b)} and {len(c)} steps (one run a side: run-to-run noise not in the interval)"
-    return Check(**common, **numbers, verdict=verdict, message=message, method=batch_means.METHOD, sample_sizes=(len(b), len(c)))
+    return Check(**common, **numbers, verdict=verdict, message=message, method=batch_means.METHOD, sample_sizes=(len(b), len(c)), detectable=detect, steps_needed=needed)
 
 
 def _statistical_check(metric: Metric, base: tuple[float, ...], cand: tuple[float, ...], options: CheckOptions, common: dict[str, Any]) -> Check:
@@ -257,16 +280,51 @@ def _statistical_check(metric: Metric, base: tuple[float, ...], cand: tuple[floa
     comp = compare_samples(base, cand, alpha=options.alpha)
     numbers = {**cvs, "ratio": comp.ratio, "low": comp.low, "high": comp.high, "baseline_value": geomean(base), "candidate_value": geomean(cand)}
     verdict, message = interval_verdict(comp, lower_is_better=metric.lower_is_better, margin=options.margin, label=metric.label)
-    strict = compare_samples(base, cand, alpha=options.alpha / NOISY_STRICTNESS) if noisy else None
-    if strict is not None and beyond_margin(strict, margin=options.margin):  # noise did not prevent the decision
-        sure = f"{(1 - options.alpha / NOISY_STRICTNESS):.0%}"
-        return Check(**common, **numbers, verdict=verdict, message=f"{message}; even its {sure} bound ({_percent(strict.low if strict.low > 1 else strict.high)}) is beyond the margin, so the {', '.join(noisy)} does not stop the verdict")
+    sized = f"{len(base)} and {len(cand)} runs"
     if noisy:
-        return Check(**common, **numbers, verdict=Verdict.BAD_DATA, message=f"{metric.label}: {', '.join(noisy)} above --max-cv {options.max_cv:.0%}: too noisy to judge ({_percent(comp.ratio)}, interval {_percent(comp.low)} .. {_percent(comp.high)}); that is the machine's run-to-run noise, not the code: record the sides in back-to-back pairs and check with --pair-by tag:pair (docs/ci.md), or use a quieter runner")
+        strict = compare_samples(base, cand, alpha=options.alpha / NOISY_STRICTNESS)
+        detect = detectable_change(strict, alpha=options.alpha / NOISY_STRICTNESS, margin=options.margin, strict=True)
+        decided = noisy_decision(verdict, strict, lower_is_better=metric.lower_is_better, options=options, noisy=", ".join(noisy))
+        if decided is not None:  # noise did not prevent the decision
+            return Check(**common, **numbers, verdict=decided[0], message=f"{message}; {decided[1]}", detectable=detect)
+        needed = runs_needed(strict, lower_is_better=metric.lower_is_better, margin=options.margin, alpha=options.alpha / NOISY_STRICTNESS)
+        return Check(**common, **numbers, verdict=Verdict.BAD_DATA, runs_needed=needed, detectable=detect, message=f"{metric.label}: {', '.join(noisy)} above --max-cv {options.max_cv:.0%}: too noisy to judge ({_percent(comp.ratio)}, interval {_percent(comp.low)} .. {_percent(comp.high)}); {hides(detect, sized)}; {needs(needed, 'runs a side')} (at {_sure(options)} a side, as above --max-cv); that is the machine's run-to-run noise, not the code: record the sides in back-to-back pairs and check with --pair-by tag:pair (docs/ci.md), or use a quieter runner")
+    detect = detectable_change(comp, alpha=options.alpha, margin=options.margin)
     needed = runs_needed(comp, lower_is_better=metric.lower_is_better, margin=options.margin, alpha=options.alpha) if verdict == Verdict.INCONCLUSIVE else None
     if verdict == Verdict.INCONCLUSIVE:
-        message += f"; about {needed} runs a side would decide it" if needed else "; more than 1000 runs a side would be needed"
-    return Check(**common, **numbers, verdict=verdict, message=message, runs_needed=needed)
+        message += f"; {needs(needed, 'runs a side')}; {hides(detect, sized)}"
+    return Check(**common, **numbers, verdict=verdict, message=message, runs_needed=needed, detectable=detect)
+
+
+def needs(count: int | None, unit: str, *, cap: int = 1000) -> str:
+    """"about 12 runs a side would decide it", from the measured spread and estimate."""
+    return f"about {count} {unit} would decide it" if count else f"more than {cap} {unit} would be needed"
+
+
+def hides(detectable: float, sample: str) -> str:
+    """"at this noise, 5 and 5 runs catch a slowdown of +14.2 % or more 80 % of the time"."""
+    return f"at this noise, {sample} catch a slowdown of {detectable_text(detectable)} or more {POWER * 100:.0f} % of the time"
+
+
+def detectable_text(detectable: float) -> str:
+    """"+14.2 %", or "10x" past a 10x slowdown (a few noisy runs measure their spread too loosely
+    for a larger figure to mean anything)."""
+    return "10x" if detectable >= 9 else _percent(1 + detectable)
+
+
+def _sure(options: CheckOptions) -> str:
+    return f"{1 - options.alpha / NOISY_STRICTNESS:.0%}"
+
+
+def noisy_decision(verdict: Verdict, strict: Comparison, *, lower_is_better: bool, options: CheckOptions, noisy: str) -> tuple[Verdict, str] | None:
+    """A verdict that stands above --max-cv, and why; None when the noise stops it. It stands when
+    the interval at alpha / NOISY_STRICTNESS lies wholly beyond the margin (the ordinary verdict) or
+    wholly within it (PASS)."""
+    if beyond_margin(strict, margin=options.margin):
+        return verdict, f"even its {_sure(options)} bound ({_percent(strict.low if strict.low > 1 else strict.high)}) is beyond the margin, so the {noisy} does not stop the verdict"
+    if interval_verdict(strict, lower_is_better=lower_is_better, margin=options.margin, label="")[0] == Verdict.PASS:
+        return Verdict.PASS, f"even its {_sure(options)} interval ({_percent(strict.low)} .. {_percent(strict.high)}) is within the margin, so the {noisy} does not stop the verdict"
+    return None
 
 
 def interval_verdict(comp: Comparison, *, lower_is_better: bool, margin: float, label: str) -> tuple[Verdict, str]:
@@ -369,7 +427,7 @@ def default_metrics(baseline: Sequence[RunValues], candidate: Sequence[RunValues
     else:
         names = ["mfu"] if everywhere("mfu") else ["step_time", *(["tokens_per_s"] if everywhere("tokens_per_s") else [])]
     names += [m for m in ("all_in_step_time", "peak_memory", "compiles") if everywhere(m)]
-    names += [m for m in EXACT_METRICS if runs and all(getattr(r, "hlo_hash" if m == "hlo" else m) is not None for r in runs)]
+    names += [m for m in EXACT_METRICS if runs and all(getattr(r, LABELS[m][0]) is not None for r in runs)]
     if baseline and candidate and all(r.aot for r in runs):
         names += list(AOT_METRICS)
     return tuple(names)
@@ -435,6 +493,7 @@ def check_sets(baseline: Sequence[RunValues], candidate: Sequence[RunValues], op
     names = options.metrics or default_metrics(baseline, candidate)
     reason = all_in_basis(baseline, candidate) if "all_in_step_time" in names else None
     checks = [fp, runs_check(baseline, candidate, options, all_in=reason is not None)]
+    broken = tuple(side for side, runs in (("baseline", baseline), ("candidate", candidate)) if any(r.status != "completed" for r in runs))
     pairs = None
     if options.pair_by is not None:
         from tpu_perf.analyzers.paired import match_pairs, pairs_check
@@ -460,18 +519,48 @@ def check_sets(baseline: Sequence[RunValues], candidate: Sequence[RunValues], op
             check = paired_check(metric, pairs, options)
         else:
             check = check_metric(metric, [metric.value(r) for r in baseline], [metric.value(r) for r in candidate], options, steps=steps)
-        if reason and metric.steady:  # the steady median hides what the all-in time shows: it does not decide
+        if broken and metric.statistical:  # a crashed run's few steps say nothing about speed
+            check = replace(check, decides=False, message=f"{check.message} (not deciding: a run did not complete, see `runs`)")
+        elif reason and metric.steady:  # the steady median hides what the all-in time shows: it does not decide
             check = replace(check, decides=False, message=f"{check.message} (not deciding: all-in step time decides, {reason})")
         elif not reason and name == "all_in_step_time" and check.verdict not in (Verdict.REGRESSION, Verdict.IMPROVEMENT):
             check = replace(check, decides=False, message=f"{check.message} (not deciding: on the steady basis the all-in time is a guard that only a definite change turns into the verdict)")
         checks.append(check)
+    if not options.require_timing:
+        checks = program_tier(checks, basis="all_in_step_time" if reason else "step_time")
     verdict, code = overall(checks, inconclusive_ok=options.inconclusive_ok)
     return CheckResult(
         verdict=verdict, exit_code=code, checks=tuple(checks), options=options,
         baseline_runs=tuple(r.run_id for r in baseline), candidate_runs=tuple(r.run_id for r in candidate),
         differing_fields=differing, basis="all_in_step_time" if reason else "step_time", basis_reason=reason,
-        commits=(_commits(baseline), _commits(candidate)),
+        commits=(_commits(baseline), _commits(candidate)), broken=broken,
     )
+
+
+PROGRAM_CHECKS: tuple[str, ...] = ("hlo", "flops_per_step", "bytes_accessed", "peak_memory", "compiles")
+"""The deterministic tier: what must be known and unchanged for an unjudged timing to be UNCHANGED."""
+
+
+def program_tier(checks: Sequence[Check], *, basis: str) -> list[Check]:
+    """When the only deciding checks that did not pass are timed ones the noise left undecided
+    (BAD_DATA from noise, INCONCLUSIVE), and every deterministic number of the step program is
+    known and the same on both sides (PROGRAM_CHECKS, and the TPU compile metrics where present),
+    those timed checks stop deciding and an UNCHANGED check says so, with the slowdown this
+    runner's noise hides (exit 0). Otherwise `checks` as they are."""
+    by = {c.name: c for c in checks}
+    exact = [c for c in checks if c.name in PROGRAM_CHECKS or c.name.startswith("aot_")]
+    if any(name not in by for name in PROGRAM_CHECKS) or any(c.verdict != Verdict.PASS for c in exact):
+        return list(checks)
+    timed = [c for c in checks if c.decides and c.name in METRIC_BY_NAME and METRIC_BY_NAME[c.name].statistical]
+    undecided = [c for c in timed if c.verdict in (Verdict.BAD_DATA, Verdict.INCONCLUSIVE) and c.detectable is not None]
+    others = [c for c in checks if c.decides and c not in undecided]
+    if not undecided or any(c.verdict not in (Verdict.PASS, Verdict.IMPROVEMENT) for c in others):
+        return list(checks)
+    hidden = max((c.detectable for c in undecided if c.name == basis and c.detectable is not None), default=max(c.detectable or 0.0 for c in undecided))
+    names = ", ".join(LABELS[n][1] if n in LABELS else n.replace("_", " ") for n in PROGRAM_CHECKS)
+    message = f"the compiled program is unchanged ({names}: the same on both sides); timing was not judged: this runner's noise hides changes below {detectable_text(hidden)} (--require-timing makes that a failure)"
+    kept = [replace(c, decides=False, message=f"{c.message} (not deciding: the compiled program is unchanged)") if c in undecided else c for c in checks]
+    return [*kept, Check(name="program", verdict=Verdict.UNCHANGED, message=message, detectable=hidden)]
 
 
 def _commits(runs: Sequence[RunValues]) -> tuple[str, ...]:

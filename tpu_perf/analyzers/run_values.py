@@ -69,7 +69,9 @@ class RunValues:
     flops_per_step: float | None = None
     """FLOPs per step (XLA's cost analysis, the FLOP counter or --flops-per-step): exact tier."""
     hlo_hash: str | None = None
-    """Hash of the step's optimized HLO without metadata (`analyzers.exact`): exact tier."""
+    """Hash of the step's optimized HLO as a computation (`analyzers.exact.hlo_hash`): exact tier."""
+    bytes_accessed: float | None = None
+    """Bytes the step program accesses per call (XLA's cost analysis, `exact.step_bytes_accessed`): exact tier."""
     error: str | None = None
     """Why a run that did not complete stopped (its recorded error message); None when it did."""
     provenance: Mapping[str, Any] = field(default_factory=dict)
@@ -110,7 +112,7 @@ class RunValues:
             "peak_memory_source": self.peak_memory_source, "compiles_after_warmup": self.compiles_after_warmup,
             "steady_steps": self.steady_steps, "fingerprint": dict(self.fingerprint), "aot": [dict(a) for a in self.aot],
             "all_in_s": self.all_in_s, "excluded": [vars(e) for e in self.excluded], "excluded_share": self.excluded_share,
-            "all_in_tool_steps": self.all_in_tool_steps, "flops_per_step": self.flops_per_step, "hlo_hash": self.hlo_hash, "tags": dict(self.tags),
+            "all_in_tool_steps": self.all_in_tool_steps, "flops_per_step": self.flops_per_step, "hlo_hash": self.hlo_hash, "bytes_accessed": self.bytes_accessed, "tags": dict(self.tags),
             "provenance": dict(self.provenance), "error": self.error,
             "headline_step_s": self.headline_step_s, "step_basis": self.step_basis, "step_basis_reason": self.step_basis_reason,
         }
@@ -132,7 +134,7 @@ class RunValues:
             fingerprint={str(k): None if v is None else str(v) for k, v in dict(data.get("fingerprint") or {}).items()},
             aot=_aot_entries(data.get("aot")), all_in_s=num("all_in_s"), excluded_share=num("excluded_share"),
             excluded=tuple(Exclusion(**e) for e in data.get("excluded") or ()), all_in_tool_steps=int(data.get("all_in_tool_steps") or 0),
-            flops_per_step=num("flops_per_step"), hlo_hash=None if data.get("hlo_hash") is None else str(data["hlo_hash"]),
+            flops_per_step=num("flops_per_step"), bytes_accessed=num("bytes_accessed"), hlo_hash=None if data.get("hlo_hash") is None else str(data["hlo_hash"]),
             tags={str(k): str(v) for k, v in dict(data.get("tags") or {}).items()},
             provenance=dict(data.get("provenance") or {}), error=None if data.get("error") is None else str(data["error"]),
             headline_step_s=num("headline_step_s"), step_basis=None if data.get("step_basis") is None else str(data["step_basis"]),
@@ -143,6 +145,7 @@ class RunValues:
 def run_values(run: Run, report: Report | None = None) -> RunValues:
     """The check's numbers for `run`, from its report (`report`, when the caller has built it, else
     built here); the fingerprint from its manifest."""
+    from tpu_perf.analyzers.exact import step_bytes_accessed
     from tpu_perf.analyzers.report import build_report
 
     report = report if report is not None else build_report(run)
@@ -161,7 +164,7 @@ def run_values(run: Run, report: Report | None = None) -> RunValues:
         fingerprint=fingerprint(run),
         aot=tuple({k: getattr(a, k) for k in AOT_FIELDS} for a in report.aot or ()),
         all_in_s=steps.all_in_s, excluded=steps.excluded, excluded_share=steps.excluded_share, all_in_tool_steps=steps.all_in_tool_steps,
-        flops_per_step=report.flops.per_step, hlo_hash=report.program_hash,
+        flops_per_step=report.flops.per_step, hlo_hash=report.program_hash, bytes_accessed=step_bytes_accessed(run),
         tags={str(k): str(v) for k, v in run.tags.items()}, provenance=provenance(run),
         error=(run.manifest.get("error") or {}).get("message"),
         headline_step_s=steps.step_s, step_basis=steps.step_basis, step_basis_reason=steps.step_basis_reason,

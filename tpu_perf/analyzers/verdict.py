@@ -123,7 +123,22 @@ def speed_sentence(baseline: str, candidate: str, base_runs: Sequence[RunValues]
     if len(base_runs) == 1 and len(cand_runs) == 1:
         parts += [t for t in (left_out(a, base_runs[0]), left_out(b, cand_runs[0])) if t]
     parts += [f"but {c.name.replace('_', ' ')} is {c.verdict.value} ({c.message.split(':')[0]})" for c in result.checks if c.decides and c.name in ("step_time", "all_in_step_time") and c is not check and c.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT) and c.verdict != check.verdict]
-    return Sentence(**common, kind=kind, text=f"{text} ({'; '.join(parts)}){_mfu(base_runs, cand_runs)}.", speedup=speedup, low=low, high=high, verdict=check.verdict)
+    tier = next((c for c in result.checks if c.verdict == Verdict.UNCHANGED), None)
+    after = f" {tier.message[0].upper()}{tier.message[1:]}." if tier else ""
+    return Sentence(**common, kind=kind, text=f"{_leading(result, check)}{text} ({'; '.join(parts)}){_mfu(base_runs, cand_runs)}.{after}", speedup=speedup, low=low, high=high, verdict=check.verdict)
+
+
+def _leading(result: CheckResult, basis: Check) -> str:
+    """"REGRESSION in peak memory: 4.5 MiB -> 5.9 MiB (+30.0 %). Speed: " when a deciding check other
+    than the speed basis makes the verdict a REGRESSION: the headline says what fails the job."""
+    if result.verdict != Verdict.REGRESSION or basis.verdict == Verdict.REGRESSION:
+        return ""
+    failing = [c for c in result.checks if c.decides and c.verdict == Verdict.REGRESSION]
+    def what(c: Check) -> str:
+        change = f" ({(c.ratio - 1) * 100:+.1f} %)" if c.ratio is not None else ""
+        return c.message.split(" (")[0] + change
+
+    return "REGRESSION in " + "; ".join(map(what, failing)) + ". Speed: " if failing else ""
 
 
 def differing_fields(fingerprints: Mapping[str, Mapping[str, str | None]]) -> dict[str, dict[str, str]]:
@@ -156,6 +171,7 @@ MEANINGS: Mapping[str, str] = {
     "PASS": "no worse than the margin, with confidence",
     "IMPROVEMENT": "better beyond the margin, with confidence",
     "CHANGED": "a compile metric changed that is not a failure",
+    "UNCHANGED": "the compiled program is unchanged; timing was not judged on this runner",
     "REGRESSION": "worse with confidence, beyond the margin: a CI gate fails",
     "INCONCLUSIVE": "the interval straddles the margin: record more runs",
     "BAD_DATA": "the runs cannot be judged (too few, too noisy, failed, or too few steps)",

@@ -1,10 +1,5 @@
-"""Welch's comparison of two samples on their logs, and the Student t distribution it needs.
-
-No SciPy: the CDF and its inverse work for any (non-integer) df. Why here: `tpu-perf check` runs in CI images that install only the core dependencies, and Welch's
-degrees of freedom are not integers, so a lookup table will not do. The CDF is the regularised
-incomplete beta function I_x(a, b) by its continued fraction (Lentz's method, as in Numerical
-Recipes 3rd ed. §6.4), with x = df / (df + t^2), a = df/2, b = 1/2; the quantile inverts it by
-safeguarded Newton steps. Accurate to ~1e-10 for df >= 1.
+"""Welch's comparison of two samples on their logs, and the Student t quantiles every interval of
+`tpu-perf check` uses (scipy's t distribution: Welch's degrees of freedom are not whole numbers).
 """
 
 from __future__ import annotations
@@ -12,91 +7,22 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from statistics import NormalDist
 
 import numpy as np
+from scipy import stats
 
-_EPS = 1e-15
-_TINY = 1e-300
-_MAX_TERMS = 500
-
-
-def _beta_continued_fraction(a: float, b: float, x: float) -> float:
-    """The continued fraction of I_x(a, b) (modified Lentz), converging for x < (a+1)/(a+b+2)."""
-    qab, qap, qam = a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > _TINY else _TINY)
-    h = d
-    for m in range(1, _MAX_TERMS + 1):
-        m2 = 2 * m
-        for numerator in (m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
-            d = 1.0 + numerator * d
-            d = 1.0 / (d if abs(d) > _TINY else _TINY)
-            c = 1.0 + numerator / c
-            c = c if abs(c) > _TINY else _TINY
-            h *= d * c
-        if abs(d * c - 1.0) < _EPS:
-            break
-    return h
-
-
-def regularized_beta(a: float, b: float, x: float) -> float:
-    """I_x(a, b), the regularised incomplete beta function, for a, b > 0 and 0 <= x <= 1."""
-    if not 0.0 <= x <= 1.0:
-        raise ValueError(f"x must lie in [0, 1], got {x}")
-    if x in (0.0, 1.0):
-        return x
-    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    if x < (a + 1.0) / (a + b + 2.0):
-        return math.exp(log_front) * _beta_continued_fraction(a, b, x) / a
-    return 1.0 - math.exp(log_front) * _beta_continued_fraction(b, a, 1.0 - x) / b
-
-
-def t_cdf(t: float, df: float) -> float:
-    """P(T <= t) for Student's t with `df` degrees of freedom (df > 0, not necessarily whole)."""
-    if df <= 0:
-        raise ValueError(f"degrees of freedom must be > 0, got {df}")
-    tail = 0.5 * regularized_beta(df / 2.0, 0.5, df / (df + t * t))
-    return 1.0 - tail if t > 0 else tail
-
-
-def _t_pdf(t: float, df: float) -> float:
-    log_norm = math.lgamma((df + 1.0) / 2.0) - math.lgamma(df / 2.0) - 0.5 * math.log(df * math.pi)
-    return math.exp(log_norm - (df + 1.0) / 2.0 * math.log1p(t * t / df))
+POWER = 0.8
+"""The chance of detection at which the smallest detectable change is stated (power analysis's usual 80 %)."""
 
 
 def t_quantile(p: float, df: float) -> float:
-    """The t with P(T <= t) = p: the critical value of a t test or interval (p in (0, 1)).
-
-    Newton's method from the Cornish-Fisher start, kept inside a bracket that bisection narrows
-    whenever a Newton step would leave it (so it cannot diverge in the heavy tails of small df)."""
+    """The t with P(T <= t) = p for Student's t with `df` (> 0, not necessarily whole) degrees of
+    freedom: the critical value of a t test or interval (p in (0, 1))."""
     if not 0.0 < p < 1.0:
         raise ValueError(f"probability must lie in (0, 1), got {p}")
     if df <= 0:
         raise ValueError(f"degrees of freedom must be > 0, got {df}")
-    if p < 0.5:
-        return -t_quantile(1.0 - p, df)
-    if p == 0.5:
-        return 0.0
-    lo, hi = 0.0, 1.0
-    while t_cdf(hi, df) < p:  # bracket: the quantile grows without bound as df -> 0
-        lo, hi = hi, hi * 2.0
-    z = NormalDist().inv_cdf(p)
-    t = min(max(z + (z**3 + z) / (4.0 * df), lo), hi)
-    for _ in range(100):
-        f = t_cdf(t, df) - p
-        if f < 0:
-            lo = t
-        else:
-            hi = t
-        step = f / _t_pdf(t, df)
-        nxt = t - step
-        if not lo < nxt < hi:
-            nxt = 0.5 * (lo + hi)
-        if abs(nxt - t) < 1e-12 * max(1.0, abs(t)):
-            return nxt
-        t = nxt
-    return t
+    return float(stats.t.ppf(p, df))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,3 +78,16 @@ def samples_needed(comp: Comparison, half_width: Callable[[int], float], *, lowe
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if half_width(mid) < gap else (mid + 1, hi)
     return lo
+
+
+def detectable_change(comp: Comparison, *, alpha: float, margin: float, power: float = POWER, strict: bool = False) -> float:
+    """The smallest slowdown (a fraction: 0.12 is +12 %) that samples with this spread would call a
+    REGRESSION with probability `power`. REGRESSION needs the estimate beyond the margin and the
+    interval's near end beyond no change (`strict`: the near end beyond the margin, the rule above
+    --max-cv), so the true log change must clear that threshold by t(power) standard errors."""
+    limit = math.log1p(margin)
+    if comp.log_se == 0 or comp.df is None:
+        return margin
+    t_alpha = t_quantile(1 - alpha, comp.df)
+    threshold = limit + t_alpha * comp.log_se if strict else max(limit, t_alpha * comp.log_se)
+    return math.expm1(threshold + t_quantile(power, comp.df) * comp.log_se)

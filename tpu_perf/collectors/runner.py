@@ -1,7 +1,8 @@
 """Runs a training script in this process as `python SCRIPT` or `python -m MODULE` would.
 
 In-process, so collectors can hook the frameworks the script imports. `sys.argv`, `sys.path[0]`
-and `__name__ == "__main__"` are set as Python sets them.
+and `__name__ == "__main__"` are set as Python sets them (with PYTHONSAFEPATH=1, as Python >= 3.11
+does, no folder is put first: a package at a checkout's root is then imported from its install).
 """
 
 from __future__ import annotations
@@ -117,13 +118,15 @@ class Outcome:
 def run_target(target: Target) -> Outcome:
     """Run the script; map how it ended to a run status and the exit code `python` would give."""
     saved_argv, saved_path = sys.argv[:], sys.path[:]
+    safe = sys.flags.safe_path  # PYTHONSAFEPATH=1 (or -P): Python puts neither the folder nor the cwd first
     if target.module:
         sys.argv = [target.module, *target.args]
-        sys.path.insert(0, str(Path.cwd()))
+        if not safe:
+            sys.path.insert(0, str(Path.cwd()))
     else:
         assert target.path is not None
         sys.argv = [target.typed or str(target.path), *target.args]
-        if not target.path.is_dir():  # run_path puts a folder on sys.path itself
+        if not target.path.is_dir() and not safe:  # run_path puts a folder on sys.path itself
             sys.path.insert(0, str(target.path.parent))
     try:
         with _sigterm_raises():

@@ -1,7 +1,7 @@
 """`tpu-perf check` (a CI gate with verdicts and exit codes) and `tpu-perf baseline save`.
 
 Thin: resolve selectors into run sets, read each run through `run_values`, call `check_sets`,
-render. Exit codes are the verdict's (0 PASS/IMPROVEMENT, 1 REGRESSION, 3 INCONCLUSIVE,
+render. Exit codes are the verdict's (0 PASS/IMPROVEMENT/CHANGED/UNCHANGED, 1 REGRESSION, 3 INCONCLUSIVE,
 4 BAD_DATA, 5 NOT_COMPARABLE), 2 for a usage error (a selector that matches nothing, a bad flag),
 and 4 for a run or baseline file that cannot be read (3 would read as INCONCLUSIVE).
 """
@@ -82,6 +82,7 @@ def check_command(
     ignore_fingerprint: Annotated[list[str], typer.Option(help="Fingerprint field allowed to differ (e.g. jax after a version bump); repeatable.", show_default=False)] = [],  # noqa: B006
     pair_by: Annotated[str | None, typer.Option(help="tag:KEY: runs sharing a value of tag KEY on both sides are a pair recorded back to back; timed metrics are judged on per-pair ratios (docs/ci.md, Paired runs).")] = None,
     inconclusive_ok: Annotated[bool, typer.Option("--inconclusive-ok", help="Exit 0 instead of 3 when the verdict is INCONCLUSIVE.")] = False,
+    require_timing: Annotated[bool, typer.Option("--require-timing", help="No UNCHANGED: when the compiled program is unchanged but the timing cannot be judged here, keep the timing's verdict (BAD_DATA 4, INCONCLUSIVE 3) instead of exiting 0.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the verdict as JSON instead of the table.")] = False,
     junit: Annotated[Path | None, typer.Option(help="Write JUnit XML here (one testcase per check).", dir_okay=False)] = None,
     markdown: Annotated[Path | None, typer.Option(help="Write a Markdown summary here (also appended to $GITHUB_STEP_SUMMARY when set).", dir_okay=False)] = None,
@@ -89,8 +90,8 @@ def check_command(
 ) -> None:
     """Is the candidate slower than the baseline? A verdict with confidence, from several runs a side.
 
-    Exit codes: 0 PASS/IMPROVEMENT, 1 REGRESSION, 2 usage error, 3 INCONCLUSIVE, 4 BAD_DATA,
-    5 NOT_COMPARABLE (docs/ci.md says what to do about each).
+    Exit codes: 0 PASS/IMPROVEMENT/CHANGED/UNCHANGED, 1 REGRESSION, 2 usage error, 3 INCONCLUSIVE,
+    4 BAD_DATA, 5 NOT_COMPARABLE (docs/ci.md says what to do about each).
     """
     from dataclasses import replace
 
@@ -101,7 +102,7 @@ def check_command(
     from tpu_perf.views.check import github_annotations, render_check, render_junit, render_markdown
 
     try:
-        options = CheckOptions(alpha=alpha, margin=margin, max_cv=max_cv, metrics=tuple(metric) or None, ignore_fingerprint=tuple(ignore_fingerprint), inconclusive_ok=inconclusive_ok, pair_by=pair_key(pair_by) if pair_by is not None else None)
+        options = CheckOptions(alpha=alpha, margin=margin, max_cv=max_cv, metrics=tuple(metric) or None, ignore_fingerprint=tuple(ignore_fingerprint), inconclusive_ok=inconclusive_ok, require_timing=require_timing, pair_by=pair_key(pair_by) if pair_by is not None else None)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     base = side_values(baseline, baseline_store or store, flag="--baseline")

@@ -20,13 +20,13 @@ from tpu_perf.views.check_words import author_summary
 from tpu_perf.views.format import PlainTable as Table
 
 STYLE: dict[Verdict, str] = {
-    Verdict.PASS: "green", Verdict.IMPROVEMENT: "bold green", Verdict.CHANGED: "cyan",
+    Verdict.PASS: "green", Verdict.IMPROVEMENT: "bold green", Verdict.CHANGED: "cyan", Verdict.UNCHANGED: "green",
     Verdict.INCONCLUSIVE: "yellow", Verdict.REGRESSION: "bold red", Verdict.BAD_DATA: "magenta",
     Verdict.NOT_COMPARABLE: "bold magenta",
 }
 FAILURES = (Verdict.REGRESSION, Verdict.BAD_DATA, Verdict.NOT_COMPARABLE)
 ICON: dict[Verdict, str] = {
-    Verdict.PASS: "✅", Verdict.IMPROVEMENT: "🚀", Verdict.CHANGED: "🔁", Verdict.INCONCLUSIVE: "❔",
+    Verdict.PASS: "✅", Verdict.IMPROVEMENT: "🚀", Verdict.CHANGED: "🔁", Verdict.UNCHANGED: "🟰", Verdict.INCONCLUSIVE: "❔",
     Verdict.REGRESSION: "❌", Verdict.BAD_DATA: "⚠️", Verdict.NOT_COMPARABLE: "🚫",
 }
 
@@ -141,7 +141,7 @@ def github_annotations(result: CheckResult) -> list[str]:
     """`::error` for failures (`failing`), `::warning` for CHANGED and an allowed INCONCLUSIVE."""
     lines, fail = [], failing(result)
     for check in (c for c in result.checks if c.decides):
-        level = "error" if check.verdict in fail else "warning" if check.verdict in (Verdict.INCONCLUSIVE, Verdict.CHANGED) else None
+        level = "error" if check.verdict in fail else "warning" if check.verdict in (Verdict.INCONCLUSIVE, Verdict.CHANGED, Verdict.UNCHANGED) else None
         if level:
             message = _escape(f"{check.verdict.value}: {check.message}")
             lines.append(f"::{level} title={_escape(f'tpu-perf check {check.name}', prop=True)}::{message}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from tpu_perf.analyzers.regression import Check, CheckResult, Verdict
 
-EXACT = ("flops_per_step", "hlo", "peak_memory", "compiles")
+EXACT = ("flops_per_step", "bytes_accessed", "hlo", "peak_memory", "compiles")
 """Checks whose change can only be the code's (or the environment's), never the machine's noise."""
 
 
@@ -31,8 +31,17 @@ def _whose(result: CheckResult, decided: list[Check], changed: list[Check]) -> t
     if verdict == Verdict.NOT_COMPARABLE:
         return (f"neither side's speed: the runs differ in {', '.join(result.differing_fields)}",
                 "record both sides in the same environment (or --ignore-fingerprint a field the PR changes on purpose)")
+    if runs is not None and "candidate" in result.broken:
+        return f"the PR's: its code did not complete a run ({runs.message})", "read the candidate run's error (`tpu-perf report RUN`) and fix the PR"
+    if runs is not None and "baseline" in result.broken:
+        return f"the baseline's (the target branch or the runner), not the PR's: {runs.message}", "read the baseline run's error (`tpu-perf report RUN`); rerun the job once the target branch runs"
     if runs is not None:
-        return f"a run did not give data: {runs.message}", "read the failed run's error (`tpu-perf report RUN`); if the candidate crashed, the PR's code did"
+        return f"nobody's code: the runs cannot be judged ({runs.message})", "record the runs the message asks for, then rerun the job"
+    if verdict == Verdict.UNCHANGED:
+        tier = next(c for c in result.checks if c.verdict == Verdict.UNCHANGED)
+        needed = next((c.runs_needed for c in result.checks if c.runs_needed and not c.decides), None)
+        more = f" (about {needed} runs or pairs a side would judge it here)" if needed else ""
+        return f"nobody's: {tier.message}", f"nothing; to have the timing judged too, use a quieter runner or more pairs{more}"
     if verdict == Verdict.REGRESSION:
         if changed:
             return "the PR's: its program changed (above), so the slowdown comes with the code", "look at the change above; if the extra work is intended, accept it knowingly"

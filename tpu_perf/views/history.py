@@ -8,7 +8,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from tpu_perf.analyzers.history import ChangePoint, History
+from tpu_perf.analyzers.history import DETECTABLE_STEP, ChangePoint, History, Series
 from tpu_perf.views import format as fmt
 
 
@@ -29,6 +29,7 @@ def history_doc(history: History) -> dict[str, Any]:
     for i, s in enumerate(history.series):
         series.append({
             "index": i, "fingerprint_key": s.fingerprint_key, "fingerprint": dict(s.fingerprint), "differs": list(s.differs), "note": s.note,
+            "noise": s.noise, "detectable_change": s.detectable,
             "points": [{"key": p.key, "value": p.value, "low": p.low, "high": p.high, "n": p.n, "runs": list(p.runs), "started_at": p.started_at} for p in s.points],
             "change_points": [_change_doc(cp) for cp in s.change_points],
         })
@@ -47,6 +48,18 @@ def _changes_line(cp: ChangePoint, unit: str) -> str:
     return f"{cp.previous} → {cp.at}: {value_text(cp.before, unit)} → {value_text(cp.after, unit)} ({cp.change:+.1%}, p={cp.p_value:.3f}), first run {cp.run}"
 
 
+def noise_line(s: Series) -> str | None:
+    """"noise 28.0 % point to point; the smallest step this series finds 80 % of the time: ±58.1 %
+    (in its middle; a change in its last few points needs more)"; None when the noise is unknown."""
+    if s.noise is None:
+        return None
+    first = min(DETECTABLE_STEP)
+    if s.detectable is None:
+        return f"noise {s.noise * 100:.1f} % point to point; with {len(s.points)} points no change point can be significant: a series needs {first} or more"
+    bound = "≤ " if len(s.points) > max(DETECTABLE_STEP) else ""
+    return f"noise {s.noise * 100:.1f} % point to point; the smallest step this series finds 80 % of the time: {bound}±{s.detectable * 100:.1f} % (in its middle; a change in its last few points needs more)"
+
+
 def render_history(history: History) -> Group:
     parts: list[Any] = []
     for i, s in enumerate(history.series):
@@ -60,8 +73,11 @@ def render_history(history: History) -> Group:
             table.add_row("▲" if j in marks else "", p.key, value_text(p.value, history.unit), spread, str(p.n))
         parts.append(table)
         parts += [Text(f"change point: {_changes_line(cp, history.unit)}", style="bold yellow") for cp in s.change_points]
+        noise = noise_line(s)
         if not s.change_points:
-            parts.append(Text(s.note or "no change point", style="dim"))
+            parts.append(Text((s.note or "no change point") + (f": {noise}" if noise else "")))
+        elif noise:
+            parts.append(Text(noise, style="dim"))
     parts += [Text(f"note: {note}") for note in history.notes]
     if history.excluded:
         parts.append(Text(f"{len(history.excluded)} run(s) left out: " + "; ".join(f"{e['run']} ({e['reason']})" for e in history.excluded[:5]) + (" ..." if len(history.excluded) > 5 else ""), style="dim"))
@@ -79,6 +95,7 @@ def render_markdown(history: History) -> str:
         lines += [f"| {i + 1} | {cp.previous} → **{cp.at}** | {value_text(cp.before, history.unit)} | {value_text(cp.after, history.unit)} | {cp.change:+.1%} | {cp.p_value:.3f} | `{cp.run}` |" for i, cp in changes]
     else:
         lines.append("No change point.")
+    lines += [f"- series {i + 1}: {line}" for i, s in enumerate(history.series) if (line := noise_line(s))]
     for note in history.notes:
         lines += ["", f"> {note}"]
     for i, s in enumerate(history.series):

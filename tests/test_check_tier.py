@@ -1,0 +1,95 @@
+"""The deterministic tier: an unchanged compiled program whose timing this runner cannot judge exits
+0 as UNCHANGED (saying what noise hid), `--require-timing` keeps the timing's verdict, a changed
+program is named with its numbers, and the wording of crashed runs and memory regressions (values
+in; the recorded end-to-end cases are tests/test_ci_workflow.py)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from xml.etree import ElementTree as ET
+
+import pytest
+
+from tpu_perf.analyzers.regression import CheckOptions, CheckResult, RunValues, Verdict, check_sets
+from tpu_perf.analyzers.verdict import speed_sentence
+from tpu_perf.views.check import github_annotations, render_junit, render_markdown
+
+TIMES = (0.011, 0.020, 0.013, 0.018, 0.015)
+"""A shared runner flipping between ~11 and ~20 ms: per-side CV about 20 %."""
+
+
+def run(i: int, step_s: float, **changes: object) -> RunValues:
+    values = RunValues(
+        run_id=f"r{i}", name="train", status="completed", step_s=step_s, mfu=None, tokens_per_s=None,
+        peak_memory_bytes=1_000_000, peak_memory_source="xla_memory_analysis", compiles_after_warmup=0, steady_steps=50,
+        fingerprint={"chip": "cpu", "framework": "jax"}, hlo_hash="5eed5eed5eed5eed", flops_per_step=968.1e6, bytes_accessed=3.2e6,
+        all_in_s=step_s * 1.01,
+    )
+    return replace(values, **changes)  # type: ignore[arg-type]
+
+
+def sides(**candidate: object) -> tuple[list[RunValues], list[RunValues]]:
+    base = [run(i, t) for i, t in enumerate(TIMES)]
+    cand = [run(10 + i, TIMES[(i + 2) % 5], **candidate) for i in range(5)]
+    return base, cand
+
+
+def junit_failures(result: CheckResult) -> int:
+    return int(ET.fromstring(render_junit(result).split("\n", 1)[1]).get("failures", "0"))
+
+
+def test_unchanged_program_under_timing_noise_exits_0_and_says_what_noise_hid() -> None:
+    result = check_sets(*sides())
+    assert (result.verdict, result.exit_code) == (Verdict.UNCHANGED, 0)
+    tier = next(c for c in result.checks if c.name == "program")
+    step = next(c for c in result.checks if c.name == "step_time")
+    assert step.verdict == Verdict.BAD_DATA and not step.decides  # shown, not deciding
+    assert tier.detectable == step.detectable and tier.detectable > 0.3  # 20 % noise with 5 runs hides a lot
+    assert f"this runner's noise hides changes below +{tier.detectable * 100:.1f} %" in tier.message
+    assert "the compiled program is unchanged" in tier.message
+    assert junit_failures(result) == 0 and not any(line.startswith("::error") for line in github_annotations(result))
+    assert "nobody's" in render_markdown(result)
+
+
+def test_require_timing_keeps_the_timing_verdict() -> None:
+    result = check_sets(*sides(), CheckOptions(require_timing=True))
+    assert (result.verdict, result.exit_code) == (Verdict.BAD_DATA, 4)
+    assert not any(c.name == "program" for c in result.checks)
+
+
+@pytest.mark.parametrize(("field", "value"), [("hlo_hash", "feedfacefeedface"), ("flops_per_step", 974.9e6), ("bytes_accessed", 3.3e6), ("compiles_after_warmup", 1), ("peak_memory_bytes", 1_300_000), ("flops_per_step", None)])
+def test_any_changed_or_unknown_program_number_is_not_unchanged(field: str, value: object) -> None:
+    result = check_sets(*sides(**{field: value}))
+    assert result.verdict != Verdict.UNCHANGED and result.exit_code != 0
+
+
+def test_a_changed_computation_is_named_with_its_numbers_and_owner() -> None:
+    result = check_sets(*sides(flops_per_step=968.1e6 * 1.007))
+    flops = next(c for c in result.checks if c.name == "flops_per_step")
+    assert flops.verdict == Verdict.CHANGED
+    assert "968.1 MFLOP -> 974.9 MFLOP (+0.70 %)" in flops.message and "the PR's code's doing" in flops.message
+    assert "**What the PR changed:** FLOPs per step: 968.1 MFLOP -> 974.9 MFLOP (+0.70 %)" in render_markdown(result)
+
+
+def test_a_crashed_candidate_is_the_prs_and_gets_no_timing_error() -> None:
+    base, cand = sides()
+    cand[3] = replace(cand[3], status="failed", error="RuntimeError: the PR broke the step", all_in_s=0.5, steady_steps=1)
+    result = check_sets(base, cand)
+    assert (result.verdict, result.exit_code) == (Verdict.BAD_DATA, 4) and result.broken == ("candidate",)
+    errors = [line for line in github_annotations(result) if line.startswith("::error")]
+    assert len(errors) == 1 and "check runs" in errors[0]  # not one more from all_in_step_time on the crashed run's 3 steps
+    assert "**Whose is it:** the PR's" in render_markdown(result)
+
+
+def test_a_crashed_baseline_is_not_the_prs() -> None:
+    base, cand = sides()
+    base[0] = replace(base[0], status="failed", error="OSError: disk full")
+    assert "**Whose is it:** the baseline's" in render_markdown(check_sets(base, cand))
+
+
+def test_a_memory_regression_heads_the_sentence() -> None:
+    base, cand = sides(peak_memory_bytes=1_300_000)
+    result = check_sets(base, cand)
+    assert (result.verdict, result.exit_code) == (Verdict.REGRESSION, 1)
+    text = speed_sentence("the baseline (5 runs)", "the candidate (5 runs)", base, cand, result).text
+    assert text.startswith("REGRESSION in peak memory: 1.0 MiB -> 1.2 MiB (+30.0 %). Speed: No clear winner"), text
