@@ -31,7 +31,7 @@ from pathlib import Path
 
 from tpu_perf.analyzers.regression import CheckOptions, Verdict, check_sets
 from tpu_perf.analyzers.run_values import run_values
-from tpu_perf.store.selectors import select
+from tpu_perf.commands.selectors import select
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "tests" / "scripts" / "gate_step.py"

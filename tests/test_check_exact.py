@@ -84,7 +84,7 @@ def test_one_changed_op_changes_the_hash(store: str) -> None:
 
 
 def _step_hlo(store: str, side: str) -> str:
-    from tpu_perf.store.selectors import select
+    from tpu_perf.commands.selectors import select
 
     (run,) = select([f"tag:side={side}"], store, flag="--candidate").runs
     row = run.programs[run.programs["is_step"].astype(bool)].iloc[0]

@@ -129,7 +129,7 @@ LABELS: dict[str, tuple[str, str]] = {
 def exact_checks(baseline: Sequence[Any], candidate: Sequence[Any], names: Sequence[str]) -> list[Any]:
     """One check per exact metric in `names` that every run knows: PASS when both sides have the same
     single value, CHANGED (old -> new) otherwise; a side whose runs disagree among themselves is named."""
-    from tpu_perf.analyzers.regression import Check, Verdict
+    from tpu_perf.analyzers.verdicts import Check, Verdict
 
     checks = []
     for name in names:

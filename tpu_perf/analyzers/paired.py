@@ -92,15 +92,14 @@ def pairs_needed(comp: Comparison, *, lower_is_better: bool, margin: float, alph
 def paired_check(metric: Any, pairs: Sequence[tuple[Any, Any]], options: Any) -> Any:
     """The verdict on one timed metric from matched pairs of runs (`match_pairs`): the paired
     interval, `interval_verdict`'s words, `--max-cv` on the ratios (see the module docstring)."""
-    from tpu_perf.analyzers.regression import (
+    from tpu_perf.analyzers.decide import (
         NOISY_STRICTNESS,
-        Check,
-        Verdict,
         hides,
         interval_verdict,
         needs,
         noisy_decision,
     )
+    from tpu_perf.analyzers.verdicts import Check, Verdict
 
     base = tuple(metric.value(b) for b, _ in pairs)
     cand = tuple(metric.value(c) for _, c in pairs)
@@ -121,7 +120,7 @@ def paired_check(metric: Any, pairs: Sequence[tuple[Any, Any]], options: Any) ->
         strict_alpha = options.alpha / NOISY_STRICTNESS
         strict = compare_pairs(base, cand, alpha=strict_alpha)
         detect = detectable_change(strict, alpha=strict_alpha, margin=options.margin, strict=True)
-        decided = noisy_decision(verdict, strict, lower_is_better=metric.lower_is_better, options=options, noisy=f"pair ratios' CV {ratio_cv:.1%}")
+        decided = noisy_decision(verdict, strict, lower_is_better=metric.lower_is_better, alpha=options.alpha, margin=options.margin, noisy=f"pair ratios' CV {ratio_cv:.1%}")
         if decided is not None:
             return Check(**common, **numbers, verdict=decided[0], message=f"{message}; {decided[1]}; {spread}", detectable=detect)
         needed = pairs_needed(strict, lower_is_better=metric.lower_is_better, margin=options.margin, alpha=strict_alpha)
@@ -136,7 +135,7 @@ def paired_check(metric: Any, pairs: Sequence[tuple[Any, Any]], options: Any) ->
 def pairs_check(pairs: Sequence[tuple[Any, Any]], notes: Sequence[str], key: str) -> Any:
     """The pairing's health: BAD_DATA with fewer than 2 pairs (nothing to judge), naming the runs
     left out; PASS otherwise (left-out runs named, not judged)."""
-    from tpu_perf.analyzers.regression import Check, Verdict
+    from tpu_perf.analyzers.verdicts import Check, Verdict
 
     left_out = f"; left out: {'; '.join(notes)}" if notes else ""
     if len(pairs) < 2:

@@ -26,17 +26,26 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
-from enum import StrEnum
 from typing import Any
 
 import numpy as np
 
 from tpu_perf.analyzers import batch_means
+from tpu_perf.analyzers.decide import (
+    NOISY_STRICTNESS,
+    detectable_text,
+    hides,
+    interval_verdict,
+    needs,
+    noisy_decision,
+    percent,
+    runs_needed,
+    sure,
+)
 from tpu_perf.analyzers.exact import EXACT_METRICS, LABELS, exact_checks
 from tpu_perf.analyzers.run_values import FINGERPRINT_FIELDS, RunValues
+from tpu_perf.analyzers.verdicts import EXIT_CODES, PRECEDENCE, Check, Verdict
 from tpu_perf.analyzers.welch import (
-    POWER,
-    Comparison,
     compare_samples,
     cv,
     detectable_change,
@@ -47,34 +56,6 @@ from tpu_perf.analyzers.welch import (
 
 SCHEMA_VERSION = 1
 """Version of `CheckResult.to_dict()` (the `--json` document and what the dashboard reads)."""
-
-
-class Verdict(StrEnum):
-    PASS = "PASS"
-    IMPROVEMENT = "IMPROVEMENT"
-    CHANGED = "CHANGED"
-    """A deterministic number changed without being worse (TPU compile FLOPs): shown, not failed."""
-    UNCHANGED = "UNCHANGED"
-    """The compiled program is the same on both sides and the timing could not be judged here."""
-    INCONCLUSIVE = "INCONCLUSIVE"
-    REGRESSION = "REGRESSION"
-    BAD_DATA = "BAD_DATA"
-    NOT_COMPARABLE = "NOT_COMPARABLE"
-
-
-PRECEDENCE: tuple[Verdict, ...] = (
-    Verdict.NOT_COMPARABLE, Verdict.REGRESSION, Verdict.BAD_DATA, Verdict.INCONCLUSIVE,
-    Verdict.IMPROVEMENT, Verdict.CHANGED, Verdict.UNCHANGED, Verdict.PASS,
-)
-"""When checks disagree, the first of these that any deciding check has is the overall verdict: a
-definite REGRESSION in one metric is not hidden by another metric's BAD_DATA. One exception
-(`overall`): runs that cannot be judged at all (failed, too few) are BAD_DATA before anything."""
-
-EXIT_CODES: dict[Verdict, int] = {
-    Verdict.PASS: 0, Verdict.IMPROVEMENT: 0, Verdict.CHANGED: 0, Verdict.UNCHANGED: 0, Verdict.REGRESSION: 1,
-    Verdict.INCONCLUSIVE: 3, Verdict.BAD_DATA: 4, Verdict.NOT_COMPARABLE: 5,
-}
-"""Stable, documented in docs/ci.md: 2 is the CLI's usage error and never a verdict."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -148,43 +129,6 @@ METRIC_BY_NAME = {m.name: m for m in METRICS}
 
 AOT_METRICS: tuple[str, ...] = ("aot_peak_hbm", "aot_flops")
 """TPU compile metrics per topology (the report's `aot` section), compared exactly."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Check:
-    """One line of the verdict: a metric (or the fingerprint, or the runs' health) and its answer."""
-
-    name: str
-    verdict: Verdict
-    message: str
-    unit: str | None = None
-    lower_is_better: bool | None = None
-    ratio: float | None = None
-    """Candidate over baseline (geometric means for timed metrics, medians/maxima otherwise)."""
-    low: float | None = None
-    high: float | None = None
-    """The ratio's interval: each end a one-sided (1 - alpha) bound."""
-    baseline: tuple[float | None, ...] = ()
-    candidate: tuple[float | None, ...] = ()
-    """Per-run values, in run order."""
-    baseline_value: float | None = None
-    candidate_value: float | None = None
-    """Each side's summary: geometric mean (timed metrics), median (memory), maximum (compiles)."""
-    baseline_cv: float | None = None
-    candidate_cv: float | None = None
-    runs_needed: int | None = None
-    """Runs per side that would likely decide an INCONCLUSIVE check (None: not inconclusive, or > 1000)."""
-    method: str | None = None
-    """How the interval was made: "per-run values" (Welch on logs) or "batch means" (one run a side)."""
-    decides: bool = True
-    """False: shown, but not part of the overall verdict (a steady metric when the basis is all-in)."""
-    sample_sizes: tuple[int, int] | None = None
-    """What the interval stands on, a side: runs (per-run values) or steps (batch means)."""
-    detectable: float | None = None
-    """The smallest slowdown (a fraction) these samples would call a REGRESSION `welch.POWER` of the
-    time at their measured spread (`welch.detectable_change`); None for checks without an interval."""
-    steps_needed: int | None = None
-    """One run a side: steps a run that would likely decide an INCONCLUSIVE check (None: not one, or > 100000)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -284,90 +228,16 @@ def _statistical_check(metric: Metric, base: tuple[float, ...], cand: tuple[floa
     if noisy:
         strict = compare_samples(base, cand, alpha=options.alpha / NOISY_STRICTNESS)
         detect = detectable_change(strict, alpha=options.alpha / NOISY_STRICTNESS, margin=options.margin, strict=True)
-        decided = noisy_decision(verdict, strict, lower_is_better=metric.lower_is_better, options=options, noisy=", ".join(noisy))
+        decided = noisy_decision(verdict, strict, lower_is_better=metric.lower_is_better, alpha=options.alpha, margin=options.margin, noisy=", ".join(noisy))
         if decided is not None:  # noise did not prevent the decision
             return Check(**common, **numbers, verdict=decided[0], message=f"{message}; {decided[1]}", detectable=detect)
         needed = runs_needed(strict, lower_is_better=metric.lower_is_better, margin=options.margin, alpha=options.alpha / NOISY_STRICTNESS)
-        return Check(**common, **numbers, verdict=Verdict.BAD_DATA, runs_needed=needed, detectable=detect, message=f"{metric.label}: {', '.join(noisy)} above --max-cv {options.max_cv:.0%}: too noisy to judge ({_percent(comp.ratio)}, interval {_percent(comp.low)} .. {_percent(comp.high)}); {hides(detect, sized)}; {needs(needed, 'runs a side')} (at {_sure(options)} a side, as above --max-cv); that is the machine's run-to-run noise, not the code: record the sides in back-to-back pairs and check with --pair-by tag:pair (docs/ci.md), or use a quieter runner")
+        return Check(**common, **numbers, verdict=Verdict.BAD_DATA, runs_needed=needed, detectable=detect, message=f"{metric.label}: {', '.join(noisy)} above --max-cv {options.max_cv:.0%}: too noisy to judge ({percent(comp.ratio)}, interval {percent(comp.low)} .. {percent(comp.high)}); {hides(detect, sized)}; {needs(needed, 'runs a side')} (at {sure(options.alpha)} a side, as above --max-cv); that is the machine's run-to-run noise, not the code: record the sides in back-to-back pairs and check with --pair-by tag:pair (docs/ci.md), or use a quieter runner")
     detect = detectable_change(comp, alpha=options.alpha, margin=options.margin)
     needed = runs_needed(comp, lower_is_better=metric.lower_is_better, margin=options.margin, alpha=options.alpha) if verdict == Verdict.INCONCLUSIVE else None
     if verdict == Verdict.INCONCLUSIVE:
         message += f"; {needs(needed, 'runs a side')}; {hides(detect, sized)}"
     return Check(**common, **numbers, verdict=verdict, message=message, runs_needed=needed, detectable=detect)
-
-
-def needs(count: int | None, unit: str, *, cap: int = 1000) -> str:
-    """"about 12 runs a side would decide it", from the measured spread and estimate."""
-    return f"about {count} {unit} would decide it" if count else f"more than {cap} {unit} would be needed"
-
-
-def hides(detectable: float, sample: str) -> str:
-    """"at this noise, 5 and 5 runs catch a slowdown of +14.2 % or more 80 % of the time"."""
-    return f"at this noise, {sample} catch a slowdown of {detectable_text(detectable)} or more {POWER * 100:.0f} % of the time"
-
-
-def detectable_text(detectable: float) -> str:
-    """"+14.2 %", or "10x" past a 10x slowdown (a few noisy runs measure their spread too loosely
-    for a larger figure to mean anything)."""
-    return "10x" if detectable >= 9 else _percent(1 + detectable)
-
-
-def _sure(options: CheckOptions) -> str:
-    return f"{1 - options.alpha / NOISY_STRICTNESS:.0%}"
-
-
-def noisy_decision(verdict: Verdict, strict: Comparison, *, lower_is_better: bool, options: CheckOptions, noisy: str) -> tuple[Verdict, str] | None:
-    """A verdict that stands above --max-cv, and why; None when the noise stops it. It stands when
-    the interval at alpha / NOISY_STRICTNESS lies wholly beyond the margin (the ordinary verdict) or
-    wholly within it (PASS)."""
-    if beyond_margin(strict, margin=options.margin):
-        return verdict, f"even its {_sure(options)} bound ({_percent(strict.low if strict.low > 1 else strict.high)}) is beyond the margin, so the {noisy} does not stop the verdict"
-    if interval_verdict(strict, lower_is_better=lower_is_better, margin=options.margin, label="")[0] == Verdict.PASS:
-        return Verdict.PASS, f"even its {_sure(options)} interval ({_percent(strict.low)} .. {_percent(strict.high)}) is within the margin, so the {noisy} does not stop the verdict"
-    return None
-
-
-def interval_verdict(comp: Comparison, *, lower_is_better: bool, margin: float, label: str) -> tuple[Verdict, str]:
-    """The module docstring's rules, on the "badness" log ratio (positive: the candidate is worse)."""
-    sign = 1.0 if lower_is_better else -1.0
-    bad = sign * math.log(comp.ratio)
-    bad_lo, bad_hi = sorted((sign * math.log(comp.low), sign * math.log(comp.high)))
-    limit = math.log1p(margin)
-    change = f"{label} {_percent(comp.ratio)} (interval {_percent(comp.low)} .. {_percent(comp.high)})"
-    if bad > limit and bad_lo > 0:
-        return Verdict.REGRESSION, f"{change}: worse with confidence, beyond the {margin:.0%} margin"
-    if bad < -limit and bad_hi < 0:
-        return Verdict.IMPROVEMENT, f"{change}: better with confidence, beyond the {margin:.0%} margin"
-    if bad_hi <= limit:
-        return Verdict.PASS, f"{change}: no worse than the {margin:.0%} margin"
-    return Verdict.INCONCLUSIVE, f"{change}: the interval straddles the {margin:.0%} margin"
-
-
-NOISY_STRICTNESS = 5
-"""Above --max-cv a verdict still stands when the interval at alpha / this (99 % a side by default)
-lies wholly beyond the margin: 3 runs a side at 9 % noise then call a 2x slowdown a REGRESSION every
-time and an unchanged candidate a regression or improvement well under 1 % of the time
-(bench/gate_noise.py)."""
-
-
-def beyond_margin(comp: Comparison, *, margin: float) -> bool:
-    """The whole interval lies beyond the margin, on either side: a decision whatever the noise."""
-    limit = math.log1p(margin)
-    low, high = math.log(comp.low), math.log(comp.high)
-    return low > limit or high < -limit
-
-
-def _percent(ratio: float) -> str:
-    return f"{(ratio - 1) * 100:+.1f} %"
-
-
-def runs_needed(comp: Comparison, *, lower_is_better: bool, margin: float, alpha: float, cap: int = 1000) -> int | None:
-    """Runs per side for the interval to stop straddling: half-width t(1-alpha, 2n-2) * s * sqrt(2/n)
-    with n runs a side (s: pooled log sd)."""
-    def half(n: int) -> float:
-        return t_quantile(1 - alpha, 2 * n - 2) * comp.log_sd_pooled * math.sqrt(2 / n)
-
-    return samples_needed(comp, half, lower_is_better=lower_is_better, margin=margin, cap=cap)
 
 
 def _deterministic_check(metric: Metric, base: tuple[float, ...], cand: tuple[float, ...], options: CheckOptions, common: dict[str, Any]) -> Check:
@@ -381,7 +251,7 @@ def _deterministic_check(metric: Metric, base: tuple[float, ...], cand: tuple[fl
     if ratio is None:
         return Check(**common, verdict=Verdict.BAD_DATA, baseline_value=b, candidate_value=c, message=f"{metric.label}: baseline is 0")
     verdict = Verdict.REGRESSION if ratio > 1 + options.memory_margin else Verdict.IMPROVEMENT if ratio < 1 - options.memory_margin else Verdict.PASS
-    return Check(**common, verdict=verdict, ratio=ratio, baseline_value=b, candidate_value=c, message=f"{metric.label}: {_mib(b)} -> {_mib(c)} ({_percent(ratio)}; any increase beyond {options.memory_margin:.0%} is a regression)")
+    return Check(**common, verdict=verdict, ratio=ratio, baseline_value=b, candidate_value=c, message=f"{metric.label}: {_mib(b)} -> {_mib(c)} ({percent(ratio)}; any increase beyond {options.memory_margin:.0%} is a regression)")
 
 
 def _mib(value: float) -> str:

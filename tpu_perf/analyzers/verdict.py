@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tpu_perf.analyzers.all_in import exclusions_text
-from tpu_perf.analyzers.regression import Check, CheckResult, Verdict
+from tpu_perf.analyzers.regression import CheckResult
 from tpu_perf.analyzers.run_values import FINGERPRINT_FIELDS, RunValues
+from tpu_perf.analyzers.verdicts import Check, Verdict
 
 NO_DELTA_STATUSES: Mapping[str, str] = {
     "failed": "failed (its steps stop where the script raised)",

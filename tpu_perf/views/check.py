@@ -14,7 +14,8 @@ from rich import box
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from tpu_perf.analyzers.regression import PRECEDENCE, Check, CheckResult, Verdict
+from tpu_perf.analyzers.regression import CheckResult
+from tpu_perf.analyzers.verdicts import PRECEDENCE, Check, Verdict
 from tpu_perf.views import format as fmt
 from tpu_perf.views.check_words import author_summary
 from tpu_perf.views.format import PlainTable as Table

@@ -7,7 +7,8 @@ noise stops the verdict), both commits, and what to do.
 
 from __future__ import annotations
 
-from tpu_perf.analyzers.regression import Check, CheckResult, Verdict
+from tpu_perf.analyzers.regression import CheckResult
+from tpu_perf.analyzers.verdicts import Check, Verdict
 
 EXACT = ("flops_per_step", "bytes_accessed", "hlo", "peak_memory", "compiles")
 """Checks whose change can only be the code's (or the environment's), never the machine's noise."""
