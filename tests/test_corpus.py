@@ -111,3 +111,29 @@ def test_optax_multisteps_with_a_schedule_says_it_cannot_tell(corpus_runs) -> No
     assert doc["steps"]["micro_batches"] is None
     assert "optax.MultiSteps with a schedule" in doc["steps"]["note"]
     assert sum("optax.MultiSteps with a schedule" in w for w in run.manifest["warnings"]) == 1
+
+
+def test_recurrent_language_model_counts_its_lstm(corpus_runs) -> None:
+    """PyTorch examples' word_language_model (2-layer LSTM, hand-written SGD): the LSTM's FLOPs
+    are counted (the counter alone gave only the decoder's), equal to the script's hand count,
+    no module is left uncounted, and the fused LSTM kernel's time is matmul in the breakdown."""
+    truth, doc, run = record_corpus(corpus_runs, "torch_word_lm")
+    check(truth, doc, run)
+    assert doc["flops"]["per_step"] == truth["flops"]
+    assert doc["flops"]["source"] == "flop_counter+analytic"
+    assert not [w for w in run.manifest["warnings"] if "leave out" in w], run.manifest["warnings"]
+    assert doc["breakdown"]["matmul"] > 0.5, doc["breakdown"]
+
+
+def test_the_scripts_own_tensorboard_trace_is_kept(corpus_runs) -> None:
+    """The profiler tutorial's schedule + tensorboard_trace_handler + prof.step(): the file the
+    handler wrote is kept in the run (a second export raised "Trace is already saved"), and the
+    op tables and breakdown come from it."""
+    truth, doc, run = record_corpus(corpus_runs, "torch_profiler_tb")
+    check(truth, doc, run)
+    assert truth["handler_files"] == 1
+    assert not [w for w in run.manifest["warnings"] if "could not be kept" in w], run.manifest["warnings"]
+    kept = [p.name for p in (corpus_runs("torch_profiler_tb").dir / "trace").iterdir()]
+    assert len(kept) == 1 and kept[0].endswith(".script.pt.trace.json"), kept
+    assert not run.table("ops").empty
+    assert doc["breakdown"]["matmul"] > 0

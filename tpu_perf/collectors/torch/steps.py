@@ -199,7 +199,8 @@ def patch_profiler(rec: Recorder, torch: Any, script: ScriptProfilers) -> Callab
     The script's own profilers take over from tpu-perf's window (`script_profiler.py`).
     """
     cls = torch.profiler.profile
-    original = {name: getattr(cls, name) for name in ("start", "step", "stop")}
+    original = {name: getattr(cls, name) for name in ("start", "step", "stop", "export_chrome_trace")}
+    defined = {name for name in original if name in vars(cls)}  # export_chrome_trace is inherited
 
     def marks(prof: Any) -> bool:
         return getattr(prof, "_tpu_perf_marks", False)
@@ -226,13 +227,22 @@ def patch_profiler(rec: Recorder, torch: Any, script: ScriptProfilers) -> Callab
         if not getattr(self, "_tpu_perf_own", False):
             script.stopped(self)
 
-    for name, fn in (("start", start), ("step", step), ("stop", stop)):
+    def export_chrome_trace(self: Any, path: str, *args: Any, **kwargs: Any) -> Any:
+        out = original["export_chrome_trace"](self, path, *args, **kwargs)
+        if not getattr(self, "_tpu_perf_own", False):
+            script.exported(path)  # the script's handler wrote it: Kineto saves a trace only once
+        return out
+
+    for name, fn in (("start", start), ("step", step), ("stop", stop), ("export_chrome_trace", export_chrome_trace)):
         fn.__wrapped__ = original[name]  # type: ignore[attr-defined]
         fn.__doc__ = original[name].__doc__
         setattr(cls, name, fn)
 
     def undo() -> None:
         for name, fn in original.items():
-            setattr(cls, name, fn)
+            if name in defined:
+                setattr(cls, name, fn)
+            else:
+                delattr(cls, name)
 
     return undo
