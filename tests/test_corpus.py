@@ -125,6 +125,15 @@ def test_recurrent_language_model_counts_its_lstm(corpus_runs) -> None:
     assert doc["breakdown"]["matmul"] > 0.5, doc["breakdown"]
 
 
+def test_flax_lstm_scan_is_counted_through_its_trips(corpus_runs) -> None:
+    """flax nnx.RNN over an LSTMCell is a scan: XLA's cost analysis counts its body once and the
+    loop trip counts add the rest, so the step's FLOPs meet the script's hand count."""
+    truth, doc, run = record_corpus(corpus_runs, "flax_lstm")
+    check(truth, doc, run)
+    counted_once = float(run.programs[run.programs["is_step"].astype(bool)]["flops"].iloc[0])
+    assert counted_once < 0.5 * truth["flops"]  # what the cost analysis alone says
+
+
 def test_the_scripts_own_tensorboard_trace_is_kept(corpus_runs) -> None:
     """The profiler tutorial's schedule + tensorboard_trace_handler + prof.step(): the file the
     handler wrote is kept in the run (a second export raised "Trace is already saved"), and the
