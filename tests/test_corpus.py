@@ -9,6 +9,7 @@ import statistics
 
 import pytest
 
+from tests.conftest import advice_doc
 from tests.corpus_runs import CorpusRun
 from tpu_perf import load_run
 from tpu_perf.analyzers.report import build_report
@@ -123,6 +124,26 @@ def test_recurrent_language_model_counts_its_lstm(corpus_runs) -> None:
     assert doc["flops"]["source"] == "flop_counter+analytic"
     assert not [w for w in run.manifest["warnings"] if "leave out" in w], run.manifest["warnings"]
     assert doc["breakdown"]["matmul"] > 0.5, doc["breakdown"]
+
+
+def test_eager_ops_at_epoch_ends_are_not_recompiles(corpus_runs) -> None:
+    """flax's nnx MNIST: `metrics.compute()` and `accuracy * 100` at the first epoch's end compile
+    `jit(true_divide)` and `jit(multiply)` for scalars (both compiled at initialisation for other
+    shapes), beside eval_step's first compile: compiles at an epoch boundary, not recompiles of the
+    step (they read as 2 recompiles and a [high] recompilation finding); the step compiled once.
+    The script's clock times dispatches (the tutorial never blocks): counts and FLOPs are checked."""
+    truth, doc, run = record_corpus(corpus_runs, "flax_nnx_mnist")
+    assert doc["steps"]["count"] == truth["updates"] and doc["steps"]["source"] == "auto:jit(train_step)"
+    assert within(doc["flops"]["per_step"], truth["flops"])
+    compiles = doc["compile"]
+    assert compiles["after_warmup"] == 0 and compiles["after_warmup_functions"] == {}, compiles
+    assert {"jit(true_divide)", "jit(multiply)", "jit(eval_step)"} <= set(compiles["other_after_warmup"]), compiles
+    backend = run.compiles[run.compiles["event"] == "backend_compile"]
+    assert (backend["function"] == "jit(train_step)").sum() == 1
+    assert backend["function"].isin(["jit(true_divide)", "jit(multiply)"]).sum() >= 4  # compiled before the loop too: "seen before"
+    advice = advice_doc(corpus_runs("flax_nnx_mnist").dir, target="v6e")
+    recompilation = next(f for f in advice["findings"] if f["id"] == "recompilation")
+    assert recompilation["outcome"] == "passed" and "jit(true_divide)" in recompilation["reason"], recompilation
 
 
 def test_flax_lstm_scan_is_counted_through_its_trips(corpus_runs) -> None:

@@ -38,7 +38,9 @@ class CompileStats:
     """Why the figures are unknown (None when they are known)."""
     other_after_warmup: dict[str, int] = field(default_factory=dict)
     """Compiles after warm-up that are not recompiles: first compiles of programs the loop calls now
-    and then (eval, helpers), and compiles a checkpointing or logging library asked for."""
+    and then (eval, helpers), compiles of other functions than the step that all fall in one step
+    (eager ops at an epoch end or in a log line), and compiles a checkpointing or logging library
+    asked for."""
     after_warmup_causes: list[dict[str, object]] = field(default_factory=list)
     """What changed in the arguments of the functions that recompiled after warm-up, by function and
     kind (`shape`, `dtype`, `sharding`, `static`, `structure`, `value`, `unknown`): `count` and the
@@ -103,13 +105,21 @@ def after_warmup_compiles(run: Run) -> pd.DataFrame | None:
     """Backend compiles after warm-up, each with `recompile`: the one definition of a recompile that
     the report (`compile.after_warmup`) and the advisor (`recompilation`) share.
 
-    A recompile is a compile of the step function (the detected `auto:jit(NAME)`), or of a function
-    that had already compiled earlier in the run (a new shape or dtype for it). The first compile of
-    a function the loop calls now and then (an eval step, metrics, a checkpoint helper, Keras's
-    `test_step` at the end of an epoch) is not one: it compiles once and is cached. Nor is a compile
-    a checkpointing or logging library asked for (`occasional`, collectors/jax/callers.py: orbax
-    slicing the arrays it saves, at every save): the step's shapes are not what changed. Warm-up is
-    `compile_warmup`. None: no steps, so no warm-up to count after (unknown, not zero)."""
+    A recompile is a compile of the step function (the detected `auto:jit(NAME)`), or of another
+    function that had already compiled earlier in the run at the same call site (a new shape or
+    dtype for it) and compiles so in more than one step after warm-up. The first compile of a
+    function the loop calls now and then (an eval step, metrics, a checkpoint helper, Keras's
+    `test_step` at the end of an epoch) is not one: it compiles once and is cached. Nor are the
+    compiles of functions other than the step that all fall in one step after warm-up: an epoch,
+    eval or logging boundary that ran eager ops once for new shapes (flax's `metrics.compute()`
+    dividing, `accuracy * 100` in a log line: `jit(true_divide)`, `jit(multiply)`, compiled before
+    for other shapes at initialisation); that step is charged for them (it is `compiled`, out of
+    the steady statistics), the step function is not (only where the step function is known:
+    PyTorch's Dynamo frames are not told apart, and each compile of one compiled before counts).
+    Nor is a compile a checkpointing or logging
+    library asked for (`occasional`, collectors/jax/callers.py: orbax slicing the arrays it saves,
+    at every save). Warm-up is `compile_warmup`. None: no steps, so no warm-up to count after
+    (unknown, not zero)."""
     steps = run_steps(run)
     if steps.empty:
         return None
@@ -122,12 +132,27 @@ def after_warmup_compiles(run: Run) -> pd.DataFrame | None:
         return backend.iloc[0:0].assign(recompile=pd.Series(dtype=bool))
     warm_end, last_end = float(steps["end_time_s"].iloc[warmup - 1]), float(steps["end_time_s"].iloc[-1])
     backend = backend.sort_values("time_s", kind="stable")
-    seen_before = backend["function"].duplicated(keep="first").to_numpy()
+    site = _site(backend)
+    seen_before = site.duplicated(keep="first").to_numpy()
     step_fn = _step_function(steps)
-    is_step = backend["function"].isin({step_fn, f"jit({step_fn})"}).to_numpy() if step_fn is not None else False
+    is_step = backend["function"].isin({step_fn, f"jit({step_fn})"}).to_numpy() if step_fn is not None else np.zeros(len(backend), dtype=bool)
     occasional = backend["occasional"].astype("boolean").fillna(False).to_numpy(bool) if "occasional" in backend else np.zeros(len(backend), dtype=bool)
     late = (backend["time_s"] > warm_end).to_numpy() & (backend["time_s"] <= last_end).to_numpy()
-    return backend.assign(recompile=is_step | (seen_before & ~occasional))[late]
+    holder = np.searchsorted(steps["end_time_s"].to_numpy(float), backend["time_s"].to_numpy(float), side="left")  # the step whose (start, end] holds it
+    recurring = pd.Series(holder[late], index=site[late].to_numpy()).groupby(level=0).nunique() > 1
+    again = site.map(recurring).astype("boolean").fillna(False).to_numpy(bool) & late
+    if step_fn is None:  # Dynamo's frames (PyTorch): which are the step's is unknown, each counts
+        again = np.ones(len(backend), dtype=bool)
+    return backend.assign(recompile=is_step | (seen_before & again & ~occasional))[late]
+
+
+def _site(compiles: pd.DataFrame) -> pd.Series:
+    """Function and call site of each compile (`caller`, where recorded): an eager op compiled at
+    initialisation and again in a log line are two sites, each compiling once."""
+    function = compiles["function"].astype(str)
+    if "caller" not in compiles:
+        return function
+    return function + " @ " + compiles["caller"].astype("string").fillna("").astype(str)
 
 
 def compile_warmup(run: Run, steps: pd.DataFrame) -> int:
