@@ -124,6 +124,8 @@ def test_recurrent_language_model_counts_its_lstm(corpus_runs) -> None:
     assert doc["flops"]["source"] == "flop_counter+analytic"
     assert not [w for w in run.manifest["warnings"] if "leave out" in w], run.manifest["warnings"]
     assert doc["breakdown"]["matmul"] > 0.5, doc["breakdown"]
+    syncs = run.manifest["torch"]["syncs"]  # loss.item() each iteration, counted over the run's steps
+    assert syncs["count"] == truth["updates"] and syncs["steps"] == doc["steps"]["count"] and syncs["steps_with_sync"] <= syncs["steps"], syncs
 
 
 def test_eager_ops_at_epoch_ends_are_not_recompiles(corpus_runs) -> None:

@@ -151,7 +151,7 @@ def test_python_reading_a_tensor_as_a_number_is_a_host_sync() -> None:
     finally:
         uninstall()
     assert float(loss) == 2.5  # uninstalled: not counted
-    assert syncs.summary() == {"count": 10, "steps": 1, "steps_with_sync": 1, "by_call": {"__float__": 2, "__int__": 2, "__bool__": 4, "__format__": 2}, "by_caller": {"test_torch_units": 10}}
+    assert syncs.summary(1) == {"count": 10, "steps": 1, "steps_with_sync": 1, "by_call": {"__float__": 2, "__int__": 2, "__bool__": 4, "__format__": 2}, "by_caller": {"test_torch_units": 10}}
 
 
 def test_counting_syncs_does_not_recompile_a_compiled_step() -> None:
@@ -190,4 +190,5 @@ def test_counting_syncs_does_not_recompile_a_compiled_step() -> None:
     step(torch.ones(4))
     torch._dynamo.reset()
     assert with_syncs == graphs  # the same graphs, broken at the same .item(), as without tpu-perf
-    assert syncs.summary() == {"count": 7, "steps": 4, "steps_with_sync": 4, "by_call": {"cpu": 3, "item": 4}, "by_caller": {"?": 3, "test_torch_units": 4}}  # "?": code with no module, the compiled graph's copies
+    assert syncs.summary(3)["steps_with_sync"] == 3  # a run that wrote 3 steps: the .item() after the last boundary is in the last
+    assert syncs.summary(4) == {"count": 7, "steps": 4, "steps_with_sync": 4, "by_call": {"cpu": 3, "item": 4}, "by_caller": {"?": 3, "test_torch_units": 4}}  # "?": code with no module, the compiled graph's copies

@@ -87,7 +87,7 @@ class TorchCollector:
         cache = tpu_cache_stats(self.torch) if self.device_type == "tpu" else None
         if cache is not None:
             facts["tpu_compile_cache"] = cache
-        syncs = self.syncs.summary()
+        syncs = self.syncs.summary(self.rec.steps.closed)
         if syncs is not None:
             facts["syncs"] = syncs
         self.rec.writer.update_manifest(torch=facts)
