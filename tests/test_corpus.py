@@ -87,6 +87,17 @@ def test_torch_accumulation_counts_updates(corpus_runs, script: str, micro_batch
     assert run.manifest["accumulation"]["by"] == "backward"
 
 
+def test_uneven_accumulation_is_said(corpus_runs) -> None:
+    """`step % accum == 0 or step == last`: updates of 1, then 4 each, then 1 micro-batch. The
+    usual 4 is `micro_batches`, and the note names the short updates (it said 4 and nothing else)."""
+    truth, doc, run = record_corpus(corpus_runs, "accelerate_step_mod")
+    check(truth, doc, run)
+    assert truth["per_update"] == [1] + [4] * 15 + [1]
+    note = run.manifest["accumulation"]["note"]
+    assert note.startswith("uneven accumulation: 2 of 17 updates ran 1, 1 micro-batches instead of 4 (updates 0, 16)"), note
+    assert note in doc["steps"]["note"]
+
+
 @pytest.mark.parametrize("script", ["torch_compile_amp", "flax_nnx"])
 def test_plain_loops(corpus_runs, script: str) -> None:
     """torch.compile + bf16 autocast + DataLoader workers; flax nnx with nnx.Optimizer."""

@@ -93,7 +93,7 @@ class TorchCollector:
         self.rec.writer.update_manifest(torch=facts)
         micro = self.steps.micro_batches() if self.rec.steps.source == SOURCE else None
         if micro is not None:
-            self.rec.writer.update_manifest(accumulation={"micro_batches": micro, "by": "backward", "note": None})
+            self.rec.writer.update_manifest(accumulation={"micro_batches": micro, "by": "backward", "note": self.steps.uneven_note()})
         if self.flops.row:
             self._write_program(self.flops.row)
 

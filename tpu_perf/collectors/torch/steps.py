@@ -168,6 +168,21 @@ class OptimizerSteps:
         counts = sorted(c for c in self.backwards_per_step if c > 0)
         return counts[len(counts) // 2] if counts else None
 
+    def uneven_note(self) -> str | None:
+        """The updates whose micro-batches differ from the usual (`micro_batches()`), where it is
+        more than 1: `step % accum == 0` loops update after 1 micro-batch at step 0 and after what
+        is left at the end. None when every update ran the usual number."""
+        usual = self.micro_batches()
+        if not usual or usual < 2:
+            return None
+        odd = [(i, c) for i, c in enumerate(self.backwards_per_step) if c > 0 and c != usual]
+        if not odd:
+            return None
+        counts = ", ".join(str(c) for _, c in odd[:8]) + (", ..." if len(odd) > 8 else "")
+        where = ", ".join(str(i) for i, _ in odd[:8]) + (", ..." if len(odd) > 8 else "")
+        return (f"uneven accumulation: {len(odd)} of {len(self.backwards_per_step)} updates ran {counts} micro-batches instead of {usual} "
+                f"(updates {where}); their step times and FLOPs differ from the others'")
+
     def close(self) -> None:
         """End of the script: the time after the last optimizer step belongs to no step."""
         if self.rec.steps.source in (SOURCE, BACKWARD):
