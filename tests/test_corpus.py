@@ -159,6 +159,18 @@ def test_eager_ops_at_epoch_ends_are_not_recompiles(corpus_runs) -> None:
     assert recompilation["outcome"] == "passed" and "jit(true_divide)" in recompilation["reason"], recompilation
 
 
+def test_a_stateless_step_found_at_the_end_says_why_it_has_no_trace(corpus_runs) -> None:
+    """A predict loop (a stateless predict_step, synced by np.asarray): the step is the most-called
+    function, known only at the end of the run, after the trace window's steps ran untraced; the
+    run says so instead of a silent "0 traced" with no breakdown."""
+    truth, doc, run = record_corpus(corpus_runs, "flax_predict")
+    assert doc["steps"]["count"] == truth["updates"] and doc["steps"]["source"] == "auto:jit(predict_step)"
+    assert within(doc["flops"]["per_step"], truth["flops"])
+    assert doc["steps"]["traced"] == 0 and not doc["breakdown"]
+    reasons = [w for w in run.manifest["warnings"] if w.startswith("no trace window")]
+    assert len(reasons) == 1 and "predict_step was taken as the step only at the end of the run" in reasons[0], run.manifest["warnings"]
+
+
 def test_flax_lstm_scan_is_counted_through_its_trips(corpus_runs) -> None:
     """flax nnx.RNN over an LSTMCell is a scan: XLA's cost analysis counts its body once and the
     loop trip counts add the rest, so the step's FLOPs meet the script's hand count."""
