@@ -162,13 +162,19 @@ def test_eager_ops_at_epoch_ends_are_not_recompiles(corpus_runs) -> None:
 def test_a_stateless_step_found_at_the_end_says_why_it_has_no_trace(corpus_runs) -> None:
     """A predict loop (a stateless predict_step, synced by np.asarray): the step is the most-called
     function, known only at the end of the run, after the trace window's steps ran untraced; the
-    run says so instead of a silent "0 traced" with no breakdown."""
+    run says so instead of a silent "0 traced" with no breakdown. The device wait inside
+    np.asarray is counted as a wait."""
     truth, doc, run = record_corpus(corpus_runs, "flax_predict")
     assert doc["steps"]["count"] == truth["updates"] and doc["steps"]["source"] == "auto:jit(predict_step)"
     assert within(doc["flops"]["per_step"], truth["flops"])
     assert doc["steps"]["traced"] == 0 and not doc["breakdown"]
     reasons = [w for w in run.manifest["warnings"] if w.startswith("no trace window")]
     assert len(reasons) == 1 and "predict_step was taken as the step only at the end of the run" in reasons[0], run.manifest["warnings"]
+    # np.asarray of the predictions waits for the device: a wait, not the loop's own work (it read
+    # half the iteration as "the loop's own work outside the step call" and spoke of numpy augmentation)
+    steady = run.steps.iloc[1:-1]
+    assert steady["wait_s"].astype(float).median() > 2 * steady["loop_s"].astype(float).median(), steady[["duration_s", "wait_s", "loop_s"]]
+    assert doc["steps"]["loop_median_s"] < 0.35 * doc["steps"]["median_s"] and not doc["steps"]["note"], doc["steps"]
 
 
 def test_flax_lstm_scan_is_counted_through_its_trips(corpus_runs) -> None:
