@@ -105,21 +105,13 @@ def after_warmup_compiles(run: Run) -> pd.DataFrame | None:
     """Backend compiles after warm-up, each with `recompile`: the one definition of a recompile that
     the report (`compile.after_warmup`) and the advisor (`recompilation`) share.
 
-    A recompile is a compile of the step function (the detected `auto:jit(NAME)`), or of another
-    function that had already compiled earlier in the run at the same call site (a new shape or
-    dtype for it) and compiles so in more than one step after warm-up. The first compile of a
-    function the loop calls now and then (an eval step, metrics, a checkpoint helper, Keras's
-    `test_step` at the end of an epoch) is not one: it compiles once and is cached. Nor are the
-    compiles of functions other than the step that all fall in one step after warm-up: an epoch,
-    eval or logging boundary that ran eager ops once for new shapes (flax's `metrics.compute()`
-    dividing, `accuracy * 100` in a log line: `jit(true_divide)`, `jit(multiply)`, compiled before
-    for other shapes at initialisation); that step is charged for them (it is `compiled`, out of
-    the steady statistics), the step function is not (only where the step function is known:
-    PyTorch's Dynamo frames are not told apart, and each compile of one compiled before counts).
-    Nor is a compile a checkpointing or logging
-    library asked for (`occasional`, collectors/jax/callers.py: orbax slicing the arrays it saves,
-    at every save). Warm-up is `compile_warmup`. None: no steps, so no warm-up to count after
-    (unknown, not zero)."""
+    A recompile is a compile of the step function (the detected `auto:jit(NAME)`), or of a function
+    that had already compiled earlier in the run (a new shape or dtype for it). The first compile of
+    a function the loop calls now and then (an eval step, metrics, a checkpoint helper, Keras's
+    `test_step` at the end of an epoch) is not one: it compiles once and is cached. Nor is a compile
+    a checkpointing or logging library asked for (`occasional`, collectors/jax/callers.py: orbax
+    slicing the arrays it saves, at every save): the step's shapes are not what changed. Warm-up is
+    `compile_warmup`. None: no steps, so no warm-up to count after (unknown, not zero)."""
     steps = run_steps(run)
     if steps.empty:
         return None
@@ -138,6 +130,12 @@ def after_warmup_compiles(run: Run) -> pd.DataFrame | None:
     is_step = backend["function"].isin({step_fn, f"jit({step_fn})"}).to_numpy() if step_fn is not None else np.zeros(len(backend), dtype=bool)
     occasional = backend["occasional"].astype("boolean").fillna(False).to_numpy(bool) if "occasional" in backend else np.zeros(len(backend), dtype=bool)
     late = (backend["time_s"] > warm_end).to_numpy() & (backend["time_s"] <= last_end).to_numpy()
+    # "Compiled before" is at the same call site (`caller`), and a function other than the step
+    # counts only where that site compiles in more than one step after warm-up. Compiles that all
+    # fall in one step are a boundary's: an epoch, eval or logging boundary ran eager ops once for
+    # new shapes (flax's `metrics.compute()` dividing and `accuracy * 100` in a log line:
+    # `jit(true_divide)`, `jit(multiply)`, compiled at initialisation for other shapes); that step
+    # is charged for them (`compiled`, out of the steady statistics), the step function is not.
     holder = np.searchsorted(steps["end_time_s"].to_numpy(float), backend["time_s"].to_numpy(float), side="left")  # the step whose (start, end] holds it
     recurring = pd.Series(holder[late], index=site[late].to_numpy()).groupby(level=0).nunique() > 1
     again = site.map(recurring).astype("boolean").fillna(False).to_numpy(bool) & late
