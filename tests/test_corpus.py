@@ -9,6 +9,7 @@ import statistics
 
 import pytest
 
+from tests.conftest import advice_doc
 from tests.corpus_runs import CorpusRun
 from tpu_perf import load_run
 from tpu_perf.analyzers.report import build_report
@@ -86,6 +87,17 @@ def test_torch_accumulation_counts_updates(corpus_runs, script: str, micro_batch
     assert run.manifest["accumulation"]["by"] == "backward"
 
 
+def test_uneven_accumulation_is_said(corpus_runs) -> None:
+    """`step % accum == 0 or step == last`: updates of 1, then 4 each, then 1 micro-batch. The
+    usual 4 is `micro_batches`, and the note names the short updates (it said 4 and nothing else)."""
+    truth, doc, run = record_corpus(corpus_runs, "accelerate_step_mod")
+    check(truth, doc, run)
+    assert truth["per_update"] == [1] + [4] * 15 + [1]
+    note = run.manifest["accumulation"]["note"]
+    assert note.startswith("uneven accumulation: 2 of 17 updates ran 1, 1 micro-batches instead of 4 (updates 0, 16)"), note
+    assert note in doc["steps"]["note"]
+
+
 @pytest.mark.parametrize("script", ["torch_compile_amp", "flax_nnx"])
 def test_plain_loops(corpus_runs, script: str) -> None:
     """torch.compile + bf16 autocast + DataLoader workers; flax nnx with nnx.Optimizer."""
@@ -111,3 +123,78 @@ def test_optax_multisteps_with_a_schedule_says_it_cannot_tell(corpus_runs) -> No
     assert doc["steps"]["micro_batches"] is None
     assert "optax.MultiSteps with a schedule" in doc["steps"]["note"]
     assert sum("optax.MultiSteps with a schedule" in w for w in run.manifest["warnings"]) == 1
+
+
+def test_recurrent_language_model_counts_its_lstm(corpus_runs) -> None:
+    """PyTorch examples' word_language_model (2-layer LSTM, hand-written SGD): the LSTM's FLOPs
+    are counted (the counter alone gave only the decoder's), equal to the script's hand count,
+    no module is left uncounted, and the fused LSTM kernel's time is matmul in the breakdown."""
+    truth, doc, run = record_corpus(corpus_runs, "torch_word_lm")
+    check(truth, doc, run)
+    assert doc["flops"]["per_step"] == truth["flops"]
+    assert doc["flops"]["source"] == "flop_counter+analytic"
+    assert not [w for w in run.manifest["warnings"] if "leave out" in w], run.manifest["warnings"]
+    assert doc["breakdown"]["matmul"] > 0.5, doc["breakdown"]
+    syncs = run.manifest["torch"]["syncs"]  # loss.item() each iteration, counted over the run's steps
+    assert syncs["count"] == truth["updates"] and syncs["steps"] == doc["steps"]["count"] and syncs["steps_with_sync"] <= syncs["steps"], syncs
+
+
+def test_eager_ops_at_epoch_ends_are_not_recompiles(corpus_runs) -> None:
+    """flax's nnx MNIST: `metrics.compute()` and `accuracy * 100` at the first epoch's end compile
+    `jit(true_divide)` and `jit(multiply)` for scalars (both compiled at initialisation for other
+    shapes), beside eval_step's first compile: compiles at an epoch boundary, not recompiles of the
+    step (they read as 2 recompiles and a [high] recompilation finding); the step compiled once.
+    The script's clock times dispatches (the tutorial never blocks): counts and FLOPs are checked."""
+    truth, doc, run = record_corpus(corpus_runs, "flax_nnx_mnist")
+    assert doc["steps"]["count"] == truth["updates"] and doc["steps"]["source"] == "auto:jit(train_step)"
+    assert within(doc["flops"]["per_step"], truth["flops"])
+    compiles = doc["compile"]
+    assert compiles["after_warmup"] == 0 and compiles["after_warmup_functions"] == {}, compiles
+    assert {"jit(true_divide)", "jit(multiply)", "jit(eval_step)"} <= set(compiles["other_after_warmup"]), compiles
+    backend = run.compiles[run.compiles["event"] == "backend_compile"]
+    assert (backend["function"] == "jit(train_step)").sum() == 1
+    assert backend["function"].isin(["jit(true_divide)", "jit(multiply)"]).sum() >= 4  # compiled before the loop too: "seen before"
+    advice = advice_doc(corpus_runs("flax_nnx_mnist").dir, target="v6e")
+    recompilation = next(f for f in advice["findings"] if f["id"] == "recompilation")
+    assert recompilation["outcome"] == "passed" and "jit(true_divide)" in recompilation["reason"], recompilation
+
+
+def test_a_stateless_step_found_at_the_end_says_why_it_has_no_trace(corpus_runs) -> None:
+    """A predict loop (a stateless predict_step, synced by np.asarray): the step is the most-called
+    function, known only at the end of the run, after the trace window's steps ran untraced; the
+    run says so instead of a silent "0 traced" with no breakdown. The device wait inside
+    np.asarray is counted as a wait."""
+    truth, doc, run = record_corpus(corpus_runs, "flax_predict")
+    assert doc["steps"]["count"] == truth["updates"] and doc["steps"]["source"] == "auto:jit(predict_step)"
+    assert within(doc["flops"]["per_step"], truth["flops"])
+    assert doc["steps"]["traced"] == 0 and not doc["breakdown"]
+    reasons = [w for w in run.manifest["warnings"] if w.startswith("no trace window")]
+    assert len(reasons) == 1 and "predict_step was taken as the step only at the end of the run" in reasons[0], run.manifest["warnings"]
+    # np.asarray of the predictions waits for the device: a wait, not the loop's own work (it read
+    # half the iteration as "the loop's own work outside the step call" and spoke of numpy augmentation)
+    steady = run.steps.iloc[1:-1]
+    assert steady["wait_s"].astype(float).median() > 2 * steady["loop_s"].astype(float).median(), steady[["duration_s", "wait_s", "loop_s"]]
+    assert doc["steps"]["loop_median_s"] < 0.35 * steady["duration_s"].astype(float).median() and not doc["steps"]["note"], doc["steps"]
+
+
+def test_flax_lstm_scan_is_counted_through_its_trips(corpus_runs) -> None:
+    """flax nnx.RNN over an LSTMCell is a scan: XLA's cost analysis counts its body once and the
+    loop trip counts add the rest, so the step's FLOPs meet the script's hand count."""
+    truth, doc, run = record_corpus(corpus_runs, "flax_lstm")
+    check(truth, doc, run)
+    counted_once = float(run.programs[run.programs["is_step"].astype(bool)]["flops"].iloc[0])
+    assert counted_once < 0.5 * truth["flops"]  # what the cost analysis alone says
+
+
+def test_the_scripts_own_tensorboard_trace_is_kept(corpus_runs) -> None:
+    """The profiler tutorial's schedule + tensorboard_trace_handler + prof.step(): the file the
+    handler wrote is kept in the run (a second export raised "Trace is already saved"), and the
+    op tables and breakdown come from it."""
+    truth, doc, run = record_corpus(corpus_runs, "torch_profiler_tb")
+    check(truth, doc, run)
+    assert truth["handler_files"] == 1
+    assert not [w for w in run.manifest["warnings"] if "could not be kept" in w], run.manifest["warnings"]
+    kept = [p.name for p in (corpus_runs("torch_profiler_tb").dir / "trace").iterdir()]
+    assert len(kept) == 1 and kept[0].endswith(".script.pt.trace.json"), kept
+    assert not run.table("ops").empty
+    assert doc["breakdown"]["matmul"] > 0

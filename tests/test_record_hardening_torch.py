@@ -48,8 +48,7 @@ def test_script_profiler_wins_over_the_trace_window(tmp_path: Path, mode: str) -
     assert len(run.steps) == 12  # a profiler opened mid-loop does not replace the optimizer steps
     assert [w for w in run.manifest["warnings"] if "profiles itself" in w] != []
     assert list(Path(run.url, "trace").glob("*.script.pt.trace.json"))
-    if mode == "events":  # with a schedule, the handler consumed the events before the export
-        assert not run.table("ops").empty
+    assert not run.table("ops").empty  # with a handler: the file it wrote, copied (Kineto saves a trace once)
 
 
 def test_gan_iteration_is_one_step(tmp_path: Path) -> None:

@@ -96,7 +96,7 @@ def recompilation(s: Signals) -> Finding:
                 src("late_compile_s", s.late_compile_s), src("recompile_excess_s", s.recompile_excess_s), src("after_warmup_wall_s", s.after_warmup_wall_s)]
     evidence += [ev(f"compiles_of_{name}_count", n, "compiles", f"compile.after_warmup_functions[{name}]") for name, n in list(s.late_functions.items())[:3]]
     first = ", ".join(f"{name}" for name in list(s.first_compiles_after_warmup)[:4])
-    also = f"; first compiles of functions called now and then, not recompiles: {first}" if first else ""
+    also = f"; compiles of functions other than the step, once at an epoch, eval or logging boundary (not recompiles): {first}" if first else ""
     if s.late_compiles < T.RECOMPILE_MIN_COUNT or (per_step <= T.RECOMPILES_PER_STEP and (share is None or share < T.RECOMPILE_TIME_SHARE)):
         return passed(RECOMPILATION, f"{s.late_compiles} recompile(s) in the {later} steps after warm-up{also}", evidence)
     gain = None

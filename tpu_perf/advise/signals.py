@@ -85,7 +85,7 @@ class Signals:
     recompile_causes: list[dict[str, Any]] = field(default_factory=list)
     """What changed at the recompiles after warm-up (report `compile.after_warmup_causes`)."""
     first_compiles_after_warmup: dict[str, int]
-    """The report's `compile.other_after_warmup`: first compiles of functions called now and then."""
+    """The report's `compile.other_after_warmup`: compiles of functions other than the step, once at a boundary (not recompiles)."""
     step_api: str | None
     """How the step is compiled, where fixes differ from `jax.jit`: `pmap` (`auto:pmap(NAME)`), or
     the library whose wrapper jitted it (`equinox`, `flax`: the programs table's `wrapper`); None."""
@@ -200,7 +200,7 @@ SOURCES: dict[str, tuple[str, str]] = {
     "after_warmup_wall_s": ("steps", "steps.parquet: sum(duration_s[warmup:]), a traced or instrumented step as the ordinary median plus its recompile seconds (the profiler slowed it)"),
     "late_compiles": ("compiles", "compile.after_warmup (recompiles: the step function, or a function compiled before; analyzers/compiles.py)"),
     "late_compile_s": ("compiles", "compile.after_warmup_s"),
-    "first_compiles_after_warmup": ("compiles", "compile.other_after_warmup (first compiles of functions called now and then: not recompiles)"),
+    "first_compiles_after_warmup": ("compiles", "compile.other_after_warmup (compiles of functions other than the step, once at a boundary: first compiles of an eval step, eager ops at an epoch end; not recompiles)"),
     "recompile_excess_s": ("steps", "steps.parquet: sum over steps after warm-up holding a recompile of duration_s - median(duration_s of steps that did not compile, untraced); a traced or instrumented step counts its recompile seconds"),
     "pmap_compiles": ("compiles", "compiles.parquet: backend_compile events of pmap(...) or jit(_fun) (pmap in jax >= 0.7)"),
     "torch_syncs": ("steps", "run.json torch.syncs.count (device-to-host transfers in the steps)"),

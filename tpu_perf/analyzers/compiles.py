@@ -39,7 +39,9 @@ class CompileStats:
     """Why the figures are unknown (None when they are known)."""
     other_after_warmup: dict[str, int] = field(default_factory=dict)
     """Compiles after warm-up that are not recompiles: first compiles of programs the loop calls now
-    and then (eval, helpers), and compiles a checkpointing or logging library asked for."""
+    and then (eval, helpers), compiles of other functions than the step that all fall in one step
+    (eager ops at an epoch end or in a log line), and compiles a checkpointing or logging library
+    asked for."""
     after_warmup_causes: list[dict[str, Any]] = field(default_factory=list)
     """What changed in the arguments of the functions that recompiled after warm-up, by function and
     kind (`shape`, `dtype`, `sharding`, `static`, `structure`, `value`, `unknown`): `count` and the
@@ -123,12 +125,33 @@ def after_warmup_compiles(run: Run) -> pd.DataFrame | None:
         return backend.iloc[0:0].assign(recompile=pd.Series(dtype=bool))
     warm_end, last_end = float(steps["end_time_s"].iloc[warmup - 1]), float(steps["end_time_s"].iloc[-1])
     backend = backend.sort_values("time_s", kind="stable")
-    seen_before = backend["function"].duplicated(keep="first").to_numpy()
+    site = _site(backend)
+    seen_before = site.duplicated(keep="first").to_numpy()
     step_fn = _step_function(steps)
-    is_step = backend["function"].isin({step_fn, f"jit({step_fn})"}).to_numpy() if step_fn is not None else False
+    is_step = backend["function"].isin({step_fn, f"jit({step_fn})"}).to_numpy() if step_fn is not None else np.zeros(len(backend), dtype=bool)
     occasional = backend["occasional"].astype("boolean").fillna(False).to_numpy(bool) if "occasional" in backend else np.zeros(len(backend), dtype=bool)
     late = (backend["time_s"] > warm_end).to_numpy() & (backend["time_s"] <= last_end).to_numpy()
-    return backend.assign(recompile=is_step | (seen_before & ~occasional))[late]
+    # "Compiled before" is at the same call site (`caller`), and a function other than the step
+    # counts only where that site compiles in more than one step after warm-up. Compiles that all
+    # fall in one step are a boundary's: an epoch, eval or logging boundary ran eager ops once for
+    # new shapes (flax's `metrics.compute()` dividing and `accuracy * 100` in a log line:
+    # `jit(true_divide)`, `jit(multiply)`, compiled at initialisation for other shapes); that step
+    # is charged for them (`compiled`, out of the steady statistics), the step function is not.
+    holder = np.searchsorted(steps["end_time_s"].to_numpy(float), backend["time_s"].to_numpy(float), side="left")  # the step whose (start, end] holds it
+    recurring = pd.Series(holder[late], index=site[late].to_numpy()).groupby(level=0).nunique() > 1
+    again = site.map(recurring).astype("boolean").fillna(False).to_numpy(bool) & late
+    if step_fn is None:  # Dynamo's frames (PyTorch): which are the step's is unknown, each counts
+        again = np.ones(len(backend), dtype=bool)
+    return backend.assign(recompile=is_step | (seen_before & again & ~occasional))[late]
+
+
+def _site(compiles: pd.DataFrame) -> pd.Series:
+    """Function and call site of each compile (`caller`, where recorded): an eager op compiled at
+    initialisation and again in a log line are two sites, each compiling once."""
+    function = compiles["function"].astype(str)
+    if "caller" not in compiles:
+        return function
+    return function + " @ " + compiles["caller"].astype("string").fillna("").astype(str)
 
 
 def _by_function(rows: pd.DataFrame) -> dict[str, int]:

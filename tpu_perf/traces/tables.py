@@ -81,7 +81,8 @@ _KERNEL_COLLECTIVE = re.compile(_KERNEL_PREFIX + r"(nccl|rccl|ncclDevKernel|nccl
 _KERNEL_MATMUL = re.compile(
     _KERNEL_PREFIX + r"(cutlass\w*|\w*s?gemm\w*|\w*_xmma\w*|sm\d+_xmma\w*|Cijk_\w+|implicit_convolve\w*|\w*wgrad\w*|\w*dgrad\w*|\w*fprop\w*|"
     r"cudnn\w*|nvjet\w*|ampere_\w*|volta_\w*|turing_\w*|hopper_\w*|wgmma\w*|gemv\w*|\w*Gemm\w*|mfma\w*|"
-    r"conv_depthwise\w*|mm|addmm|bmm|baddbmm|matmul|linear|_?convolution\w*|conv_?\dd\w*|conv_transpose\w*)(\W|$)", re.I)
+    r"conv_depthwise\w*|mm|addmm|bmm|baddbmm|matmul|linear|_?convolution\w*|conv_?\dd\w*|conv_transpose\w*|"
+    r"mkldnn_rnn_layer\w*|_?cudnn_rnn\w*|miopen_rnn\w*)(\W|$)", re.I)  # fused recurrent layers: their time is their matmuls
 _KERNEL_DATA = re.compile(_KERNEL_PREFIX + r"(Memcpy|Memset|memcpy\w*|memset\w*|\w*[Cc]opy\w*|\w*[Tt]ranspose\w*|CatArrayBatchedCopy\w*)")
 _MEMORY_CATEGORIES = frozenset({"gpu_memcpy", "gpu_memset", "memcpy", "memset"})
 

@@ -390,6 +390,11 @@ class JitTracker:
             return
         chosen = max(called, key=lambda f: len(f.spans))
         self.rec.warn(f"no jitted function carried state between calls; took the most-called one, {chosen.name}, as the step (mark steps with tpu_perf.step() to be sure)")
+        trace, window = self.rec.trace, self.rec.options.trace_steps
+        if trace is not None and window is not None and not trace.done and not trace.active:
+            self.rec.warn(f"no trace window, so no op tables or breakdown: {chosen.name} was taken as the step only at the end of the run, after steps "
+                          f"{window[0]}:{window[1]} had run untraced (a step that carries no state, such as a predict step, is found no sooner); "
+                          "mark steps with tpu_perf.step() or jax.profiler.StepTraceAnnotation to trace them")
         self._adopt(chosen)
 
     # -- device sync ----------------------------------------------------------------------------

@@ -87,13 +87,13 @@ class TorchCollector:
         cache = tpu_cache_stats(self.torch) if self.device_type == "tpu" else None
         if cache is not None:
             facts["tpu_compile_cache"] = cache
-        syncs = self.syncs.summary()
+        syncs = self.syncs.summary(self.rec.steps.closed)
         if syncs is not None:
             facts["syncs"] = syncs
         self.rec.writer.update_manifest(torch=facts)
         micro = self.steps.micro_batches() if self.rec.steps.source == SOURCE else None
         if micro is not None:
-            self.rec.writer.update_manifest(accumulation={"micro_batches": micro, "by": "backward", "note": None})
+            self.rec.writer.update_manifest(accumulation={"micro_batches": micro, "by": "backward", "note": self.steps.uneven_note()})
         if self.flops.row:
             self._write_program(self.flops.row)
 

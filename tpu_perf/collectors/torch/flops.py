@@ -11,6 +11,18 @@ attention formula (4*B*H*Sq*Sk*D forward) is mapped onto the CPU ops, with backw
 the matmuls of the attention math, as hand-written attention is counted (torch's own backward
 formula also counts the flash kernel's recomputation of QK^T). What was added that way is kept
 apart as `analytic_flops` and named in `flops_source`.
+
+Recurrent layers are counted the same way: `nn.LSTM` on CPU runs oneDNN's `mkldnn_rnn_layer`, and
+LSTM/GRU/RNN on CUDA and ROCm run cuDNN's `_cudnn_rnn` / MIOpen's `miopen_rnn`, none of which the
+counter has a formula for (GRU and RNN on CPU, and all the `*Cell`s, decompose into counted
+matmuls). Each layer's input and recurrent matmuls are 2 FLOPs per weight per token forward
+(`2 * tokens * (W_ih.numel() + W_hh.numel())`, plus the projection of an LSTM with `proj_size`),
+backward 2x forward (the gradients of the inputs and of the weights); gate nonlinearities are not
+counted, as the counter does not count them in the cells either.
+
+A module that holds weights (a parameter of 2 or more dimensions, other than an embedding table's)
+yet counted 0 FLOPs in the counted step is named in one warning: its ops have no formula, and the
+step's FLOPs leave it out.
 """
 
 from __future__ import annotations
@@ -46,6 +58,98 @@ def attention_mapping(torch: Any, analytic: dict[str, int]) -> dict[Any, Any]:
         if op is not None and op not in fc.flop_registry:
             mapping[op] = fn
     return mapping
+
+
+def _rnn_forward_flops(input_shape: Any, weights: list[Any]) -> int:
+    """2 FLOPs per matrix weight per token: `weights` are the shapes of a layer's (or a flat list
+    of layers' and directions') W_ih, W_hh, biases and W_hr, the matrices being the 2-D ones; the
+    input is (tokens, features) packed, else (T, B, features) or (B, T, features)."""
+    tokens = 1
+    for d in list(input_shape)[:-1]:
+        tokens *= int(d)
+    per_token = sum(int(w[0]) * int(w[1]) for w in weights if w is not None and len(w) == 2)
+    return 2 * tokens * per_token
+
+
+def recurrent_mapping(torch: Any, analytic: dict[str, int]) -> dict[Any, Any]:
+    """FlopCounterMode `custom_mapping` for the fused recurrent kernels it counts as 0 (oneDNN's
+    LSTM layer on CPU, cuDNN and MIOpen RNNs), tallied into `analytic`."""
+    from torch.utils import flop_counter as fc
+
+    aten = torch.ops.aten
+
+    def tally(flops: int) -> int:
+        analytic["flops"] = analytic.get("flops", 0) + flops
+        return flops
+
+    def mkldnn(input: Any, w_ih: Any, w_hh: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+        return tally(_rnn_forward_flops(input, [w_ih, w_hh]))  # one layer, one direction a call
+
+    def mkldnn_backward(input: Any, w_ih: Any, w_hh: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+        return tally(2 * _rnn_forward_flops(input, [w_ih, w_hh]))
+
+    def fused(input: Any, weight: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+        return tally(_rnn_forward_flops(input, list(weight)))  # every layer and direction
+
+    def fused_backward(input: Any, weight: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+        return tally(2 * _rnn_forward_flops(input, list(weight)))
+
+    mapping: dict[Any, Any] = {}
+    for name, fn in (("mkldnn_rnn_layer", mkldnn), ("mkldnn_rnn_layer_backward", mkldnn_backward),
+                     ("_cudnn_rnn", fused), ("_cudnn_rnn_backward", fused_backward),
+                     ("miopen_rnn", fused), ("miopen_rnn_backward", fused_backward)):
+        op = getattr(aten, name, None)
+        if op is not None and op not in fc.flop_registry:
+            mapping[op] = fn
+    return mapping
+
+
+def analytic_mapping(torch: Any, analytic: dict[str, int]) -> dict[Any, Any]:
+    """Every formula tpu-perf adds to the counter: attention and recurrent kernels."""
+    return {**attention_mapping(torch, analytic), **recurrent_mapping(torch, analytic)}
+
+
+class ModulesSeen:
+    """Modules that ran in the counted step, named as the counter's ModuleTracker names them (the
+    root's class, then attribute paths: `RNNModel.rnn`), to find those that hold weights but
+    counted 0 FLOPs."""
+
+    def __init__(self, torch: Any) -> None:
+        self.torch = torch
+        self.names: dict[Any, str] = {}
+        self.ran: dict[Any, None] = {}  # in the order they first ran
+        self._handle: Any = None
+
+    def start(self) -> None:
+        self.names, self.ran = {}, {}
+
+        def pre_hook(module: Any, args: Any) -> None:
+            if module in self.ran:
+                return
+            self.names.setdefault(module, type(module).__name__)
+            for child_name, child in module.named_children():
+                self.names[child] = f"{self.names[module]}.{child_name}"
+            self.ran[module] = None
+
+        self._handle = self.torch.nn.modules.module.register_module_forward_pre_hook(pre_hook)
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.remove()
+            self._handle = None
+
+    def uncounted(self, counted: dict[str, dict[Any, int]]) -> list[str]:
+        """`Class 'name'` of each module that ran, holds a weight matrix (not an embedding
+        table's) and has no FLOPs in `counted` (the counter's per-module counts)."""
+        embeddings = (self.torch.nn.Embedding, self.torch.nn.EmbeddingBag)
+        out = []
+        for module in self.ran:
+            if isinstance(module, embeddings) or not any(p.dim() >= 2 for p in module.parameters(recurse=False)):
+                continue
+            name = self.names[module]
+            if not sum(counted.get(name, {}).values()):
+                out.append(f"{type(module).__name__} '{name}'")
+        return out
 
 
 COMPILED_HINT = (
@@ -91,6 +195,7 @@ class FlopWindow:
         self._stance: Any = None
         self._compiled_step = False
         self._analytic: dict[str, int] = {}
+        self._modules = ModulesSeen(torch)
         self.row: dict[str, Any] | None = None
         self.counted_index: int | None = None
 
@@ -107,6 +212,7 @@ class FlopWindow:
             return
         mode, self._mode = self._mode, None
         mode.__exit__(None, None, None)
+        self._modules.stop()
         self._restore_stance()
         step = self.counted_index + 1
         if self._window is not None and self._window[0] <= step < self._window[1]:
@@ -124,7 +230,8 @@ class FlopWindow:
                 self.rec.warn(COMPILED_HINT)
                 return
         self._analytic = {}
-        mode = FlopCounterMode(display=False, custom_mapping=attention_mapping(self.torch, self._analytic))
+        mode = FlopCounterMode(display=False, custom_mapping=analytic_mapping(self.torch, self._analytic))
+        self._modules.start()
         mode.__enter__()
         self._mode = mode
         self._stance = stance
@@ -135,11 +242,18 @@ class FlopWindow:
     def _leave(self) -> None:
         mode, self._mode = self._mode, None
         mode.__exit__(None, None, None)
+        self._modules.stop()
         self._restore_stance()
+        counts = mode.get_flop_counts()
+        uncounted = self._modules.uncounted(counts)
+        if uncounted:
+            more = f" and {len(uncounted) - 5} more" if len(uncounted) > 5 else ""
+            self.rec.warn(f"FLOPs per step leave out {', '.join(uncounted[:5])}{more}: torch's FLOP counter has no formula "
+                          "for their ops and counted 0 for them; pass --flops-per-step for utilisation")
         compiled = self._compiled_step
         total = int(mode.get_total_flops())
         analytic = int(self._analytic.get("flops", 0))
-        by_op = {str(op): int(n) for op, n in mode.get_flop_counts().get("Global", {}).items()}
+        by_op = {str(op): int(n) for op, n in counts.get("Global", {}).items()}
         self.row = {
             "function": "training step (torch)",
             "is_step": True,

@@ -168,6 +168,21 @@ class OptimizerSteps:
         counts = sorted(c for c in self.backwards_per_step if c > 0)
         return counts[len(counts) // 2] if counts else None
 
+    def uneven_note(self) -> str | None:
+        """The updates whose micro-batches differ from the usual (`micro_batches()`), where it is
+        more than 1: `step % accum == 0` loops update after 1 micro-batch at step 0 and after what
+        is left at the end. None when every update ran the usual number."""
+        usual = self.micro_batches()
+        if not usual or usual < 2:
+            return None
+        odd = [(i, c) for i, c in enumerate(self.backwards_per_step) if c > 0 and c != usual]
+        if not odd:
+            return None
+        counts = ", ".join(str(c) for _, c in odd[:8]) + (", ..." if len(odd) > 8 else "")
+        where = ", ".join(str(i) for i, _ in odd[:8]) + (", ..." if len(odd) > 8 else "")
+        return (f"uneven accumulation: {len(odd)} of {len(self.backwards_per_step)} updates ran {counts} micro-batches instead of {usual} "
+                f"(updates {where}); their step times and FLOPs differ from the others'")
+
     def close(self) -> None:
         """End of the script: the time after the last optimizer step belongs to no step."""
         if self.rec.steps.source in (SOURCE, BACKWARD):
@@ -199,7 +214,8 @@ def patch_profiler(rec: Recorder, torch: Any, script: ScriptProfilers) -> Callab
     The script's own profilers take over from tpu-perf's window (`script_profiler.py`).
     """
     cls = torch.profiler.profile
-    original = {name: getattr(cls, name) for name in ("start", "step", "stop")}
+    original = {name: getattr(cls, name) for name in ("start", "step", "stop", "export_chrome_trace")}
+    defined = {name for name in original if name in vars(cls)}  # export_chrome_trace is inherited
 
     def marks(prof: Any) -> bool:
         return getattr(prof, "_tpu_perf_marks", False)
@@ -226,13 +242,22 @@ def patch_profiler(rec: Recorder, torch: Any, script: ScriptProfilers) -> Callab
         if not getattr(self, "_tpu_perf_own", False):
             script.stopped(self)
 
-    for name, fn in (("start", start), ("step", step), ("stop", stop)):
+    def export_chrome_trace(self: Any, path: str, *args: Any, **kwargs: Any) -> Any:
+        out = original["export_chrome_trace"](self, path, *args, **kwargs)
+        if not getattr(self, "_tpu_perf_own", False):
+            script.exported(path)  # the script's handler wrote it: Kineto saves a trace only once
+        return out
+
+    for name, fn in (("start", start), ("step", step), ("stop", stop), ("export_chrome_trace", export_chrome_trace)):
         fn.__wrapped__ = original[name]  # type: ignore[attr-defined]
         fn.__doc__ = original[name].__doc__
         setattr(cls, name, fn)
 
     def undo() -> None:
         for name, fn in original.items():
-            setattr(cls, name, fn)
+            if name in defined:
+                setattr(cls, name, fn)
+            else:
+                delattr(cls, name)
 
     return undo

@@ -107,8 +107,13 @@ class HostSyncs:
         counted.__name__, counted.__qualname__, counted.__doc__ = original.__name__, getattr(original, "__qualname__", name), original.__doc__
         return counted
 
-    def summary(self) -> dict[str, Any] | None:
-        """`torch.syncs` for run.json; None when no step began (nothing to count per step over)."""
-        if self.step is None:
+    def summary(self, steps: int) -> dict[str, Any] | None:
+        """`torch.syncs` for run.json over the `steps` the run wrote; None when no step began
+        (nothing to count per step over). Calls after the last written step began (the last
+        iteration's tail past its boundary, the script's end) count in that step, so the steps with
+        a transfer are some of the run's steps (an open step the recorder dropped is none of them:
+        "in 24 of 25 steps" of a 24-step run)."""
+        if self.step is None or steps <= 0:
             return None
-        return {"count": int(sum(self.by_call.values())), "steps": self.step + 1, "steps_with_sync": len(self.steps_with_sync), "by_call": dict(self.by_call), "by_caller": dict(self.by_caller)}
+        with_sync = {min(i, steps - 1) for i in self.steps_with_sync}
+        return {"count": int(sum(self.by_call.values())), "steps": steps, "steps_with_sync": len(with_sync), "by_call": dict(self.by_call), "by_caller": dict(self.by_caller)}
