@@ -40,6 +40,7 @@ _SOURCE = re.compile(r'source_file="([^"]*)"\s+source_line=(\d+)')
 _ALLOCATION_ROW = re.compile(r"^allocation (\d+):")
 _ASSIGNED = re.compile(r"^\s*value: <\d+ (?P<name>\S+) @\d+> \(size=(?P<size>\d+),offset=(?P<offset>\d+)\)")
 _TABLE_ROW = re.compile(r"^(\d+) (.*)$")
+_PARAMETER = re.compile(r"\bparameter\((\d+)\)")
 _COPIES = ("copy", "bitcast", "copy-start", "copy-done")
 _STATE = ("parameters", "optimizer_state")
 
@@ -193,16 +194,23 @@ class _Classifier:
         work): never the program's inputs or outputs, classified by what computes them."""
         self.inputs = list(signature.get("inputs") or [])
         self.by_path = {row["path"]: row for row in self.inputs}
+        self.by_index = {row["index"]: row for row in self.inputs if "index" in row}
+        self.kept = signature.get("kept")
         self.outputs = list(signature.get("outputs") or [])
         self.output_of = _outputs(module)
         self.frames = frames
         self.param_shapes = {tuple(row["shape"]) for row in self.inputs if row["category"] == "parameters"}
 
     def _input(self, instr: Instruction, op_name: str | None) -> dict | None:
+        """The signature row of an entry parameter: by its number through the leaves jax kept (it
+        drops unused ones), else by the path jax gave it, else by its number alone."""
+        m = _PARAMETER.search(instr.text)
+        number = int(m.group(1)) if m else None
+        if number is not None and self.kept is not None and number < len(self.kept) and self.kept[number] in self.by_index:
+            return self.by_index[self.kept[number]]
         if op_name in self.by_path:
             return self.by_path[op_name]
-        number = instr.operands[0] if instr.operands else ""
-        return self.inputs[int(number)] if number.isdigit() and int(number) < len(self.inputs) else None
+        return self.inputs[number] if number is not None and number < len(self.inputs) else None
 
     def _source(self, instr: Instruction) -> str | None:
         m = _SOURCE.search(instr.text)
