@@ -138,6 +138,12 @@ def test_a_step_too_big_for_a_v5e_chip_says_what_fills_it_and_sharding_makes_it_
     whole, sharded = aot(), aot("--shard")
     assert whole["fits"] is False and "RESOURCE_EXHAUSTED" in whole["out_of_memory"]
     assert whole["at_peak_headroom_bytes"] < 0 and whole["at_peak"]["peak_bytes"] > 16 * 2**30
+    # the breakdown of the program it tried adds up to the HBM the compiler said it needed ("21.14G": GiB)
+    required = float(re.search(r"required for HLO temporaries \(([\d.]+)G\)", whole["out_of_memory"]).group(1)) * 2**30
+    assert sum(whole["at_peak"]["categories"].values()) == whole["at_peak"]["peak_bytes"] == pytest.approx(required, rel=0.01)
+    available = float(re.search(r"available HBM \(([\d.]+)G\)", whole["out_of_memory"]).group(1)) * 2**30
+    assert whole["at_peak_headroom_bytes"] == pytest.approx(available - whole["at_peak"]["peak_bytes"], abs=2**20)
+    assert not any(re.search(r" is 0 % of the peak", f) for f in whole["at_peak"]["findings"])
     assert whole["at_peak"]["categories"]["parameters"] == pytest.approx(params, rel=0.05)
     assert whole["at_peak"]["categories"]["optimizer_state"] == pytest.approx(2 * params, rel=0.05)
     assert whole["at_peak"]["findings"][0].startswith("optimizer state is 6")

@@ -1,4 +1,4 @@
-"""A 4-layer transformer language model trained with optax.adam, its state donated; `--remat`
+"""A 3-layer transformer language model trained with optax.adam, its state donated; `--remat`
 wraps each block in jax.checkpoint (its values are recomputed in the backward pass instead of
 saved). Writes the pytree bytes of the parameters and of adam's state to OUT_JSON.
 
@@ -15,10 +15,10 @@ import optax
 
 parser = argparse.ArgumentParser()
 parser.add_argument("out")
-parser.add_argument("--steps", type=int, default=3)
+parser.add_argument("--steps", type=int, default=2)
 parser.add_argument("--remat", action="store_true")
 args = parser.parse_args()
-BATCH, SEQ, D, HEADS, FF, VOCAB, LAYERS = 8, 128, 256, 4, 1024, 512, 4
+BATCH, SEQ, D, HEADS, FF, VOCAB, LAYERS = 4, 64, 128, 4, 512, 256, 3
 
 
 def init(key):
