@@ -57,8 +57,9 @@ def _signature(fun, args, donate):
 @pytest.mark.filterwarnings("ignore:Some donated buffers were not usable")
 def test_state_is_named_by_what_the_step_does_with_it_whatever_the_container() -> None:
     """A dataclass of weights and an optax state under names that say nothing (`m`, `o`), returned
-    updated: parameters and optimizer state; the batch (not returned, not donated): inputs; a
-    state donated but not returned whole (a dict the step rebuilds) is state too."""
+    updated: parameters and optimizer state; the batch (not returned, not donated): inputs; adam
+    by hand in a tuple `(params, mu, nu, t)`: the parts shaped like the parameters after them are
+    optimizer state (was: parameters x 3); a state donated but not returned is state too."""
     import jax
     import jax.numpy as jnp
     import optax
@@ -82,6 +83,17 @@ def test_state_is_named_by_what_the_step_does_with_it_whatever_the_container() -
     by = {r["path"]: r["category"] for r in rows}
     assert by["m.a"] == by["m.b"] == "parameters" and by["batch"] == "inputs"
     assert {by[p] for p in by if p.startswith("o")} == {"optimizer_state"}
+
+    def hand_rolled(state, tokens):  # examples/tuning/jax_lm.py: adam by hand, its moments in a bare tuple
+        params, mu, nu, t = state
+        g = jax.grad(lambda p: (tokens @ p["w"]).sum())(params)
+        mu, nu = jax.tree.map(lambda m, g: 0.9 * m + g, mu, g), jax.tree.map(lambda v, g: 0.9 * v + g * g, nu, g)
+        return (jax.tree.map(lambda p, m, v: p - m / (v + 1), params, mu, nu), mu, nu, t + 1), 0.0
+
+    p = {"w": jnp.ones((8, 4))}
+    rows = _signature(hand_rolled, ((p, p, p, jnp.zeros((), jnp.int32)), jnp.ones((2, 8))), ())
+    assert [r["category"] for r in rows["inputs"]] == ["parameters", "optimizer_state", "optimizer_state", "other", "inputs"]
+    assert [r["category"] for r in rows["outputs"]][:4] == ["parameters", "optimizer_state", "optimizer_state", "other"]
 
     def rebuilt(tree, batch):  # returns a loss only; the state is donated
         return (tree["w"] * batch).sum()

@@ -340,11 +340,12 @@ FINDING_MIN_FRACTION = 0.01
 state to shard")."""
 
 
-def _findings(categories: dict[str, int], peak: int, buffers: list[PeakBuffer], *, rematerialised: bool = False, recomputed: int = 0) -> tuple[str, ...]:
+def _findings(categories: dict[str, int], peak: int, buffers: list[PeakBuffer], *, rematerialised: bool = False, recomputed: int = 0, donated: bool = False) -> tuple[str, ...]:
     """The two largest categories holding at least FINDING_MIN_FRACTION of the peak, in words, with
     the change that shrinks each; `rematerialised`: the program already uses jax.checkpoint, so
     "rematerialise" is not the change for activations; `recomputed`: bytes of activations made
-    again in the backward pass, live at the peak."""
+    again in the backward pass, live at the peak; `donated`: the step already donates its state, so
+    donation is not the change for second copies of it."""
     advice = {
         "optimizer_state": "shard it across devices (ZeRO-style, over the data axis) or use a factored optimizer (adafactor)",
         "parameters": "shard them (FSDP over the data axis) or keep them in bf16",
@@ -371,6 +372,9 @@ def _findings(categories: dict[str, int], peak: int, buffers: list[PeakBuffer], 
                     "(jax.checkpoint_policies), shrinks them")
         elif name == "other" and sum(b.bytes for b in buffers if b.source == GAP) * 2 >= size:
             said = "mostly space in XLA's temporary allocations that holds no live value at the peak (buffers live at other times, alignment): it shrinks with the temporaries"
+        elif name == "temporaries" and 2 * copies >= size and donated:
+            said = (f"{human_bytes(copies)} of it is second copies of train-state leaves (their old and new values live together): "
+                    "the state is donated, yet XLA makes these new values before it frees the old ones (top_buffers names the leaves)")
         elif name == "temporaries" and 2 * copies >= size:  # the old and new state live together: not a batch-size matter
             said = (f"{human_bytes(copies)} of it is second copies of train-state leaves (their old and new values live together): "
                     "donate the state to the step so the update is written in place (see no-donation)")
@@ -461,7 +465,8 @@ def at_peak_of(run: Run, stem: str, program: str) -> AtPeak | None:
         fractions={k: v / peak for k, v in categories.items()} if peak else {},
         other_memory_space_bytes=sum(spaces.values()),
         top_buffers=tuple(buffers[:TOP_BUFFERS]),
-        findings=_findings(categories, peak, buffers, rematerialised=bool(_REMAT.search(text)), recomputed=recomputed),
+        findings=_findings(categories, peak, buffers, rematerialised=bool(_REMAT.search(text)), recomputed=recomputed,
+                           donated=any(row.get("donated") for row in signature.get("inputs") or () if row["category"] in _STATE)),
         memory_spaces=dict(sorted(spaces.items())),
         space_categories=space_categories,
         recomputed_bytes=recomputed,

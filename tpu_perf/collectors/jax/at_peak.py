@@ -16,6 +16,7 @@ import inspect
 import re
 import shutil
 import tempfile
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -96,11 +97,7 @@ def _category(name: str, key: str, optax_node: bool, state: bool, leaf: Any) -> 
     counter = not tuple(getattr(leaf, "shape", ())) and "int" in str(getattr(leaf, "dtype", ""))
     if counter and (state or words & {"step", "count", "iteration", "iterations"}):
         return "other"
-    if state:
-        return "parameters"
-    if ".params" in low or "['params']" in low or any(w in name.lower() for w in _PARAM_WORDS):
-        return "parameters"
-    return "inputs"
+    return "parameters" if state or _named_parameters(name, key) else "inputs"
 
 
 def _is_optax(node: Any, tu: Any) -> bool:
@@ -118,8 +115,44 @@ def _leaves(name: str, tree: Any, jax: Any, state: bool = False) -> list[dict[st
         for sub, leaf in inner:
             key = tu.keystr(tuple(path) + tuple(sub))
             array = hasattr(leaf, "shape") and hasattr(leaf, "dtype")
-            rows.append({"path": name + key, "category": _category(name, key, optax_node, state, leaf), "shape": list(leaf.shape) if array else None, "dtype": str(leaf.dtype) if array else None})
+            category = _category(name, key, optax_node, state, leaf)
+            unnamed = category == "parameters" and state and not _named_parameters(name, key)
+            unit = name + tu.keystr(tuple(path[:1])) if isinstance(tree, (tuple, list)) and path else name
+            rows.append({"path": name + key, "category": category, "shape": list(leaf.shape) if array else None, "dtype": str(leaf.dtype) if array else None, "_unit": unit if unnamed else None})
     return rows
+
+
+def _named_parameters(name: str, key: str) -> bool:
+    low = (name + key).lower()
+    return ".params" in low or "['params']" in low or any(w in name.lower() for w in _PARAM_WORDS)
+
+
+def _moments(rows: list[dict[str, Any]]) -> None:
+    """Optimizer state nothing names: in train state that is not optax's, a part (an argument, or
+    an element of a tuple argument such as `(params, m, v, t)`, Keras's `optimizer_variables`)
+    holding k copies of the shapes of an earlier part (k >= 1: adam's two moments, momentum's one)
+    is that part's optimizer state; the first such part is the parameters."""
+    units: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        unit = row.pop("_unit", None)
+        if unit is not None:
+            units.setdefault(unit, []).append(row)
+
+    def shapes(part: list[dict[str, Any]]) -> Counter:
+        return Counter((tuple(r["shape"]), r["dtype"]) for r in part if r["shape"])
+
+    base: Counter | None = None
+    for part in units.values():
+        counts = shapes(part)
+        if not counts:
+            continue
+        if base is None:
+            base = counts
+            continue
+        ratios = {counts[k] / base[k] for k in base} if set(counts) == set(base) else set()
+        if len(ratios) == 1 and (k := ratios.pop()) >= 1 and k == int(k):
+            for r in part:
+                r["category"] = "optimizer_state" if r["shape"] or "int" not in str(r["dtype"]) else "other"
 
 
 def _outputs(out_info: Any, args: dict[str, Any], jax: Any) -> list[dict[str, Any]]:
@@ -177,15 +210,17 @@ def signature(fun: Any, abstract: tuple[tuple[Any, ...], dict[str, Any]], lowere
     names = _arg_names(fun, len(args))
     named = dict(zip(names, args, strict=True)) | {k: kwargs[k] for k in sorted(kwargs)}
     returned = {name for name, value in named.items() if tu.tree_leaves(value) and any(_same_state(value, out, tu) for out in _elements(lowered.out_info))}
-    state = returned | _donated(lowered, names, jax)
-    rows = [row for name, value in named.items() for row in _leaves(name, value, jax, name in state)]
+    donated = _donated(lowered, names, jax)
+    state = returned | donated
+    rows = [{**row, "donated": name in donated} for name, value in named.items() for row in _leaves(name, value, jax, name in state)]
+    _moments(rows)
     for i, row in enumerate(rows):
         row["index"] = i
-    return {
-        "inputs": [row for row in rows if row["shape"] is not None],
-        "kept": _kept(lowered),
-        "outputs": _outputs(lowered.out_info, named, jax),
-    }
+    category = {row["path"]: row["category"] for row in rows}
+    outputs = [{**row, "category": category.get(row["path"].removeprefix("new "), row["category"])} for row in _outputs(lowered.out_info, named, jax)]
+    for row in outputs:
+        row.pop("_unit", None)
+    return {"inputs": [row for row in rows if row["shape"] is not None], "kept": _kept(lowered), "outputs": outputs}
 
 
 def _elements(out_info: Any) -> list[Any]:
