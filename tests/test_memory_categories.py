@@ -46,6 +46,19 @@ def test_a_train_state_jitted_before_the_recording_is_parameters_and_optimizer_s
     assert any(s.startswith("state.params['params']['Dense_") for s in sources), sources
 
 
+@pytest.mark.slow
+def test_keras_fit_state_tuple_is_named_by_shape(tmp_path: Path) -> None:
+    """Keras's train step takes `state` as a tuple of variable lists: the optimizer's variables are
+    found as two copies of the trainable variables' shapes (no name says so)."""
+    procs = tpu_perf_clis(("record", "-q", "--no-trace", "--store", str(tmp_path / "runs"), str(SCRIPTS / "keras_adam.py"), str(tmp_path / "sizes.json")), env={"JAX_PLATFORMS": "cpu"})
+    assert procs[0].returncode == 0, procs[0].stderr[-3000:]
+    sizes = json.loads((tmp_path / "sizes.json").read_text())
+    categories = report_doc(next((tmp_path / "runs").iterdir()))["memory"]["at_peak"]["categories"]
+    assert categories["parameters"] == pytest.approx(sizes["param_bytes"], rel=0.02)
+    assert categories["optimizer_state"] == pytest.approx(sizes["opt_bytes"], rel=0.02)
+    assert categories["inputs"] <= 2 * sizes["batch_bytes"]
+
+
 def _signature(fun, args, donate):
     import jax
 

@@ -131,7 +131,8 @@ def _moments(rows: list[dict[str, Any]]) -> None:
     """Optimizer state nothing names: in train state that is not optax's, a part (an argument, or
     an element of a tuple argument such as `(params, m, v, t)`, Keras's `optimizer_variables`)
     holding k copies of the shapes of an earlier part (k >= 1: adam's two moments, momentum's one)
-    is that part's optimizer state; the first such part is the parameters."""
+    is that part's optimizer state; the first such part is the parameters; a part of scalars
+    alone is other."""
     units: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         unit = row.pop("_unit", None)
@@ -144,7 +145,9 @@ def _moments(rows: list[dict[str, Any]]) -> None:
     base: Counter | None = None
     for part in units.values():
         counts = shapes(part)
-        if not counts:
+        if not counts:  # scalars alone (Keras's metric variables, a step count): no model weights
+            for r in part:
+                r["category"] = "other"
             continue
         if base is None:
             base = counts
