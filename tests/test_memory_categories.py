@@ -59,6 +59,22 @@ def test_keras_fit_state_tuple_is_named_by_shape(tmp_path: Path) -> None:
     assert categories["inputs"] <= 2 * sizes["batch_bytes"]
 
 
+@pytest.mark.slow
+def test_nnx_model_and_optimizer_are_state_and_their_new_values_second_copies(tmp_path: Path) -> None:
+    """nnx.jit returns `((model state, optimizer state), loss)`: the new states, found inside that
+    tuple (were "other", half the peak), are second copies of the state; not donated, the advice
+    is to donate it."""
+    procs = tpu_perf_clis(("record", "-q", "--no-trace", "--store", str(tmp_path / "runs"), str(SCRIPTS / "nnx_adam.py"), str(tmp_path / "sizes.json")), env={"JAX_PLATFORMS": "cpu"})
+    assert procs[0].returncode == 0, procs[0].stderr[-3000:]
+    sizes = json.loads((tmp_path / "sizes.json").read_text())
+    at_peak = report_doc(next((tmp_path / "runs").iterdir()))["memory"]["at_peak"]
+    categories = at_peak["categories"]
+    assert categories["parameters"] == pytest.approx(sizes["param_bytes"], rel=0.02)
+    assert categories["optimizer_state"] == pytest.approx(sizes["opt_bytes"], rel=0.02)
+    assert categories["other"] < 0.01 * at_peak["peak_bytes"]
+    assert any(f.startswith("temporaries is") and "donate the state" in f for f in at_peak["findings"])
+
+
 def _signature(fun, args, donate):
     import jax
 
@@ -155,8 +171,11 @@ def test_v5e_at_peak_is_the_compilers_hbm_with_vmem_apart(transformer: dict) -> 
 def test_remat_moves_activations_and_says_the_peak_did_not_move(transformer: dict) -> None:
     """Was: activations 155.6 -> 8.45 MB with the peak unmoved and nothing saying so (the
     recomputed values filed as temporaries); on v5e activations 0 either way (they sit in VMEM)."""
+    from tpu_perf.dashboard.at_peak import shift_lines
+
     (plain, _), (remat, _) = transformer["plain"], transformer["remat"]
     before, after = plain["memory"]["at_peak"], remat["memory"]["at_peak"]
+    assert shift_lines({"plain": plain, "remat": remat}) == [f"remat against plain: {shift_sentence(category_shift(before, after))}"]
     assert before["recomputed_bytes"] == 0 and after["recomputed_bytes"] > 0.5 * after["categories"]["activations"]
     assert all(b["category"] == "activations" for b in after["top_buffers"] if b["recomputed"])
     assert after["categories"]["activations"] == pytest.approx(before["categories"]["activations"], rel=0.1)

@@ -159,25 +159,42 @@ def _moments(rows: list[dict[str, Any]]) -> None:
 
 
 def _outputs(out_info: Any, args: dict[str, Any], jax: Any) -> list[dict[str, Any]]:
-    """Output leaves; an output element shaped like an argument (the new train state) takes that
-    argument's categories as state, read the same way from its paths."""
+    """Output leaves, in order; an output shaped like an argument (the new train state) takes that
+    argument's categories as state, read the same way from its paths. Tuples and lists are looked
+    into (nnx.jit returns `((model state, optimizer state), loss)`)."""
     tu = jax.tree_util
-    rows: list[dict[str, Any]] = []
-    for i, element in enumerate(_elements(out_info)):
+
+    def rows_of(element: Any, prefix: str, depth: int) -> list[dict[str, Any]]:
         match = next((name for name, value in args.items() if tu.tree_leaves(value) and _same_state(value, element, tu)), None)
         if match is not None:
-            rows += [{**row, "path": f"new {row['path']}"} for row in _leaves(match, element, jax, True)]
-        else:
-            prefix = f"out[{i}]" if isinstance(out_info, (tuple, list)) else "out"
-            rows += [{**row, "path": prefix + row["path"], "category": "other"} for row in _leaves("", element, jax)]
+            return [{**row, "path": f"new {row['path']}"} for row in _leaves(match, element, jax, True)]
+        if isinstance(element, (tuple, list)) and depth < MAX_OUTPUT_DEPTH:
+            return [row for i, part in enumerate(element) for row in rows_of(part, f"{prefix}[{i}]", depth + 1)]
+        return [{**row, "path": prefix + row["path"], "category": "other"} for row in _leaves("", element, jax)]
+
+    rows = rows_of(out_info, "out", 0)
     return [row for row in rows if row["shape"] is not None]
 
 
+MAX_OUTPUT_DEPTH = 3
+"""Levels of tuples looked into for the new state among a step's outputs."""
+
+
+def _returned(out_info: Any, value: Any, tu: Any, depth: int = 0) -> bool:
+    """Whether the step returns `value` updated, at the top or inside tuples of its outputs."""
+    if _same_state(value, out_info, tu):
+        return True
+    return isinstance(out_info, (tuple, list)) and depth < MAX_OUTPUT_DEPTH and any(_returned(part, value, tu, depth + 1) for part in out_info)
+
+
 def _same_state(arg: Any, out: Any, tu: Any) -> bool:
-    """Whether `out` is `arg` updated: the same pytree, each array leaf of the same shape and dtype;
-    a Python number the script passed in (flax's `TrainState.create(step=0)`) may come back a 0-d array."""
+    """Whether `out` is `arg` updated: the same pytree paths (nodes' static data may differ: nnx
+    marks its states), each array leaf of the same shape and dtype; a Python number the script
+    passed in (flax's `TrainState.create(step=0)`) may come back a 0-d array."""
     if tu.tree_structure(arg) != tu.tree_structure(out):
-        return False
+        a_paths, o_paths = (tu.tree_flatten_with_path(t)[0] for t in (arg, out))
+        if not a_paths or [tu.keystr(p) for p, _ in a_paths] != [tu.keystr(p) for p, _ in o_paths] or type(arg) is not type(out):
+            return False
     for a, o in zip(tu.tree_leaves(arg), tu.tree_leaves(out), strict=True):
         if hasattr(a, "shape") and hasattr(o, "shape"):
             if (tuple(a.shape), str(a.dtype)) != (tuple(o.shape), str(o.dtype)):
@@ -212,7 +229,7 @@ def signature(fun: Any, abstract: tuple[tuple[Any, ...], dict[str, Any]], lowere
     tu = jax.tree_util
     names = _arg_names(fun, len(args))
     named = dict(zip(names, args, strict=True)) | {k: kwargs[k] for k in sorted(kwargs)}
-    returned = {name for name, value in named.items() if tu.tree_leaves(value) and any(_same_state(value, out, tu) for out in _elements(lowered.out_info))}
+    returned = {name for name, value in named.items() if tu.tree_leaves(value) and _returned(lowered.out_info, value, tu)}
     donated = _donated(lowered, names, jax)
     state = returned | donated
     rows = [{**row, "donated": name in donated} for name, value in named.items() for row in _leaves(name, value, jax, name in state)]
@@ -224,10 +241,6 @@ def signature(fun: Any, abstract: tuple[tuple[Any, ...], dict[str, Any]], lowere
     for row in outputs:
         row.pop("_unit", None)
     return {"inputs": [row for row in rows if row["shape"] is not None], "kept": _kept(lowered), "outputs": outputs}
-
-
-def _elements(out_info: Any) -> list[Any]:
-    return list(out_info) if isinstance(out_info, (tuple, list)) else [out_info]
 
 
 def save(folder: Path, stem: str, fun: Any, abstract: tuple[tuple[Any, ...], dict[str, Any]], lowered: Any, *, writer: Any, jax: Any, warn: Callable[[str], None]) -> str | None:
