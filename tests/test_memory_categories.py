@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, report_doc, tpu_perf_clis
 
-from tpu_perf.analyzers.at_peak import FINDING_MIN_FRACTION, PeakBuffer, _findings, category_shift
+from tpu_perf.analyzers.at_peak import FINDING_MIN_FRACTION, PeakBuffer, _findings
+from tpu_perf.analyzers.at_peak_compare import category_shift
 from tpu_perf.views.at_peak import shift_sentence
 
 SCRIPTS = ROOT / "tests" / "memory_scripts"

@@ -29,6 +29,7 @@ from tpu_perf.analyzers.buffer_assignment import (
 )
 from tpu_perf.analyzers.hlo import HloModule, Instruction, parse_hlo
 from tpu_perf.analyzers.hlo_analysis import shapes
+from tpu_perf.analyzers.hlo_frames import Frames
 from tpu_perf.store import Run
 
 CATEGORIES = ("parameters", "optimizer_state", "gradients", "activations", "inputs", "temporaries", "other")
@@ -44,7 +45,6 @@ _MEMORY_SPACE = re.compile(r":[^}]*S\((\d+)\)")
 _OP_NAME = re.compile(r'op_name="((?:[^"\\]|\\.)*)"')
 _FRAME_ID = re.compile(r"stack_frame_id=(\d+)")
 _SOURCE = re.compile(r'source_file="([^"]*)"\s+source_line=(\d+)')
-_TABLE_ROW = re.compile(r"^(\d+) (.*)$")
 _PARAMETER = re.compile(r"\bparameter\((\d+)\)")
 _COPIES = ("copy", "bitcast", "copy-start", "copy-done")
 _STATE = ("parameters", "optimizer_state")
@@ -131,45 +131,6 @@ def _element(shape: str, index: str) -> str:
     return parts[first] if first < len(parts) else shape
 
 
-class _Frames:
-    """file:line of an op from the module's stack-frame tables (FileNames, FileLocations, StackFrames)."""
-
-    def __init__(self, text: str) -> None:
-        self.tables: dict[str, dict[int, str]] = {}
-        table = None
-        for line in text.splitlines():
-            if line in ("FileNames", "FunctionNames", "FileLocations", "StackFrames"):
-                table = self.tables.setdefault(line, {})
-            elif table is not None and (m := _TABLE_ROW.match(line)):
-                table[int(m.group(1))] = m.group(2)
-            elif line.startswith(("ENTRY", "%", "HloModule")) or not line.strip():
-                table = None if line.strip() else table
-
-    def _field(self, row: str, key: str) -> int | None:
-        m = re.search(rf"\b{key}=(\d+)", row)
-        return int(m.group(1)) if m else None
-
-    def _location(self, frame: int) -> str | None:
-        loc = self.tables.get("FileLocations", {}).get(self._field(self.tables.get("StackFrames", {}).get(frame, ""), "file_location_id") or -1)
-        if loc is None:
-            return None
-        file = self.tables.get("FileNames", {}).get(self._field(loc, "file_name_id") or -1, "?").strip('"')
-        return f"{file}:{self._field(loc, 'line')}"
-
-    def source(self, frame: int) -> str | None:
-        """The innermost frame outside installed libraries, else the innermost frame."""
-        seen, first = set(), None
-        stacks = self.tables.get("StackFrames", {})
-        while frame in stacks and frame not in seen:
-            seen.add(frame)
-            where = self._location(frame)
-            first = first or where
-            if where and "site-packages" not in where and "/jax/" not in where:
-                return where
-            frame = self._field(stacks[frame], "parent_frame_id") or -1
-        return first
-
-
 def _op_name(instr: Instruction) -> str | None:
     m = _OP_NAME.search(instr.text)
     return m.group(1).replace("\\'", "'").replace('\\"', '"') if m else None
@@ -204,7 +165,7 @@ def _recomputed(op_name: str | None) -> bool:
 
 
 class _Classifier:
-    def __init__(self, module: HloModule, signature: dict, frames: _Frames) -> None:
+    def __init__(self, module: HloModule, signature: dict, frames: Frames) -> None:
         self.entry = {i.name: i for i in module.computations.get(module.entry, [])}
         self.nested = {i.name: i for name, comp in module.computations.items() if name != module.entry for i in comp}
         """Values defined inside a loop body or a called computation (a scan's carry and its per-layer
@@ -438,7 +399,7 @@ def at_peak_of(run: Run, stem: str, program: str) -> AtPeak | None:
     live_text = run.read_text(live_file)
     text = run.read_text(stem + SCHEDULED_SUFFIX)
     signature = json.loads(run.read_text(stem + SIGNATURE_SUFFIX)) if run.exists(stem + SIGNATURE_SUFFIX) else {}
-    classify = _Classifier(parse_hlo(text), signature, _Frames(text))
+    classify = _Classifier(parse_hlo(text), signature, Frames(text))
     allocations = parse_assignment(run.read_text(stem + ASSIGNMENT_SUFFIX)) if run.exists(stem + ASSIGNMENT_SUFFIX) else []
     space_categories: dict[str, dict[str, int]] = {}
     if allocations:
@@ -488,50 +449,3 @@ def step_at_peak(run: Run) -> AtPeak | None:
                 return found
     return None
 
-
-PEAK_STEADY_FRACTION = 0.05
-"""Two peaks within this share of each other are the same peak: a change that moves more bytes
-than this between categories, and not the peak, only moved them (remat recomputing what it saved)."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class CategoryShift:
-    """How memory at the peak changed from one run (or slice) to another."""
-
-    peak_change_bytes: int
-    peak_change_fraction: float | None
-    changes: dict[str, int]
-    """Bytes gained (+) or lost (-) by each category that changed; activations are split into the
-    saved ones (`activations`) and those of remat regions (`recomputed_activations`)."""
-    moved_bytes: int
-    """Bytes that left some categories (the sum of the losses)."""
-    peak_moved: bool
-    """Whether the peak changed by more than PEAK_STEADY_FRACTION."""
-    only_moved: bool
-    """The peak did not move, yet more than PEAK_STEADY_FRACTION of it changed category."""
-    spaces_change_bytes: dict[str, int]
-    """Change of each other memory space (TPU VMEM), apart from the peak."""
-
-
-def category_shift(base: dict, new: dict) -> CategoryShift:
-    """The change between two `at_peak` sections (their JSON form, as the report holds them)."""
-    def parts(at_peak: dict) -> dict[str, int]:  # activations split into saved and recomputed: remat moves bytes between them
-        recomputed = int(at_peak.get("recomputed_bytes") or 0)
-        return {**at_peak["categories"], "activations": int(at_peak["categories"].get("activations", 0)) - recomputed, "recomputed_activations": recomputed}
-
-    before, after = parts(base), parts(new)
-    changes = {k: int(after.get(k, 0)) - int(v) for k, v in before.items()}
-    changes = {k: v for k, v in changes.items() if v}
-    delta = int(new["peak_bytes"]) - int(base["peak_bytes"])
-    fraction = delta / base["peak_bytes"] if base["peak_bytes"] else None
-    moved = fraction is None or abs(fraction) > PEAK_STEADY_FRACTION
-    spaces = {k: int((new.get("memory_spaces") or {}).get(k, 0)) - int((base.get("memory_spaces") or {}).get(k, 0)) for k in {*(base.get("memory_spaces") or {}), *(new.get("memory_spaces") or {})}}
-    return CategoryShift(
-        peak_change_bytes=delta,
-        peak_change_fraction=fraction,
-        changes=changes,
-        moved_bytes=-sum(v for v in changes.values() if v < 0),
-        peak_moved=moved,
-        only_moved=not moved and -sum(v for v in changes.values() if v < 0) > PEAK_STEADY_FRACTION * base["peak_bytes"],
-        spaces_change_bytes={k: v for k, v in sorted(spaces.items()) if v},
-    )

@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from tpu_perf.analyzers.at_peak import category_shift
+from tpu_perf.analyzers.at_peak_compare import category_shift
 from tpu_perf.dashboard import bars, palette
 from tpu_perf.views import format as fmt
 from tpu_perf.views.aot import aot_entries

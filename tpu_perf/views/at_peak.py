@@ -8,7 +8,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from tpu_perf.analyzers.at_peak import CategoryShift
+from tpu_perf.analyzers.at_peak_compare import CategoryShift
 from tpu_perf.views import format as fmt
 from tpu_perf.views.aot import aot_entries
 
