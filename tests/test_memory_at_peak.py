@@ -10,12 +10,15 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from conftest import ROOT, report_doc, tpu_perf_cli, tpu_perf_clis
+
+from tpu_perf.analyzers.at_peak import GAP
 
 SCRIPT = ROOT / "tests" / "memory_scripts" / "adam_mlp.py"
 SIZES = [128, 256, 256, 256, 256, 10]
@@ -48,7 +51,7 @@ def assert_breakdown(at_peak: dict) -> None:
     assert categories["optimizer_state"] == pytest.approx(ADAM_BYTES, rel=0.05)
     top = at_peak["top_buffers"]
     assert len(top) >= 10 and [b["bytes"] for b in top] == sorted((b["bytes"] for b in top), reverse=True)
-    for b in top:
+    for b in (b for b in top if b["source"] != GAP):  # the gap row is space, not a value
         assert b["category"] in CATEGORIES and b["shape"].startswith(b["dtype"] + "[") and b["source"], b
         dims = [int(d) for d in b["shape"][b["shape"].index("[") + 1 : -1].split(",") if d]
         assert b["bytes"] == 4 * math.prod(dims), b  # every buffer here is 32-bit
@@ -90,12 +93,12 @@ def test_out_of_memory_leaves_a_failed_run_that_names_what_filled_memory(tmp_pat
     # the failed allocation is the step's buffers at the peak (XLA's CPU runtime asks for them at once)
     assert oom["failed_allocation_bytes"] == pytest.approx(at_peak["peak_bytes"], rel=0.02)
     assert at_peak["categories"]["activations"] > 0.8 * at_peak["peak_bytes"]
-    assert at_peak["findings"][0].startswith("activations is 9") and "rematerialise" in at_peak["findings"][0]
+    assert re.match(r"activations is (9\d|100) %", at_peak["findings"][0]) and "rematerialise" in at_peak["findings"][0]
     assert at_peak["top_buffers"][0]["shape"] == f"f32[{64 * 2**23},256]" and at_peak["top_buffers"][0]["source"].startswith(f"{SCRIPT}:")
     text = tpu_perf_cli("report", str(run), check=True).stdout
     assert "out of device memory" in text and "activations" in text
     advice = tpu_perf_cli("advise", str(run)).stdout
-    assert "hbm-pressure" in advice and "ran out of device memory in train_step" in advice and "activations is 9" in advice
+    assert "hbm-pressure" in advice and "ran out of device memory in train_step" in advice and re.search(r"activations is (9\d|100) %", advice)
 
 
 @pytest.mark.slow
@@ -135,6 +138,12 @@ def test_a_step_too_big_for_a_v5e_chip_says_what_fills_it_and_sharding_makes_it_
     whole, sharded = aot(), aot("--shard")
     assert whole["fits"] is False and "RESOURCE_EXHAUSTED" in whole["out_of_memory"]
     assert whole["at_peak_headroom_bytes"] < 0 and whole["at_peak"]["peak_bytes"] > 16 * 2**30
+    # the breakdown of the program it tried adds up to the HBM the compiler said it needed ("21.14G": GiB)
+    required = float(re.search(r"required for HLO temporaries \(([\d.]+)G\)", whole["out_of_memory"]).group(1)) * 2**30
+    assert sum(whole["at_peak"]["categories"].values()) == whole["at_peak"]["peak_bytes"] == pytest.approx(required, rel=0.01)
+    available = float(re.search(r"available HBM \(([\d.]+)G\)", whole["out_of_memory"]).group(1)) * 2**30
+    assert whole["at_peak_headroom_bytes"] == pytest.approx(available - whole["at_peak"]["peak_bytes"], abs=2**20)
+    assert not any(re.search(r" is 0 % of the peak", f) for f in whole["at_peak"]["findings"])
     assert whole["at_peak"]["categories"]["parameters"] == pytest.approx(params, rel=0.05)
     assert whole["at_peak"]["categories"]["optimizer_state"] == pytest.approx(2 * params, rel=0.05)
     assert whole["at_peak"]["findings"][0].startswith("optimizer state is 6")
@@ -211,9 +220,9 @@ def test_a_flax_train_state_is_named_as_state_and_its_undonated_copy_as_the_fix(
     for at_peak in peaks.values():
         categories = at_peak["categories"]
         assert sum(categories.values()) == pytest.approx(at_peak["peak_bytes"], rel=0.02)
-        assert categories["other"] < 1024, categories
+        assert categories["other"] - at_peak["unused_temp_bytes"] < 1024, categories  # the rest is space between values in XLA's temporaries
         assert categories["parameters"] == pytest.approx(params, rel=0.05) and categories["optimizer_state"] == pytest.approx(2 * params, rel=0.05)
-        assert all(b["shape"] != "?" and b["category"] != "other" for b in at_peak["top_buffers"])
+        assert all(b["shape"] != "?" and b["category"] != "other" for b in at_peak["top_buffers"] if b["source"] != GAP)
     kept, donated = peaks["kept"], peaks["donated"]
     copies = [b for b in kept["top_buffers"] if (b["source"] or "").endswith("(a second copy of the leaf, live at the peak)")]
     assert copies and all(b["category"] == "temporaries" and b["source"].startswith("new ") for b in copies)  # the argument stays the state

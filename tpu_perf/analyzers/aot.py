@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from dataclasses import dataclass
 
 from tpu_perf.analyzers.at_peak import AtPeak, at_peak_of
@@ -68,7 +69,8 @@ class AotStats:
     at_peak: AtPeak | None = None
     """What fills one device's HBM at the peak on the slice, by the TPU compiler's liveness."""
     at_peak_headroom_bytes: int | None = None
-    """hbm_capacity_bytes - at_peak.peak_bytes (negative: it does not fit)."""
+    """hbm_capacity_bytes - at_peak.peak_bytes (negative: it does not fit; `fits` is decided by the
+    same numbers); after an out-of-memory compile, against the HBM the compiler said was available."""
 
 
 def collectives(module: HloModule) -> dict[str, Collective]:
@@ -161,6 +163,29 @@ def analyze_aot(run: Run, *, model_flops_per_step: float | None = None) -> tuple
         module = run_hlo(run, hlo) if isinstance(hlo, str) and run.exists(hlo) else None
         stats = _stats(raw, module, model_flops_per_step)
         found = at_peak_of(run, hlo.removesuffix(".hlo.txt"), stats.function) if isinstance(hlo, str) else None
-        headroom = stats.hbm_capacity_bytes - found.peak_bytes if (found is not None and stats.hbm_capacity_bytes is not None) else None
-        out.append(dataclasses.replace(stats, at_peak=found, at_peak_headroom_bytes=headroom))
+        out.append(_with_at_peak(stats, found))
     return tuple(out)
+
+
+_AVAILABLE = re.compile(r"available HBM \((?P<size>[\d.]+)(?P<unit>[KMGT])\)")
+
+
+def compiler_available_bytes(message: str | None) -> int | None:
+    """The HBM the TPU compiler said was available, from its out-of-memory error ("exceeds
+    available HBM (15.75G)": binary units, as its "required (21.14G)" matches the buffer
+    assignment's bytes), else None."""
+    m = _AVAILABLE.search(message or "")
+    return int(float(m.group("size")) * 1024 ** "KMGT".index(m.group("unit")) * 1024) if m else None
+
+
+def _with_at_peak(stats: AotStats, found: AtPeak | None) -> AotStats:
+    """`fits` and the headroom from one number: the at-peak's main-memory bytes (the compiler's own
+    total of its HBM allocations) against the capacity; an out-of-memory compile does not fit, and
+    its headroom is taken against the HBM the compiler said it had."""
+    if found is None or found.basis != "buffer assignment":
+        headroom = stats.hbm_capacity_bytes - found.peak_bytes if (found is not None and stats.hbm_capacity_bytes is not None) else None
+        return dataclasses.replace(stats, at_peak=found, at_peak_headroom_bytes=headroom)
+    capacity = (compiler_available_bytes(stats.out_of_memory) if stats.out_of_memory else None) or stats.hbm_capacity_bytes
+    headroom = capacity - found.peak_bytes if capacity is not None else None
+    fits = False if stats.out_of_memory else (headroom >= 0 if headroom is not None else stats.fits)
+    return dataclasses.replace(stats, at_peak=found, at_peak_headroom_bytes=headroom, fits=fits)

@@ -20,8 +20,16 @@ import json
 import re
 from dataclasses import dataclass
 
+from tpu_perf.analyzers.buffer_assignment import (
+    Allocation,
+    parse_assignment,
+    parse_ranges,
+    space_name,
+    temporaries_peak,
+)
 from tpu_perf.analyzers.hlo import HloModule, Instruction, parse_hlo
 from tpu_perf.analyzers.hlo_analysis import shapes
+from tpu_perf.analyzers.hlo_frames import Frames
 from tpu_perf.store import Run
 
 CATEGORIES = ("parameters", "optimizer_state", "gradients", "activations", "inputs", "temporaries", "other")
@@ -37,9 +45,7 @@ _MEMORY_SPACE = re.compile(r":[^}]*S\((\d+)\)")
 _OP_NAME = re.compile(r'op_name="((?:[^"\\]|\\.)*)"')
 _FRAME_ID = re.compile(r"stack_frame_id=(\d+)")
 _SOURCE = re.compile(r'source_file="([^"]*)"\s+source_line=(\d+)')
-_ALLOCATION_ROW = re.compile(r"^allocation (\d+):")
-_ASSIGNED = re.compile(r"^\s*value: <\d+ (?P<name>\S+) @\d+> \(size=(?P<size>\d+),offset=(?P<offset>\d+)\)")
-_TABLE_ROW = re.compile(r"^(\d+) (.*)$")
+_PARAMETER = re.compile(r"\bparameter\((\d+)\)")
 _COPIES = ("copy", "bitcast", "copy-start", "copy-done")
 _STATE = ("parameters", "optimizer_state")
 
@@ -57,6 +63,8 @@ class PeakBuffer:
     """jax's name for the op (`jit(step)/jvp()/dot_general`) or the argument's pytree path."""
     source: str | None
     """file:line of the op (from its metadata), or the argument's pytree path."""
+    recomputed: bool = False
+    """Made inside a jax.checkpoint (remat) region: an activation recomputed in the backward pass."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,9 +78,24 @@ class AtPeak:
     """Bytes at the peak by category; they add up to peak_bytes."""
     fractions: dict[str, float]
     other_memory_space_bytes: int
+    """Bytes XLA placed in other memory spaces than the main one (TPU VMEM, SMEM): not in peak_bytes."""
     top_buffers: tuple[PeakBuffer, ...]
     findings: tuple[str, ...]
     """The top two observations, in words."""
+    memory_spaces: dict[str, int] = dataclasses.field(default_factory=dict)
+    """other_memory_space_bytes by space (`vmem`, `smem`, `color 6`): XLA's allocations there."""
+    space_categories: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
+    """Each other space's bytes by category at that space's own peak (TPU VMEM holds a small model's
+    activations: remat shows there); they add up to memory_spaces."""
+    unused_temp_bytes: int = 0
+    """Part of `other`: space in XLA's temporary allocations holding no live value at the peak
+    (buffers live at other times, alignment): the allocation is that large, the values are not."""
+    recomputed_bytes: int = 0
+    """Activations at the peak made inside remat regions (recomputed in the backward pass)."""
+    basis: str = "live range"
+    """`buffer assignment`: peak_bytes is every allocation XLA makes in the main memory space (the
+    compiler's own total, what it checks against HBM), split at the time its temporaries peak;
+    `live range`: the values XLA lists live at its peak (runs recorded before the assignment was kept)."""
 
 
 def _peak_values(text: str) -> list[tuple[str, str, int]]:
@@ -87,17 +110,6 @@ def _peak_values(text: str) -> list[tuple[str, str, int]]:
         if not m:
             break
         out.append((m.group("name"), m.group("index").replace(" ", ""), int(m.group("bytes"))))
-    return out
-
-
-def _assignment(text: str) -> dict[str, tuple[int, int]]:
-    """Value (`fusion.6{0}`, `params__w.1`) -> (allocation, offset) in XLA's buffer assignment."""
-    out, allocation = {}, -1
-    for line in text.splitlines():
-        if m := _ALLOCATION_ROW.match(line):
-            allocation = int(m.group(1))
-        elif m := _ASSIGNED.match(line):
-            out[m.group("name")] = (allocation, int(m.group("offset")))
     return out
 
 
@@ -117,45 +129,6 @@ def _element(shape: str, index: str) -> str:
     parts.append(current.strip())
     first = int(index.split(",")[0])
     return parts[first] if first < len(parts) else shape
-
-
-class _Frames:
-    """file:line of an op from the module's stack-frame tables (FileNames, FileLocations, StackFrames)."""
-
-    def __init__(self, text: str) -> None:
-        self.tables: dict[str, dict[int, str]] = {}
-        table = None
-        for line in text.splitlines():
-            if line in ("FileNames", "FunctionNames", "FileLocations", "StackFrames"):
-                table = self.tables.setdefault(line, {})
-            elif table is not None and (m := _TABLE_ROW.match(line)):
-                table[int(m.group(1))] = m.group(2)
-            elif line.startswith(("ENTRY", "%", "HloModule")) or not line.strip():
-                table = None if line.strip() else table
-
-    def _field(self, row: str, key: str) -> int | None:
-        m = re.search(rf"\b{key}=(\d+)", row)
-        return int(m.group(1)) if m else None
-
-    def _location(self, frame: int) -> str | None:
-        loc = self.tables.get("FileLocations", {}).get(self._field(self.tables.get("StackFrames", {}).get(frame, ""), "file_location_id") or -1)
-        if loc is None:
-            return None
-        file = self.tables.get("FileNames", {}).get(self._field(loc, "file_name_id") or -1, "?").strip('"')
-        return f"{file}:{self._field(loc, 'line')}"
-
-    def source(self, frame: int) -> str | None:
-        """The innermost frame outside installed libraries, else the innermost frame."""
-        seen, first = set(), None
-        stacks = self.tables.get("StackFrames", {})
-        while frame in stacks and frame not in seen:
-            seen.add(frame)
-            where = self._location(frame)
-            first = first or where
-            if where and "site-packages" not in where and "/jax/" not in where:
-                return where
-            frame = self._field(stacks[frame], "parent_frame_id") or -1
-        return first
 
 
 def _op_name(instr: Instruction) -> str | None:
@@ -185,24 +158,37 @@ def _outputs(module: HloModule) -> dict[tuple[str, str], int]:
     return out
 
 
+def _recomputed(op_name: str | None) -> bool:
+    """Made by a remat region's forward pass run again in the backward pass (jax names it
+    `.../checkpoint/rematted_computation/...`): an activation, recomputed."""
+    return bool(op_name) and "rematted_computation" in op_name
+
+
 class _Classifier:
-    def __init__(self, module: HloModule, signature: dict, frames: _Frames) -> None:
+    def __init__(self, module: HloModule, signature: dict, frames: Frames) -> None:
         self.entry = {i.name: i for i in module.computations.get(module.entry, [])}
         self.nested = {i.name: i for name, comp in module.computations.items() if name != module.entry for i in comp}
         """Values defined inside a loop body or a called computation (a scan's carry and its per-layer
         work): never the program's inputs or outputs, classified by what computes them."""
         self.inputs = list(signature.get("inputs") or [])
         self.by_path = {row["path"]: row for row in self.inputs}
+        self.by_index = {row["index"]: row for row in self.inputs if "index" in row}
+        self.kept = signature.get("kept")
         self.outputs = list(signature.get("outputs") or [])
         self.output_of = _outputs(module)
         self.frames = frames
         self.param_shapes = {tuple(row["shape"]) for row in self.inputs if row["category"] == "parameters"}
 
     def _input(self, instr: Instruction, op_name: str | None) -> dict | None:
+        """The signature row of an entry parameter: by its number through the leaves jax kept (it
+        drops unused ones), else by the path jax gave it, else by its number alone."""
+        m = _PARAMETER.search(instr.text)
+        number = int(m.group(1)) if m else None
+        if number is not None and self.kept is not None and number < len(self.kept) and self.kept[number] in self.by_index:
+            return self.by_index[self.kept[number]]
         if op_name in self.by_path:
             return self.by_path[op_name]
-        number = instr.operands[0] if instr.operands else ""
-        return self.inputs[int(number)] if number.isdigit() and int(number) < len(self.inputs) else None
+        return self.inputs[number] if number is not None and number < len(self.inputs) else None
 
     def _source(self, instr: Instruction) -> str | None:
         m = _SOURCE.search(instr.text)
@@ -245,7 +231,9 @@ class _Classifier:
         category, source = self._kind(name, index, instr, op_name, dtype, parsed[0][1] if parsed else None)
         source = source or (self._source(instr) if instr else None)
         clean = re.sub(r"\{[^}]*\}", "", shape)
-        buffer = PeakBuffer(bytes=size, category=category, shape=clean, dtype=dtype, op=name + (f"{{{index}}}" if index else ""), op_name=op_name, source=source)
+        recomputed = category not in _STATE and _recomputed(op_name)
+        category = "activations" if recomputed else category
+        buffer = PeakBuffer(bytes=size, category=category, shape=clean, dtype=dtype, op=name + (f"{{{index}}}" if index else ""), op_name=op_name, source=source, recomputed=recomputed)
         return buffer, space is None or space.group(1) == "0"
 
 
@@ -261,23 +249,10 @@ class _Classifier:
         else:
             category = "activations" if op_name and "jvp(" in op_name else "temporaries"
         clean = re.sub(r"\{[^}]*\}", "", shape)
-        buffer = PeakBuffer(bytes=size, category=category, shape=clean, dtype=parsed[0][0] if parsed else "?", op=name + (f"{{{index}}}" if index else ""), op_name=op_name, source=self._source(instr))
+        recomputed = _recomputed(op_name)
+        category = "activations" if recomputed else category
+        buffer = PeakBuffer(bytes=size, category=category, shape=clean, dtype=parsed[0][0] if parsed else "?", op=name + (f"{{{index}}}" if index else ""), op_name=op_name, source=self._source(instr), recomputed=recomputed)
         return buffer, space is None or space.group(1) == "0"
-
-
-def _shared(buffers: list[PeakBuffer], assignment: dict[str, tuple[int, int]]) -> list[PeakBuffer]:
-    """One buffer per place in memory: values XLA assigned to the same allocation and offset (a
-    donated argument and the output written into it, an in-place update) count once, as the
-    argument where one of them is (else the largest)."""
-    places: dict[tuple[int, int], PeakBuffer] = {}
-    out = []
-    for b in buffers:
-        place = assignment.get(b.op.removesuffix("{}"))
-        if place is None:
-            out.append(b)
-        elif place not in places or (_derived(places[place]) and not _derived(b)):
-            places[place] = b
-    return out + list(places.values())
 
 
 def _derived(b: PeakBuffer) -> bool:
@@ -321,9 +296,17 @@ def human_bytes(n: float) -> str:
     return f"{int(n)} B"
 
 
-def _findings(categories: dict[str, int], peak: int, buffers: list[PeakBuffer], *, rematerialised: bool = False) -> tuple[str, ...]:
-    """The two largest categories, in words, with the change that shrinks each; `rematerialised`:
-    the program already uses jax.checkpoint, so "rematerialise" is not the change for activations."""
+FINDING_MIN_FRACTION = 0.01
+"""A category below this share of the peak gets no advice (a 4-byte step count is not "optimizer
+state to shard")."""
+
+
+def _findings(categories: dict[str, int], peak: int, buffers: list[PeakBuffer], *, rematerialised: bool = False, recomputed: int = 0, donated: bool = False) -> tuple[str, ...]:
+    """The two largest categories holding at least FINDING_MIN_FRACTION of the peak, in words, with
+    the change that shrinks each; `rematerialised`: the program already uses jax.checkpoint, so
+    "rematerialise" is not the change for activations; `recomputed`: bytes of activations made
+    again in the backward pass, live at the peak; `donated`: the step already donates its state, so
+    donation is not the change for second copies of it."""
     advice = {
         "optimizer_state": "shard it across devices (ZeRO-style, over the data axis) or use a factored optimizer (adafactor)",
         "parameters": "shard them (FSDP over the data axis) or keep them in bf16",
@@ -335,15 +318,24 @@ def _findings(categories: dict[str, int], peak: int, buffers: list[PeakBuffer], 
     }
     out = []
     for name, size in sorted(categories.items(), key=lambda kv: -kv[1])[:2]:
-        if not size or not peak:
+        if not peak or size < FINDING_MIN_FRACTION * peak:
             continue
         count = sum(1 for b in buffers if b.category == name)
         said = advice[name]
         copies = sum(b.bytes for b in buffers if b.category == "temporaries" and (b.source or "").endswith(SECOND_COPY))
-        if name == "activations" and rematerialised:
+        if name == "activations" and recomputed:
+            said = (f"{human_bytes(recomputed)} of it is values of remat regions recomputed in the backward pass, live together at the peak: "
+                    "remat moves bytes from saved activations to recomputed ones; it lowers the peak only when fewer are live at once "
+                    "(remat larger blocks, or a policy such as jax.checkpoint_policies.nothing_saveable), else a smaller batch or sequence")
+        elif name == "activations" and rematerialised:
             said = ("the step already rematerialises (jax.checkpoint / nn.remat in its op names), so these are mostly the inputs each "
                     "checkpointed block saves: a smaller batch or sequence, or a policy that saves less or offloads to the host "
                     "(jax.checkpoint_policies), shrinks them")
+        elif name == "other" and sum(b.bytes for b in buffers if b.source == GAP) * 2 >= size:
+            said = "mostly space in XLA's temporary allocations that holds no live value at the peak (buffers live at other times, alignment): it shrinks with the temporaries"
+        elif name == "temporaries" and 2 * copies >= size and donated:
+            said = (f"{human_bytes(copies)} of it is second copies of train-state leaves (their old and new values live together): "
+                    "the state is donated, yet XLA makes these new values before it frees the old ones (top_buffers names the leaves)")
         elif name == "temporaries" and 2 * copies >= size:  # the old and new state live together: not a batch-size matter
             said = (f"{human_bytes(copies)} of it is second copies of train-state leaves (their old and new values live together): "
                     "donate the state to the step so the update is written in place (see no-donation)")
@@ -351,38 +343,96 @@ def _findings(categories: dict[str, int], peak: int, buffers: list[PeakBuffer], 
     return tuple(out)
 
 
+def _from_assignment(classify: _Classifier, allocations: list[Allocation], ranges: dict[tuple[str, str], tuple[int, int]], color: int = 0) -> list[PeakBuffer]:
+    """Every allocation of memory space `color`, as buffers: the resident ones whole (arguments
+    by their leaf, constants and scratch as other), the temporaries by the values live when they
+    peak, and what is left of their allocations then (gaps between live values) as other."""
+    buffers = []
+    for a in allocations:
+        if a.color != color or not a.resident:
+            continue
+        value = next((v for v in a.values if _is_parameter(classify, v.name)), None)
+        if a.kind == "parameter" and value is not None:
+            buffers.append(classify.buffer(value.name, value.index, a.size)[0])
+        else:
+            buffers.append(PeakBuffer(bytes=a.size, category="other", shape="", dtype="", op=f"allocation {a.number}", op_name=None, source=f"XLA {a.kind} allocation"))
+    peak = temporaries_peak(allocations, ranges, color)
+    live = [classify.buffer(v.name, v.index, size)[0] for v, size in peak.live]
+    gap = peak.timed_bytes - sum(size for _, size in peak.live)
+    if gap > 0:
+        buffers.append(PeakBuffer(bytes=gap, category="other", shape="", dtype="", op="temporary allocations", op_name=None, source=GAP))
+    return buffers + live
+
+
+GAP = "space in XLA's temporary allocations not holding a live value at the peak (fragmentation, buffers live at other times)"
+
+
+def _by_category(buffers: list[PeakBuffer]) -> dict[str, int]:
+    categories = dict.fromkeys(CATEGORIES, 0)
+    for buffer in buffers:
+        categories[buffer.category] += buffer.bytes
+    return categories
+
+
+def _is_parameter(classify: _Classifier, name: str) -> bool:
+    instr = classify.entry.get(name)
+    return instr is not None and instr.opcode == "parameter"
+
+
+def _from_live_range(classify: _Classifier, text: str) -> tuple[list[PeakBuffer], dict[str, int]]:
+    """Runs recorded before the buffer assignment was kept: the values XLA lists live at its peak."""
+    buffers, spaces = [], {}
+    for name, index, size in _peak_values(text):
+        buffer, main = classify.buffer(name, index, size)
+        if main:
+            buffers.append(buffer)
+        else:
+            spaces["other"] = spaces.get("other", 0) + size
+    return buffers, spaces
+
+
 def at_peak_of(run: Run, stem: str, program: str) -> AtPeak | None:
     """The breakdown for the program whose XLA dump was saved as `<stem>.*`; None without one."""
     live_file = stem + LIVE_RANGE_SUFFIX
     if not run.exists(live_file):
         return None
-    values = _peak_values(run.read_text(live_file))
+    live_text = run.read_text(live_file)
     text = run.read_text(stem + SCHEDULED_SUFFIX)
     signature = json.loads(run.read_text(stem + SIGNATURE_SUFFIX)) if run.exists(stem + SIGNATURE_SUFFIX) else {}
-    classify = _Classifier(parse_hlo(text), signature, _Frames(text))
-    categories = dict.fromkeys(CATEGORIES, 0)
-    buffers, elsewhere = [], 0
-    for name, index, size in values:
-        buffer, main = classify.buffer(name, index, size)
-        if main:
-            buffers.append(buffer)
-        else:
-            elsewhere += size
-    assignment = _assignment(run.read_text(stem + ASSIGNMENT_SUFFIX)) if run.exists(stem + ASSIGNMENT_SUFFIX) else {}
-    buffers = _second_copies(_shared(buffers, assignment))
-    for buffer in buffers:
-        categories[buffer.category] += buffer.bytes
+    classify = _Classifier(parse_hlo(text), signature, Frames(text))
+    allocations = parse_assignment(run.read_text(stem + ASSIGNMENT_SUFFIX)) if run.exists(stem + ASSIGNMENT_SUFFIX) else []
+    space_categories: dict[str, dict[str, int]] = {}
+    if allocations:
+        ranges = parse_ranges(live_text)
+        buffers = _from_assignment(classify, allocations, ranges)
+        spaces: dict[str, int] = {}
+        for color in sorted({a.color for a in allocations} - {0}):
+            spaces[space_name(color)] = sum(a.size for a in allocations if a.color == color)
+            space_categories[space_name(color)] = _by_category(_from_assignment(classify, allocations, ranges, color))
+        source, basis = f"XLA buffer assignment and HloLiveRange ({stem + ASSIGNMENT_SUFFIX})", "buffer assignment"
+    else:
+        buffers, spaces = _from_live_range(classify, live_text)
+        source, basis = f"XLA HloLiveRange ({live_file})", "live range"
+    buffers = _second_copies(buffers)
+    categories = _by_category(buffers)
     peak = sum(categories.values())
     buffers.sort(key=lambda b: -b.bytes)
+    recomputed = sum(b.bytes for b in buffers if b.recomputed)
     return AtPeak(
         program=program,
         peak_bytes=peak,
-        source=f"XLA HloLiveRange ({live_file})",
+        source=source,
         categories=categories,
         fractions={k: v / peak for k, v in categories.items()} if peak else {},
-        other_memory_space_bytes=elsewhere,
+        other_memory_space_bytes=sum(spaces.values()),
         top_buffers=tuple(buffers[:TOP_BUFFERS]),
-        findings=_findings(categories, peak, buffers, rematerialised=bool(_REMAT.search(text))),
+        findings=_findings(categories, peak, buffers, rematerialised=bool(_REMAT.search(text)), recomputed=recomputed,
+                           donated=any(row.get("donated") for row in signature.get("inputs") or () if row["category"] in _STATE)),
+        memory_spaces=dict(sorted(spaces.items())),
+        space_categories=space_categories,
+        recomputed_bytes=recomputed,
+        unused_temp_bytes=sum(b.bytes for b in buffers if b.source == GAP),
+        basis=basis,
     )
 
 
@@ -398,3 +448,4 @@ def step_at_peak(run: Run) -> AtPeak | None:
             if found is not None:
                 return found
     return None
+

@@ -9,9 +9,11 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from tpu_perf.analyzers.at_peak_compare import category_shift
 from tpu_perf.dashboard import bars, palette
 from tpu_perf.views import format as fmt
 from tpu_perf.views.aot import aot_entries
+from tpu_perf.views.at_peak import shift_sentence, spaces_lines
 
 COLORS = {"parameters": "#4C78A8", "optimizer_state": "#F58518", "gradients": "#E45756", "activations": "#72B7B2", "inputs": "#54A24B", "temporaries": "#B279A2", "other": "#9D755D"}
 
@@ -36,6 +38,8 @@ def _one(at_peak: dict[str, Any], title: str, key: str) -> None:
     st.html(categories_html(at_peak, f"{title}: {fmt.bytes_(at_peak['peak_bytes'])} at the peak of {at_peak['program']}"))
     for finding in at_peak["findings"]:
         st.markdown(f"- {finding}")
+    for line in spaces_lines(at_peak):
+        st.caption(line)
     st.dataframe(buffers_frame(at_peak), hide_index=True, width="stretch", key=f"{key}_buffers")
     st.caption(f"Liveness: {at_peak['source']} (docs/memory.md)")
 
@@ -69,8 +73,17 @@ def compare_frame(docs: dict[str, dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def shift_lines(docs: dict[str, dict[str, Any]]) -> list[str]:
+    """Each run against the first: did the peak move, or did bytes only change category."""
+    peaks = [(label, (doc.get("memory") or {}).get("at_peak")) for label, doc in docs.items()]
+    base_label, base = peaks[0] if peaks else (None, None)
+    return [f"{label} against {base_label}: {shift_sentence(category_shift(base, p))}" for label, p in peaks[1:] if base and p]
+
+
 def render_compare(docs: dict[str, dict[str, Any]]) -> None:
     frame = compare_frame(docs)
     if not frame.empty:
         st.subheader("What fills memory at the step's peak")
+        for line in shift_lines(docs):
+            st.markdown(line)
         st.dataframe(frame, hide_index=True, width="stretch", key="cmp_at_peak")

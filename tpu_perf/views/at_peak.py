@@ -8,6 +8,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from tpu_perf.analyzers.at_peak_compare import CategoryShift
 from tpu_perf.views import format as fmt
 from tpu_perf.views.aot import aot_entries
 
@@ -21,12 +22,35 @@ def _short(source: str | None) -> str:
     return source.rsplit("/", 1)[-1] if source.startswith("/") else source
 
 
+def shift_sentence(shift: CategoryShift) -> str:
+    """One sentence on a change of memory at the peak: whether the peak moved, or only bytes
+    moved between categories (remat turning saved activations into recomputed ones)."""
+    moves = ", ".join(f"{k.replace('_', ' ')} {'+' if v > 0 else '-'}{fmt.bytes_(abs(v))}" for k, v in sorted(shift.changes.items(), key=lambda kv: kv[1]))
+    spaces = "; " + ", ".join(f"{k} {'+' if v > 0 else '-'}{fmt.bytes_(abs(v))}" for k, v in shift.spaces_change_bytes.items()) + " (other memory spaces, not in the peak)" if shift.spaces_change_bytes else ""
+    change = f"{'+' if shift.peak_change_bytes >= 0 else '-'}{fmt.bytes_(abs(shift.peak_change_bytes))}"
+    if shift.only_moved:
+        return f"The peak did not move ({change}): {fmt.bytes_(shift.moved_bytes)} moved between categories ({moves}){spaces}"
+    if not shift.peak_moved:
+        return f"The peak did not move ({change}{', ' + moves if moves else ''}){spaces}"
+    return f"The peak moved {change} ({moves or 'no category changed'}){spaces}"
+
+
+def spaces_lines(at_peak: dict[str, Any]) -> list[str]:
+    """One line per other memory space (TPU VMEM, SMEM): its bytes, apart from the peak, by category."""
+    out = []
+    for space, size in (at_peak.get("memory_spaces") or {}).items():
+        inside = ", ".join(f"{k.replace('_', ' ')} {fmt.bytes_(v)}" for k, v in ((at_peak.get("space_categories") or {}).get(space) or {}).items() if v)
+        out.append(f"{space} (apart from the peak): {fmt.bytes_(size)}" + (f" ({inside})" if inside else ""))
+    return out
+
+
 def at_peak_table(at_peak: dict[str, Any], title: str) -> RenderableType:
     """The categories on one line, the findings, and the largest buffers live at the peak."""
     peak = at_peak["peak_bytes"]
     shares = ", ".join(f"{k.replace('_', ' ')} {fmt.bytes_(v)} ({fmt.percent(v / peak) if peak else 'n/a'})" for k, v in at_peak["categories"].items() if v)
     parts: list[RenderableType] = [Text(f"{title}: {fmt.bytes_(peak)} at the peak of {at_peak['program']} ({at_peak['source']})", style="bold"), Text(f"  {shares}")]
     parts += [Text(f"  - {finding}") for finding in at_peak["findings"]]
+    parts += [Text(f"  {line}") for line in spaces_lines(at_peak)]
     table = Table(box=None, pad_edge=False)
     for col in ("bytes", "category", "shape", "op", "source"):
         table.add_column(col)

@@ -172,7 +172,7 @@ def compile_for_topology(state: FunctionState, name: str, *, jit: Callable[..., 
             warn(f"--topology {name}: the step does not fit the slice's memory ({oom}); see aot.at_peak for what fills it")
         seconds = time.perf_counter() - t0
         if writer is not None:  # XLA's liveness at the peak on the slice, for `aot.at_peak`
-            at_peak.save(dump, layout.aot_hlo(name).removesuffix(".hlo.txt"), state.fun, (args, kwargs), lowered, writer=writer, jax=jax, warn=warn)
+            at_peak.save(dump, layout.aot_hlo(name).removesuffix(".hlo.txt"), state.fun or state.jitted, (args, kwargs), lowered, writer=writer, jax=jax, warn=warn)
         text = compiled.as_text() if compiled is not None else at_peak.dumped_hlo(dump)
     memory = compiled.memory_analysis() if compiled is not None else None
     raw = {

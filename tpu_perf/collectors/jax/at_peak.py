@@ -13,8 +13,10 @@ liveness.
 from __future__ import annotations
 
 import inspect
+import re
 import shutil
 import tempfile
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,7 +29,7 @@ SCHEDULED_SUFFIX = ".scheduled.hlo.txt"
 SIGNATURE_SUFFIX = ".signature.json"
 ASSIGNMENT_SUFFIX = ".buffer-assignment.txt"
 
-_PARAM_WORDS = ("param", "model", "weights", "variables")
+_PARAM_WORDS = ("param", "model", "weights", "variables", "trainable")
 _OPT_WORDS = ("opt_state", "optimizer", "opt")
 
 
@@ -70,6 +72,8 @@ def dumped_hlo(folder: Path) -> str | None:
 
 
 def _arg_names(fun: Any, count: int) -> list[str]:
+    """Positional parameter names as jax names the HLO parameters (`state`, `batch`); a function
+    jitted before the recording (fun unknown, only its jitted object) is read through `__wrapped__`."""
     try:
         params = [p.name for p in inspect.signature(fun).parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     except (TypeError, ValueError):
@@ -77,57 +81,120 @@ def _arg_names(fun: Any, count: int) -> list[str]:
     return [params[i] if i < len(params) else f"args[{i}]" for i in range(count)]
 
 
-def _category(name: str, key: str, optax_node: bool) -> str:
-    """A leaf's category from the argument's name and its pytree path within it."""
-    low = key.lower()
-    if optax_node or "opt_state" in low or name.lower() in _OPT_WORDS:
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"[a-z]+", text.lower().replace("_", " ")))
+
+
+def _category(name: str, key: str, optax_node: bool, state: bool, leaf: Any) -> str:
+    """A leaf's category from what it is. Train state is what the step returns updated or what it
+    donates (whatever the container: a TrainState, a dict, a tuple, nnx or Keras variables): in it,
+    optax's state (or a part its path calls the optimizer's) is optimizer state, integer scalars
+    are counters, the rest parameters. Outside the state, names decide (a step that only computes
+    gradients of `params`); everything else feeds the batch: inputs."""
+    words, low = _words(name + key), (name + key).lower()
+    if optax_node or "opt_state" in low or words & {"opt", "optimizer", "optimizers"} or "optimizer" in low:
         return "optimizer_state"
-    if any(w in low for w in (".params", "['params']")) or any(w in name.lower() for w in _PARAM_WORDS):
-        return "parameters"
-    if ".step" in low or "['step']" in low:
+    counter = not tuple(getattr(leaf, "shape", ())) and "int" in str(getattr(leaf, "dtype", ""))
+    if counter and (state or words & {"step", "count", "iteration", "iterations"}):
         return "other"
-    return "inputs"
+    return "parameters" if state or _named_parameters(name, key) else "inputs"
 
 
-def _leaves(name: str, tree: Any, jax: Any) -> list[dict[str, Any]]:
-    """One row per array leaf: path (as jax names the HLO parameter), category, shape, dtype."""
+def _is_optax(node: Any, tu: Any) -> bool:
+    return type(node).__module__.split(".")[0] == "optax" and bool(tu.tree_leaves(node))
+
+
+def _leaves(name: str, tree: Any, jax: Any, state: bool = False) -> list[dict[str, Any]]:
+    """One row per leaf, array or not (jax flattens both): path (as jax names the HLO parameter),
+    category, shape, dtype; non-array leaves have no shape."""
     tu = jax.tree_util
-
-    def is_optax(node: Any) -> bool:
-        return type(node).__module__.split(".")[0] == "optax" and bool(tu.tree_leaves(node))
-
     rows = []
-    for path, node in tu.tree_flatten_with_path(tree, is_leaf=is_optax)[0]:
-        inner = tu.tree_flatten_with_path(node)[0] if is_optax(node) else [((), node)]
+    for path, node in tu.tree_flatten_with_path(tree, is_leaf=lambda n: _is_optax(n, tu))[0]:
+        optax_node = _is_optax(node, tu)
+        inner = tu.tree_flatten_with_path(node)[0] if optax_node else [((), node)]
         for sub, leaf in inner:
-            if not hasattr(leaf, "shape"):
-                continue
             key = tu.keystr(tuple(path) + tuple(sub))
-            rows.append({"path": name + key, "category": _category(name, key, is_optax(node)), "shape": list(leaf.shape), "dtype": str(leaf.dtype)})
+            array = hasattr(leaf, "shape") and hasattr(leaf, "dtype")
+            category = _category(name, key, optax_node, state, leaf)
+            unnamed = category == "parameters" and state and not _named_parameters(name, key)
+            unit = name + tu.keystr(tuple(path[:1])) if isinstance(tree, (tuple, list)) and path else name
+            rows.append({"path": name + key, "category": category, "shape": list(leaf.shape) if array else None, "dtype": str(leaf.dtype) if array else None, "_unit": unit if unnamed else None})
     return rows
 
 
-def _outputs(out_info: Any, args: dict[str, Any], inputs: dict[str, list[dict[str, Any]]], jax: Any) -> list[dict[str, Any]]:
-    """Output leaves; an output element shaped like an argument (the new train state) takes that
-    argument's categories, read the same way from its paths."""
+def _named_parameters(name: str, key: str) -> bool:
+    low = (name + key).lower()
+    return ".params" in low or "['params']" in low or any(w in name.lower() for w in _PARAM_WORDS)
+
+
+def _moments(rows: list[dict[str, Any]]) -> None:
+    """Optimizer state nothing names: in train state that is not optax's, a part (an argument, or
+    an element of a tuple argument such as `(params, m, v, t)`, Keras's `optimizer_variables`)
+    holding k copies of the shapes of an earlier part (k >= 1: adam's two moments, momentum's one)
+    is that part's optimizer state; the first such part is the parameters; a part of scalars
+    alone is other."""
+    units: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        unit = row.pop("_unit", None)
+        if unit is not None:
+            units.setdefault(unit, []).append(row)
+
+    def shapes(part: list[dict[str, Any]]) -> Counter:
+        return Counter((tuple(r["shape"]), r["dtype"]) for r in part if r["shape"])
+
+    base: Counter | None = None
+    for part in units.values():
+        counts = shapes(part)
+        if not counts:  # scalars alone (Keras's metric variables, a step count): no model weights
+            for r in part:
+                r["category"] = "other"
+            continue
+        if base is None:
+            base = counts
+            continue
+        ratios = {counts[k] / base[k] for k in base} if set(counts) == set(base) else set()
+        if len(ratios) == 1 and (k := ratios.pop()) >= 1 and k == int(k):
+            for r in part:
+                r["category"] = "optimizer_state" if r["shape"] or "int" not in str(r["dtype"]) else "other"
+
+
+def _outputs(out_info: Any, args: dict[str, Any], jax: Any) -> list[dict[str, Any]]:
+    """Output leaves, in order; an output shaped like an argument (the new train state) takes that
+    argument's categories as state, read the same way from its paths. Tuples and lists are looked
+    into (nnx.jit returns `((model state, optimizer state), loss)`)."""
     tu = jax.tree_util
-    elements = list(out_info) if isinstance(out_info, (tuple, list)) else [out_info]
-    rows: list[dict[str, Any]] = []
-    for i, element in enumerate(elements):
-        match = next((name for name, value in args.items() if inputs[name] and _same_state(value, element, tu)), None)
+
+    def rows_of(element: Any, prefix: str, depth: int) -> list[dict[str, Any]]:
+        match = next((name for name, value in args.items() if tu.tree_leaves(value) and _same_state(value, element, tu)), None)
         if match is not None:
-            rows += [{**row, "path": f"new {row['path']}"} for row in _leaves(match, element, jax)]
-        else:
-            prefix = f"out[{i}]" if isinstance(out_info, (tuple, list)) else "out"
-            rows += [{**row, "path": prefix + row["path"], "category": "other"} for row in _leaves("", element, jax)]
-    return rows
+            return [{**row, "path": f"new {row['path']}"} for row in _leaves(match, element, jax, True)]
+        if isinstance(element, (tuple, list)) and depth < MAX_OUTPUT_DEPTH:
+            return [row for i, part in enumerate(element) for row in rows_of(part, f"{prefix}[{i}]", depth + 1)]
+        return [{**row, "path": prefix + row["path"], "category": "other"} for row in _leaves("", element, jax)]
+
+    rows = rows_of(out_info, "out", 0)
+    return [row for row in rows if row["shape"] is not None]
+
+
+MAX_OUTPUT_DEPTH = 3
+"""Levels of tuples looked into for the new state among a step's outputs."""
+
+
+def _returned(out_info: Any, value: Any, tu: Any, depth: int = 0) -> bool:
+    """Whether the step returns `value` updated, at the top or inside tuples of its outputs."""
+    if _same_state(value, out_info, tu):
+        return True
+    return isinstance(out_info, (tuple, list)) and depth < MAX_OUTPUT_DEPTH and any(_returned(part, value, tu, depth + 1) for part in out_info)
 
 
 def _same_state(arg: Any, out: Any, tu: Any) -> bool:
-    """Whether `out` is `arg` updated: the same pytree, each array leaf of the same shape and dtype;
-    a Python number the script passed in (flax's `TrainState.create(step=0)`) may come back a 0-d array."""
+    """Whether `out` is `arg` updated: the same pytree paths (nodes' static data may differ: nnx
+    marks its states), each array leaf of the same shape and dtype; a Python number the script
+    passed in (flax's `TrainState.create(step=0)`) may come back a 0-d array."""
     if tu.tree_structure(arg) != tu.tree_structure(out):
-        return False
+        a_paths, o_paths = (tu.tree_flatten_with_path(t)[0] for t in (arg, out))
+        if not a_paths or [tu.keystr(p) for p, _ in a_paths] != [tu.keystr(p) for p, _ in o_paths] or type(arg) is not type(out):
+            return False
     for a, o in zip(tu.tree_leaves(arg), tu.tree_leaves(out), strict=True):
         if hasattr(a, "shape") and hasattr(o, "shape"):
             if (tuple(a.shape), str(a.dtype)) != (tuple(o.shape), str(o.dtype)):
@@ -137,15 +204,43 @@ def _same_state(arg: Any, out: Any, tu: Any) -> bool:
     return True
 
 
-def signature(fun: Any, abstract: tuple[tuple[Any, ...], dict[str, Any]], out_info: Any, jax: Any) -> dict[str, Any]:
-    """The step's argument and output leaves, in flattening order, with their categories."""
+def _donated(lowered: Any, names: list[str], jax: Any) -> set[str]:
+    """Arguments the compiled step donates (any leaf), from jax's own `args_info`: known also for a
+    function jitted before the recording, whose `donate_argnums` the recorder never saw."""
+    try:
+        args_info, kwargs_info = lowered.args_info
+    except (AttributeError, TypeError, ValueError):
+        return set()
+    flags = {name: info for name, info in zip(names, args_info, strict=False)} | dict(kwargs_info)
+    return {name for name, info in flags.items() if any(getattr(leaf, "donated", False) for leaf in jax.tree_util.tree_leaves(info))}
+
+
+def _kept(lowered: Any) -> list[int] | None:
+    """Positions (in jax's flattening of the arguments) of the leaves the program kept as HLO
+    parameters: jax drops unused ones, so HLO parameter n is the n-th kept leaf."""
+    kept = getattr(getattr(lowered, "_lowering", None), "compile_args", {}).get("kept_var_idx")
+    return sorted(int(i) for i in kept) if kept is not None else None
+
+
+def signature(fun: Any, abstract: tuple[tuple[Any, ...], dict[str, Any]], lowered: Any, jax: Any) -> dict[str, Any]:
+    """The step's argument leaves in jax's flattening order (`index`), the HLO parameters' leaf
+    positions (`kept`) and the output leaves, each with its category."""
     args, kwargs = abstract
-    named = dict(zip(_arg_names(fun, len(args)), args, strict=True)) | dict(kwargs)
-    inputs = {name: _leaves(name, value, jax) for name, value in named.items()}
-    return {
-        "inputs": [row for rows in inputs.values() for row in rows],
-        "outputs": _outputs(out_info, named, inputs, jax),
-    }
+    tu = jax.tree_util
+    names = _arg_names(fun, len(args))
+    named = dict(zip(names, args, strict=True)) | {k: kwargs[k] for k in sorted(kwargs)}
+    returned = {name for name, value in named.items() if tu.tree_leaves(value) and _returned(lowered.out_info, value, tu)}
+    donated = _donated(lowered, names, jax)
+    state = returned | donated
+    rows = [{**row, "donated": name in donated} for name, value in named.items() for row in _leaves(name, value, jax, name in state)]
+    _moments(rows)
+    for i, row in enumerate(rows):
+        row["index"] = i
+    category = {row["path"]: row["category"] for row in rows}
+    outputs = [{**row, "category": category.get(row["path"].removeprefix("new "), row["category"])} for row in _outputs(lowered.out_info, named, jax)]
+    for row in outputs:
+        row.pop("_unit", None)
+    return {"inputs": [row for row in rows if row["shape"] is not None], "kept": _kept(lowered), "outputs": outputs}
 
 
 def save(folder: Path, stem: str, fun: Any, abstract: tuple[tuple[Any, ...], dict[str, Any]], lowered: Any, *, writer: Any, jax: Any, warn: Callable[[str], None]) -> str | None:
@@ -157,7 +252,7 @@ def save(folder: Path, stem: str, fun: Any, abstract: tuple[tuple[Any, ...], dic
         return None
     live, hlo = found
     try:
-        rows = signature(fun, abstract, lowered.out_info, jax)
+        rows = signature(fun, abstract, lowered, jax)
     except Exception as exc:  # an unusual signature must not lose the run
         warn(f"{stem}: the step's signature could not be read for memory.at_peak ({type(exc).__name__}: {str(exc)[:200]}); arguments are classified by name only")
         rows = {"inputs": [], "outputs": []}

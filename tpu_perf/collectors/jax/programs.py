@@ -66,7 +66,7 @@ def analyse_program(state: FunctionState, *, is_step: bool, rec: Recorder, jax: 
             compiled = lowered.compile(compiler_options=options if is_step else None)
         seconds = time.perf_counter() - t0
         if is_step and state.compiled is None:  # XLA's liveness at the peak, for `memory.at_peak` (the file is next to hlo_file)
-            at_peak.save(dump, hlo_file.removesuffix(".hlo.txt"), state.fun, (args, kwargs), lowered, writer=rec.writer, jax=jax, warn=rec.warn)
+            at_peak.save(dump, hlo_file.removesuffix(".hlo.txt"), state.fun or state.jitted, (args, kwargs), lowered, writer=rec.writer, jax=jax, warn=rec.warn)
     cost = _cost(compiled)
     row: dict[str, Any] = {
         "function": state.name,
