@@ -32,7 +32,14 @@ from tpu_perf.traces.tables import (
     empty,
     opcode_class,
 )
-from tpu_perf.traces.xplane_stream import Line, Plane, SpaceInfo, breakdown_bytes, planes
+from tpu_perf.traces.xplane_stream import (
+    DamagedXSpace,
+    Line,
+    Plane,
+    SpaceInfo,
+    breakdown_bytes,
+    planes,
+)
 
 _DEVICE_PLANE = re.compile(r"^/device:(?P<kind>TPU|GPU|CPU)[^:]*:(?P<idx>\d+)$")
 _PROGRAM_ID = re.compile(r"\((\d+)\)\s*$")
@@ -109,7 +116,7 @@ def _op_lines(plane: Plane) -> pd.DataFrame:
     names = set(plane.line_names)
     want = {"XLA Ops"} if "XLA Ops" in names else {n for n in names if n.startswith("Stream")}
     parts = []
-    for i, line in enumerate(plane.lines(stats=("device_duration_ps",), duration_stat="device_duration_ps", only=want)):
+    for i, line in enumerate(plane.lines(duration_stat="device_duration_ps", only=want)):
         uniq, inv = np.unique(line.metadata_id, return_inverse=True)
         meta = [_op_meta(plane, int(u)) for u in uniq]
         col = [np.array([m[k] for m in meta], dtype=float if k in (2, 3) else object) for k in range(5)]
@@ -249,6 +256,8 @@ def read_host(path: Path, host: int | None) -> HostTables:
                     all_ops.append(cpu_ops.assign(_cpu=True))
     except DataError:
         raise
+    except DamagedXSpace as exc:
+        raise DataError(f"{path}: not a readable XSpace ({exc}); the file is truncated or damaged") from None
     except Exception as exc:  # protobuf's DecodeError from a damaged line
         if type(exc).__name__ != "DecodeError":
             raise
