@@ -56,8 +56,8 @@ def test_duration_stat_replaces_the_events_duration() -> None:
 def test_damaged_event_names_the_file(tmp_path: Path) -> None:
     """A line whose framing is whole but whose event runs past its end: one line naming the file."""
     m = messages()
-    line = b"\x12\x04main" + m["XLineEvents"](timestamp_ns=5, events=[b"\x08\x01\x10\x05", b"\x08\x01\x10\xff"]).SerializeToString()
-    plane = m["XPlane"](id=1, name="/host:CPU").SerializeToString() + b"\x1a" + bytes([len(line)]) + line
+    line = b"\x12\x07XLA Ops" + m["XLineEvents"](timestamp_ns=5, events=[b"\x08\x01\x10\x05", b"\x08\x01\x10\xff"]).SerializeToString()
+    plane = m["XPlane"](id=1, name="/device:TPU:0").SerializeToString() + b"\x1a" + bytes([len(line)]) + line
     bad = tmp_path / "event.xplane.pb"
     bad.write_bytes(b"\x0a" + bytes([len(plane)]) + plane)  # written as bytes: protobuf's parse would refuse the event
     with pytest.raises(DataError, match=r"event\.xplane\.pb: not a readable XSpace \(a field runs past the end of its event\)"):
@@ -72,3 +72,17 @@ def test_varints_of_every_length() -> None:
     got, after = xplane_stream._varints(buf, pos)
     assert got.tolist() == values
     assert after.tolist() == (pos + [len(e) for e in enc]).tolist()
+
+
+def test_lines_picked_by_event_id_hold_every_such_event() -> None:
+    """`events=` skips a host plane's lines without those events, and keeps every line with one."""
+    host = next(p for p in planes(TPU) if p.name == "/host:CPU")
+    every = list(host.lines())
+    for ids in ([11, 12], [1], [min(host.event_names), max(host.event_names)]):
+        holding = [ln.name for ln in every if np.isin(ln.metadata_id, ids).any()]
+        picked = list(host.lines(events=ids))
+        assert holding and {ln.name for ln in picked} >= set(holding)
+        assert len(picked) < len(every)  # lines without them were never decoded
+        for ln in picked:  # a picked line is decoded whole
+            ref = next(r for r in every if r.name == ln.name)
+            assert ln.metadata_id.tolist() == ref.metadata_id.tolist()

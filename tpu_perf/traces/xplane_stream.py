@@ -11,7 +11,7 @@ never walked event by event for stats.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -196,21 +196,27 @@ class Plane:
         return [name for name, _ in self._lines]
 
     def lines(self, *, stats: tuple[str, ...] = (), when: tuple[str, ...] | None = None,
-              duration_stat: str | None = None, only: set[str] | None = None) -> Iterator[Line]:
+              duration_stat: str | None = None, only: set[str] | None = None, events: Collection[int] | None = None) -> Iterator[Line]:
         """Each line in order as columns, with the per-event `stats` named (others are never read).
 
         Stats are read only on lines where one of `when` (default: `stats`) can occur; the stat
-        named `duration_stat` (in ps) replaces the event's duration where present; `only` picks lines by name.
+        named `duration_stat` (in ps) replaces the event's duration where present; `only` picks lines by name;
+        `events` (metadata ids) keeps only lines where one of them or a `when` stat can occur (a
+        host plane's hundred thread lines mostly hold neither: they are never decoded).
         Lines are decoded in batches (_BATCH_BYTES), each batch's events all at once."""
         dur = (duration_stat,) if duration_stat else ()
         want = {self.stat_ids[s]: s for s in (*stats, *dur) if s in self.stat_ids}
         triggers = [self.stat_ids[s] for s in (*(stats if when is None else when), *dur) if s in self.stat_ids]
         # an event's XStat is field 4 (0x22), a short length, then its metadata_id (field 1, 0x08)
         needle = re.compile(b"\\x22(?:[\\x00-\\x7f]|[\\x80-\\xff][\\x00-\\x7f])\\x08(?:" + b"|".join(re.escape(_encode_varint(i)) for i in triggers) + b")") if triggers else None
+        # an XEvent is field 4 (0x22), its length, then its metadata_id (field 1, 0x08)
+        has_event = re.compile(b"\\x22[\\x80-\\xff]{0,2}[\\x00-\\x7f]\\x08(?:" + b"|".join(re.escape(_encode_varint(i)) for i in events) + b")") if events else None
         batch: list[tuple[str, memoryview]] = []
         size = 0
         for name, raw in self._lines:
             if only is not None and name not in only:
+                continue
+            if events is not None and not ((has_event and has_event.search(raw)) or (needle and needle.search(raw))):
                 continue
             batch.append((name, raw))
             size += len(raw)
