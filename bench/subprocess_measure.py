@@ -23,13 +23,21 @@ def peak():
 
 def measure(setup: str, run: str, path: Path, env: dict[str, str] | None = None) -> tuple[float, float] | str:
     """(seconds, peak bytes above the start) of `run` after `setup`, with `P` bound to `path`; or the error line."""
-    code = f"{PEAK}\nfrom pathlib import Path; P = Path({str(path)!r})\n{setup}\nbase = reset_peak()\n_t0 = time.perf_counter()\n{run}\nprint(time.perf_counter() - _t0, peak() - base)"
+    got = measure_cpu(setup, run, path, env)
+    return got if isinstance(got, str) else (got[0], got[2])
+
+
+def measure_cpu(setup: str, run: str, path: Path, env: dict[str, str] | None = None) -> tuple[float, float, float] | str:
+    """(wall seconds, CPU seconds of all the process's threads, peak bytes above the start) of `run`;
+    or the error line. CPU time moves far less than wall time when other processes share the cores."""
+    code = (f"{PEAK}\nfrom pathlib import Path; P = Path({str(path)!r})\n{setup}\nbase = reset_peak()\n"
+            f"_c0, _t0 = time.process_time(), time.perf_counter()\n{run}\nprint(time.perf_counter() - _t0, time.process_time() - _c0, peak() - base)")
     full_env = {**os.environ, "PYTHONPATH": os.getcwd(), **(env or {})}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full_env)
     if proc.returncode != 0:
         return (proc.stderr.strip().splitlines() or ["failed"])[-1]
-    secs, peak = proc.stdout.split()[-2:]
-    return float(secs), float(peak)
+    secs, cpu, peak = proc.stdout.split()[-3:]
+    return float(secs), float(cpu), float(peak)
 
 
 def _tree_pss(root: int) -> int:

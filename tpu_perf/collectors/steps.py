@@ -20,6 +20,7 @@ is marked `tail`: it lacks the host work after it, so the statistics leave it ou
 from __future__ import annotations
 
 import bisect
+import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -325,9 +326,15 @@ def _add(intervals: list[tuple[float, float]], lo: float, hi: float) -> None:
 def _overlapping(intervals: list[tuple[float, float]], start: float, end: float) -> list[tuple[float, float]]:
     """The sorted, disjoint `intervals` that overlap [start, end] (found by bisection: a queue of steps
     in flight holds many, and every step's bookkeeping once walked them all)."""
-    i = bisect.bisect_right(intervals, start, key=lambda iv: iv[1])
-    j = bisect.bisect_left(intervals, end, key=lambda iv: iv[0])
-    return intervals[i:j]
+    return intervals[_first_ending_after(intervals, start):bisect.bisect_left(intervals, (end, -math.inf))]
+
+
+def _first_ending_after(intervals: list[tuple[float, float]], t: float) -> int:
+    """Index of the first of the sorted, disjoint `intervals` that ends after `t`. Bisected on the
+    tuples themselves (a `key=` bisection calls a Python function per probe: most of the flusher's
+    work per step): all before the first starting after `t` end by `t`, but perhaps the last of them."""
+    i = bisect.bisect_right(intervals, (t, math.inf))
+    return i - 1 if i and intervals[i - 1][1] > t else i
 
 
 def _covered(intervals: list[tuple[float, float]], start: float, end: float) -> float:
@@ -343,4 +350,4 @@ def _covered(intervals: list[tuple[float, float]], start: float, end: float) -> 
 
 def _drop_until(intervals: list[tuple[float, float]], t: float) -> None:
     """Drop the sorted, disjoint intervals that end by `t` (no later step can hold them)."""
-    del intervals[: bisect.bisect_right(intervals, t, key=lambda iv: iv[1])]
+    del intervals[: _first_ending_after(intervals, t)]

@@ -26,6 +26,7 @@ _FIELDS: dict[str, list[tuple[str, int, int, int, str | None, int | None]]] = {
     "XLine": [("id", 1, _INT64, _OPT, None, None), ("display_id", 10, _INT64, _OPT, None, None), ("name", 2, _STRING, _OPT, None, None),
               ("display_name", 11, _STRING, _OPT, None, None), ("timestamp_ns", 3, _INT64, _OPT, None, None),
               ("duration_ps", 9, _INT64, _OPT, None, None), ("events", 4, _MESSAGE, _REP, "XEvent", None)],
+    "XLineEvents": [("timestamp_ns", 3, _INT64, _OPT, None, None), ("events", 4, _BYTES, _REP, None, None)],
     "XEvent": [("metadata_id", 1, _INT64, _OPT, None, None), ("offset_ps", 2, _INT64, _OPT, None, 0), ("num_occurrences", 5, _INT64, _OPT, None, 0),
                ("duration_ps", 3, _INT64, _OPT, None, None), ("stats", 4, _MESSAGE, _REP, "XStat", None)],
     "XStat": [("metadata_id", 1, _INT64, _OPT, None, None), ("double_value", 2, _DOUBLE, _OPT, None, 0), ("uint64_value", 3, _UINT64, _OPT, None, 0),
@@ -51,7 +52,10 @@ def _add_fields(msg: Any, fields: list[tuple[str, int, int, int, str | None, int
 
 @cache
 def messages() -> dict[str, Any]:
-    """Message classes by name (`XSpace`, `XPlane`, `XLine`, `XEvent`, `XStat`, ...), made once."""
+    """Message classes by name (`XSpace`, `XPlane`, `XLine`, `XEvent`, `XStat`, ...), made once.
+
+    `XLineEvents` reads an XLine with its events left as bytes (upb splits them in C; the reader
+    decodes their fields as numpy columns, with no message object per event)."""
     fdp = descriptor_pb2.FileDescriptorProto(name="tpu_perf_xplane.proto", package=_PACKAGE, syntax="proto3")
     for name, fields in _FIELDS.items():
         msg = fdp.message_type.add(name=name)

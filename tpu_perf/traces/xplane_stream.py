@@ -11,7 +11,7 @@ never walked event by event for stats.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -99,15 +99,84 @@ def stat_value(stat: Any, stat_names: dict[int, str]) -> Any:
     return getattr(stat, kind)
 
 
+class DamagedXSpace(ValueError):
+    """An event or stat whose bytes do not decode (the caller names the file)."""
+
+
+_PAD = bytes(16)  # after the last event: a varint or fixed64 read at its end stays in the buffer
+_BATCH_BYTES = 1 << 24
+"""Lines are decoded together until their events hold this many bytes: numpy's per-call cost is
+paid once per batch, not once per line (a capture has hundreds of small lines), and a batch's
+columns stay a bounded multiple of it."""
+
+
+def _varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The varint at each of `pos` in `buf` (uint8), all at once: (values as uint64, the positions after them)."""
+    val = np.zeros(len(pos), dtype=np.uint64)
+    after = pos.copy()
+    todo = np.arange(len(pos))
+    for k in range(10):
+        b = buf[after[todo]]
+        val[todo] |= (b & 0x7F).astype(np.uint64) << np.uint64(7 * k)
+        after[todo] += 1
+        todo = todo[b >= 0x80]
+        if not len(todo):
+            return val, after
+    raise DamagedXSpace("a varint longer than 10 bytes")
+
+
+def _walk(buf: np.ndarray, start: np.ndarray, stop: np.ndarray, wanted: tuple[int, ...]) -> dict[int, tuple[np.ndarray, ...]]:
+    """The fields of every message `buf[start[i]:stop[i]]`, walked in lockstep (one numpy pass per
+    field position, not one Python step per message). For each field number in `wanted`:
+    (message index, wire type, value, value start) in the order met, a message's own fields in
+    their order; `value` is the varint, the fixed64's bits, or a length-delimited field's length."""
+    got: dict[int, list[tuple[np.ndarray, ...]]] = {f: [] for f in wanted}
+    idx = np.flatnonzero(start < stop)
+    pos, stop = start[idx], stop[idx]
+    while len(idx):
+        key, pos = _varints(buf, pos)
+        num, wire = (key >> np.uint64(3)).astype(np.int64), (key & np.uint64(7)).astype(np.int64)
+        value, at = np.zeros(len(idx), dtype=np.uint64), pos.copy()
+        if (var := wire == 0).any():
+            value[var], pos[var] = _varints(buf, pos[var])
+        if (ln := wire == _LEN).any():
+            value[ln], at[ln] = _varints(buf, pos[ln])
+            pos[ln] = at[ln] + value[ln].astype(np.int64)
+        if (f64 := wire == 1).any():
+            value[f64] = buf[pos[f64][:, None] + np.arange(8)].view("<u8").ravel()
+            pos[f64] += 8
+        f32 = wire == 5
+        pos[f32] += 4
+        if not (var | ln | f64 | f32).all():
+            raise DamagedXSpace(f"wire type {int(wire[~(var | ln | f64 | f32)][0])} in an event")
+        for f in wanted:
+            if (m := num == f).any():
+                got[f].append((idx[m], wire[m], value[m], at[m]))
+        if (pos > stop).any():
+            raise DamagedXSpace("a field runs past the end of its event")
+        more = pos < stop
+        idx, pos, stop = idx[more], pos[more], stop[more]
+    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.uint64), np.zeros(0, np.int64))
+    return {f: tuple(np.concatenate(c) for c in zip(*parts, strict=True)) if parts else empty for f, parts in got.items()}
+
+
+def _column(n: int, rows: tuple[np.ndarray, ...]) -> np.ndarray:
+    """One field of n messages as int64 (0 where absent, as protobuf reads it; the last occurrence wins)."""
+    out = np.zeros(n, dtype=np.int64)
+    out[rows[0]] = rows[2].view(np.int64)
+    return out
+
+
 @dataclass(frozen=True)
 class Line:
-    """One XLine as columns: event metadata ids, start and duration in ns; `stats[name]` per event (None where absent)."""
+    """One XLine as columns: event metadata ids, start and duration in ns; `stats[name]` per event
+    (an object array, None where absent)."""
 
     name: str
     metadata_id: np.ndarray
     start_ns: np.ndarray
     dur_ns: np.ndarray
-    stats: dict[str, list[Any]] = field(default_factory=dict)
+    stats: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 @dataclass
@@ -127,37 +196,108 @@ class Plane:
         return [name for name, _ in self._lines]
 
     def lines(self, *, stats: tuple[str, ...] = (), when: tuple[str, ...] | None = None,
-              duration_stat: str | None = None, only: set[str] | None = None) -> Iterator[Line]:
+              duration_stat: str | None = None, only: set[str] | None = None, events: Collection[int] | None = None) -> Iterator[Line]:
         """Each line in order as columns, with the per-event `stats` named (others are never read).
 
         Stats are read only on lines where one of `when` (default: `stats`) can occur; the stat
-        named `duration_stat` (in ps) replaces the event's duration where present; `only` picks lines by name."""
-        ids = {self.stat_ids[s]: s for s in stats if s in self.stat_ids}
-        triggers = [self.stat_ids[s] for s in (stats if when is None else when) if s in self.stat_ids]
+        named `duration_stat` (in ps) replaces the event's duration where present; `only` picks lines by name;
+        `events` (metadata ids) keeps only lines where one of them or a `when` stat can occur (a
+        host plane's hundred thread lines mostly hold neither: they are never decoded).
+        Lines are decoded in batches (_BATCH_BYTES), each batch's events all at once."""
+        dur = (duration_stat,) if duration_stat else ()
+        want = {self.stat_ids[s]: s for s in (*stats, *dur) if s in self.stat_ids}
+        triggers = [self.stat_ids[s] for s in (*(stats if when is None else when), *dur) if s in self.stat_ids]
         # an event's XStat is field 4 (0x22), a short length, then its metadata_id (field 1, 0x08)
         needle = re.compile(b"\\x22(?:[\\x00-\\x7f]|[\\x80-\\xff][\\x00-\\x7f])\\x08(?:" + b"|".join(re.escape(_encode_varint(i)) for i in triggers) + b")") if triggers else None
-        cls = messages()["XLine"]
+        # an XEvent is field 4 (0x22), its length, then its metadata_id (field 1, 0x08)
+        has_event = re.compile(b"\\x22[\\x80-\\xff]{0,2}[\\x00-\\x7f]\\x08(?:" + b"|".join(re.escape(_encode_varint(i)) for i in events) + b")") if events else None
+        batch: list[tuple[str, memoryview]] = []
+        size = 0
         for name, raw in self._lines:
             if only is not None and name not in only:
                 continue
-            line = cls.FromString(raw)
-            events = line.events
-            mids = np.fromiter((e.metadata_id for e in events), dtype=np.int64, count=len(events))
-            # whole ns, as XProf's ProfileData gives them: picoseconds truncated
-            offs = np.fromiter((e.offset_ps for e in events), dtype=np.int64, count=len(events)) // 1000
-            durs = (np.fromiter((e.duration_ps for e in events), dtype=np.int64, count=len(events)) // 1000).astype(np.float64)
-            per_event: dict[str, list[Any]] = {}
-            if ids and needle is not None and needle.search(raw):  # the stat's bytes absent from the line: no event holds it
-                per_event = {name: [None] * len(events) for name in ids.values()}
-                for i, e in enumerate(events):
-                    for st in e.stats:
-                        name = ids.get(st.metadata_id)
-                        if name is not None:
-                            per_event[name][i] = stat_value(st, self.stat_names)
-            if duration_stat and per_event.get(duration_stat) is not None:
-                got = np.array([np.nan if v is None else float(v) for v in per_event[duration_stat]], dtype=np.float64)
-                durs = np.where(np.isnan(got), durs, got / 1e3)
-            yield Line(line.name, mids, (line.timestamp_ns + offs).astype(np.float64), durs, per_event)
+            if events is not None and not ((has_event and has_event.search(raw)) or (needle and needle.search(raw))):
+                continue
+            batch.append((name, raw))
+            size += len(raw)
+            if size >= _BATCH_BYTES:
+                yield from self._decode(batch, want, needle, stats, duration_stat)
+                batch, size = [], 0
+        if batch:
+            yield from self._decode(batch, want, needle, stats, duration_stat)
+
+    def _decode(self, batch: list[tuple[str, memoryview]], want: dict[int, str], needle: re.Pattern[bytes] | None,
+                asked: tuple[str, ...], duration_stat: str | None) -> Iterator[Line]:
+        """The lines of one batch: their events' bytes joined, every event's fields decoded at once."""
+        cls = messages()["XLineEvents"]
+        parsed = [cls.FromString(raw) for _, raw in batch]
+        events = [e for m in parsed for e in m.events]
+        lens = np.fromiter(map(len, events), dtype=np.int64, count=len(events))
+        buf = np.frombuffer(b"".join([*events, _PAD]), dtype=np.uint8)
+        del events
+        stop = np.cumsum(lens)
+        first = np.concatenate([[0], np.cumsum([len(m.events) for m in parsed])]).astype(np.int64)
+        stat_lines = [bool(want) and needle is not None and needle.search(raw) is not None for _, raw in batch]
+        fields = _walk(buf, stop - lens, stop, (1, 2, 3, 4) if any(stat_lines) else (1, 2, 3))
+        mids, offs, durs = (_column(len(lens), fields[f]) for f in (1, 2, 3))
+        by_stat: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        if any(stat_lines):
+            line_of = np.repeat(np.arange(len(batch)), np.diff(first))
+            ev, _, length, at = fields[4]
+            keep = np.asarray(stat_lines)[line_of[ev]]
+            by_stat = self._stats(buf, ev[keep], at[keep], length[keep].astype(np.int64), want)
+        for k, ((name, _), msg) in enumerate(zip(batch, parsed, strict=True)):
+            a, b = int(first[k]), int(first[k + 1])
+            dur = (durs[a:b] // 1000).astype(np.float64)  # whole ns, as XProf's ProfileData gives them: picoseconds truncated
+            per_event: dict[str, np.ndarray] = {}
+            for sname, (ev, numeric, values) in by_stat.items():
+                lo, hi = np.searchsorted(ev, (a, b))
+                if sname == duration_stat:
+                    ok = ~np.isnan(numeric[lo:hi])
+                    dur[ev[lo:hi][ok] - a] = numeric[lo:hi][ok] / 1e3
+                if sname in asked:
+                    col = np.full(b - a, None, dtype=object)
+                    col[ev[lo:hi] - a] = values[lo:hi]
+                    per_event[sname] = col
+            yield Line(name, mids[a:b], (msg.timestamp_ns + offs[a:b] // 1000).astype(np.float64), dur, per_event)
+
+    def _stats(self, buf: np.ndarray, ev: np.ndarray, at: np.ndarray, length: np.ndarray,
+               want: dict[int, str]) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """The `want` stats among the XStats at `buf[at:at+length]` (owned by events `ev`): per stat name,
+        (event, numeric value or NaN, value as XProf reads it), sorted by event, one per event (the last)."""
+        f = _walk(buf, at, at + length, (1, 2, 3, 4, 5, 6, 7))
+        sid = _column(len(ev), f[1])
+        kind = np.zeros(len(ev), dtype=np.int64)  # the value field set last (a oneof): 0 none, else its number
+        bits = np.zeros(len(ev), dtype=np.uint64)
+        span = np.zeros((len(ev), 2), dtype=np.int64)
+        for num in range(2, 8):
+            rows, _, value, start = f[num]
+            kind[rows], bits[rows] = num, value
+            span[rows] = np.stack([start, start + value.astype(np.int64)], axis=1)
+        out = {}
+        for i, name in want.items():
+            rows = np.flatnonzero(sid == i)
+            order = np.argsort(ev[rows], kind="stable")
+            rows = rows[order]
+            last = np.r_[ev[rows][1:] != ev[rows][:-1], True] if len(rows) else np.zeros(0, dtype=bool)
+            rows = rows[last]
+            k, v = kind[rows], bits[rows]
+            numeric = np.full(len(rows), np.nan)
+            numeric[k == 2] = v[k == 2].view(np.float64)
+            numeric[k == 3] = v[k == 3].astype(np.float64)
+            numeric[k == 4] = v[k == 4].view(np.int64).astype(np.float64)
+            values = np.full(len(rows), None, dtype=object)
+            for num, conv in ((2, v.view(np.float64)), (3, v), (4, v.view(np.int64))):
+                values[k == num] = conv[k == num].tolist()
+            for j in np.flatnonzero((k == 5) | (k == 6) | (k == 7)):
+                r = rows[j]
+                if k[j] == 7:
+                    values[j] = self.stat_names.get(int(v[j]))
+                else:
+                    raw = buf[span[r, 0]:span[r, 1]].tobytes()
+                    values[j] = raw.decode("utf-8", "replace") if k[j] == 5 else raw
+            out[name] = (ev[rows], numeric, values)
+        return out
 
 
 def _line_name(buf: memoryview) -> str:

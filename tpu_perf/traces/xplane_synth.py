@@ -73,3 +73,22 @@ def write_pod(src: Path, out: Path, *, hosts: int, copies: int) -> list[Path]:
         path.write_bytes(with_hostname(base, f"host{h:02d}"))
         files.append(path)
     return files
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m tpu_perf.traces.xplane_synth SRC OUT --mb N`: SRC repeated in time to about N MB (for benches)."""
+    import argparse
+    import math
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("src", type=Path)
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--mb", type=float, required=True)
+    args = ap.parse_args(argv)
+    data = args.src.read_bytes()
+    args.out.write_bytes(repeat_in_time(data, max(1, math.ceil(args.mb * 1e6 / len(data)))))
+    print(f"{args.out}: {args.out.stat().st_size / 1e6:.1f} MB")
+
+
+if __name__ == "__main__":
+    main()

@@ -44,10 +44,18 @@ def _stack(parts: list[pd.DataFrame], columns: tuple[str, ...]) -> pd.DataFrame:
             else:
                 cols[c] = pd.concat(series, ignore_index=True)
         out = pd.DataFrame(cols)
+    cols = {}
     for c in out.columns:  # text columns as objects, unknown as None (whichever way the host was read)
-        if isinstance(out[c].dtype, pd.CategoricalDtype) or not pd.api.types.is_numeric_dtype(out[c].dtype):
-            out[c] = out[c].astype(object).where(out[c].notna(), None)
-    return out.reindex(columns=list(columns))
+        col = out[c]
+        if isinstance(col.dtype, pd.CategoricalDtype) or not pd.api.types.is_numeric_dtype(col.dtype):
+            values = col.to_numpy(dtype=object)
+            missing = pd.isna(values)
+            if missing.any():
+                values = values.copy()
+                values[missing] = None
+            col = pd.Series(values, index=out.index, dtype=object)
+        cols[c] = col
+    return pd.DataFrame(cols).reindex(columns=list(columns))
 
 
 def read_xspace(paths: Sequence[Path], *, workers: int | None = None) -> TraceTables:

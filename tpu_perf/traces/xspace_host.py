@@ -32,7 +32,14 @@ from tpu_perf.traces.tables import (
     empty,
     opcode_class,
 )
-from tpu_perf.traces.xplane_stream import Line, Plane, SpaceInfo, breakdown_bytes, planes
+from tpu_perf.traces.xplane_stream import (
+    DamagedXSpace,
+    Line,
+    Plane,
+    SpaceInfo,
+    breakdown_bytes,
+    planes,
+)
 
 _DEVICE_PLANE = re.compile(r"^/device:(?P<kind>TPU|GPU|CPU)[^:]*:(?P<idx>\d+)$")
 _PROGRAM_ID = re.compile(r"\((\d+)\)\s*$")
@@ -45,7 +52,8 @@ _EAGER_MATMUL_MODULE = re.compile(r"^jit_(dot_general|conv_general_dilated|ragge
 `lax.dot_general`/`conv_general_dilated`, and the jnp functions that are only a matmul (`@` is
 `jnp.matmul`). XLA:CPU names their matmul `ynn_fusion` (YNNPACK), as it does reductions, so the op
 name alone cannot tell; the module can. Jitted programs are classified from their saved HLO."""
-_RAW_OPS = ("device", "line", "name", "program", "start_ns", "dur_ns", "end_ns", "self_ns", "fusion_kind", "flops", "bytes_accessed", "category")
+_TEXT_OPS = ("device", "name", "program", "fusion_kind", "category")
+_RAW_OPS = ("device", "name", "program", "start_ns", "dur_ns", "end_ns", "self_ns", "fusion_kind", "flops", "bytes_accessed", "category")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,10 +89,6 @@ def _by_id(plane: Plane, ids: np.ndarray, fn: Any) -> np.ndarray:
     return np.array([fn(int(i)) for i in uniq], dtype=object)[inv] if len(uniq) else np.array([], dtype=object)
 
 
-def _line_frame(plane: Plane, line: Line) -> pd.DataFrame:
-    return pd.DataFrame({"event": _by_id(plane, line.metadata_id, lambda i: plane.event_names.get(i, "")), "start_ns": line.start_ns, "dur_ns": line.dur_ns})
-
-
 def _line_self_ns(ops: pd.DataFrame) -> np.ndarray:
     """Self time of each op, nesting taken within its own line (rows picked by index arrays, no per-group frames)."""
     start, end = ops["start_ns"].to_numpy(float), ops["end_ns"].to_numpy(float)
@@ -104,42 +108,51 @@ def _op_meta(plane: Plane, i: int) -> tuple[Any, ...]:
     return _op_name(ev), kind.group(1) if kind else None, _num(st.get("flops")), nbytes, st.get("hlo_category")
 
 
-def _op_lines(plane: Plane) -> pd.DataFrame:
-    """Device op events with their metadata's name, fusion kind, FLOPs, bytes and category (looked up once per id)."""
+def _op_lines(plane: Plane) -> dict[str, np.ndarray]:
+    """Device op events as columns, with their metadata's name, fusion kind, FLOPs, bytes and
+    category (looked up once per id) and their self time within their line."""
     names = set(plane.line_names)
     want = {"XLA Ops"} if "XLA Ops" in names else {n for n in names if n.startswith("Stream")}
-    parts = []
-    for i, line in enumerate(plane.lines(stats=("device_duration_ps",), duration_stat="device_duration_ps", only=want)):
+    meta: dict[int, tuple[Any, ...]] = {}
+    parts: list[dict[str, np.ndarray]] = []
+    for line in plane.lines(duration_stat="device_duration_ps", only=want):
         uniq, inv = np.unique(line.metadata_id, return_inverse=True)
-        meta = [_op_meta(plane, int(u)) for u in uniq]
-        col = [np.array([m[k] for m in meta], dtype=float if k in (2, 3) else object) for k in range(5)]
-        parts.append(pd.DataFrame({
-            "line": i, "start_ns": line.start_ns, "dur_ns": line.dur_ns, "name": col[0][inv], "fusion_kind": col[1][inv],
-            "flops": col[2][inv], "bytes_accessed": col[3][inv], "category": col[4][inv],
-        }))
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
-
-
-def _device_tables(device: str, plane: Plane) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict[str, Any]]:
-    lines = {ln.name: ln for ln in plane.lines(only={"XLA Modules", "Steps"})}
-    modules = _line_frame(plane, lines["XLA Modules"]) if "XLA Modules" in lines else pd.DataFrame(columns=["event", "start_ns", "dur_ns"])
-    ops = _op_lines(plane)
-    if not ops.empty:
-        starts = modules["start_ns"].to_numpy(dtype=float)
-        idx = np.searchsorted(starts, ops["start_ns"].to_numpy(dtype=float), side="right") - 1
-        ids = modules["event"].str.extract(_PROGRAM_ID, expand=False).fillna(modules["event"]).to_numpy(dtype=object)
-        ops["program"] = np.where(idx >= 0, ids[np.clip(idx, 0, None)] if len(ids) else None, None)
-        ops["end_ns"] = ops["start_ns"] + ops["dur_ns"]
-        ops["self_ns"] = _line_self_ns(ops)
-        ops["device"] = device
-    steps = _line_frame(plane, lines["Steps"]) if "Steps" in lines else pd.DataFrame()
-    if not steps.empty:
-        steps = pd.DataFrame({
-            "device": device, "step": np.arange(len(steps)), "step_num": pd.to_numeric(steps["event"], errors="coerce"),
-            "name": steps["event"], "start_s": steps["start_ns"] / 1e9, "end_s": (steps["start_ns"] + steps["dur_ns"]) / 1e9,
-            "duration_s": steps["dur_ns"] / 1e9, "source": "device",
+        rows = [meta.get(u) or meta.setdefault(u, _op_meta(plane, u)) for u in uniq.tolist()]
+        col = [np.array([m[k] for m in rows], dtype=float if k in (2, 3) else object) for k in range(5)]
+        end = line.start_ns + line.dur_ns
+        parts.append({
+            "start_ns": line.start_ns, "dur_ns": line.dur_ns, "end_ns": end, "self_ns": self_times(line.start_ns, end),
+            "name": col[0][inv], "fusion_kind": col[1][inv], "flops": col[2][inv], "bytes_accessed": col[3][inv], "category": col[4][inv],
         })
-    programs = pd.DataFrame({"lane": device, "kind": "program", "name": modules["event"], "start_s": modules["start_ns"] / 1e9, "end_s": (modules["start_ns"] + modules["dur_ns"]) / 1e9})
+    return {c: np.concatenate([p[c] for p in parts]) for c in parts[0]} if parts else {}
+
+
+def _program_id(module: str) -> str:
+    m = _PROGRAM_ID.search(module)
+    return m.group(1) if m else module
+
+
+def _device_tables(device: str, plane: Plane) -> tuple[dict[str, np.ndarray], pd.DataFrame, pd.DataFrame, dict[str, Any]]:
+    lines = {ln.name: ln for ln in plane.lines(only={"XLA Modules", "Steps"})}
+    empty_line = Line("", np.zeros(0, np.int64), np.zeros(0), np.zeros(0))
+    modules = lines.get("XLA Modules", empty_line)
+    module_names = _by_id(plane, modules.metadata_id, lambda i: plane.event_names.get(i, ""))
+    ops = _op_lines(plane)
+    if ops:
+        idx = np.searchsorted(modules.start_ns, ops["start_ns"], side="right") - 1
+        ids = _by_id(plane, modules.metadata_id, lambda i: _program_id(plane.event_names.get(i, "")))
+        ops["program"] = np.where(idx >= 0, ids[np.clip(idx, 0, None)] if len(ids) else None, None)
+        ops["device"] = np.full(len(idx), device, dtype=object)
+    steps = pd.DataFrame()
+    if "Steps" in lines and len(step_line := lines["Steps"].metadata_id):
+        st = lines["Steps"]
+        step_names = _by_id(plane, step_line, lambda i: plane.event_names.get(i, ""))
+        steps = pd.DataFrame({
+            "device": device, "step": np.arange(len(step_names)), "step_num": pd.to_numeric(pd.Series(step_names, dtype=object), errors="coerce"),
+            "name": pd.Series(step_names, dtype=object), "start_s": st.start_ns / 1e9, "end_s": (st.start_ns + st.dur_ns) / 1e9,
+            "duration_s": st.dur_ns / 1e9, "source": "device",
+        })
+    programs = pd.DataFrame({"lane": device, "kind": "program", "name": pd.Series(module_names, dtype=object), "start_s": modules.start_ns / 1e9, "end_s": (modules.start_ns + modules.dur_ns) / 1e9})
     stats = plane.stats
     kind = stats.get("device_type_string") or plane.name
     chip = lookup_chip(str(kind))
@@ -160,7 +173,7 @@ def _host_tables(plane: Plane, prefix: str) -> tuple[pd.DataFrame, pd.DataFrame,
     mark_of = {i: ("compile" if _COMPILE.search(n) else "input" if _INPUT.search(n) else None) for i, n in plane.event_names.items()}
     mark_ids = np.array([i for i, m in mark_of.items() if m], dtype=np.int64)
     marks, steps, cpu_ops = [], [], []
-    for li, line in enumerate(plane.lines(stats=_HOST_STATS, when=("step_num", "hlo_op"))):
+    for li, line in enumerate(plane.lines(stats=_HOST_STATS, when=("step_num", "hlo_op"), events=mark_ids.tolist())):
         hlo_op = line.stats.get("hlo_op")
         is_op = np.array([v is not None for v in hlo_op], dtype=bool) if hlo_op is not None else np.zeros(len(line.metadata_id), dtype=bool)
         if "step_num" in line.stats:
@@ -193,17 +206,70 @@ def _host_tables(plane: Plane, prefix: str) -> tuple[pd.DataFrame, pd.DataFrame,
     return host, st_df.reindex(columns=list(STEP_COLUMNS)), ops
 
 
-def _aggregate(ops: pd.DataFrame) -> pd.DataFrame:
-    """Per (device, program, op): occurrences, total and self time, FLOPs and bytes summed over occurrences."""
-    g = ops.groupby(["device", "program", "name"], dropna=False, sort=False)  # plain reductions: named agg costs ms per call
-    sums = g[["dur_ns", "self_ns"]].sum().rename(columns={"dur_ns": "total_ns"})
-    vals = g[["flops", "bytes_accessed"]].sum(min_count=1)
-    agg = pd.concat([g.size().rename("occurrences"), sums, vals, g["fusion_kind"].first(), g["category"].first()], axis=1).reset_index()
-    agg["total_time_s"] = agg["total_ns"] / 1e9
-    agg["self_time_s"] = agg["self_ns"] / 1e9
-    agg["category"] = agg["category"].fillna(agg["name"].str.replace(r"\.\d+$", "", regex=True))
+def _raw_ops(parts: list[dict[str, np.ndarray]]) -> pd.DataFrame:
+    """Every op event of the host as one frame (text columns kept as objects: no per-string conversion)."""
+    if not parts:
+        return pd.DataFrame()
+    cols = {c: np.concatenate([p[c] for p in parts]) for c in _RAW_OPS}
+    return pd.DataFrame({c: pd.Series(v, dtype=object) if c in _TEXT_OPS else v.astype(float) for c, v in cols.items()})
+
+
+def _codes(*columns: pd.Series) -> np.ndarray:
+    """One int64 code per distinct combination of the columns' values (None is a value of its own)."""
+    code = np.zeros(len(columns[0]), dtype=np.int64)
+    for col in columns:
+        c, uniq = pd.factorize(col, use_na_sentinel=False)
+        code = code * (len(uniq) + 1) + c
+    return code
+
+
+def _aggregate(ops: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+    """Per (device, program, op), in order of first occurrence: occurrences, total and self time,
+    FLOPs and bytes summed over occurrences (None where no occurrence has them), the first fusion
+    kind and category given. Also each row's group. Reductions are bincounts over group codes:
+    pandas' groupby costs ms per call, most of a small capture's time."""
+    uniq, first, inv = np.unique(_codes(ops["device"], ops["program"], ops["name"]), return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")  # groups by first occurrence, as groupby(sort=False)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    group, n = rank[inv], len(uniq)
+    rows = first[order]
+
+    def total(col: str, min_count: bool = False) -> np.ndarray:
+        v = ops[col].to_numpy(dtype=float)
+        got = ~np.isnan(v)
+        out = np.bincount(group[got], weights=v[got], minlength=n)
+        return np.where(np.bincount(group[got], minlength=n) > 0, out, np.nan) if min_count else out
+
+    def first_given(col: str) -> np.ndarray:
+        v = ops[col].to_numpy(dtype=object)
+        given = np.flatnonzero(pd.notna(v))
+        out = np.full(n, None, dtype=object)
+        g, at = np.unique(group[given], return_index=True)
+        out[g] = v[given[at]]
+        return out
+
+    total_ns, self_ns = total("dur_ns"), total("self_ns")
+    agg = pd.DataFrame({
+        "device": pd.Series(ops["device"].to_numpy(dtype=object)[rows], dtype=object),
+        "program": pd.Series(ops["program"].to_numpy(dtype=object)[rows], dtype=object),
+        "name": pd.Series(ops["name"].to_numpy(dtype=object)[rows], dtype=object),
+        "occurrences": np.bincount(group, minlength=n), "total_ns": total_ns, "self_ns": self_ns,
+        "flops": total("flops", True), "bytes_accessed": total("bytes_accessed", True),
+        "fusion_kind": pd.Series(first_given("fusion_kind"), dtype=object), "category": pd.Series(first_given("category"), dtype=object),
+        "total_time_s": total_ns / 1e9, "self_time_s": self_ns / 1e9,
+    })
+    missing = agg["category"].isna().to_numpy()
+    agg.loc[missing, "category"] = [re.sub(r"\.\d+$", "", str(x)) for x in agg["name"].to_numpy()[missing]]
     agg["op_class"] = classify_ops(agg["name"], agg["category"], kernel=agg["device"].astype(str).str.contains(r"(?:^|/)GPU:", regex=True))
-    return agg
+    return agg, group
+
+
+def _row_op_class(agg: pd.DataFrame, group: np.ndarray) -> np.ndarray:
+    """Each op event's class: that of the first aggregated op with its (program, name) (the
+    timeline's classes are not split by device)."""
+    _, first, inv = np.unique(_codes(agg["program"].astype(str), agg["name"].astype(str)), return_index=True, return_inverse=True)
+    return agg["op_class"].to_numpy(dtype=object)[first[inv]][group]
 
 
 def _with_op_profile(ops: pd.DataFrame, path: Path) -> pd.DataFrame:
@@ -236,7 +302,7 @@ def read_host(path: Path, host: int | None) -> HostTables:
                 devices.append(dev)
                 all_steps.append(steps)
                 timeline.append(programs)
-                if not ops.empty:
+                if ops:
                     all_ops.append(ops)
                     device_ops = device_ops or m["kind"] != "CPU"
             elif plane.name == "Task Environment" and plane.stats.get("profile_start_time"):
@@ -246,9 +312,11 @@ def read_host(path: Path, host: int | None) -> HostTables:
                 timeline.append(host_tl)
                 all_steps.append(steps)
                 if not cpu_ops.empty:
-                    all_ops.append(cpu_ops.assign(_cpu=True))
+                    all_ops.append({**{c: cpu_ops[c].to_numpy() for c in cpu_ops.columns}, "_cpu": None})
     except DataError:
         raise
+    except DamagedXSpace as exc:
+        raise DataError(f"{path}: not a readable XSpace ({exc}); the file is truncated or damaged") from None
     except Exception as exc:  # protobuf's DecodeError from a damaged line
         if type(exc).__name__ != "DecodeError":
             raise
@@ -257,18 +325,17 @@ def read_host(path: Path, host: int | None) -> HostTables:
     all_ops = [o for o in all_ops if not (has_accel and "_cpu" in o)]  # XLA:CPU ops only when no accelerator ran
     if not has_accel and any("_cpu" in o for o in all_ops):
         cpu = next(o for o in all_ops if "_cpu" in o)
-        devices.append({"id": cpu["device"].iloc[0], "name": "/host:CPU", "kind": "cpu", "chip": None, "cores": None, "peak_tflops": None, "peak_hbm_gbps": None, "source": None})
+        devices.append({"id": cpu["device"][0], "name": "/host:CPU", "kind": "cpu", "chip": None, "cores": None, "peak_tflops": None, "peak_hbm_gbps": None, "source": None})
     devices_df = pd.DataFrame(devices).reindex(columns=list(DEVICE_COLUMNS)) if devices else empty(DEVICE_COLUMNS)
-    ops_raw = pd.concat([o.reindex(columns=list(_RAW_OPS)) for o in all_ops], ignore_index=True) if all_ops else pd.DataFrame()
+    ops_raw = _raw_ops(all_ops)
     if ops_raw.empty:
         ops = empty(OPS_COLUMNS)
     else:
         if device_ops and ops_raw["flops"].isna().all():
             ops_raw = _with_op_profile(ops_raw, path)
-        ops = add_boundness(_aggregate(ops_raw), devices_df).reindex(columns=list(OPS_COLUMNS))
-        kinds = pd.Series(ops["op_class"].to_numpy(), index=pd.MultiIndex.from_arrays([ops["program"].astype(str), ops["name"].astype(str)]))
-        kind = kinds[~kinds.index.duplicated()].reindex(pd.MultiIndex.from_arrays([ops_raw["program"].astype(str), ops_raw["name"].astype(str)])).to_numpy()
-        timeline.append(pd.DataFrame({"lane": ops_raw["device"], "kind": kind, "name": ops_raw["name"], "start_s": ops_raw["start_ns"] / 1e9, "end_s": ops_raw["end_ns"] / 1e9}))
+        agg, group = _aggregate(ops_raw)
+        ops = add_boundness(agg, devices_df).reindex(columns=list(OPS_COLUMNS))
+        timeline.append(pd.DataFrame({"lane": ops_raw["device"], "kind": _row_op_class(agg, group), "name": ops_raw["name"], "start_s": ops_raw["start_ns"] / 1e9, "end_s": ops_raw["end_ns"] / 1e9}))
     steps = [s for s in all_steps if not s.empty]
     tl = [t for t in timeline if not t.empty]
     return HostTables(

@@ -59,6 +59,10 @@ class FunctionState:
     donated_outputs: set[int] = field(default_factory=set)
     """Positions of outputs seen donated to a later call before they were ready (the train state):
     the watcher watches another output, which stays alive until it is stamped."""
+    watched: tuple[tuple[int, int, int], int] | None = None
+    """(output count, donated positions known, compiles) when the watched output was last chosen,
+    and its position: chosen again only when one of them changes, not per call (reading every
+    output's size was most of the hook's Python work for a train state of many arrays)."""
     abstract_args: tuple[tuple[Any, ...], dict[str, Any]] | None = None
     fun: Any = None
     """The Python function given to `jax.jit`, and the keywords it was given (`record --topology` re-jits it)."""
@@ -227,11 +231,7 @@ class JitTracker:
             state.abstract_args = new
         if timed:
             state.out_ids = frozenset(map(id, out_leaves))
-            # one output tells when the call finished (they share one completion event): the smallest,
-            # so that watching it keeps little memory alive, of those not seen donated to a later call
-            # (a donated one is deleted before it is seen ready, and the call is then stamped late)
-            kept = [i for i in range(len(out_leaves)) if i not in state.donated_outputs] or range(len(out_leaves))
-            position = min(kept, key=lambda i: getattr(out_leaves[i], "nbytes", 0)) if out_leaves else -1
+            position = self._watched_position(state, out_leaves)
             call = Call(state, start, traced, state.out_ids, [waitable(out_leaves[position])] if out_leaves else [], position=position)
             if state is step_fn:
                 call.interleaved, self._interleaved = self._interleaved, False
@@ -247,6 +247,19 @@ class JitTracker:
                 self._decide(chosen)
         rec.called(min(start, entered), rec.now())  # the call's host time (wrappers, flattening, dispatch, tpu-perf's own) is not the loop's
         return out
+
+    def _watched_position(self, state: FunctionState, out_leaves: list[Any]) -> int:
+        """The output to watch: the smallest, so that watching it keeps little memory alive, of those
+        not seen donated to a later call (a donated one is deleted before it is seen ready, and the
+        call is then stamped late). One completion event serves them all, so any would do; the
+        choice is kept until the outputs, the donated ones or the compiled programs change."""
+        key = (len(out_leaves), len(state.donated_outputs), self._compiles)
+        if state.watched is not None and state.watched[0] == key:
+            return state.watched[1]
+        kept = [i for i in range(len(out_leaves)) if i not in state.donated_outputs] or range(len(out_leaves))
+        position = min(kept, key=lambda i: getattr(out_leaves[i], "nbytes", 0)) if out_leaves else -1
+        state.watched = (key, position)
+        return position
 
     def _instrument_current(self) -> None:
         """Flag the step whose iteration is under way (the one before the step being dispatched, or

@@ -134,16 +134,24 @@ class ReadyWatcher:
         """The last stamped call's `seq` and end."""
         self._pace: float | None = None
         """Seconds per call between the last two stamps of calls that ran back to back."""
+        self._alive = False
+        """The thread runs (set by it, cleared as it exits): read per call instead of `is_alive()`."""
+        self._idle = False
+        """The thread waits for a call to watch: only then does a new call need to wake it."""
+        self._settling = 0
+        """Callers of `settle` waiting: only then does each finished call need to wake them."""
 
     def watch(self, call: Call) -> None:
         with self._cv:
             self._seq += 1
             call.seq = self._seq
             self._calls.append(call)
-            if self._thread is None or not self._thread.is_alive():
+            if not self._alive:
+                self._alive = True
                 self._thread = threading.Thread(target=self._run, name="tpu-perf-ready", daemon=True)
                 self._thread.start()
-            self._cv.notify_all()
+            elif self._idle:  # busy, it takes the next call without being woken (no notify per dispatch)
+                self._cv.notify()
 
     def traced_pending(self) -> bool:
         """Whether a call dispatched inside the trace window is still running (its outputs are
@@ -156,8 +164,12 @@ class ReadyWatcher:
         """Block until every watched call is finished (end of the run, the step function chosen)."""
         deadline = time.monotonic() + timeout_s
         with self._cv:
-            while self._calls and self._thread is not None and self._thread.is_alive() and time.monotonic() < deadline:
-                self._cv.wait(0.05)
+            self._settling += 1
+            try:
+                while self._calls and self._thread is not None and self._thread.is_alive() and time.monotonic() < deadline:
+                    self._cv.wait(0.05)
+            finally:
+                self._settling -= 1
 
     def end_skipped(self) -> None:
         """At the end of the run, after `settle`: calls skipped before a last call that was lost
@@ -172,10 +184,19 @@ class ReadyWatcher:
             self._finished(call)
 
     def _run(self) -> None:
+        try:
+            self._watch_calls()
+        finally:
+            with self._cv:
+                self._alive = False
+
+    def _watch_calls(self) -> None:
         while True:
             with self._cv:
                 while not self._calls:
+                    self._idle = True
                     self._cv.wait()
+                self._idle = False
                 call = self._calls[0]  # in dispatch order: a later call cannot finish first
                 queued = len(self._calls) > 1
             if call.end is None:
@@ -185,11 +206,12 @@ class ReadyWatcher:
                     with self._cv:
                         del self._calls[0]
                     continue
-                running = readiness(call) is False  # a stamp of one found ready is late: no pace from it
-                if self._await(call):
+                waited = self._await(call)  # None: all its outputs were deleted (donated) first
+                if waited is not None:
                     call.stamp(self._no_later_than_next(self._now()))
                 else:
                     call.lost = True
+                running = bool(waited)  # a stamp of one found ready is late: no pace from it
             else:
                 running = False
             if not call.lost:
@@ -197,7 +219,8 @@ class ReadyWatcher:
             self._finished(call)
             with self._cv:
                 del self._calls[0]
-                self._cv.notify_all()
+                if self._settling:
+                    self._cv.notify_all()
 
     def _no_later_than_next(self, t: float) -> float:
         """`t`, or the end of a later call the script's sync stamped before the watcher woke (a
@@ -231,18 +254,26 @@ class ReadyWatcher:
                 self._pace = None
             self._last = (call.seq, call.end)
 
-    def _await(self, call: Call) -> bool:
-        """Wait for `call`'s outputs (they share one completion event); False when all were deleted
-        (donated) before they could be waited on."""
+    def _await(self, call: Call) -> bool | None:
+        """Wait for `call`'s outputs (they share one completion event): True when they were still
+        running when looked at (so the stamp is when they finished), False when ready already, None
+        when all were deleted (donated) before they could be waited on. One look and one wait."""
         if call.ready_seen:
-            return True
-        waited = _on_live_output(call, self._wait)
+            return False
+        waited = _on_live_output(call, self._wait_running)
         if waited is None:
-            return call.end is not None
+            return None if call.end is None else False
         try:
             call.donated = bool(waited[0].is_deleted())
         except Exception:  # noqa: BLE001 -- the output is gone: nothing to learn from it
             pass
+        return waited[1]
+
+    def _wait_running(self, leaf: Any) -> bool:
+        """Whether `leaf` was still running (then waited for until ready)."""
+        if leaf.is_ready():
+            return False
+        self._wait(leaf)
         return True
 
 
