@@ -38,7 +38,7 @@ from tpu_perf.dashboard import stamp
 from tpu_perf.errors import TpuPerfError
 from tpu_perf.jsonio import dumps
 from tpu_perf.store import Run, layout, scan_runs
-from tpu_perf.store.fs import filesystem, join
+from tpu_perf.store.fs import filesystem, join, open_regular
 from tpu_perf.store.writer import write_atomic
 
 CACHE_ENV = "TPU_PERF_CACHE_DIR"
@@ -277,7 +277,7 @@ def file_digest(url: str, stamp: float, rel: str) -> str | None:
     """sha1 of a file of the run (its step program's HLO text); None when it cannot be read."""
     try:
         fs, base = filesystem(url)
-        with fs.open(join(base, rel), "rb") as f:
+        with open_regular(fs, join(base, rel)) as f:
             return hashlib.sha1(f.read()).hexdigest()
     except OSError:
         return None

@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 
 from tpu_perf.errors import DataError, RunNotFoundError, UsageError
 from tpu_perf.store import layout
-from tpu_perf.store.fs import filesystem, is_local, join
+from tpu_perf.store.fs import filesystem, is_local, join, open_regular
 
 if TYPE_CHECKING:
     from tpu_perf.store.reader import Run
@@ -129,7 +129,7 @@ def _index_files(fs: Any, base: str) -> list[str]:
 def _read_files(fs: Any, files: list[str]) -> list[dict[str, Any]]:
     tables = []
     for path in files:
-        with fs.open(path, "rb") as f:
+        with open_regular(fs, path) as f:
             tables.append(pq.ParquetFile(f, pre_buffer=False).read(use_threads=False))
     if not tables:
         return []

@@ -27,7 +27,7 @@ from fsspec import AbstractFileSystem
 
 from tpu_perf.errors import DataError, RunNotFoundError, UsageError
 from tpu_perf.store import layout
-from tpu_perf.store.fs import filesystem, is_local, join, to_url
+from tpu_perf.store.fs import NotAFileError, filesystem, is_local, join, open_regular, to_url
 from tpu_perf.store.manifest import (
     Damage,
     frame_problem,
@@ -169,7 +169,7 @@ class Run:
             frame = self.table(name)
             return pa.chunked_array([pa.array(frame[column].to_numpy(dtype=object), from_pandas=True)]) if column in frame else None
         try:
-            with self._fs.open(parquet, "rb") as f:
+            with open_regular(self._fs, parquet) as f:
                 file = pq.ParquetFile(f, pre_buffer=False)
                 return file.read(columns=[column], use_threads=False).column(column) if column in file.schema_arrow.names else None
         except Exception as exc:  # pyarrow raises many types for damaged files
@@ -214,8 +214,16 @@ class Run:
         return bool(self._fs.exists(self.file_path(relpath)))
 
     def read_text(self, relpath: str) -> str:
-        with self._fs.open(self.file_path(relpath), "rb") as f:
-            return f.read().decode("utf-8", errors="replace")
+        path = self.file_path(relpath)
+        try:
+            with open_regular(self._fs, path) as f:
+                return f.read().decode("utf-8", errors="replace")
+        except FileNotFoundError:
+            raise
+        except PermissionError:
+            raise DamagedRunError(Damage(to_url(self._fs, path), UNREADABLE)) from None
+        except OSError as exc:
+            raise DamagedRunError(Damage(to_url(self._fs, path), f"cannot be read ({exc.strerror or type(exc).__name__})")) from None
 
     def list_files(self, subdir: str) -> list[str]:
         """Paths relative to the run folder of every file below `subdir`."""
@@ -230,13 +238,13 @@ class Run:
         jsonl = self.file_path(layout.jsonl_name(name))
         try:
             if self._fs.exists(parquet):
-                with self._fs.open(parquet, "rb") as f:
+                with open_regular(self._fs, parquet) as f:
                     file = pq.ParquetFile(f, pre_buffer=False)
                     problem = schema_problem(name, file.schema_arrow)
                     frame = None if problem else read_parquet(f, [c for c in file.schema_arrow.names if c not in skip] if skip else None)
                 bad = parquet
             elif self._fs.exists(jsonl):
-                with self._fs.open(jsonl, "rb") as f:
+                with open_regular(self._fs, jsonl) as f:
                     frame = read_jsonl(f.read(), name=to_url(self._fs, jsonl)).drop(columns=list(skip), errors="ignore")
                 problem, bad = frame_problem(name, frame), jsonl
             else:
@@ -247,6 +255,8 @@ class Run:
             raise
         except PermissionError:
             raise DamagedRunError(Damage(to_url(self._fs, parquet), UNREADABLE)) from None
+        except NotAFileError as exc:
+            raise DamagedRunError(Damage(to_url(self._fs, exc.filename), exc.strerror)) from None
         except Exception as exc:  # pyarrow raises many types for damaged files
             bad = parquet if self._fs.exists(parquet) else jsonl
             raise DamagedRunError(Damage(to_url(self._fs, bad), f"cannot be read ({type(exc).__name__}: {str(exc)[:200]})")) from None
@@ -290,7 +300,7 @@ def _read_manifest(fs: Any, path: str) -> dict[str, Any]:
     manifest_path = join(path, layout.MANIFEST)
     url = to_url(fs, manifest_path)
     try:
-        with fs.open(manifest_path, "rb") as f:
+        with open_regular(fs, manifest_path) as f:
             data = f.read(MAX_MANIFEST_BYTES + 1)
     except FileNotFoundError:
         raise RunNotFoundError(f"{url}: not found; is {to_url(fs, path)} a tpu-perf run folder?") from None
@@ -356,10 +366,12 @@ def _check_table_schema(run: Run, table: str) -> None:
         if not run._fs.exists(parquet):
             problem = MISSING_TABLE if table in (run.manifest.get("tables") or ()) else None
         else:
-            with run._fs.open(parquet, "rb") as f:
+            with open_regular(run._fs, parquet) as f:
                 problem = schema_problem(table, pq.ParquetFile(f, pre_buffer=False).schema_arrow)
     except PermissionError:
         problem = UNREADABLE
+    except NotAFileError as exc:
+        problem = exc.strerror
     except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for damaged files
         problem = f"cannot be read ({type(exc).__name__}: {str(exc)[:160]})"
     if problem:
