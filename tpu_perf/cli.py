@@ -18,6 +18,7 @@ from tpu_perf.collectors.sampler import DEFAULT_SAMPLE_INTERVAL_S
 from tpu_perf.errors import TpuPerfError, UsageError
 from tpu_perf.jsonio import dumps
 from tpu_perf.store import layout
+from tpu_perf.text import printable
 
 if TYPE_CHECKING:
     from tpu_perf.collectors.session import RecordOptions
@@ -369,11 +370,15 @@ _register_commands()
 
 def main() -> None:
     """Console entry point: one-line errors, exit codes by kind."""
+    for stream in (sys.stdout, sys.stderr):  # a character no encoding can write is shown escaped, never a UnicodeEncodeError
+        reconfigure = getattr(stream, "reconfigure", None)
+        if callable(reconfigure):
+            reconfigure(errors="backslashreplace")
     try:
         code = app(standalone_mode=False)  # click returns the code of a typer.Exit here
         sys.exit(code if isinstance(code, int) else 0)
     except TpuPerfError as exc:
-        err.print(f"tpu-perf: error: {exc}", highlight=False, markup=False)
+        err.print(f"tpu-perf: error: {printable(str(exc))}", highlight=False, markup=False)
         sys.exit(exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)

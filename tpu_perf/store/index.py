@@ -34,6 +34,7 @@ import pyarrow.parquet as pq
 from tpu_perf.errors import DataError, RunNotFoundError, UsageError
 from tpu_perf.store import layout
 from tpu_perf.store.fs import filesystem, is_local, join, open_regular
+from tpu_perf.text import printable
 
 if TYPE_CHECKING:
     from tpu_perf.store.reader import Run
@@ -65,8 +66,14 @@ Summarize = Callable[["Run"], dict[str, Any]]
 Damaged = Callable[[str, str], dict[str, Any]]
 
 
+def _cell(value: Any) -> Any:
+    """A string cell as Parquet can hold it: a lone surrogate (a folder name of undecodable bytes,
+    quoted in a damage message) is written escaped (`tpu_perf.text`), never a failed index."""
+    return printable(value, multiline=True) if isinstance(value, str) else value
+
+
 def _to_bytes(rows: list[dict[str, Any]]) -> bytes:
-    table = pa.Table.from_pylist([{c: r.get(c) for c in COLUMNS} for r in rows], schema=SCHEMA)
+    table = pa.Table.from_pylist([{c: _cell(r.get(c)) for c in COLUMNS} for r in rows], schema=SCHEMA)
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression="zstd")
     return sink.getvalue().to_pybytes()

@@ -12,6 +12,7 @@ import difflib
 import io
 import json
 import os
+import re
 import time
 import warnings
 from collections.abc import Callable
@@ -35,6 +36,7 @@ from tpu_perf.store.manifest import (
     schema_problem,
     values_problem,
 )
+from tpu_perf.text import printable, printable_tree
 
 T = TypeVar("T")
 
@@ -313,12 +315,30 @@ def _read_manifest(fs: Any, path: str) -> dict[str, Any]:
     if len(data) > MAX_MANIFEST_BYTES:
         raise DamagedRunError(Damage(url, f"larger than {MAX_MANIFEST_BYTES // 2**20} MiB; not a manifest"))
     try:
-        manifest = json.loads(data.decode("utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        manifest = json.loads(data.decode("utf-8", errors="surrogateescape"))
+    except (json.JSONDecodeError, RecursionError) as exc:
         raise DamagedRunError(Damage(url, f"damaged manifest, not valid JSON ({str(exc)[:120]}); the run's tables are still readable with pandas")) from None
     problem = manifest_problem(manifest)
     if problem:
         raise DamagedRunError(Damage(url, problem))
+    return _printable_manifest(manifest) if _MAY_NEED_ESCAPES.search(data) else manifest
+
+
+_MAY_NEED_ESCAPES = re.compile(rb"[\\\x80-\xff]")
+"""A manifest of plain ASCII without a backslash holds no control character (JSON has them only as
+escapes), no lone surrogate and no bidi control: the common case, left as it is."""
+
+
+def _printable_manifest(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The manifest with its user text escaped once, for every surface that shows it (terminal,
+    dashboard, exports, notebook, the runs index): control characters, bidi controls, lone
+    surrogates and undecodable bytes as `\\x1b`, `\\u202e`, `\\udcff` (`tpu_perf.text`). A name and
+    its tags are one line each; messages keep their line breaks."""
+    manifest = printable_tree(manifest)
+    if isinstance(manifest.get("name"), str):
+        manifest["name"] = printable(manifest["name"])
+    if isinstance(manifest.get("tags"), dict):
+        manifest["tags"] = printable_tree(manifest["tags"], multiline=False)
     return manifest
 
 
