@@ -5,6 +5,7 @@ Exit codes: 0 success (for `record`: the script's own exit code), 2 usage error,
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -378,18 +379,39 @@ def main() -> None:
         code = app(standalone_mode=False)  # click returns the code of a typer.Exit here
         sys.exit(code if isinstance(code, int) else 0)
     except TpuPerfError as exc:
-        err.print(f"tpu-perf: error: {printable(str(exc))}", highlight=False, markup=False)
-        sys.exit(exc.exit_code)
+        _fail(str(exc), exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except typer.Abort:
-        err.print("tpu-perf: aborted")
+    except (typer.Abort, KeyboardInterrupt):
+        err.print("tpu-perf: interrupted", highlight=False, markup=False)
         sys.exit(130)
     except Exception as exc:  # click usage errors (typer ships its own copy of click)
         if isinstance(exc, _click_exceptions()):
+            if _wants_json(sys.argv[1:]):
+                _fail(exc.format_message(), exc.exit_code)
             exc.show()
             sys.exit(exc.exit_code)
-        raise
+        if os.environ.get("TPU_PERF_DEBUG"):
+            raise
+        _fail(f"internal error ({type(exc).__name__}: {exc}); this is a tpu-perf bug: please report it with the command, and TPU_PERF_DEBUG=1 in the environment shows its traceback", 1)
+
+
+def _wants_json(args: list[str]) -> bool:
+    """Whether the command line asks for JSON output (`--json` among tpu-perf's own options; a
+    recorded script's arguments are its own)."""
+    if not args or args[0] == "record":
+        return False
+    return "--json" in (args[: args.index("--")] if "--" in args else args)
+
+
+def _fail(message: str, code: int) -> None:
+    """Exit with `code` after one line on stderr; under `--json` stdout gets the error as a JSON
+    object too (`{"error": ..., "exit_code": ...}`), so a consumer that parses stdout always parses JSON."""
+    message = printable(message)
+    if _wants_json(sys.argv[1:]):
+        sys.stdout.write(dumps({"error": message, "exit_code": code}) + "\n")
+    err.print(f"tpu-perf: error: {message}", highlight=False, markup=False)
+    sys.exit(code)
 
 
 def _click_exceptions() -> tuple[type[Exception], ...]:
