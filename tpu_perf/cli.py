@@ -5,6 +5,7 @@ Exit codes: 0 success (for `record`: the script's own exit code), 2 usage error,
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
@@ -374,7 +375,8 @@ def main() -> None:
     for stream in (sys.stdout, sys.stderr):  # a character no encoding can write is shown escaped, never a UnicodeEncodeError
         reconfigure = getattr(stream, "reconfigure", None)
         if callable(reconfigure):
-            reconfigure(errors="backslashreplace")
+            with contextlib.suppress(OSError, ValueError):  # a stream that cannot change (a pipe a parent set up): as it is
+                reconfigure(errors="backslashreplace")
     try:
         code = app(standalone_mode=False)  # click returns the code of a typer.Exit here
         sys.exit(code if isinstance(code, int) else 0)
