@@ -383,8 +383,8 @@ def _check_table_schema(run: Run, table: str) -> None:
     parquet = run.file_path(layout.parquet_name(table))
     url = to_url(run._fs, parquet)
     try:
-        if not run._fs.exists(parquet):
-            problem = MISSING_TABLE if table in (run.manifest.get("tables") or ()) else None
+        if not run._fs.exists(parquet):  # JSON lines stand for a table the recorder could not convert (a full disk)
+            problem = MISSING_TABLE if table in (run.manifest.get("tables") or ()) and not run._fs.exists(run.file_path(layout.jsonl_name(table))) else None
         else:
             with open_regular(run._fs, parquet) as f:
                 problem = schema_problem(table, pq.ParquetFile(f, pre_buffer=False).schema_arrow)
