@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import stat
+import threading
 from typing import IO
 
 import fsspec
@@ -21,6 +23,9 @@ def filesystem(url: str) -> tuple[AbstractFileSystem, str]:
 
     A URL whose protocol needs a package that is not installed (`s3://` without s3fs) is a usage
     error naming what to install, not an ImportError traceback."""
+    protocol = url.split("://", 1)[0] if "://" in url else "file"
+    if protocol in NETWORK_PROTOCOLS:
+        _probe_once(url, protocol)  # bounded: making the client can itself wait on the network (gcsfs)
     try:
         fs, path = fsspec.core.url_to_fs(url)
     except ImportError as exc:
@@ -30,6 +35,94 @@ def filesystem(url: str) -> tuple[AbstractFileSystem, str]:
     except ValueError as exc:  # "Protocol not known: ..."
         raise UsageError(f"store {url}: {exc}; use a folder or an fsspec URL (gs://, s3://, memory://)") from None
     return fs, path.rstrip("/") or path
+
+
+NETWORK_PROTOCOLS = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl"})
+"""Object stores reached over the network: each is probed once per process (`_probe_once`)."""
+
+TIMEOUT_ENV = "TPU_PERF_STORE_TIMEOUT_S"
+DEFAULT_TIMEOUT_S = 15.0
+"""How long the first request to a remote store may take before the command says why it failed
+(an unreachable endpoint otherwise retries for minutes: gcsfs six times with backoff)."""
+
+_probed: dict[tuple[str, str], str | None] = {}
+_probe_lock = threading.Lock()
+
+
+def store_timeout_s() -> float:
+    """TPU_PERF_STORE_TIMEOUT_S, else DEFAULT_TIMEOUT_S; a value that is not a positive number is a usage error."""
+    text = os.environ.get(TIMEOUT_ENV)
+    if not text:
+        return DEFAULT_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 86400:
+        raise UsageError(f"{TIMEOUT_ENV}={text!r}: expected seconds, a positive number such as 20")
+    return value
+
+
+def _probe_once(url: str, protocol: str) -> None:
+    """Make the client and list the store once per bucket and process, within `store_timeout_s()`:
+    a store that cannot be reached (no credentials, no network, no such bucket, no permission) is
+    one line naming the store and the cause here, not a traceback (or a "no run" that hides it)
+    later. A store that answered is not asked again: one request per process."""
+    key = (protocol, url.split("://", 1)[1].split("/", 1)[0])
+    with _probe_lock:
+        if key in _probed:
+            problem = _probed[key]
+            if problem:
+                raise UsageError(problem)
+            return
+    outcome: list[BaseException | None] = []
+
+    def probe() -> None:
+        try:
+            if protocol in ("gs", "gcs") and logging.getLogger("gcsfs").level == logging.NOTSET:
+                logging.getLogger("gcsfs").setLevel(logging.ERROR)  # its fallback notes are not the user's business
+            fs, path = fsspec.core.url_to_fs(url)
+            fs.ls(path.rstrip("/") or path, detail=False)
+            outcome.append(None)
+        except ImportError:
+            outcome.append(None)  # filesystem() says what to install
+        except ValueError:
+            outcome.append(None)
+        except FileNotFoundError as exc:  # a store not written yet is fine; a bucket that does not exist is not
+            outcome.append(exc if "bucket" in str(exc).lower() else None)
+        except BaseException as exc:  # noqa: BLE001 - classified below
+            outcome.append(exc)
+
+    timeout = store_timeout_s()
+    thread = threading.Thread(target=probe, name="tpu-perf-store-probe", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    store = f"{protocol}://{key[1]}"
+    if not outcome:
+        problem = f"store {url}: no answer from {store} within {timeout:g} s (no network, or the endpoint is unreachable); set {TIMEOUT_ENV} to wait longer"
+    else:
+        problem = None if outcome[0] is None else f"store {url}: {remote_problem(outcome[0], store)}"
+    with _probe_lock:
+        _probed[key] = problem
+    if problem:
+        raise UsageError(problem)
+
+
+def remote_problem(exc: BaseException, store: str) -> str:
+    """Why a remote store refused a request, in words: no credentials, no network, no such
+    bucket, no permission; else the error's type and first line."""
+    names = {t.__name__ for t in type(exc).__mro__}
+    text = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+    lowered = text.lower()
+    if names & {"NoCredentialsError", "PartialCredentialsError", "DefaultCredentialsError", "CredentialRetrievalError"} or "credential" in lowered:
+        return f"no credentials for {store} ({text}); set them as your client expects (AWS_ACCESS_KEY_ID..., `gcloud auth application-default login`)"
+    if isinstance(exc, FileNotFoundError) or "nosuchbucket" in lowered or "bucket does not exist" in lowered:
+        return f"no such bucket: {store} ({text}); check the name"
+    if isinstance(exc, PermissionError) or "accessdenied" in lowered.replace(" ", "") or "forbidden" in lowered or "403" in lowered:
+        return f"permission denied on {store} ({text}); the credentials in use may not read it"
+    if names & {"EndpointConnectionError", "ConnectTimeoutError", "ConnectionError", "ClientConnectorError", "ClientConnectorDNSError", "ServerTimeoutError", "TimeoutError", "gaierror"} or "connect" in lowered or "name or service not known" in lowered:
+        return f"no network: {store} cannot be reached ({type(exc).__name__}: {text})"
+    return f"{store} cannot be read ({type(exc).__name__}: {text})"
 
 
 def is_local(url: str) -> bool:
