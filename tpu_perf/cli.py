@@ -318,8 +318,8 @@ def ls_rows(store: str) -> list[dict[str, Any]]:
     from tpu_perf.store.fs import filesystem, join, to_url
 
     fs, base = filesystem(store)
-    return [
-        {"id": row["id"], "name": row["name"], "status": row["status"], "started_at": row["started_at"], "steps": row.get("steps"), "step_s": row.get("step_s"), "processes": row.get("processes") or 1, "url": to_url(fs, join(base, row["id"])), "tags": row.get("tags") or {}, "damage": row.get("error")}
+    return [  # a folder's name is user text too (undecodable bytes, control characters): shown escaped
+        {"id": printable(row["id"]), "name": row["name"], "status": row["status"], "started_at": row["started_at"], "steps": row.get("steps"), "step_s": row.get("step_s"), "processes": row.get("processes") or 1, "url": printable(to_url(fs, join(base, row["id"]))), "tags": row.get("tags") or {}, "damage": row.get("error") and printable(row["error"])}
         for row in load_index(store)
     ]
 
