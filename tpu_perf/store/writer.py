@@ -339,11 +339,44 @@ class RunWriter:
                         data = b""
                 if table in held and not jsonl.exists() and VANISHED not in self.problems:
                     self.problem(VANISHED)
-                if table in queued:  # records the disk refused until now
-                    data += ("\n".join(queued[table]) + "\n").encode("utf-8", "surrogatepass")
-                self._compact_table(table, jsonl, data, refused=len(queued.get(table, ())), rewrite=table in queued or not jsonl.exists(), read=read_jsonl)
+                missing = not jsonl.exists()
+                refused = queued.get(table, [])
+                if refused:  # records the disk refused until now
+                    data += ("\n".join(refused) + "\n").encode("utf-8", "surrogatepass")
+                self._compact_table(table, jsonl, data, unwritten=data.splitlines(keepends=True) if missing else [line + "\n" for line in refused], read=read_jsonl)
         for table, count in self._lost.items():
             self.problem(f"{count} {table} records were dropped: the disk refused them for the whole run")
+
+    @staticmethod
+    def _append_lines(path: Path, lines: list[Any], chunk: int = 256) -> tuple[int, str]:
+        """Append whole `lines` (str or bytes, each ending in a newline) to `path` in chunks until
+        the disk refuses one (cut back, so no torn line); the count written and why it stopped."""
+        written = 0
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, file_mode())
+        except OSError as exc:
+            return 0, _why(exc)
+        try:
+            for start in range(0, len(lines), chunk):
+                part = lines[start : start + chunk]
+                data = b"".join(p if isinstance(p, bytes) else p.encode("utf-8", "surrogatepass") for p in part)
+                size = os.fstat(fd).st_size
+                try:
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(fd, view):]
+                except OSError as exc:
+                    with contextlib.suppress(OSError):
+                        os.ftruncate(fd, size)
+                    if chunk > 1:  # the lines that still fit, one by one
+                        more, why = RunWriter._append_lines(path, part, chunk=1)
+                        return written + more, why
+                    return written, _why(exc)
+                written += len(part)
+        finally:
+            os.close(fd)
+        return written, ""
 
     @staticmethod
     def _read_back(table: str, f: Any) -> bytes | None:
@@ -353,7 +386,10 @@ class RunWriter:
         except OSError:
             return None
 
-    def _compact_table(self, table: str, jsonl: Path, data: bytes, *, refused: int, rewrite: bool, read: Any) -> None:
+    def _compact_table(self, table: str, jsonl: Path, data: bytes, *, unwritten: list[Any], read: Any) -> None:
+        """`data` (the whole table as JSON lines) as `<table>.parquet`; else the JSON-lines file
+        completed with `unwritten` (records not in it: refused by the disk, or all of them when the
+        file was deleted), as many whole lines as the disk takes."""
         try:
             frame = read(data, name=str(jsonl), warn=False)
         except Exception as exc:  # noqa: BLE001 - a recording never ends in a traceback of its own
@@ -363,14 +399,15 @@ class RunWriter:
             self.write_table(table, frame)
         except Exception as exc:  # noqa: BLE001 - full disk, or values Arrow cannot type
             self.problem(f"{table} could not be written as Parquet ({_why(exc)}); it is kept as {jsonl.name}, which readers take as well")
-            if rewrite:
-                try:
-                    write_atomic(jsonl, data)
-                except OSError as again:
-                    kept = f"{jsonl.name} keeps the records written before" if jsonl.exists() else f"{jsonl.name} is lost"
-                    lost = f"the last {refused} {table} records, which the disk refused, are lost" if refused else "its records could not be written again"
-                    self.problem(f"{jsonl.name} could not be written either ({_why(again)}): {lost}; {kept}")
+            if unwritten:
+                written, why = self._append_lines(jsonl, unwritten)
+                if written < len(unwritten):
+                    self.problem(f"{len(unwritten) - written} {table} records (the last) are lost: {jsonl.name} takes no more ({why})")
             return
+        if unwritten:  # the records it held were written after all: say so instead of "held"
+            held = f"{jsonl.name} could not be written ("
+            with self._lock:
+                self.problems = [p if not p.startswith(held) else p.split("; ", 1)[0] + f" during the run; its records were held in memory and written at the end, in {layout.parquet_name(table)}" for p in self.problems]
         with contextlib.suppress(OSError):
             jsonl.unlink(missing_ok=True)
 
