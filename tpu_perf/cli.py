@@ -156,7 +156,7 @@ def record(
         log=lambda line: err.print(line, highlight=False, markup=False, soft_wrap=True),
         on_created=lambda w: err.print(f"tpu-perf: recording run {w.run_id} into {w.url}", highlight=False, markup=False),
     )
-    _print_summary(result.url, store)
+    _print_summary(result.url, store, result.warnings)
     code = result.outcome.exit_code
     if code == 0 and result.topologies_failed:
         code = 3  # asked for TPU compile numbers and got none: a CI gate must not pass silently
@@ -240,7 +240,7 @@ def _model_and_calibration(model: str | None, hf_config: str | None, store: str)
     return (arch.to_dict() if arch else None), (load_calibrations(store) or None)
 
 
-def _print_summary(url: str, store: str) -> None:
+def _print_summary(url: str, store: str, warnings: list[str] | None = None) -> None:
     from tpu_perf.analyzers.index_row import write_index_row
     from tpu_perf.analyzers.report import build_report
     from tpu_perf.store import load_run
@@ -250,7 +250,9 @@ def _print_summary(url: str, store: str) -> None:
         run = load_run(url)
         report = build_report(run, summary=True)
     except TpuPerfError as exc:
-        err.print(f"tpu-perf: run saved at {url}, but it cannot be summarised: {exc}", highlight=False, markup=False)
+        err.print(f"tpu-perf: run saved at {url}, but it cannot be summarised: {printable(str(exc))}", highlight=False, markup=False)
+        for warning in warnings or ():
+            err.print(f"tpu-perf: warning: {printable(warning)}", style="yellow", highlight=False, markup=False)
         return
     write_index_row(run, store)  # the run's row in the store's index (`ls`, `history`, selectors)
     s, r = report.steps, report.run

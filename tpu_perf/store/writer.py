@@ -432,7 +432,10 @@ class RunWriter:
                 self.problem(f"the run could not be uploaded to {self._upload_to} ({_why(exc)}); it is kept at {self.dir}")
                 return str(self.dir)
         if describe_job and self.manifest.get("process_count"):
-            self.write_job_manifest(self.run_id, primary=True, final=True)
+            try:
+                self.write_job_manifest(self.run_id, primary=True, final=True)
+            except OSError as exc:  # the shard is complete; readers take the job's status from the shards
+                self.problem(f"the job's {layout.MANIFEST} could not be rewritten ({_why(exc)})")
         if self._upload_to:
             shutil.rmtree(self.dir.parent, ignore_errors=True)
         return self.url
