@@ -273,6 +273,36 @@ def test_store_cases_never_hang_crash_lie_or_refuse(store: dict, recorded: Path)
     tally.fail_if_any()
 
 
+@pytest.mark.slow
+def test_dashboard_pages_beside_hostile_runs(store: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runs page lists every run (the damaged with a card), and the run pages of hostile names
+    (a lone surrogate, terminal escapes, a bidi override) render: before, one surrogate name made
+    every page, the healthy run's too, a Streamlit exception."""
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("TPU_PERF_STORE", str(store["root"]))
+    monkeypatch.setenv("TPU_PERF_CACHE_DIR", str(tmp_path / "cache"))
+
+    def page(name: str, **query: str) -> AppTest:
+        at = AppTest.from_string(f"from tpu_perf.dashboard.screens import {name}\n{name}.render()\n", default_timeout=120)
+        for key, value in query.items():
+            at.query_params[key] = value
+        return at.run()
+
+    runs = page("runs")
+    assert not runs.exception
+    shown = runs.dataframe[0].value
+    assert HEALTHY in set(shown["id"]) and "\\ud800x" in set(shown["name"])
+    cards = " ".join(e.value for e in runs.error)
+    assert all(run_id in cards for run_id in store["damaged"])
+    by_case = {case: run_id for run_id, case in store["valid"].items()}
+    for case in ("name a lone surrogate", "name recolours the terminal", "name reversed by a bidi override", "tags with control characters"):
+        run = page("run", run=by_case[case])
+        assert not run.exception, case
+        assert not any(RAW_CONTROL.search(str(m.value)) for m in run.markdown), case
+    assert not page("run", run=HEALTHY).exception
+
+
 # -- the runs index ----------------------------------------------------------------------------
 def _index_store(recorded: Path, root: Path, runs: int = 3) -> list[str]:
     ids = [f"20300301-000000-{i:06x}" for i in range(runs)]

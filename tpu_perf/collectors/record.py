@@ -246,4 +246,5 @@ def finish_recording(writer: RunWriter, rec: Recorder, outcome: Outcome, uninsta
         elif outcome.error:
             fields["error"] = {"message": outcome.error}
         url = writer.finish(outcome.status, outcome.exit_code, **fields)
+        rec.warnings.extend(p for p in writer.problems if p not in rec.warnings)  # what could not be written, said with the rest
     return url
