@@ -205,7 +205,7 @@ def test_compaction_under_concurrent_writers_keeps_every_row(tmp_path: Path) -> 
     assert not errors
     rows = load_index(str(store))
     assert sorted(r["id"] for r in rows) == sorted(ids) and all(r["status"] == "completed" for r in rows)
-    parts, _ = read_rows(str(store))  # the compacted parts hold every row
+    parts, _, _ = read_rows(str(store))  # the compacted parts hold every row
     assert sorted(parts) == sorted(ids)
     assert 1 <= len(list((store / INDEX_DIR).glob("part-*.parquet"))) <= 5
 

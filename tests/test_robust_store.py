@@ -160,7 +160,8 @@ def test_every_reading_command_on_a_fuzzed_store(fuzzed: dict, recorded: Path, w
             expect(f"{run_id} " in table.out and "damaged" in table.out, f"{name}: ls table does not name it")
             for command, result in (("report", report), ("advise", advise), ("report --json", as_json)):
                 expect(result.code == 3, f"{name}: {command} exit {result.code}, expected 3")
-                expect(len(_lines(result.err)) == 1 and run_id in result.err and not result.out.strip(), f"{name}: {command} said {result.err!r} {result.out[:200]!r}")
+                as_error = json.loads(result.out) if command == "report --json" else None  # --json: the error as a JSON object on stdout too
+                expect(len(_lines(result.err)) == 1 and run_id in result.err and (as_error == {"error": result.err.strip().removeprefix("tpu-perf: error: "), "exit_code": 3} if as_error is not None else not result.out.strip()), f"{name}: {command} said {result.err!r} {result.out[:200]!r}")
             expect(check_run(store / run_id) is not None or "durations" in name, f"{name}: check_run found no damage")  # values are checked when the table is read
             if name == "schema_version a string":  # before: "schema_version 1 is newer than this tpu-perf reads (1)"
                 expect("field schema_version: expected an integer, got str '1'" in report.err, f"{name}: {report.err!r}")

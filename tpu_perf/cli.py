@@ -5,6 +5,8 @@ Exit codes: 0 success (for `record`: the script's own exit code), 2 usage error,
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 from typing import Annotated, Any
 
@@ -17,6 +19,7 @@ from tpu_perf.commands.options import StoreOption, convention_name, parse_tags, 
 from tpu_perf.errors import TpuPerfError
 from tpu_perf.jsonio import dumps
 from tpu_perf.store import layout
+from tpu_perf.text import printable
 from tpu_perf.version import __version__
 
 app = typer.Typer(
@@ -114,14 +117,14 @@ def record(
         log=lambda line: err.print(line, highlight=False, markup=False, soft_wrap=True),
         on_created=lambda w: err.print(f"tpu-perf: recording run {w.run_id} into {w.url}", highlight=False, markup=False),
     )
-    _print_summary(result.url, store)
+    _print_summary(result.url, store, result.warnings)
     code = result.outcome.exit_code
     if code == 0 and result.topologies_failed:
         code = 3  # asked for TPU compile numbers and got none: a CI gate must not pass silently
     raise typer.Exit(code)
 
 
-def _print_summary(url: str, store: str) -> None:
+def _print_summary(url: str, store: str, warnings: list[str] | None = None) -> None:
     from tpu_perf.analyzers.index_row import write_index_row
     from tpu_perf.analyzers.report import build_report
     from tpu_perf.store import load_run
@@ -130,7 +133,9 @@ def _print_summary(url: str, store: str) -> None:
         run = load_run(url)
         report = build_report(run, summary=True)
     except TpuPerfError as exc:
-        err.print(f"tpu-perf: run saved at {url}, but it cannot be summarised: {exc}", highlight=False, markup=False)
+        err.print(f"tpu-perf: run saved at {url}, but it cannot be summarised: {printable(str(exc))}", highlight=False, markup=False)
+        for warning in warnings or ():
+            err.print(f"tpu-perf: warning: {printable(warning)}", style="yellow", highlight=False, markup=False)
         return
     write_index_row(run, store)  # the run's row in the store's index (`ls`, `history`, selectors)
     from tpu_perf.views.report import one_line
@@ -208,22 +213,48 @@ _register_commands()
 
 def main() -> None:
     """Console entry point: one-line errors, exit codes by kind."""
+    for stream in (sys.stdout, sys.stderr):  # a character no encoding can write is shown escaped, never a UnicodeEncodeError
+        reconfigure = getattr(stream, "reconfigure", None)
+        if callable(reconfigure):
+            with contextlib.suppress(OSError, ValueError):  # a stream that cannot change (a pipe a parent set up): as it is
+                reconfigure(errors="backslashreplace")
     try:
         code = app(standalone_mode=False)  # click returns the code of a typer.Exit here
         sys.exit(code if isinstance(code, int) else 0)
     except TpuPerfError as exc:
-        err.print(f"tpu-perf: error: {exc}", highlight=False, markup=False)
-        sys.exit(exc.exit_code)
+        _fail(str(exc), exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except typer.Abort:
-        err.print("tpu-perf: aborted")
+    except (typer.Abort, KeyboardInterrupt):
+        err.print("tpu-perf: interrupted", highlight=False, markup=False)
         sys.exit(130)
     except Exception as exc:  # click usage errors (typer ships its own copy of click)
         if isinstance(exc, click_exceptions()):
+            if _wants_json(sys.argv[1:]):
+                _fail(exc.format_message(), exc.exit_code)
             exc.show()
             sys.exit(exc.exit_code)
-        raise
+        if os.environ.get("TPU_PERF_DEBUG"):
+            raise
+        _fail(f"internal error ({type(exc).__name__}: {exc}); this is a tpu-perf bug: please report it with the command, and TPU_PERF_DEBUG=1 in the environment shows its traceback", 1)
+
+
+def _wants_json(args: list[str]) -> bool:
+    """Whether the command line asks for JSON output (`--json` among tpu-perf's own options; a
+    recorded script's arguments are its own)."""
+    if not args or args[0] == "record":
+        return False
+    return "--json" in (args[: args.index("--")] if "--" in args else args)
+
+
+def _fail(message: str, code: int) -> None:
+    """Exit with `code` after one line on stderr; under `--json` stdout gets the error as a JSON
+    object too (`{"error": ..., "exit_code": ...}`), so a consumer that parses stdout always parses JSON."""
+    message = printable(message)
+    if _wants_json(sys.argv[1:]):
+        sys.stdout.write(dumps({"error": message, "exit_code": code}) + "\n")
+    err.print(f"tpu-perf: error: {message}", highlight=False, markup=False)
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
+import signal
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import ModuleType
@@ -124,13 +127,17 @@ def record_call(
     """Call `run` (the script, or a spawned worker's function) in this process while collectors
     write a run with `manifest` into `store`. `shard`: this process's shard of a job whose id
     `TPU_PERF_RUN_ID` gives (a spawned worker: its index)."""
-    writer, rec, uninstalls = start_recording(manifest, store=store, options=options, log=log, on_created=on_created, shard=shard)
+    with held_interrupt() as interrupted:  # a Ctrl-C while the run is set up: the run ends `interrupted`, not half made
+        writer, rec, uninstalls = start_recording(manifest, store=store, options=options, log=log, on_created=on_created, shard=shard)
     outcome = Outcome("crashed", 1)
     try:
-        outcome = run()
+        outcome = Outcome("interrupted", 130, None, "KeyboardInterrupt (before the script started)") if interrupted else run()
     finally:
         if not rec.forked:  # a forked child ends here too: nothing of the run is its to write
-            url = finish_recording(writer, rec, outcome, uninstalls)
+            with held_interrupt() as again:
+                url = finish_recording(writer, rec, outcome, uninstalls)
+            if again and outcome.exit_code == 0:
+                outcome = Outcome("interrupted", 130, None, "KeyboardInterrupt (while the run was saved)")
     if rec.forked:
         forks.end_child(outcome.exit_code)
     failed = [t for t in options.topologies if not (writer.dir / layout.aot_json(t)).exists()]
@@ -141,6 +148,26 @@ def record_call(
         writer.discard()
         return RecordResult(spawned["job"], writer.job_url(spawned["job"]), outcome, rec.warnings, failed)
     return RecordResult(writer.run_id, url, outcome, rec.warnings, failed)
+
+
+@contextlib.contextmanager
+def held_interrupt() -> Iterator[list[int]]:
+    """Hold a Ctrl-C (SIGINT) until the block ends, so that a run is never left half created or half
+    saved; yields a list that holds the signal if one came. Outside the main thread, where no signal
+    handler can be set, it holds nothing."""
+    came: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield came
+        return
+    try:
+        old = signal.signal(signal.SIGINT, lambda signum, frame: came.append(signum))
+    except (ValueError, OSError):
+        yield came
+        return
+    try:
+        yield came
+    finally:
+        signal.signal(signal.SIGINT, old)
 
 
 def start_recording(
@@ -220,4 +247,5 @@ def finish_recording(writer: RunWriter, rec: Recorder, outcome: Outcome, uninsta
         elif outcome.error:
             fields["error"] = {"message": outcome.error}
         url = writer.finish(outcome.status, outcome.exit_code, **fields)
+        rec.warnings.extend(p for p in writer.problems if p not in rec.warnings)  # what could not be written, said with the rest
     return url

@@ -6,6 +6,8 @@ from typing import Any
 
 from rich.table import Table
 
+from tpu_perf.text import printable
+
 LS_HEADLINE: tuple[str, ...] = ("step_s", "step_basis", "tokens_per_s", "mfu", "peak_memory_bytes", "peak_memory_source", "program_hash")
 """The report's one answer in each `ls --json` row, under the index's names (the report's
 `steps.step_s`, `steps.step_basis`, `steps.tokens_per_s`, `mfu`, `memory.peak_bytes`,
@@ -22,8 +24,10 @@ def ls_rows(store: str) -> list[dict[str, Any]]:
 
     fs, base = filesystem(store)
     return [
-        {"id": row["id"], "name": row["name"], "status": row["status"], "started_at": row["started_at"], "steps": row.get("steps"),
-         **{key: row.get(key) for key in LS_HEADLINE}, "processes": row.get("processes") or 1, "url": to_url(fs, join(base, row["id"])), "tags": row.get("tags") or {}, "damage": row.get("error")}
+        # a folder's name is user text too (undecodable bytes, control characters): shown escaped
+        {"id": printable(row["id"]), "name": row["name"], "status": row["status"], "started_at": row["started_at"], "steps": row.get("steps"),
+         **{key: row.get(key) for key in LS_HEADLINE}, "processes": row.get("processes") or 1, "url": printable(to_url(fs, join(base, row["id"]))), "tags": row.get("tags") or {},
+         "damage": row.get("error") and printable(row["error"])}
         for row in load_index(store)
     ]
 

@@ -17,7 +17,7 @@ from typing import Any
 from tpu_perf.errors import DataError, UsageError
 from tpu_perf.jsonio import dumps
 from tpu_perf.store import layout
-from tpu_perf.store.fs import filesystem, join
+from tpu_perf.store.fs import filesystem, join, open_regular
 
 CALIBRATION_FILE = "calibration.json"
 MIN_TIMED_S = 0.2
@@ -102,7 +102,7 @@ def load_calibrations(store: str | None = None) -> dict[str, dict[str, Any]]:
     if not fs.exists(path):
         return {}
     try:
-        with fs.open(path, "rb") as f:
+        with open_regular(fs, path) as f:
             data = json.loads(f.read().decode("utf-8"))
     except (OSError, ValueError) as exc:
         raise DataError(f"{path}: damaged calibration file ({exc}); rerun `tpu-perf calibrate --save`") from None

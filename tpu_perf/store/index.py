@@ -23,6 +23,8 @@ comes from `tpu_perf.analyzers.index_row`.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import time
 import uuid
 from collections.abc import Callable
@@ -33,7 +35,8 @@ import pyarrow.parquet as pq
 
 from tpu_perf.errors import DataError, RunNotFoundError, UsageError
 from tpu_perf.store import layout
-from tpu_perf.store.fs import filesystem, is_local, join
+from tpu_perf.store.fs import filesystem, is_local, join, open_regular
+from tpu_perf.text import printable
 
 if TYPE_CHECKING:
     from tpu_perf.store.reader import Run
@@ -55,10 +58,12 @@ SCHEMA = pa.schema(
         ("tokens_per_s", pa.float64()), ("peak_memory_bytes", pa.int64()), ("compiles_after_warmup", pa.int64()),
         ("peak_memory_source", pa.string()), ("program_hash", pa.string()),
         ("error", pa.string()), ("index_version", pa.int64()), ("indexed_at", pa.float64()),
+        ("files_stamp", pa.string()),
     ]
 )
 """One row per run. `tags` and `fingerprint` are JSON objects; `status` is the run's effective
-status, or `damaged` (with `error`) for a run that cannot be read or analysed."""
+status, or `damaged` (with `error`) for a run that cannot be read or analysed; `files_stamp` is
+`folder_stamp` of the run's folder when the row was built (a row whose folder changed since is rebuilt)."""
 
 COLUMNS: tuple[str, ...] = tuple(SCHEMA.names)
 
@@ -66,8 +71,14 @@ Summarize = Callable[["Run"], dict[str, Any]]
 Damaged = Callable[[str, str], dict[str, Any]]
 
 
+def _cell(value: Any) -> Any:
+    """A string cell as Parquet can hold it: a lone surrogate (a folder name of undecodable bytes,
+    quoted in a damage message) is written escaped (`tpu_perf.text`), never a failed index."""
+    return printable(value, multiline=True) if isinstance(value, str) else value
+
+
 def _to_bytes(rows: list[dict[str, Any]]) -> bytes:
-    table = pa.Table.from_pylist([{c: r.get(c) for c in COLUMNS} for r in rows], schema=SCHEMA)
+    table = pa.Table.from_pylist([{c: _cell(r.get(c)) for c in COLUMNS} for r in rows], schema=SCHEMA)
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression="zstd")
     return sink.getvalue().to_pybytes()
@@ -86,18 +97,53 @@ def _put(fs: Any, path: str, data: bytes, *, local: bool) -> None:
 
 
 def write_row(store: str, row: dict[str, Any]) -> str:
-    """Write one run's row into its folder, `<store>/<id>/index.parquet`; returns the file's path."""
+    """Write one run's row into its folder, `<store>/<id>/index.parquet`; returns the file's path.
+    A row without `files_stamp` gets the folder's stamp now (the caller just read the run)."""
     fs, base = filesystem(store)
-    path = join(base, str(row["id"]), ROW_FILE)
-    _put(fs, path, _to_bytes([{**row, "indexed_at": time.time()}]), local=is_local(store))
+    folder = join(base, str(row["id"]))
+    stamp = row["files_stamp"] if "files_stamp" in row else folder_stamp(fs, folder)
+    path = join(folder, ROW_FILE)
+    _put(fs, path, _to_bytes([{**row, "files_stamp": stamp, "indexed_at": time.time()}]), local=is_local(store))
     return path
+
+
+STAMPED_DIRS = frozenset({layout.HOSTS_DIR, layout.HLO_DIR, layout.AOT_DIR})
+"""Folders of a run whose files a row depends on (a job's shards, the step program); the rest
+(the trace window) count by their folder's own entry."""
+
+
+def folder_stamp(fs: Any, folder: str) -> str | None:
+    """A digest of the name, size and modification time of every file a run's row is made from
+    (its own row file and dot names aside): a row stamped otherwise is stale (a table rewritten
+    after the run ended) and is rebuilt. None for an object store, where it would cost a listing
+    per run (there rows are trusted, and rebuilt by deleting `.index/`), or a folder that cannot
+    be listed."""
+    if not is_local(folder):
+        return None
+    entries: list[str] = []
+
+    def scan(path: str, prefix: str, depth: int) -> None:
+        with os.scandir(path) as found:
+            for entry in found:
+                if entry.name.startswith(".") or (not prefix and entry.name == ROW_FILE):
+                    continue
+                info = entry.stat(follow_symlinks=False)
+                entries.append(f"{prefix}{entry.name}\0{info.st_size}\0{info.st_mtime_ns}")
+                if depth < 3 and entry.is_dir(follow_symlinks=False) and (prefix or entry.name in STAMPED_DIRS):
+                    scan(entry.path, f"{prefix}{entry.name}/", depth + 1)
+
+    try:
+        scan(folder, "", 0)
+    except OSError:
+        return None
+    return hashlib.blake2b("\n".join(sorted(entries)).encode("utf-8", "surrogateescape"), digest_size=12).hexdigest()
 
 
 def known_rows(store: str, run_ids: list[str]) -> dict[str, dict[str, Any]]:
     """The rows the index holds for `run_ids` (compacted, else each run's own row file), without
     building any: for a page that analyses the others itself."""
     fs, base = filesystem(store)
-    rows, _ = read_rows(store)
+    rows, _, _ = read_rows(store)
     found = {run_id: rows[run_id] for run_id in run_ids if run_id in rows}
     for run_id in run_ids:
         if run_id not in found:
@@ -130,34 +176,54 @@ def _index_files(fs: Any, base: str) -> list[str]:
 def _read_files(fs: Any, files: list[str]) -> list[dict[str, Any]]:
     tables = []
     for path in files:
-        with fs.open(path, "rb") as f:
-            tables.append(pq.ParquetFile(f, pre_buffer=False).read(use_threads=False))
+        with open_regular(fs, path) as f:
+            table = pq.ParquetFile(f, pre_buffer=False).read(use_threads=False)
+        for name in COLUMNS:  # a part written before a column existed: null there
+            if name not in table.column_names:
+                table = table.append_column(SCHEMA.field(name), pa.nulls(table.num_rows, SCHEMA.field(name).type))
+        if table.column("id").type != pa.string():
+            raise ValueError("its id column is not text")
+        tables.append(table.select(list(COLUMNS)))
     if not tables:
         return []
-    return pa.concat_tables(tables, promote_options="permissive").select(list(COLUMNS)).to_pylist()
+    return pa.concat_tables(tables, promote_options="permissive").to_pylist()
 
 
-def read_rows(store: str) -> tuple[dict[str, dict[str, Any]], list[str]]:
-    """The compacted rows by id (newest `indexed_at` per id) and the parts they came from."""
+def read_rows(store: str) -> tuple[dict[str, dict[str, Any]], list[str], list[str]]:
+    """The compacted rows by id (newest `indexed_at` per id), the parts they came from, and the
+    parts that could not be read (garbage, torn, not files): skipped, for a compaction to replace."""
     fs, base = filesystem(store)
     if fs.exists(base) and not fs.isdir(base):
         raise UsageError(f"--store {store}: is a file, not a folder; give the folder that holds the runs")
     for _attempt in range(5):
         try:
             files = _index_files(fs, base)
-            rows = _read_files(fs, files)
-        except FileNotFoundError:  # merged and deleted by a compacting reader: list again
+        except FileNotFoundError:
             continue
         except PermissionError:  # another user's index: a cache, so rows come from the run folders
-            return {}, []
-        except (OSError, pa.ArrowException) as exc:
-            raise DataError(f"{join(base, INDEX_DIR)}: the runs index cannot be read ({type(exc).__name__}: {exc}); delete the folder to rebuild it") from None
+            return {}, [], []
+        except OSError as exc:
+            raise DataError(f"{join(base, INDEX_DIR)}: the runs index cannot be listed ({type(exc).__name__}: {exc}); delete the folder to rebuild it") from None
+        rows, lost, damaged = [], False, []
+        for path in files:
+            try:
+                rows.extend(_read_files(fs, [path]))
+            except FileNotFoundError:  # merged and deleted by a compacting reader: list again
+                lost = True
+                break
+            except PermissionError:
+                continue
+            except (OSError, pa.ArrowException, ValueError, KeyError, TypeError):  # a damaged part is a cache miss: its runs' rows are built again, and the next compaction replaces it
+                damaged.append(path)
+                continue
+        if lost:
+            continue
         merged: dict[str, dict[str, Any]] = {}
         for row in rows:
             old = merged.get(row["id"])
             if old is None or (row["indexed_at"] or 0) >= (old["indexed_at"] or 0):
                 merged[row["id"]] = row
-        return merged, files
+        return merged, files, damaged
     raise DataError(f"{join(base, INDEX_DIR)}: the runs index kept changing while it was read; try again")
 
 
@@ -190,12 +256,18 @@ def compact(store: str, rows: list[dict[str, Any]], merged_files: list[str]) -> 
             fs.rm_file(path)
         except FileNotFoundError:
             pass  # another reader merged it too
+        except OSError:
+            continue  # not removable here (a damaged part that is a folder, another user's file): read past again
 
 
-def _usable(row: dict[str, Any] | None, version: int, run_id: str) -> bool:
-    """A stored row stands for the folder `run_id` when it is of this version, final, and its own
-    (a folder copied under another name carries the original's row file: rebuilt)."""
-    return row is not None and row.get("id") == run_id and (row.get("index_version") or 0) >= version and row.get("status") in layout.FINAL_STATUSES
+def _usable(row: dict[str, Any] | None, version: int, run_id: str, stamp: str | None) -> bool:
+    """A stored row stands for the folder `run_id` when it is of this version, final, its own (a
+    folder copied under another name carries the original's row file: rebuilt) and made from the
+    files the folder holds now (`folder_stamp`; unchecked where that is None)."""
+    return (
+        row is not None and row.get("id") == run_id and (row.get("index_version") or 0) >= version
+        and row.get("status") in layout.FINAL_STATUSES and (stamp is None or row.get("files_stamp") == stamp)
+    )
 
 
 def runs_index(store: str, *, summarize: Summarize, damaged: Damaged, version: int) -> list[dict[str, Any]]:
@@ -203,20 +275,22 @@ def runs_index(store: str, *, summarize: Summarize, damaged: Damaged, version: i
     own row file, else built with `summarize` (and its row file written once the run is final);
     compacted when many rows came from row files."""
     fs, base = filesystem(store)
-    stored, parts = read_rows(store)
+    stored, parts, damaged_parts = read_rows(store)
     present = _store_ids(fs, base)
     rows: list[dict[str, Any]] = []
     fresh = 0
     for run_id, path in present.items():
+        stamp = folder_stamp(fs, path)
         row = stored.get(run_id)
-        if _usable(row, version, run_id):
+        if _usable(row, version, run_id, stamp):
             rows.append(row)  # type: ignore[arg-type]
             continue
         row = _read_row_file(fs, path)
-        if not _usable(row, version, run_id):
+        if not _usable(row, version, run_id, stamp):
             row = _summarize_folder(fs, path, run_id, summarize, damaged)
             if row is None:
                 continue
+            row["files_stamp"] = stamp  # taken before the run was read: a change meanwhile rebuilds it next time
             if row["status"] in layout.FINAL_STATUSES:
                 try:
                     write_row(store, row)
@@ -224,7 +298,7 @@ def runs_index(store: str, *, summarize: Summarize, damaged: Damaged, version: i
                     pass  # a read-only store is listed all the same; the row is built again next time
         rows.append(row)  # type: ignore[arg-type]
         fresh += row["status"] in layout.FINAL_STATUSES  # type: ignore[index]
-    if fresh > COMPACT_AT or len(parts) > MAX_PARTS:
+    if fresh > COMPACT_AT or len(parts) > MAX_PARTS or damaged_parts:
         final = [r for r in rows if r["status"] in layout.FINAL_STATUSES]
         try:  # only the parts this reader read: a part another reader writes meanwhile stays
             compact(store, final, parts)

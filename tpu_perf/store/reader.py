@@ -12,6 +12,7 @@ import difflib
 import io
 import json
 import os
+import re
 import time
 import warnings
 from collections.abc import Callable
@@ -27,7 +28,7 @@ from fsspec import AbstractFileSystem
 
 from tpu_perf.errors import DataError, RunNotFoundError, UsageError
 from tpu_perf.store import layout
-from tpu_perf.store.fs import filesystem, is_local, join, to_url
+from tpu_perf.store.fs import NotAFileError, filesystem, is_local, join, open_regular, to_url
 from tpu_perf.store.manifest import (
     Damage,
     frame_problem,
@@ -35,6 +36,7 @@ from tpu_perf.store.manifest import (
     schema_problem,
     values_problem,
 )
+from tpu_perf.text import printable, printable_tree
 
 T = TypeVar("T")
 
@@ -169,7 +171,7 @@ class Run:
             frame = self.table(name)
             return pa.chunked_array([pa.array(frame[column].to_numpy(dtype=object), from_pandas=True)]) if column in frame else None
         try:
-            with self._fs.open(parquet, "rb") as f:
+            with open_regular(self._fs, parquet) as f:
                 file = pq.ParquetFile(f, pre_buffer=False)
                 return file.read(columns=[column], use_threads=False).column(column) if column in file.schema_arrow.names else None
         except Exception as exc:  # pyarrow raises many types for damaged files
@@ -214,8 +216,16 @@ class Run:
         return bool(self._fs.exists(self.file_path(relpath)))
 
     def read_text(self, relpath: str) -> str:
-        with self._fs.open(self.file_path(relpath), "rb") as f:
-            return f.read().decode("utf-8", errors="replace")
+        path = self.file_path(relpath)
+        try:
+            with open_regular(self._fs, path) as f:
+                return f.read().decode("utf-8", errors="replace")
+        except FileNotFoundError:
+            raise
+        except PermissionError:
+            raise DamagedRunError(Damage(to_url(self._fs, path), UNREADABLE)) from None
+        except OSError as exc:
+            raise DamagedRunError(Damage(to_url(self._fs, path), f"cannot be read ({exc.strerror or type(exc).__name__})")) from None
 
     def list_files(self, subdir: str) -> list[str]:
         """Paths relative to the run folder of every file below `subdir`."""
@@ -230,13 +240,13 @@ class Run:
         jsonl = self.file_path(layout.jsonl_name(name))
         try:
             if self._fs.exists(parquet):
-                with self._fs.open(parquet, "rb") as f:
+                with open_regular(self._fs, parquet) as f:
                     file = pq.ParquetFile(f, pre_buffer=False)
                     problem = schema_problem(name, file.schema_arrow)
                     frame = None if problem else read_parquet(f, [c for c in file.schema_arrow.names if c not in skip] if skip else None)
                 bad = parquet
             elif self._fs.exists(jsonl):
-                with self._fs.open(jsonl, "rb") as f:
+                with open_regular(self._fs, jsonl) as f:
                     frame = read_jsonl(f.read(), name=to_url(self._fs, jsonl)).drop(columns=list(skip), errors="ignore")
                 problem, bad = frame_problem(name, frame), jsonl
             else:
@@ -247,6 +257,8 @@ class Run:
             raise
         except PermissionError:
             raise DamagedRunError(Damage(to_url(self._fs, parquet), UNREADABLE)) from None
+        except NotAFileError as exc:
+            raise DamagedRunError(Damage(to_url(self._fs, exc.filename), exc.strerror)) from None
         except Exception as exc:  # pyarrow raises many types for damaged files
             bad = parquet if self._fs.exists(parquet) else jsonl
             raise DamagedRunError(Damage(to_url(self._fs, bad), f"cannot be read ({type(exc).__name__}: {str(exc)[:200]})")) from None
@@ -290,7 +302,7 @@ def _read_manifest(fs: Any, path: str) -> dict[str, Any]:
     manifest_path = join(path, layout.MANIFEST)
     url = to_url(fs, manifest_path)
     try:
-        with fs.open(manifest_path, "rb") as f:
+        with open_regular(fs, manifest_path) as f:
             data = f.read(MAX_MANIFEST_BYTES + 1)
     except FileNotFoundError:
         raise RunNotFoundError(f"{url}: not found; is {to_url(fs, path)} a tpu-perf run folder?") from None
@@ -303,12 +315,30 @@ def _read_manifest(fs: Any, path: str) -> dict[str, Any]:
     if len(data) > MAX_MANIFEST_BYTES:
         raise DamagedRunError(Damage(url, f"larger than {MAX_MANIFEST_BYTES // 2**20} MiB; not a manifest"))
     try:
-        manifest = json.loads(data.decode("utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        manifest = json.loads(data.decode("utf-8", errors="surrogateescape"))
+    except (json.JSONDecodeError, RecursionError) as exc:
         raise DamagedRunError(Damage(url, f"damaged manifest, not valid JSON ({str(exc)[:120]}); the run's tables are still readable with pandas")) from None
     problem = manifest_problem(manifest)
     if problem:
         raise DamagedRunError(Damage(url, problem))
+    return _printable_manifest(manifest) if _MAY_NEED_ESCAPES.search(data) else manifest
+
+
+_MAY_NEED_ESCAPES = re.compile(rb"[\\\x80-\xff]")
+"""A manifest of plain ASCII without a backslash holds no control character (JSON has them only as
+escapes), no lone surrogate and no bidi control: the common case, left as it is."""
+
+
+def _printable_manifest(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The manifest with its user text escaped once, for every surface that shows it (terminal,
+    dashboard, exports, notebook, the runs index): control characters, bidi controls, lone
+    surrogates and undecodable bytes as `\\x1b`, `\\u202e`, `\\udcff` (`tpu_perf.text`). A name and
+    its tags are one line each; messages keep their line breaks."""
+    manifest = printable_tree(manifest)
+    if isinstance(manifest.get("name"), str):
+        manifest["name"] = printable(manifest["name"])
+    if isinstance(manifest.get("tags"), dict):
+        manifest["tags"] = printable_tree(manifest["tags"], multiline=False)
     return manifest
 
 
@@ -353,13 +383,15 @@ def _check_table_schema(run: Run, table: str) -> None:
     parquet = run.file_path(layout.parquet_name(table))
     url = to_url(run._fs, parquet)
     try:
-        if not run._fs.exists(parquet):
-            problem = MISSING_TABLE if table in (run.manifest.get("tables") or ()) else None
+        if not run._fs.exists(parquet):  # JSON lines stand for a table the recorder could not convert (a full disk)
+            problem = MISSING_TABLE if table in (run.manifest.get("tables") or ()) and not run._fs.exists(run.file_path(layout.jsonl_name(table))) else None
         else:
-            with run._fs.open(parquet, "rb") as f:
+            with open_regular(run._fs, parquet) as f:
                 problem = schema_problem(table, pq.ParquetFile(f, pre_buffer=False).schema_arrow)
     except PermissionError:
         problem = UNREADABLE
+    except NotAFileError as exc:
+        problem = exc.strerror
     except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for damaged files
         problem = f"cannot be read ({type(exc).__name__}: {str(exc)[:160]})"
     if problem:

@@ -14,6 +14,7 @@ A process of a multi-process job starts as a run of its own and moves into the j
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
@@ -81,6 +82,19 @@ def write_atomic(path: Path, data: bytes) -> None:
         raise
 
 
+VANISHED = "the run folder (or its files) was deleted during the run: it was made again, and the records written before were kept from the files still open"
+
+MAX_QUEUED = 200_000
+"""Records of one table held in memory while the disk refuses them (a few tens of MB)."""
+
+
+def _why(exc: BaseException) -> str:
+    """`[Errno 28] No space left on device` as `No space left on device`; other errors by type and text."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return f"{type(exc).__name__}: {str(exc)[:200]}"
+
+
 REMOTE_SYNC_INTERVAL_S = 5.0
 """A remote run's staged files reach the store at least this often while it runs, so a killed or
 preempted process leaves its steps readable there (the store promises 10 s)."""
@@ -106,6 +120,12 @@ class RunWriter:
         self._sync_lock = threading.Lock()
         self.detached = False
         """Set in a forked child: it must not touch the parent's run folder."""
+        self.problems: list[str] = []
+        """What could not be written (a full disk, a run folder deleted under the run), one line
+        each: the recording goes on, keeps what it can, and the final manifest lists them under
+        `warnings`."""
+        self._lost: dict[str, int] = {}
+        """Records of each table dropped after the disk refused them for too long."""
 
     # -- creation -----------------------------------------------------------------------------
     @classmethod
@@ -149,8 +169,9 @@ class RunWriter:
         return self._upload_to or str(self.dir)
 
     # -- manifest -----------------------------------------------------------------------------
-    def update_manifest(self, **fields: Any) -> None:
-        """Merge `fields` into run.json (dicts are merged one level deep) and rewrite it atomically."""
+    def update_manifest(self, *, final: bool = False, **fields: Any) -> None:
+        """Merge `fields` into run.json (dicts are merged one level deep) and rewrite it atomically
+        (`write_manifest`)."""
         with self._lock:
             for key, value in fields.items():
                 old = self.manifest.get(key)
@@ -158,16 +179,41 @@ class RunWriter:
                     self.manifest[key] = {**old, **value}
                 else:
                     self.manifest[key] = value
-        self.write_manifest()
+        self.write_manifest(final=final)
 
-    def write_manifest(self) -> None:
+    def write_manifest(self, *, final: bool = False) -> None:
+        """Rewrite run.json from the manifest held here. A write the disk refuses is a problem
+        noted once (the next heartbeat tries again); the `final` one, when its temporary copy
+        cannot be written, overwrites run.json in place: the run then ends with its status."""
         if self.detached:
             return
         with self._lock:
             self.manifest["heartbeat_at"] = time.time()
-            data = jsonio.dumps(self.manifest, sort_keys=True, lossy=True)
+            data = jsonio.dumps(self.manifest, sort_keys=True, lossy=True).encode()
         with self._dir_lock:
-            write_atomic(self.dir / layout.MANIFEST, data.encode())
+            try:
+                write_atomic(self.dir / layout.MANIFEST, data)
+            except OSError as exc:
+                if final and self._overwrite(self.dir / layout.MANIFEST, data):
+                    return
+                self.problem(f"{layout.MANIFEST} could not be rewritten ({_why(exc)})")
+
+    @staticmethod
+    def _overwrite(path: Path, data: bytes) -> bool:
+        """Overwrite `path` in place (no new file: what a full disk still allows); True if written."""
+        try:
+            with open(path, "r+b") as f:
+                f.write(data)
+                f.truncate()
+            return True
+        except OSError:
+            return False
+
+    def problem(self, message: str) -> None:
+        """Note what could not be written, once per kind of failure."""
+        with self._lock:
+            if message not in self.problems:
+                self.problems.append(message)
 
     def detach(self) -> None:
         """In a forked child: drop what is queued (the parent writes it) and write nothing more."""
@@ -187,16 +233,46 @@ class RunWriter:
             self._pending.setdefault(table, []).append(line)
 
     def flush(self) -> None:
-        """Append every queued record to its JSON-lines file and push it to the OS."""
+        """Append every queued record to its JSON-lines file and push it to the OS. Records the
+        disk refuses stay queued for the next flush (at most MAX_QUEUED a table, the oldest then
+        dropped and counted); a file is never left with a torn line in its middle."""
         with self._lock:
             pending, self._pending = self._pending, {}
             for table, lines in pending.items():
-                f = self._files.get(table)
-                if f is None:
-                    f = open(self.dir / layout.jsonl_name(table), "a", encoding="utf-8")  # noqa: SIM115
-                    self._files[table] = f
-                f.write("\n".join(lines) + "\n")
-                f.flush()
+                try:
+                    self._append(table, ("\n".join(lines) + "\n").encode("utf-8", "surrogatepass"))
+                except OSError as exc:
+                    self._requeue(table, lines, exc)
+
+    def _append(self, table: str, data: bytes) -> None:
+        f = self._files.get(table)
+        if f is None:
+            if not self.dir.is_dir():  # the run folder was deleted under the run: made again for what comes
+                self.dir.mkdir(parents=True, exist_ok=True)
+                if VANISHED not in self.problems:
+                    self.problems.append(VANISHED)
+            f = open(self.dir / layout.jsonl_name(table), "a+b", buffering=0)  # noqa: SIM115 - kept open: read back at the end
+            self._files[table] = f
+        fd = f.fileno()
+        start = os.fstat(fd).st_size
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, start)  # no torn line before the records that follow
+            raise
+
+    def _requeue(self, table: str, lines: list[str], exc: OSError) -> None:
+        queued = lines + self._pending.get(table, [])
+        if len(queued) > MAX_QUEUED:
+            self._lost[table] = self._lost.get(table, 0) + len(queued) - MAX_QUEUED
+            queued = queued[-MAX_QUEUED:]
+        self._pending[table] = queued
+        message = f"{layout.jsonl_name(table)} could not be written ({_why(exc)}); its records are held until the disk takes them"
+        if message not in self.problems:
+            self.problems.append(message)
 
     # -- whole files --------------------------------------------------------------------------
     def write_table(self, table: str, frame: pd.DataFrame | Iterable[Mapping[str, Any]]) -> None:
@@ -218,28 +294,122 @@ class RunWriter:
                 raise
 
     def write_text(self, relpath: str, text: str) -> Path:
+        """Write a whole text file; one the disk refuses is a problem noted, not an error (collectors
+        write HLO text from inside the script's calls)."""
         with self._dir_lock:
             path = self.dir / relpath
             if not self.detached:
-                write_atomic(path, text.encode())
+                try:
+                    write_atomic(path, text.encode("utf-8", "surrogateescape"))
+                except OSError as exc:
+                    self.problem(f"{relpath} could not be written ({_why(exc)})")
         return path
 
     # -- end of run ---------------------------------------------------------------------------
     def compact(self) -> None:
-        """Turn each `<table>.jsonl` into `<table>.parquet`; the JSON lines go only once it exists."""
+        """Turn each `<table>.jsonl` into `<table>.parquet`; the JSON lines go only once it exists.
+
+        Each table is read back from the file this writer kept open, so records survive their file
+        (or the whole run folder) being deleted during the run: they are written again. A table
+        that cannot become Parquet (a full disk, values Arrow cannot type) stays JSON lines, which
+        readers take as well; what happened is a problem noted for the manifest."""
         from tpu_perf.store.reader import read_jsonl  # one parser for both halves
 
         self.flush()
         with self._lock:
+            held = {table: self._read_back(table, f) for table, f in self._files.items()}
             for f in self._files.values():
-                f.close()
+                with contextlib.suppress(OSError):
+                    f.close()
             self._files.clear()
+            queued = {table: lines for table, lines in self._pending.items() if lines}
+            self._pending = {}
         with self._dir_lock:
-            for jsonl in sorted(self.dir.glob("*.jsonl")):
-                table = jsonl.stem
-                df = read_jsonl(jsonl, warn=False)
-                self.write_table(table, df)
-                jsonl.unlink()
+            try:
+                on_disk = {p.stem: p for p in self.dir.glob("*.jsonl")}
+            except OSError:
+                on_disk = {}
+            for table in sorted({*held, *on_disk, *queued}):
+                jsonl = self.dir / layout.jsonl_name(table)
+                data = held.get(table)
+                if data is None:
+                    try:
+                        data = jsonl.read_bytes()
+                    except OSError:
+                        data = b""
+                if table in held and not jsonl.exists() and VANISHED not in self.problems:
+                    self.problem(VANISHED)
+                missing = not jsonl.exists()
+                refused = queued.get(table, [])
+                if refused:  # records the disk refused until now
+                    data += ("\n".join(refused) + "\n").encode("utf-8", "surrogatepass")
+                self._compact_table(table, jsonl, data, unwritten=data.splitlines(keepends=True) if missing else [line + "\n" for line in refused], read=read_jsonl)
+        for table, count in self._lost.items():
+            self.problem(f"{count} {table} records were dropped: the disk refused them for the whole run")
+
+    @staticmethod
+    def _append_lines(path: Path, lines: list[Any], chunk: int = 256) -> tuple[int, str]:
+        """Append whole `lines` (str or bytes, each ending in a newline) to `path` in chunks until
+        the disk refuses one (cut back, so no torn line); the count written and why it stopped."""
+        written = 0
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, file_mode())
+        except OSError as exc:
+            return 0, _why(exc)
+        try:
+            for start in range(0, len(lines), chunk):
+                part = lines[start : start + chunk]
+                data = b"".join(p if isinstance(p, bytes) else p.encode("utf-8", "surrogatepass") for p in part)
+                size = os.fstat(fd).st_size
+                try:
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(fd, view):]
+                except OSError as exc:
+                    with contextlib.suppress(OSError):
+                        os.ftruncate(fd, size)
+                    if chunk > 1:  # the lines that still fit, one by one
+                        more, why = RunWriter._append_lines(path, part, chunk=1)
+                        return written + more, why
+                    return written, _why(exc)
+                written += len(part)
+        finally:
+            os.close(fd)
+        return written, ""
+
+    @staticmethod
+    def _read_back(table: str, f: Any) -> bytes | None:
+        try:
+            f.seek(0)
+            return f.read()
+        except OSError:
+            return None
+
+    def _compact_table(self, table: str, jsonl: Path, data: bytes, *, unwritten: list[Any], read: Any) -> None:
+        """`data` (the whole table as JSON lines) as `<table>.parquet`; else the JSON-lines file
+        completed with `unwritten` (records not in it: refused by the disk, or all of them when the
+        file was deleted), as many whole lines as the disk takes."""
+        try:
+            frame = read(data, name=str(jsonl), warn=False)
+        except Exception as exc:  # noqa: BLE001 - a recording never ends in a traceback of its own
+            self.problem(f"{jsonl.name} could not be read back ({type(exc).__name__}: {exc})")
+            return
+        try:
+            self.write_table(table, frame)
+        except Exception as exc:  # noqa: BLE001 - full disk, or values Arrow cannot type
+            self.problem(f"{table} could not be written as Parquet ({_why(exc)}); it is kept as {jsonl.name}, which readers take as well")
+            if unwritten:
+                written, why = self._append_lines(jsonl, unwritten)
+                if written < len(unwritten):
+                    self.problem(f"{len(unwritten) - written} {table} records (the last) are lost: {jsonl.name} takes no more ({why})")
+            return
+        if unwritten:  # the records it held were written after all: say so instead of "held"
+            held = f"{jsonl.name} could not be written ("
+            with self._lock:
+                self.problems = [p if not p.startswith(held) else p.split("; ", 1)[0] + f" during the run; its records were held in memory and written at the end, in {layout.parquet_name(table)}" for p in self.problems]
+        with contextlib.suppress(OSError):
+            jsonl.unlink(missing_ok=True)
 
     def finish(self, status: str, exit_code: int | None, *, describe_job: bool = True, **fields: Any) -> str:
         """Compact the tables, write the final manifest and upload a staged run; return its URL.
@@ -250,13 +420,22 @@ class RunWriter:
         self.compact()
         with self._lock:
             self._closed = True
-        written = [t for t in layout.APPEND_TABLES if (self.dir / layout.parquet_name(t)).exists()]
-        self.update_manifest(status=status, exit_code=exit_code, ended_at=time.time(), tables=written, **fields)
+        written = [t for t in layout.APPEND_TABLES if (self.dir / layout.parquet_name(t)).exists() or (self.dir / layout.jsonl_name(t)).exists()]
+        if self.problems:
+            fields["warnings"] = [*(fields.get("warnings") or []), *self.problems]
+        self.update_manifest(final=True, status=status, exit_code=exit_code, ended_at=time.time(), tables=written, **fields)
         follow_umask(self.dir)
         if self._upload_to:
-            self.sync_remote(force=True)
+            try:
+                self.sync_remote(force=True)
+            except Exception as exc:  # noqa: BLE001 - the staged copy is then the only one: kept
+                self.problem(f"the run could not be uploaded to {self._upload_to} ({_why(exc)}); it is kept at {self.dir}")
+                return str(self.dir)
         if describe_job and self.manifest.get("process_count"):
-            self.write_job_manifest(self.run_id, primary=True, final=True)
+            try:
+                self.write_job_manifest(self.run_id, primary=True, final=True)
+            except OSError as exc:  # the shard is complete; readers take the job's status from the shards
+                self.problem(f"the job's {layout.MANIFEST} could not be rewritten ({_why(exc)})")
         if self._upload_to:
             shutil.rmtree(self.dir.parent, ignore_errors=True)
         return self.url

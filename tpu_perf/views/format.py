@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 from rich.table import Table
 from rich.text import Text
 
+from tpu_perf.text import printable
+
 if TYPE_CHECKING:
     from tpu_perf.analyzers.steps import StepStats
 
@@ -17,14 +19,15 @@ _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|~$#])")
 
 def md(text: object) -> str:
     """User text (a run name, tag, path, error message) as Markdown that shows it literally: every
-    character Markdown, tables, HTML or LaTeX (Streamlit) would act on is backslash-escaped."""
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", str(text))
+    character Markdown, tables, HTML or LaTeX (Streamlit) would act on is backslash-escaped, and
+    control characters, bidi controls and lone surrogates are written as escapes (`tpu_perf.text`)."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", printable(str(text), multiline=True))
 
 
 def md_code(text: object) -> str:
     """User text (a path, an id) as a Markdown code span, shown literally; `md()` where the text
     itself holds a backtick (it would end the span)."""
-    text = str(text)
+    text = printable(str(text), multiline=True)
     return f"`{text}`" if "`" not in text and text.strip() == text and text else md(text)
 
 

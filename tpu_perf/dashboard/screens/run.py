@@ -27,7 +27,7 @@ from tpu_perf.dashboard import (
 )
 from tpu_perf.dashboard.screens.compare import breakdown_fractions, ops_table_view
 from tpu_perf.jsonio import dumps
-from tpu_perf.store.fs import filesystem, join
+from tpu_perf.store.fs import filesystem, join, open_regular
 from tpu_perf.views import format as fmt
 
 XPROF_PORT = 8791
@@ -187,7 +187,7 @@ def _trace(doc: dict[str, Any], ref: data.RunRef) -> None:
 def _reader(run: Any, rel: str) -> Callable[[], bytes]:
     def read() -> bytes:
         fs, base = filesystem(run.url)  # fsspec, so remote stores work too
-        with fs.open(join(base, rel), "rb") as f:
+        with open_regular(fs, join(base, rel)) as f:
             return f.read()
 
     return read
