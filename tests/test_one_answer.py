@@ -102,11 +102,12 @@ def test_the_headline_is_the_all_in_time_where_the_steady_sample_cannot_stand_fo
         s = doc["steps"]
         if s["step_basis"] == "all-in":
             assert s["step_s"] == s["all_in_s"] and s["step_basis_reason"], s
-            assert s["steady"] < 5 or s["excluded_share"] > 0.25, s
+            assert s["steady"] < 5 or s["outside_share"] > 0.25, s
             if s["tokens_per_s"] is not None:  # every rate divides by the headline
                 assert s["tokens_per_s"] == pytest.approx(s["tokens_per_step"] / s["all_in_s"])
         else:
             assert s["step_s"] == s["steady_step_s"] and s["step_basis_reason"] is None
+            assert s["steady"] >= 5 and (s["outside_share"] is None or s["outside_share"] <= 0.25), s
         if s["step_s"] is not None:
             assert s["steps_per_s"] == pytest.approx(1 / s["step_s"])
 

@@ -14,9 +14,10 @@
 - **Exclusions**: the steady median leaves out warm-up steps, steps that compiled after warm-up,
   steps that ran an interleaved eval or checkpoint, and steps inside tpu-perf's trace window (or
   its FLOP count). Each is stated with how many steps and how much wall time it took.
-- **Basis** (`needs_all_in`): a comparison uses all-in times, and says so, when the steady sample has
-  fewer than `MIN_STEADY_STEPS` steps or leaves out more than `MAX_EXCLUDED_SHARE` of the time of
-  the steps after the first (the steady median would then hide the defect it is asked about).
+- **Basis** (`needs_all_in`): the run's headline step time is its all-in time (and a comparison
+  uses all-in times), and says so, when the steady sample has fewer than `MIN_STEADY_STEPS` steps or
+  its recompiles and evals after warm-up take more than `MAX_EXCLUDED_SHARE` of the time after
+  warm-up (the steady median would then hide the defect it is asked about).
 """
 
 from __future__ import annotations
@@ -71,6 +72,14 @@ class AllIn:
     """Each non-empty reason a step was left out of the steady sample, in `REASONS` order."""
     excluded_share: float | None
     """Share of the time of the steps after the first that the steady sample leaves out."""
+    outside_share: float | None = None
+    """Share of the time of the steps after warm-up that the steady sample leaves out for the
+    program's own recurring reasons (a step that compiled a new program, an eval or checkpoint
+    interleaved): what decides whether the steady step time can stand for the run (`needs_all_in`).
+    Warm-up, the unended last step and tpu-perf's own trace window are not the program's defects."""
+    after_warmup_s: float | None = None
+    """Wall time of the steps after warm-up as the all-in time counts them (the share's whole)."""
+    after_warmup_steps: int = 0
 
 
 def tool_steps(steps: pd.DataFrame, warmup: int) -> np.ndarray:
@@ -133,7 +142,11 @@ def all_in(steps: pd.DataFrame, steady: np.ndarray, warmup: int, *, runs_ahead: 
     total = float(after.sum())
     value = total / after.size if after.size and total > 0 else None
     excluded = float(durations[whole & left_out & ~tool].sum())  # the program's exclusions, not tpu-perf's
-    return AllIn(all_in_s=value, all_in_steps=int(after.size), tool_steps=int((whole & tool).sum()), exclusions=tuple(exclusions), excluded_share=excluded / total if total > 0 else None)
+    past_warmup = whole & (np.arange(len(steps)) >= warmup)
+    later = float(np.nan_to_num(counted[past_warmup], nan=0.0).sum())
+    recurring = float(durations[past_warmup & np.isin(reasons, ("compiled", "interleaved"))].sum())
+    return AllIn(all_in_s=value, all_in_steps=int(after.size), tool_steps=int((whole & tool).sum()), exclusions=tuple(exclusions), excluded_share=excluded / total if total > 0 else None,
+                 outside_share=min(1.0, recurring / later) if later > 0 else None, after_warmup_s=later if later > 0 else None, after_warmup_steps=int(past_warmup.sum()))
 
 
 def step_reasons(steps: pd.DataFrame, steady: np.ndarray, warmup: int) -> np.ndarray:
@@ -165,12 +178,15 @@ def _column(steps: pd.DataFrame, name: str) -> np.ndarray:
     return (column if column.dtype == bool else column.fillna(False)).astype(bool).to_numpy()
 
 
-def needs_all_in(steady: int, excluded_share: float | None) -> str | None:
-    """Why a comparison of this run must use all-in times, in words; None when the steady median will do."""
+def needs_all_in(steady: int, share: float | None, *, of: str = "of the time after the first step") -> str | None:
+    """Why this run's step time must be its all-in time (the headline's basis, and `check`'s), in
+    words; None when the steady step time will do. `share`: what the steady sample leaves out
+    (`AllIn.outside_share`: recompiles and evals after warm-up; a baseline saved before report
+    version 3 gives its `excluded_share`, `of` the time after the first step)."""
     if steady < MIN_STEADY_STEPS:
         return f"only {steady} steady step{'s' if steady != 1 else ''} (< {MIN_STEADY_STEPS})"
-    if excluded_share is not None and excluded_share > MAX_EXCLUDED_SHARE:
-        return f"the steps left out take {excluded_share:.0%} of the time after the first step (> {MAX_EXCLUDED_SHARE:.0%})"
+    if share is not None and share > MAX_EXCLUDED_SHARE:
+        return f"the steps left out take {share:.0%} {of} (> {MAX_EXCLUDED_SHARE:.0%})"
     return None
 
 

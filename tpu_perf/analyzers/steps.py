@@ -94,6 +94,10 @@ class StepStats:
     """The steps `step_s` stands on."""
     step_basis_reason: str | None = None
     """Why the headline is the all-in time (`all_in.needs_all_in`); None on a steady basis."""
+    outside_share: float | None = None
+    """What decides the basis beside the steady sample's size: the share of the time after warm-up
+    that recompiles and evals take (where the step time is the device's pace, the share its pace
+    does not account for); over 25 %: the headline is the all-in time."""
     steady_step_s: float | None = None
     """The steady-state step time (`step_time`): the median steady iteration, or where the loop runs
     ahead of the device its pace (ready stamps) or the mean iteration; `steady_basis` says which."""
@@ -424,7 +428,7 @@ def analyze_steps(run: Run, *, warmup_steps: int | None = None) -> StepStats:
     median = stat(np.median)
     whole = all_in(steps, mask, warmup, runs_ahead=ahead, step_s=step.value)
     excluded_share = _paced_excluded_share(step, whole) if step.basis == "device pace" else whole.excluded_share
-    headline = headline_step_time(step, whole, int(durations.size), excluded_share)
+    headline = headline_step_time(step, whole, int(durations.size))
     notes = (_ahead_note(median, step) if ahead else None, _all_in_note(headline) if headline.basis == "all-in" else None, note)
     return StepStats(
         count=len(steps),
@@ -463,6 +467,7 @@ def analyze_steps(run: Run, *, warmup_steps: int | None = None) -> StepStats:
         step_basis=headline.basis,
         step_basis_steps=headline.steps,
         step_basis_reason=headline.reason,
+        outside_share=headline.outside_share,
         steady_step_s=step.value,
         steady_basis=step.basis,
     )
@@ -476,17 +481,23 @@ class Headline:
     basis: str
     steps: int
     reason: str | None = None
+    outside_share: float | None = None
 
 
-def headline_step_time(step: StepTime, whole: AllIn, steady: int, excluded_share: float | None) -> Headline:
-    """The steady step time (`step_time`), unless the steady sample is too small or most of the run's
-    time after the first step lies outside it (`all_in.needs_all_in`: recompiles, evals, a handful
-    of steps): then the all-in time, the wall time per step the loop delivered. The same rule picks
-    the basis of `check`'s speed verdict, so the headline and the verdict stand on the same numbers."""
-    reason = needs_all_in(steady, excluded_share)
+def headline_step_time(step: StepTime, whole: AllIn, steady: int) -> Headline:
+    """The steady step time (`step_time`), unless the steady sample is too small or the program's
+    recompiles and evals take most of the time after warm-up (`all_in.needs_all_in` on
+    `AllIn.outside_share`; where the step time is the device's pace, the share of the time after
+    warm-up its pace does not account for): then the all-in time, the wall time per step the loop
+    delivered. The same decision picks the basis of `check`'s speed verdict, so the headline and the
+    verdict stand on the same numbers. Warm-up is never the reason: every convention leaves it out."""
+    share = whole.outside_share
+    if step.basis == "device pace" and step.value is not None and whole.after_warmup_s:
+        share = max(0.0, 1.0 - step.value * whole.after_warmup_steps / whole.after_warmup_s)
+    reason = needs_all_in(steady, share, of="of the time after warm-up (recompiles, evals)")
     if reason is not None and whole.all_in_s is not None:
-        return Headline(whole.all_in_s, "all-in", whole.all_in_steps, reason)
-    return Headline(step.value, step.basis, step.steps)
+        return Headline(whole.all_in_s, "all-in", whole.all_in_steps, reason, share)
+    return Headline(step.value, step.basis, step.steps, outside_share=share)
 
 
 def _all_in_note(headline: Headline) -> str:
