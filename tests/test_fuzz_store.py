@@ -231,7 +231,7 @@ def test_store_cases_never_hang_crash_lie_or_refuse(store: dict, recorded: Path)
     tally = Tally()
     root = str(store["root"])
     clean_doc = json.loads(run_cli("report", "--json", str(recorded)).out)
-    base_steps, base_median = clean_doc["steps"]["count"], clean_doc["steps"]["median_s"]
+    base_steps, base_median = clean_doc["steps"]["count"], clean_doc["steps"]["iteration_median_s"]
     listings = {}
     for command in (("ls",), ("ls", "--json"), ("history", "all", "--json")):
         result = run_cli(*command, "--store", root)
@@ -258,7 +258,7 @@ def test_store_cases_never_hang_crash_lie_or_refuse(store: dict, recorded: Path)
         tally.expect(doc.code == 0, f"refused: {case}: report --json exit {doc.code}: {doc.err[-300:]}")
         if doc.code == 0:
             steps = json.loads(doc.out)["steps"]
-            tally.expect((steps["count"], steps["median_s"]) == (base_steps, base_median), f"wrong: {case}: steps {steps['count']}, median {steps['median_s']} (clean: {base_steps}, {base_median})")
+            tally.expect((steps["count"], steps["iteration_median_s"]) == (base_steps, base_median), f"wrong: {case}: steps {steps['count']}, median {steps['iteration_median_s']} (clean: {base_steps}, {base_median})")
             name = json.loads(doc.out)["run"]["name"]
             tally.expect(RAW_CONTROL.search(name) is None, f"raw text: {case}: report --json name {name!r}")
             text = run_cli("report", "--store", root, run_id)
