@@ -129,6 +129,11 @@ class _KpiTable(HTMLParser):
         self._text.append((self._span or "", data))
 
 
+def step_cell(doc: dict) -> str:
+    """The headline step time as the runs table and the KPI rows show it: "all-in" marked."""
+    return fmt.seconds(doc["steps"]["step_s"]) + (" all-in" if doc["steps"]["step_basis"] == "all-in" else "")
+
+
 def kpi_table(at: AppTest) -> dict[tuple[str, str], tuple[str, str, str | None]]:
     parser = _KpiTable()
     parser.feed(next(h.proto.body for h in at.get("html") if "tp-kpis" in h.proto.body))
@@ -144,7 +149,7 @@ def test_runs_page_lists_runs_with_report_numbers(env: dict) -> None:
         row = table.loc[name]
         assert row["id"] == doc["run"]["id"] and row["status"] == "completed" and row["framework"] == "jax"
         assert row["steps"] == doc["steps"]["count"]
-        assert row["step"] == fmt.seconds(doc["steps"]["step_s"])
+        assert row["step"] == step_cell(doc)
         assert row["peak HBM"] == fmt.bytes_(doc["memory"]["peak_bytes"])
         assert row["MFU"] == "n/a"  # a CPU run: no chip peak; never "None"
     assert table.loc["wide", "tokens/s"] == f"{env['reports']['wide']['steps']['tokens_per_s']:,.0f}"
@@ -163,7 +168,7 @@ def test_runs_page_analyses_runs_the_index_lacks(env: dict, tmp_path: Path, monk
     assert not at.exception
     table = at.dataframe[0].value.set_index("name")
     for name, doc in env["reports"].items():
-        assert table.loc[name, "step"] == fmt.seconds(doc["steps"]["step_s"])
+        assert table.loc[name, "step"] == step_cell(doc)
     # the summaries were kept on disk, keyed on the run's stamp, for the next server to reuse
     kept = [json.loads(p.read_text()) for p in env["cache"].glob("*.json")]
     assert sorted(k["summary"]["steps"] for k in kept) == sorted(d["steps"]["count"] for d in env["reports"].values())
@@ -186,7 +191,7 @@ def test_compare_page_shows_report_numbers_and_deltas(env: dict) -> None:
     cells = kpi_table(at)
     for doc in (narrow, wide):
         name = doc["run"]["name"]
-        assert cells[("Step time", name)][0] == fmt.seconds(doc["steps"]["step_s"])
+        assert cells[("Step time", name)][0] == step_cell(doc)
         assert cells[("p90 step time", name)][0] == ("n/a" if doc["steps"]["runs_ahead"] else fmt.seconds(doc["steps"]["iteration_p90_s"]))  # a run-ahead loop's iterations are dispatches
         assert cells[("Compile time", name)][0] == fmt.seconds(doc["compile"]["total_s"])
         assert cells[("Peak HBM", name)][0] == fmt.bytes_(doc["memory"]["peak_bytes"])
@@ -265,7 +270,7 @@ def test_run_page_has_everything(env: dict) -> None:
     at.query_params["run"] = wide["run"]["id"]
     at.run()
     assert not at.exception
-    assert kpi_table(at)[("Step time", "wide")][0] == fmt.seconds(wide["steps"]["step_s"])
+    assert kpi_table(at)[("Step time", "wide")][0] == step_cell(wide)
     s = wide["steps"]
     assert f"{s['count']} steps: {s['warmup']} warm-up, {s['steady']} steady, {s['count'] - s['warmup'] - s['steady']} left out" in at.caption[1].value  # adds up
     assert not at.get("download_button")  # lazy: the Downloads tab is not built until opened
@@ -463,7 +468,7 @@ def test_browser_select_two_runs_and_compare(server: str, dash_store: dict, tmp_
                 page.locator(".tp-kpis td").filter(has_text=fmt.seconds(doc["compile"]["total_s"])).first.wait_for(timeout=30_000)
             values = [v.strip() for v in page.locator(".tp-kpis td .tp-v").all_inner_texts()]
             for doc in reports.values():
-                assert fmt.seconds(doc["steps"]["step_s"]) in values
+                assert step_cell(doc) in values
                 assert fmt.seconds(doc["compile"]["total_s"]) in values
             assert shape.rate(reports["wide"]["steps"]["tokens_per_s"]) in values
             assert not _cut(page), "KPI table cells are cut at 1280 px"
@@ -487,7 +492,7 @@ def test_browser_select_two_runs_and_compare(server: str, dash_store: dict, tmp_
             wide = reports["wide"]  # a run page opened straight from its URL, as a shared link would
             page.goto(f"{server}/run?run={wide['run']['id']}")
             page.get_by_role("tab", name="Downloads").wait_for(timeout=30_000)
-            median = fmt.seconds(wide["steps"]["step_s"])
+            median = step_cell(wide)
             shown = page.locator(".tp-kpis td").filter(has_text=median)
             shown.first.wait_for(timeout=30_000)  # Streamlit draws a page in pieces: wait for this one
             assert median in [v.strip() for v in page.locator(".tp-kpis td .tp-v").all_inner_texts()]
@@ -505,10 +510,11 @@ def test_runs_page_summary_sections_give_the_reports_numbers(env: dict) -> None:
 
     for doc in env["reports"].values():
         part = build_report(load_run(doc["run"]["url"]), summary=True).to_dict()
-        assert set(part) == {"report_version", "options", "run", "steps", "flops", "mfu", "mfu_basis", "mfu_detail", "memory"}
+        assert set(part) == {"report_version", "options", "run", "steps", "flops", "mfu", "mfu_basis", "mfu_detail", "memory", "program_hash"}
         full = {k: doc[k] for k in part}
-        full["memory"] = {k: v for k, v in full["memory"].items() if k != "at_peak"}  # XLA's liveness: the full report only
-        assert {**part, "memory": {k: v for k, v in part["memory"].items() if k != "at_peak"}} == full
+        full_only = ("out_of_memory", "torch_state")  # the full report's alone; the peak (XLA's liveness) is in both
+        full["memory"] = {k: v for k, v in full["memory"].items() if k not in full_only}
+        assert {**part, "memory": {k: v for k, v in part["memory"].items() if k not in full_only}} == full
         assert summarize(part) == summarize(doc) and summarize(part)["step_s"] == doc["steps"]["step_s"]
 
 
@@ -632,7 +638,7 @@ def test_urls_name_one_run_or_say_which_cannot_be_shown(env: dict) -> None:
         at.run()
         assert not at.exception and not at.error
         assert at.selectbox(key="run_pick").value == expected["run"]["id"]
-        assert kpi_table(at)[("Step time", expected["run"]["name"])][0] == fmt.seconds(expected["steps"]["step_s"])
+        assert kpi_table(at)[("Step time", expected["run"]["name"])][0] == step_cell(expected)
     common = os.path.commonprefix([narrow["run"]["id"], wide["run"]["id"]])
     for asked, why in (("no-such-run", "no run 'no-such-run'"), (common, f"run '{common}' is ambiguous")):
         at = page("run")

@@ -90,7 +90,7 @@ def test_every_report_fits_the_published_schema(corpus: dict[str, Any]) -> None:
     from tpu_perf.views.schema import report_schema
 
     schema = report_schema()
-    assert json.loads((ROOT / "docs" / "report-schema.json").read_text()) == schema, "docs/report-schema.json is stale: python -m tpu_perf.views.schema > docs/report-schema.json"
+    assert json.loads((ROOT / "docs" / "report-schema.json").read_text()) == json.loads(json.dumps(schema)), "docs/report-schema.json is stale: python -m tpu_perf.views.schema > docs/report-schema.json"
     validator = jsonschema.Draft202012Validator(schema)
     for doc in corpus["docs"].values():
         errors = [f"{'.'.join(map(str, e.path))}: {e.message[:200]}" for e in validator.iter_errors(doc)]
@@ -107,7 +107,7 @@ def test_the_headline_is_the_all_in_time_where_the_steady_sample_cannot_stand_fo
                 assert s["tokens_per_s"] == pytest.approx(s["tokens_per_step"] / s["all_in_s"])
         else:
             assert s["step_s"] == s["steady_step_s"] and s["step_basis_reason"] is None
-            assert s["steady"] >= 5 and (s["outside_share"] is None or s["outside_share"] <= 0.25), s
+            assert s["all_in_s"] is None or (s["steady"] >= 5 and (s["outside_share"] is None or s["outside_share"] <= 0.25)), s  # no all-in time (a 2-step import): the steady one stands
         if s["step_s"] is not None:
             assert s["steps_per_s"] == pytest.approx(1 / s["step_s"])
 
