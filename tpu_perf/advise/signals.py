@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from tpu_perf.advise import thresholds as T
 from tpu_perf.advise.dot_dtypes import dot_flops_share_by_source_dtype
@@ -23,6 +24,7 @@ from tpu_perf.analyzers.flops import run_chip
 from tpu_perf.analyzers.hlo import HloModule, run_hlo
 from tpu_perf.analyzers.hlo_analysis import DotInfo, HloAnalysis, analyze_hlo, tile_for_chip
 from tpu_perf.analyzers.memory import MemoryStats
+from tpu_perf.analyzers.programs import step_program
 from tpu_perf.analyzers.report import Report, build_report
 from tpu_perf.analyzers.steps import run_steps, run_warmup, step_framework
 from tpu_perf.analyzers.traces import TraceSection
@@ -264,7 +266,7 @@ def build_signals(run: Run, report: Report | None = None, *, target: str | None 
         recompile_excess_s=excess, step_api=_step_api(run, st.source), pmap_compiles=_pmap_compiles(run),
         distinct_compiled=_distinct_compiled(run), compile_cache_events=_cache_events(comp),
         compile_cache_env=jax_counts.get("compilation_cache_dir") or (run.manifest.get("env") or {}).get("JAX_COMPILATION_CACHE_DIR"),
-        step_program=bool(report.hlo is not None and any(p.is_step for p in report.hlo.programs)), jitted_functions=jax_counts.get("jitted_functions"),
+        step_program=report.hlo is not None and report.hlo.step is not None, jitted_functions=jax_counts.get("jitted_functions"),
         torch_graphs=tc.unique_graphs if tc is not None else None, graph_breaks=tc.graph_breaks if tc is not None else None,
         graph_break_reasons=list(tc.graph_break_reasons) if tc is not None else [], torch_recompile_reasons=list(tc.recompile_reasons) if tc is not None else [],
         step_calls=jax_counts.get("step_calls"), fetched_step_calls=jax_counts.get("fetched_step_calls"),
@@ -390,11 +392,19 @@ def _programs_in_trace(run: Run) -> int | None:
 
 
 def _step_program(run: Run, report: Report) -> tuple[dict[str, Any] | None, HloModule | None]:
-    rows = report.hlo.program_rows if report.hlo is not None else []
-    step = next((p for p in rows if p.get("is_step")), None)
+    """The step program's row (`programs.step_program`, the one selector) and its HLO module."""
+    chosen = step_program(run.programs)
+    step = None if chosen is None else {k: (None if _missing(v) else v) for k, v in chosen.items()}
     if step is None or not isinstance(step.get("hlo_file"), str) or not run.exists(step["hlo_file"]):
         return step, None
     return step, run_hlo(run, step["hlo_file"])
+
+
+def _missing(value: Any) -> bool:
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):
+        return False
 
 
 def _fixed_dims(run: Run, report: Report, batch: int | None, memory_full: bool) -> dict[str, frozenset[str]]:

@@ -30,6 +30,7 @@ from tpu_perf.analyzers.buffer_assignment import (
 from tpu_perf.analyzers.hlo import HloModule, Instruction, parse_hlo
 from tpu_perf.analyzers.hlo_analysis import shapes
 from tpu_perf.analyzers.hlo_frames import Frames
+from tpu_perf.analyzers.programs import step_program
 from tpu_perf.store import Run
 
 CATEGORIES = ("parameters", "optimizer_state", "gradients", "activations", "inputs", "temporaries", "other")
@@ -437,15 +438,10 @@ def at_peak_of(run: Run, stem: str, program: str) -> AtPeak | None:
 
 
 def step_at_peak(run: Run) -> AtPeak | None:
-    """`memory.at_peak`: the step program's breakdown (the first step row with a saved dump)."""
-    programs = run.programs
-    if programs.empty or "hlo_file" not in programs:
+    """`memory.at_peak`: the breakdown of the step program (`programs.step_program`, the one
+    selector), where its dump was saved."""
+    row = step_program(run.programs)
+    hlo = None if row is None else row.get("hlo_file")
+    if not isinstance(hlo, str):
         return None
-    for _, row in programs.iterrows():
-        hlo = row.get("hlo_file")
-        if bool(row.get("is_step")) and isinstance(hlo, str):
-            found = at_peak_of(run, hlo.removesuffix(".hlo.txt"), str(row.get("function")))
-            if found is not None:
-                return found
-    return None
-
+    return at_peak_of(run, hlo.removesuffix(".hlo.txt"), str(row.get("function")))

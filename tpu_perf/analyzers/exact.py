@@ -18,6 +18,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from tpu_perf.analyzers.programs import step_program
 from tpu_perf.store import Run
 
 EXACT_METRICS: tuple[str, ...] = ("flops_per_step", "bytes_accessed", "hlo")
@@ -92,18 +93,14 @@ def hlo_hash(text: str) -> str:
 
 
 def _step_row(run: Run) -> Any:
-    """The step program's row of `programs` (the first step row with an `hlo_file`); None without one."""
-    programs = run.programs
-    if programs.empty or "is_step" not in programs or "hlo_file" not in programs:
-        return None
-    rows = programs[programs["is_step"].astype(bool) & programs["hlo_file"].notna()]
-    return None if rows.empty else rows.iloc[0]
+    """The step program's row of `programs` (`programs.step_program`, the one selector); None without one."""
+    return step_program(run.programs)
 
 
 def step_hlo_hash(run: Run) -> str | None:
     """Hash of the step program's optimized HLO (`hlo_hash`); None without one."""
     row = _step_row(run)
-    if row is None:
+    if row is None or not isinstance(row.get("hlo_file"), str):
         return None
     try:
         return hlo_hash(run.read_text(str(row["hlo_file"])))

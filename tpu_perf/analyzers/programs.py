@@ -101,9 +101,13 @@ class HloSection:
     program_rows: list[dict[str, Any]]
     """The run's `programs` table as records (the report's top-level `programs`)."""
 
+    step_function: str | None = None
+    """The step program's function (`step_program`): the one every part of the report means by it."""
+
     @property
     def step(self) -> ProgramFusion | None:
-        return next((p for p in self.programs if p.is_step), self.programs[0] if len(self.programs) == 1 else None)
+        """The step program's fusion figures (the program `step_program` chose)."""
+        return next((p for p in self.programs if p.function == self.step_function), None)
 
     def to_dict(self) -> HloDoc:
         step, a = self.step, self.analysis
@@ -128,7 +132,8 @@ def analyze_hlo_section(run: Run, *, chip: str | None) -> HloSection:
     rows = table.astype(object).where(table.notna(), None).to_dict("records") if not table.empty else []
     chosen = step_program(table)
     step = rows[table.index.get_loc(chosen.name)] if chosen is not None else None
+    function = None if step is None else step.get("function")
     if step is None or not isinstance(step.get("hlo_file"), str) or not run.exists(step["hlo_file"]):
-        return HloSection(programs=fusion, analysis_function=None, analysis=None, program_rows=rows)
+        return HloSection(programs=fusion, analysis_function=None, analysis=None, program_rows=rows, step_function=function)
     analysis = analyze_hlo(run_hlo(run, step["hlo_file"]), tile=tile_for_chip(chip))
-    return HloSection(programs=fusion, analysis_function=step["function"], analysis=analysis, program_rows=rows)
+    return HloSection(programs=fusion, analysis_function=step["function"], analysis=analysis, program_rows=rows, step_function=function)
