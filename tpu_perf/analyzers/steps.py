@@ -506,14 +506,13 @@ def _all_in_note(headline: Headline) -> str:
 
 
 def _paced_excluded_share(step: StepTime, whole: AllIn) -> float | None:
-    """Where the step time is the device's pace, the share of the wall time per step after the first
-    (the all-in time) that the pace does not account for: compiles, evals and stalls between its
-    spans. A loop that runs ahead pays for its steps in a few long iterations (a sync, the last
-    step, tpu-perf's trace window, whose device work the all-in time counts), so which iterations
-    the pace's spans leave out says nothing of the time they leave out; the two rates do."""
+    """Where the step time is the device's pace, the share of the wall time after the first step
+    that its spans leave out (a loop that runs ahead pays for its steps in a few long iterations,
+    so the left-out iterations' own share says nothing of what the pace covers). Shown with the
+    exclusions; the headline's basis reads `outside_share`, which leaves tpu-perf's own steps out."""
     if not whole.all_in_s or step.value is None:
         return whole.excluded_share
-    return max(0.0, 1.0 - step.value / whole.all_in_s)
+    return max(0.0, 1.0 - step.value * step.steps / (whole.all_in_s * whole.all_in_steps))
 
 
 _AHEAD_DEVICE = ("the loop runs ahead of the device: an iteration returns at dispatch or waits for steps queued "
