@@ -295,7 +295,7 @@ def test_exit_code_junit_and_annotations_agree_for_every_verdict(verdict: Verdic
     if verdict == Verdict.REGRESSION:
         assert github_annotations(result)[0].startswith("::error title=tpu-perf check step_time::REGRESSION: step time +10.0 %25")
         doc = result.to_dict()
-        assert doc["schema_version"] == 1 and doc["verdict"] == "REGRESSION" and doc["exit_code"] == 1
+        assert doc["schema_version"] == 2 and doc["verdict"] == "REGRESSION" and doc["exit_code"] == 1
         step = next(c for c in doc["checks"] if c["metric"] == "step_time")
         assert step["interval"][0] > 1.0 and step["runs_needed"] is None
 

@@ -45,8 +45,9 @@ from tpu_perf.analyzers.welch import (
     t_quantile,
 )
 
-SCHEMA_VERSION = 1
-"""Version of `CheckResult.to_dict()` (the `--json` document and what the dashboard reads)."""
+SCHEMA_VERSION = 2
+"""Version of `CheckResult.to_dict()` (the `--json` document and what the dashboard reads).
+2: the verdict UNCHANGED (exit 0), `broken`, and per check `detectable_change` and `steps_needed`."""
 
 
 class Verdict(StrEnum):
