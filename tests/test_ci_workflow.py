@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -124,7 +125,11 @@ def make_repo(root: Path) -> tuple[Path, dict[str, str]]:
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """tpu-perf built once from this checkout: each job's install line (TPU_PERF_PIP)."""
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(out), str(ROOT)], check=True, capture_output=True)
+    source = out / "source"  # a copy: an in-tree build would write build/ and *.egg-info into the checkout
+    shutil.copytree(ROOT / "tpu_perf", source / "tpu_perf", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(out), str(source)], check=True, capture_output=True)
     (found,) = out.glob("tpu_perf-*.whl")
     return found
 

@@ -244,6 +244,20 @@ def test_aot_flops_change_is_changed_not_a_failure_and_hbm_is_exact() -> None:
     assert "aot_flops" not in default_metrics(base, BASE)
 
 
+def test_the_tpu_compilers_step_estimate_is_compared_where_it_gives_one() -> None:
+    def entry(topology: str, estimate: float) -> dict:
+        return {**aot(topology, 1e12, 8 << 30), "optimal_step_s": estimate}
+
+    base = [replace(r, aot=(entry("v6e:2x2", 0.010), entry("v5e:2x2", -0.99))) for r in BASE]
+    cand = [replace(r, run_id=f"c{i}", aot=(entry("v6e:2x2", 0.012), entry("v5e:2x2", -0.99))) for i, r in enumerate(BASE)]
+    by_name = {c.name: c for c in check_sets(base, cand).checks}
+    estimate = by_name["aot_step_estimate[v6e:2x2]"]
+    assert estimate.verdict == Verdict.CHANGED and estimate.ratio == pytest.approx(1.2)
+    assert "aot_step_estimate[v5e:2x2]" not in by_name  # v5e's compiler gives no estimate (-0.99): nothing to compare
+    same = {c.name: c.verdict for c in check_sets(base, [replace(r, run_id=f"c{i}") for i, r in enumerate(base)]).checks}
+    assert same["aot_step_estimate[v6e:2x2]"] == Verdict.PASS
+
+
 def test_saved_values_round_trip_through_json() -> None:
     import json
 
@@ -295,7 +309,7 @@ def test_exit_code_junit_and_annotations_agree_for_every_verdict(verdict: Verdic
     if verdict == Verdict.REGRESSION:
         assert github_annotations(result)[0].startswith("::error title=tpu-perf check step_time::REGRESSION: step time +10.0 %25")
         doc = result.to_dict()
-        assert doc["schema_version"] == 1 and doc["verdict"] == "REGRESSION" and doc["exit_code"] == 1
+        assert doc["schema_version"] == 2 and doc["verdict"] == "REGRESSION" and doc["exit_code"] == 1
         step = next(c for c in doc["checks"] if c["metric"] == "step_time")
         assert step["interval"][0] > 1.0 and step["runs_needed"] is None
 

@@ -54,8 +54,9 @@ from tpu_perf.analyzers.welch import (
     t_quantile,
 )
 
-SCHEMA_VERSION = 1
-"""Version of `CheckResult.to_dict()` (the `--json` document and what the dashboard reads)."""
+SCHEMA_VERSION = 2
+"""Version of `CheckResult.to_dict()` (the `--json` document and what the dashboard reads).
+2: the verdict UNCHANGED (exit 0), `broken`, and per check `detectable_change` and `steps_needed`."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -127,8 +128,10 @@ METRICS: tuple[Metric, ...] = (
 )
 METRIC_BY_NAME = {m.name: m for m in METRICS}
 
-AOT_METRICS: tuple[str, ...] = ("aot_peak_hbm", "aot_flops")
-"""TPU compile metrics per topology (the report's `aot` section), compared exactly."""
+AOT_METRICS: tuple[str, ...] = ("aot_peak_hbm", "aot_flops", "aot_step_estimate")
+"""TPU compile metrics per topology (the report's `aot` section), compared exactly. The estimate is
+the TPU compiler's own step time (`optimal_seconds` of its cost analysis: v6e and v5p give one,
+v5e does not): CHANGED with its ratio, never a failure (a model, not a measurement)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -262,11 +265,16 @@ def _aot_checks(name: str, baseline: Sequence[RunValues], candidate: Sequence[Ru
     """Exact comparison per topology of the first run on each side (compile metrics are deterministic)."""
     base = {str(a.get("topology")): a for a in (baseline[0].aot if baseline else ())}
     cand = {str(a.get("topology")): a for a in (candidate[0].aot if candidate else ())}
-    key, label = ("peak_hbm_bytes", "TPU compile peak HBM") if name == "aot_peak_hbm" else ("flops_per_step", "TPU compile FLOPs/step")
+    key, label, unit = {"aot_peak_hbm": ("peak_hbm_bytes", "TPU compile peak HBM", "bytes"), "aot_flops": ("flops_per_step", "TPU compile FLOPs/step", "FLOPs"),
+                        "aot_step_estimate": ("optimal_step_s", "TPU compiler's estimated step time", "s")}[name]
     checks = []
     for topology in sorted(base.keys() & cand.keys()):
         b, c = base[topology].get(key), cand[topology].get(key)
-        common = {"name": f"{name}[{topology}]", "unit": "bytes" if name == "aot_peak_hbm" else "FLOPs", "lower_is_better": True, "baseline": (b,), "candidate": (c,)}
+        if name == "aot_step_estimate":
+            b, c = (v if v is not None and v > 0 else None for v in (b, c))  # v5e's -0.99: no estimate
+            if b is None and c is None:
+                continue
+        common = {"name": f"{name}[{topology}]", "unit": unit, "lower_is_better": True, "baseline": (b,), "candidate": (c,)}
         if b is None or c is None or not b:
             checks.append(Check(**common, verdict=Verdict.BAD_DATA, message=f"{label} on {topology}: unknown on a side (n/a)"))
         elif name == "aot_peak_hbm":
@@ -274,6 +282,8 @@ def _aot_checks(name: str, baseline: Sequence[RunValues], candidate: Sequence[Ru
             checks.append(_deterministic_check(metric, (b,), (c,), options, common))
         else:
             checks.append(Check(**common, ratio=c / b, baseline_value=b, candidate_value=c, verdict=Verdict.PASS if c == b else Verdict.CHANGED, message=f"{label} on {topology}: {b:.4g} -> {c:.4g}" + (" (changed: the program does different work)" if c != b else " (same)")))
+    if not checks and name == "aot_step_estimate":
+        return []  # no topology's compiler gave an estimate: nothing to compare, nothing wrong
     if not checks:
         checks.append(Check(name=name, verdict=Verdict.BAD_DATA, message=f"{label}: no topology compiled on both sides ({', '.join(base) or 'none'} vs {', '.join(cand) or 'none'})"))
     return checks

@@ -78,7 +78,7 @@ def check_command(
     alpha: Annotated[float, typer.Option(help="One-sided error rate of each end of the interval.")] = 0.05,
     margin: Annotated[float, typer.Option(help="Practical margin as a fraction: smaller changes pass.")] = 0.03,
     max_cv: Annotated[float, typer.Option(help="Run-to-run coefficient of variation above which a side is BAD_DATA.")] = 0.05,
-    metric: Annotated[list[str], typer.Option(help="Metric to check (mfu, step_time, tokens_per_s, peak_memory, compiles, aot_peak_hbm, aot_flops); repeatable. Default: chosen from what the runs have.", show_default=False)] = [],  # noqa: B006
+    metric: Annotated[list[str], typer.Option(help="Metric to check (mfu, step_time, all_in_step_time, tokens_per_s, peak_memory, compiles, flops_per_step, bytes_accessed, hlo, aot_peak_hbm, aot_flops, aot_step_estimate); repeatable. Default: chosen from what the runs have.", show_default=False)] = [],  # noqa: B006
     ignore_fingerprint: Annotated[list[str], typer.Option(help="Fingerprint field allowed to differ (e.g. jax after a version bump); repeatable.", show_default=False)] = [],  # noqa: B006
     pair_by: Annotated[str | None, typer.Option(help="tag:KEY, where runs sharing a value of tag KEY on both sides are a pair recorded back to back; timed metrics are judged on per-pair ratios (docs/ci.md, Paired runs).")] = None,
     inconclusive_ok: Annotated[bool, typer.Option("--inconclusive-ok", help="Exit 0 instead of 3 when the verdict is INCONCLUSIVE.")] = False,
