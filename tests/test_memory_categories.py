@@ -47,28 +47,33 @@ def test_a_train_state_jitted_before_the_recording_is_parameters_and_optimizer_s
     assert any(s.startswith("state.params['params']['Dense_") for s in sources), sources
 
 
+@pytest.fixture(scope="module")
+def framework_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[dict, dict]]:
+    """keras_adam.py and nnx_adam.py recorded at once: script -> (memory.at_peak, sizes)."""
+    root = tmp_path_factory.mktemp("frameworks")
+    names = ("keras_adam", "nnx_adam")
+    procs = tpu_perf_clis(*(("record", "-q", "--no-trace", "--store", str(root / name), str(SCRIPTS / f"{name}.py"), str(root / f"{name}.json")) for name in names), env={"JAX_PLATFORMS": "cpu"})
+    assert all(p.returncode == 0 for p in procs), [p.stderr[-3000:] for p in procs]
+    return {name: (report_doc(next((root / name).iterdir()))["memory"]["at_peak"], json.loads((root / f"{name}.json").read_text())) for name in names}
+
+
 @pytest.mark.slow
-def test_keras_fit_state_tuple_is_named_by_shape(tmp_path: Path) -> None:
+def test_keras_fit_state_tuple_is_named_by_shape(framework_runs: dict) -> None:
     """Keras's train step takes `state` as a tuple of variable lists: the optimizer's variables are
     found as two copies of the trainable variables' shapes (no name says so)."""
-    procs = tpu_perf_clis(("record", "-q", "--no-trace", "--store", str(tmp_path / "runs"), str(SCRIPTS / "keras_adam.py"), str(tmp_path / "sizes.json")), env={"JAX_PLATFORMS": "cpu"})
-    assert procs[0].returncode == 0, procs[0].stderr[-3000:]
-    sizes = json.loads((tmp_path / "sizes.json").read_text())
-    categories = report_doc(next((tmp_path / "runs").iterdir()))["memory"]["at_peak"]["categories"]
+    at_peak, sizes = framework_runs["keras_adam"]
+    categories = at_peak["categories"]
     assert categories["parameters"] == pytest.approx(sizes["param_bytes"], rel=0.02)
     assert categories["optimizer_state"] == pytest.approx(sizes["opt_bytes"], rel=0.02)
     assert categories["inputs"] <= 2 * sizes["batch_bytes"]
 
 
 @pytest.mark.slow
-def test_nnx_model_and_optimizer_are_state_and_their_new_values_second_copies(tmp_path: Path) -> None:
+def test_nnx_model_and_optimizer_are_state_and_their_new_values_second_copies(framework_runs: dict) -> None:
     """nnx.jit returns `((model state, optimizer state), loss)`: the new states, found inside that
     tuple (were "other", half the peak), are second copies of the state; not donated, the advice
     is to donate it."""
-    procs = tpu_perf_clis(("record", "-q", "--no-trace", "--store", str(tmp_path / "runs"), str(SCRIPTS / "nnx_adam.py"), str(tmp_path / "sizes.json")), env={"JAX_PLATFORMS": "cpu"})
-    assert procs[0].returncode == 0, procs[0].stderr[-3000:]
-    sizes = json.loads((tmp_path / "sizes.json").read_text())
-    at_peak = report_doc(next((tmp_path / "runs").iterdir()))["memory"]["at_peak"]
+    at_peak, sizes = framework_runs["nnx_adam"]
     categories = at_peak["categories"]
     assert categories["parameters"] == pytest.approx(sizes["param_bytes"], rel=0.02)
     assert categories["optimizer_state"] == pytest.approx(sizes["opt_bytes"], rel=0.02)
