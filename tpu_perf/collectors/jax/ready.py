@@ -400,14 +400,17 @@ def _route_numpy(cls: type) -> Callable[[], None]:
     never `__array__` or `_value`: the wait for the device in them was nobody's (a predict loop
     synced by `np.asarray` read 6-10 ms of device wait a step as "the loop's own work"). For a jax
     array, these two route through `_value` (wrapped above: the wait is counted and stamps the
-    call), as jax's own `__array__` does; any other argument goes straight to numpy."""
+    call), as jax's own `__array__` does; any other argument, and any call from another thread than
+    the one that installed this (the script's loop), goes straight to numpy: Keras converts each
+    batch's logs with `np.array` in a callback thread, which holds no step up."""
     import numpy as np
 
     originals = {"asarray": np.asarray, "array": np.array}
+    loop_thread = threading.get_ident()
 
     def routed(original: Callable[..., Any]) -> Callable[..., Any]:
         def convert(a: Any, *args: Any, **kwargs: Any) -> Any:
-            if type(a) is cls:
+            if type(a) is cls and threading.get_ident() == loop_thread:
                 a = a._value
             return original(a, *args, **kwargs)
 
