@@ -86,3 +86,6 @@ def test_lines_picked_by_event_id_hold_every_such_event() -> None:
         for ln in picked:  # a picked line is decoded whole
             ref = next(r for r in every if r.name == ln.name)
             assert ln.metadata_id.tolist() == ref.metadata_id.tolist()
+    compile_ids = [i for i, n in host.event_names.items() if n in ("backend_compile", "TfrtTpuCompiler::Compile")]
+    holding = {ln.name for ln in every if np.isin(ln.metadata_id, compile_ids).any()}
+    assert len(holding) == 1 and {ln.name for ln in host.lines(events=compile_ids)} == holding  # XStats with the same ids (they made 41 lines match) do not count

@@ -106,12 +106,19 @@ def classify_op(name: str, category: str | None = None, *, kernel: bool = False)
 
 
 def classify_ops(names: pd.Series, categories: pd.Series | None = None, *, kernel: bool | pd.Series = False) -> pd.Series:
-    """classify_op over unique (name, category, kernel) triples: kernels repeat, so this is cheap."""
-    cats = categories if categories is not None else pd.Series([None] * len(names), index=names.index)
-    kern = kernel if isinstance(kernel, pd.Series) else pd.Series(kernel, index=names.index)
-    keys = pd.MultiIndex.from_arrays([names.astype(str), cats.fillna("").astype(str), kern.astype(bool)])
-    table = {k: classify_op(k[0], k[1], kernel=k[2]) for k in keys.unique()}
-    return pd.Series([table[k] for k in keys], index=names.index, dtype="object")
+    """classify_op once per distinct (name, category, kernel) triple: kernels repeat, so this is
+    cheap (plain lists and a dict: pandas' MultiIndex cost ms per call, most of a small capture's)."""
+    n = len(names)
+    cats = ["" if pd.isna(c) else str(c) for c in categories.tolist()] if categories is not None else [""] * n
+    kern = [bool(k) for k in kernel.tolist()] if isinstance(kernel, pd.Series) else [bool(kernel)] * n
+    table: dict[tuple[str, str, bool], str] = {}
+    out = []
+    for key in zip((str(x) for x in names.tolist()), cats, kern, strict=True):
+        cls = table.get(key)
+        if cls is None:
+            cls = table[key] = classify_op(key[0], key[1], kernel=key[2])
+        out.append(cls)
+    return pd.Series(out, index=names.index, dtype="object")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -160,6 +160,20 @@ def _walk(buf: np.ndarray, start: np.ndarray, stop: np.ndarray, wanted: tuple[in
     return {f: tuple(np.concatenate(c) for c in zip(*parts, strict=True)) if parts else empty for f, parts in got.items()}
 
 
+def _event_needle(ids: Collection[int]) -> re.Pattern[bytes]:
+    """Bytes an XEvent with one of `ids` starts with: field 4 (0x22), its length, its metadata_id
+    (field 1, 0x08), then its next field (offset, duration, a stat or num_occurrences: 0x10, 0x18,
+    0x22, 0x28), or nothing (an event of its id alone). An XStat inside an event starts the same way
+    but goes on with its value (0x11, 0x18, 0x20, 0x2a, 0x32, 0x38): without the next field, stats
+    whose ids equal a marker's made 41 of a v6e host plane's 122 lines decoded for one that held it."""
+    alternatives = []
+    for i in ids:
+        enc = re.escape(_encode_varint(i))
+        alternatives.append(b"\\x22[\\x80-\\xff]{0,2}[\\x00-\\x7f]\\x08" + enc + b"[\\x10\\x18\\x22\\x28]")
+        alternatives.append(re.escape(bytes([0x22, 1 + len(_encode_varint(i)), 0x08])) + enc)
+    return re.compile(b"|".join(alternatives))
+
+
 def _column(n: int, rows: tuple[np.ndarray, ...]) -> np.ndarray:
     """One field of n messages as int64 (0 where absent, as protobuf reads it; the last occurrence wins)."""
     out = np.zeros(n, dtype=np.int64)
@@ -209,8 +223,7 @@ class Plane:
         triggers = [self.stat_ids[s] for s in (*(stats if when is None else when), *dur) if s in self.stat_ids]
         # an event's XStat is field 4 (0x22), a short length, then its metadata_id (field 1, 0x08)
         needle = re.compile(b"\\x22(?:[\\x00-\\x7f]|[\\x80-\\xff][\\x00-\\x7f])\\x08(?:" + b"|".join(re.escape(_encode_varint(i)) for i in triggers) + b")") if triggers else None
-        # an XEvent is field 4 (0x22), its length, then its metadata_id (field 1, 0x08)
-        has_event = re.compile(b"\\x22[\\x80-\\xff]{0,2}[\\x00-\\x7f]\\x08(?:" + b"|".join(re.escape(_encode_varint(i)) for i in events) + b")") if events else None
+        has_event = _event_needle(events) if events else None
         batch: list[tuple[str, memoryview]] = []
         size = 0
         for name, raw in self._lines:

@@ -55,7 +55,8 @@ def _stack(parts: list[pd.DataFrame], columns: tuple[str, ...]) -> pd.DataFrame:
                 values[missing] = None
             col = pd.Series(values, index=out.index, dtype=object)
         cols[c] = col
-    return pd.DataFrame(cols).reindex(columns=list(columns))
+    out = pd.DataFrame(cols)
+    return out if tuple(out.columns) == tuple(columns) else out.reindex(columns=list(columns))
 
 
 def read_xspace(paths: Sequence[Path], *, workers: int | None = None) -> TraceTables:

@@ -42,6 +42,7 @@ from tpu_perf.traces.xplane_stream import (
 )
 
 _DEVICE_PLANE = re.compile(r"^/device:(?P<kind>TPU|GPU|CPU)[^:]*:(?P<idx>\d+)$")
+_GPU_DEVICE = re.compile(r"(?:^|/)GPU:")
 _PROGRAM_ID = re.compile(r"\((\d+)\)\s*$")
 _FUSION_KIND = re.compile(r"\bkind=(k\w+)")
 _COMPILE = re.compile(r"backend_compile|compile_and_load|XlaCompile|Compile\b|PjitFunction.*compile", re.I)
@@ -261,7 +262,7 @@ def _aggregate(ops: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
     })
     missing = agg["category"].isna().to_numpy()
     agg.loc[missing, "category"] = [re.sub(r"\.\d+$", "", str(x)) for x in agg["name"].to_numpy()[missing]]
-    agg["op_class"] = classify_ops(agg["name"], agg["category"], kernel=agg["device"].astype(str).str.contains(r"(?:^|/)GPU:", regex=True))
+    agg["op_class"] = classify_ops(agg["name"], agg["category"], kernel=pd.Series([bool(_GPU_DEVICE.search(str(d))) for d in agg["device"].tolist()], index=agg.index))
     return agg, group
 
 
