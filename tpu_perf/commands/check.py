@@ -209,6 +209,7 @@ def baseline_save(
     except (OSError, ValueError, UnicodeError) as exc:  # ValueError: a NUL in the name; UnicodeError: not encodable as a file name
         raise UsageError(f"--out {printable(str(path))}: cannot write ({getattr(exc, 'strerror', None) or exc}); give a writable path") from None
     bad = [v.run_id for v in values if v.status != "completed"]
-    err.print(f"tpu-perf: saved baseline {name!r} ({len(values)} runs) to {path}; use it with `tpu-perf check --baseline file:{path} --candidate ...`", highlight=False, markup=False)
+    shown = printable(str(path))
+    err.print(f"tpu-perf: saved baseline {printable(name)!r} ({len(values)} runs) to {shown}; use it with `tpu-perf check --baseline file:{shown} --candidate ...`", highlight=False, markup=False)
     if bad:
         err.print(f"tpu-perf: warning: runs {', '.join(bad)} did not complete; `check` will call this baseline BAD_DATA", style="yellow", highlight=False, markup=False)
