@@ -337,7 +337,8 @@ INDEX_DAMAGE: dict[str, Callable[[Path], None]] = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", list(INDEX_DAMAGE))
-def test_a_damaged_runs_index_never_stops_the_store(case: str, recorded: Path, tmp_path: Path) -> None:
+def test_a_damaged_runs_index_never_stops_the_store(case: str, recorded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # `baseline save` writes main.baseline.json here
     tally = Tally()
     root = tmp_path / "runs"
     root.mkdir()
