@@ -337,7 +337,8 @@ INDEX_DAMAGE: dict[str, Callable[[Path], None]] = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", list(INDEX_DAMAGE))
-def test_a_damaged_runs_index_never_stops_the_store(case: str, recorded: Path, tmp_path: Path) -> None:
+def test_a_damaged_runs_index_never_stops_the_store(case: str, recorded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # `baseline save` writes main.baseline.json here
     tally = Tally()
     root = tmp_path / "runs"
     root.mkdir()
@@ -429,6 +430,31 @@ def test_no_help_text_renders_as_an_emoji() -> None:
     assert not found
     shown = run_cli("check", "--help")
     assert "tag:KEY" in shown.out and "🔑" not in shown.out
+
+
+@pytest.mark.slow
+def test_hostile_command_lines(store: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Values no one means to type, in every place a command takes text or a path: one line and
+    exit 2 or 3 (or a result), never a traceback, a hang or the memory filled (`file:/dev/zero`)."""
+    monkeypatch.chdir(tmp_path)  # `baseline save NAME` writes NAME.baseline.json here
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    root = str(store["root"])
+    values = ["", "\x00", "a\x00b", "\udcff\udcfe", "x" * 5000, "/dev/zero", f"file:{fifo}", "file:/dev/zero", "tag:", "history:", "nope://x", "\x1b[2J"]
+    tally = Tally()
+    for value in values:
+        for command in (
+            ("report", value, "--store", root),
+            ("report", "--json", HEALTHY, "--store", value),
+            ("ls", "--json", "--store", value),
+            ("check", "--json", "--store", root, "--baseline", value, "--candidate", HEALTHY),
+            ("baseline", "save", value, HEALTHY, "--store", root),
+            ("mfu", "--chip", "v6e", "--hf-config", value, "--tokens-per-second", "1"),
+        ):
+            result = run_cli(*command)
+            tally.clean(repr(value[:20]), " ".join(c[:20] for c in command[:2]), result)
+            tally.expect(result.code in (0, 2, 3, 4), f"{value[:20]!r}: {command[:2]} exit {result.code}: {result.err[-200:]!r}")
+    tally.fail_if_any()
 
 
 # -- remote stores -----------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from typer.core import TyperCommand
 
 from tpu_perf.errors import DataError, RunNotFoundError, TpuPerfError, UsageError
 from tpu_perf.store import layout
+from tpu_perf.text import printable
 
 if TYPE_CHECKING:
     from tpu_perf.store import Damage
@@ -207,9 +208,10 @@ def baseline_save(
     path = out_path or Path(f"{name}.baseline.json")
     try:
         write_baseline_file(path, name, [v.to_dict() for v in values])
-    except OSError as exc:
-        raise UsageError(f"--out {path}: cannot write ({exc.strerror or exc}); give a writable path") from None
+    except (OSError, ValueError, UnicodeError) as exc:  # ValueError: a NUL in the name; UnicodeError: not encodable as a file name
+        raise UsageError(f"--out {printable(str(path))}: cannot write ({getattr(exc, 'strerror', None) or exc}); give a writable path") from None
     bad = [v.run_id for v in values if v.status != "completed"]
-    err.print(f"tpu-perf: saved baseline {name!r} ({len(values)} runs) to {path}; use it with `tpu-perf check --baseline file:{path} --candidate ...`", highlight=False, markup=False)
+    shown = printable(str(path))
+    err.print(f"tpu-perf: saved baseline {printable(name)!r} ({len(values)} runs) to {shown}; use it with `tpu-perf check --baseline file:{shown} --candidate ...`", highlight=False, markup=False)
     if bad:
         err.print(f"tpu-perf: warning: runs {', '.join(bad)} did not complete; `check` will call this baseline BAD_DATA", style="yellow", highlight=False, markup=False)

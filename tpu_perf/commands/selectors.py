@@ -16,7 +16,7 @@ from typing import Any
 
 from tpu_perf import jsonio
 from tpu_perf.errors import DataError, RunNotFoundError, UsageError
-from tpu_perf.store.fs import filesystem, join, to_url
+from tpu_perf.store.fs import filesystem, join, open_regular, to_url
 from tpu_perf.store.manifest import Damage
 from tpu_perf.store.reader import DamagedRunError, Run, load_run
 from tpu_perf.store.writer import write_atomic
@@ -89,14 +89,20 @@ def _matching(kind: str, value: str, store: str, *, flag: str) -> tuple[list[Run
     return found, damaged
 
 
+MAX_BASELINE_BYTES = 256 * 2**20
+"""A saved baseline holds a few KB per run; a larger file is not read."""
+
+
 def read_baseline_file(path: str | Path, *, flag: str = "file:") -> dict[str, Any]:
     """A saved baseline document; one-line DataError if it is missing, damaged or not a baseline."""
     where = Path(path)
     try:
-        doc = json.loads(where.read_text(encoding="utf-8"))
+        fs, local = filesystem(str(where))
+        with open_regular(fs, local, limit=MAX_BASELINE_BYTES) as f:  # never /dev/zero, a FIFO, or a file too large for memory
+            doc = json.loads(f.read().decode("utf-8"))
     except FileNotFoundError:
         raise RunNotFoundError(f"{flag} file:{path}: no such file; save one with `tpu-perf baseline save NAME SELECTOR... --out {path}`") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise DataError(f"{flag} file:{path}: not readable JSON ({exc})") from None
     if not isinstance(doc, dict) or doc.get("kind") != BASELINE_KIND or not isinstance(doc.get("runs"), list):
         raise DataError(f"{flag} file:{path}: not a tpu-perf baseline (no kind '{BASELINE_KIND}' with a runs list)")

@@ -23,11 +23,15 @@ TIED_BY_DEFAULT = {"gemma", "gemma2", "gemma3_text", "gpt2"}
 
 def read_hf_config(path: str | Path, *, flag: str = "--hf-config") -> dict[str, Any]:
     """The JSON object in `path`, or a one-line UsageError naming the flag."""
+    from tpu_perf.store.fs import filesystem, open_regular
+
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        fs, local = filesystem(str(Path(path)))
+        with open_regular(fs, local, limit=64 * 2**20) as f:  # a config.json is KBs: never /dev/zero or a FIFO
+            data = json.loads(f.read().decode("utf-8"))
     except FileNotFoundError:
         raise UsageError(f"{flag} {path}: no such file") from None
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise UsageError(f"{flag} {path}: not a readable JSON config ({exc})") from None
     if not isinstance(data, dict):
         raise UsageError(f"{flag} {path}: expected a JSON object (a Hugging Face config.json)")

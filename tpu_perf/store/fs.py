@@ -23,6 +23,12 @@ def filesystem(url: str) -> tuple[AbstractFileSystem, str]:
 
     A URL whose protocol needs a package that is not installed (`s3://` without s3fs) is a usage
     error naming what to install, not an ImportError traceback."""
+    if "\x00" in url:
+        raise UsageError(f"store {url!r}: a path cannot hold a NUL character; give a folder or an fsspec URL")
+    try:
+        os.fsencode(url)  # a lone surrogate that no file name encodes (argv's undecodable bytes do)
+    except UnicodeEncodeError:
+        raise UsageError(f"store {url!r}: holds characters no file name or URL can encode") from None
     protocol = url.split("://", 1)[0] if "://" in url else "file"
     if protocol in NETWORK_PROTOCOLS:
         _probe_once(url, protocol)  # bounded: making the client can itself wait on the network (gcsfs)

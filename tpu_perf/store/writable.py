@@ -34,7 +34,10 @@ def check_readable_store(store: str) -> None:
     if not is_local(store):
         return
     path = Path(store).expanduser()
-    blocker = _file_in_path(path.absolute())
+    try:
+        blocker = _file_in_path(path.absolute())
+    except (OSError, ValueError) as exc:  # a name too long, a loop of links
+        raise UsageError(f"--store {store}: not a usable folder ({getattr(exc, 'strerror', None) or exc}); give a folder for the run store") from None
     if blocker is not None:
         where = "is a file" if blocker == path.absolute() else f"lies under {blocker}, which is a file"
         raise UsageError(f"--store {store}: {where}, not a folder; give a folder for the run store")
