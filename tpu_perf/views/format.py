@@ -43,7 +43,7 @@ def seconds(value: float | None) -> str:
 
 def step_time(steps: StepStats) -> str:
     """The run's headline step time in one phrase, with its basis (the summary after `record`, a
-    notebook handle, `ls`' footnotes): `StepStats.step_s`, the one every surface shows."""
+    notebook handle): `StepStats.step_s`, the one every surface shows."""
     if steps.step_s is None:
         return "step time n/a (no steady step)"
     if steps.step_basis == "all-in":
