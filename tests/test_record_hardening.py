@@ -133,8 +133,10 @@ def test_module_from_the_package_parent_folder(tmp: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     import subprocess
 
-    # -P: the working folder is not on sys.path, as with the installed `tpu-perf` command
-    proc = subprocess.run([sys.executable, "-P", "-m", "tpu_perf", "record", "-q", "--no-trace", "--store", str(tmp / "mod"), "-m", "pkgtrain.train", "7", str(out)], cwd=SCRIPTS, env=env, capture_output=True, text=True, timeout=300)
+    # the installed `tpu-perf` command: the working folder is not on its sys.path (its own folder is);
+    # `record -m` puts it there as `python -m` does (`python -P`, PYTHONSAFEPATH, would not: runner.py)
+    command = Path(sys.executable).with_name("tpu-perf")
+    proc = subprocess.run([str(command), "record", "-q", "--no-trace", "--store", str(tmp / "mod"), "-m", "pkgtrain.train", "7", str(out)], cwd=SCRIPTS, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     run = load_run(str(next((tmp / "mod").iterdir())))
     assert len(run.steps) == 7  # the step is jitted in a module the package's __init__ imports

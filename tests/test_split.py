@@ -173,7 +173,7 @@ def test_a_loop_that_never_syncs_gets_its_device_time(storage_wait) -> None:
     assert s["device_median_s"] <= s["iteration_median_s"]
     assert 0 < s["host_median_s"] <= s["iteration_median_s"]  # the iteration less the device's busy time in it, per step
     assert s["iteration_median_s"] == pytest.approx(truth["iteration_median_s"], rel=0.15)
-    assert not s["runs_ahead"] and s["step_basis"] == "median iteration" and s["step_s"] == s["iteration_median_s"]  # host-bound: the device keeps pace
+    assert not s["runs_ahead"] and s["steady_basis"] == "median iteration" and s["steady_step_s"] == s["iteration_median_s"]  # host-bound: the device keeps pace
     frame = step_phases(run, s["warmup"])
     assert frame["pace_s"].isna().all() and [t.name for t in figures.step_times([("r", frame)]).data][:1] == ["r"]  # the iterations are the steps
     assert compare.kpi_rows({"r": doc}, "r").set_index("kpi").loc["p90 step time", "value"] == pytest.approx(s["iteration_p90_s"])
