@@ -7,8 +7,6 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("streamlit")
-
 # app.py's main() as it registers the pages, with a button that goes where the runs page's buttons go.
 SCRIPT = """
 import streamlit as st
