@@ -186,6 +186,10 @@ def test_flax_lstm_scan_is_counted_through_its_trips(corpus_runs) -> None:
     check(truth, doc, run)
     counted_once = float(run.programs[run.programs["is_step"].astype(bool)]["flops"].iloc[0])
     assert counted_once < 0.5 * truth["flops"]  # what the cost analysis alone says
+    # each cell's 8 gate matmuls share one shape (EMBED == HIDDEN): side by side, not 16 unrolled layers;
+    # the two nnx.RNN layers follow one another, as their two scans
+    unrolled = next(f for f in advice_doc(corpus_runs("flax_lstm").dir, target="v6e")["findings"] if f["id"] == "unrolled-loop")
+    assert unrolled["outcome"] == "passed" and {e["name"]: e["value"] for e in unrolled["evidence"]}["max_dot_repeats"] == 2, unrolled
 
 
 def test_the_scripts_own_tensorboard_trace_is_kept(corpus_runs) -> None:

@@ -218,7 +218,7 @@ SOURCES: dict[str, tuple[str, str]] = {
     "step_calls": ("steps", "run.json jax.step_calls"),
     "jitted_functions": ("compiles", "run.json jax.jitted_functions"),
     "hlo_instructions": ("hlo", "hlo.top_level_instructions"),
-    "max_dot_repeats": ("hlo", "step program HLO: occurrences of a repeated matmul (dtype, m, n, k, dimension numbers), weighted by FLOPs (signals.layer_repeats)"),
+    "max_dot_repeats": ("hlo", "step program HLO: matmuls of one kind (dtype, m, n, k, dimension numbers) one after another on a data path, weighted by FLOPs (signals.layer_repeats)"),
     "while_loops": ("hlo", "hlo.analysis.while_loops"),
     "step_compile_s": ("compiles", "compiles.parquet: longest backend_compile of the step function"),
     "argument_bytes": ("hlo", "programs[step].argument_bytes (XLA memory analysis)"),
@@ -445,17 +445,16 @@ def dot_bytes_bf16(d: DotInfo) -> float:
 
 def layer_repeats(a: HloAnalysis) -> int:
     """How many times the program repeats one layer: among matmuls (dtype, m, n, k, dimension
-    numbers) that occur more than once, the occurrence count carrying the most FLOPs. Each unrolled
-    layer repeats its own matmuls once, so in an L-layer stack most repeated matmuls occur L times.
-    The dimension numbers tell a layer's forward, weight-gradient and input-gradient dots apart:
-    in a square two-layer MLP they share one shape (5 dots) but each role occurs at most twice."""
-    counts = Counter((d.dtype, d.m, d.n, d.k, d.dims) for d in a.dots)
-    flops_by_count: Counter[int] = Counter()
+    numbers) that follow one another on a data path (DotInfo.chain > 1), the chain length carrying
+    the most FLOPs. Each unrolled layer feeds the next, so in an L-layer stack most matmuls chain L
+    deep; matmuls side by side (a recurrent cell's gates, attention's q/k/v) count once, however
+    many share a shape. The dimension numbers tell a layer's forward, weight-gradient and
+    input-gradient dots apart: in a square two-layer MLP they share one shape (5 dots)."""
+    flops_by_chain: Counter[int] = Counter()
     for d in a.dots:
-        n = counts[(d.dtype, d.m, d.n, d.k, d.dims)]
-        if n > 1:
-            flops_by_count[n] += d.flops
-    return flops_by_count.most_common(1)[0][0] if flops_by_count else 1
+        if d.chain > 1:
+            flops_by_chain[d.chain] += d.flops
+    return flops_by_chain.most_common(1)[0][0] if flops_by_chain else 1
 
 
 def _step_compile_s(run: Run, function: str | None) -> float | None:
