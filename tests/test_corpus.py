@@ -159,17 +159,20 @@ def test_eager_ops_at_epoch_ends_are_not_recompiles(corpus_runs) -> None:
     assert recompilation["outcome"] == "passed" and "jit(true_divide)" in recompilation["reason"], recompilation
 
 
-def test_a_stateless_step_found_at_the_end_says_why_it_has_no_trace(corpus_runs) -> None:
+def test_a_stateless_step_gets_a_trace_window(corpus_runs) -> None:
     """A predict loop (a stateless predict_step, synced by np.asarray): the step is the most-called
-    function, known only at the end of the run, after the trace window's steps ran untraced; the
-    run says so instead of a silent "0 traced" with no breakdown. The device wait inside
-    np.asarray is counted as a wait."""
+    function, taken as the step only at the end of the run; while nothing carries state its calls
+    open and close the trace window, so the window's steps are traced and broken down (it was a
+    silent "0 traced" with no breakdown, then a stated reason). The device wait inside np.asarray
+    is counted as a wait."""
     truth, doc, run = record_corpus(corpus_runs, "flax_predict")
     assert doc["steps"]["count"] == truth["updates"] and doc["steps"]["source"] == "auto:jit(predict_step)"
     assert within(doc["flops"]["per_step"], truth["flops"])
-    assert doc["steps"]["traced"] == 0 and not doc["breakdown"]
-    reasons = [w for w in run.manifest["warnings"] if w.startswith("no trace window")]
-    assert len(reasons) == 1 and "predict_step was taken as the step only at the end of the run" in reasons[0], run.manifest["warnings"]
+    window = run.steps.iloc[3:6]  # the default window, steps 3:6, by the predict_step's call index
+    assert doc["steps"]["traced"] == 3 and window["traced"].astype(bool).all() and run.steps["traced"].astype(bool).sum() == 3
+    assert run.steps["instrumented"].astype(bool).iloc[[2, 6]].all()  # the trace's start and stop are charged to the steps around it
+    assert doc["breakdown"]["matmul"] > 0.2, doc["breakdown"]
+    assert not [w for w in run.manifest["warnings"] if "trace window" in w], run.manifest["warnings"]
     # np.asarray of the predictions waits for the device: a wait, not the loop's own work (it read
     # half the iteration as "the loop's own work outside the step call" and spoke of numpy augmentation)
     steady = run.steps.iloc[1:-1]
