@@ -247,3 +247,13 @@ def test_only_checkpointing_and_logging_libraries_ask_for_occasional_compiles() 
     assert occasional(frame_in("clu.metric_writers.summary_writer")) and occasional(frame_in("wandb"))
     assert not occasional(frame_in("flax.linen.linear")) and not occasional(frame_in("optax._src.transform"))
     assert not occasional(frame_in("orbaxlike.tools"))  # a prefix of a name is not the package
+
+
+def test_f32_matmuls_are_judged_on_pytorch(corpus_runs) -> None:
+    """PyTorch runs have no HLO: the dtypes the counted step's matmuls ran in (after autocast) are
+    the evidence. word_language_model's f32 LSTM and decoder fire for a bf16 MXU; the bf16-autocast
+    loop passes (it was not evaluable for every PyTorch run)."""
+    f32 = _by_id(_advise(corpus_runs, "torch_word_lm", "v6e"))["fp32-matmul"]
+    assert f32["outcome"] == "fired" and {e["name"]: e["value"] for e in f32["evidence"]}["f32_dot_share"] == 1.0, f32
+    amp = _by_id(_advise(corpus_runs, "torch_compile_amp", "v6e"))["fp32-matmul"]
+    assert amp["outcome"] == "passed" and {e["name"]: e["value"] for e in amp["evidence"]}["f32_dot_share"] == 0.0, amp

@@ -8,6 +8,7 @@ that into their evidence.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -422,7 +423,8 @@ def _hlo_signals(run: Run, report: Report, target: Chip | None) -> dict[str, Any
         "hlo": None, "hlo_target": None, "hlo_instructions": summary.summary.top_level_instructions if summary is not None else None,
         "max_dot_repeats": None, "dot_intensity_bf16": None, "dot_source_dtype_share": {},
     }
-    if module is None:
+    if module is None:  # PyTorch: the counted step's FLOPs by the dtype each op ran in (collectors/torch/flop_dtypes.py)
+        out["dot_source_dtype_share"] = counted_dtype_share(row)
         return out
     own = analyze_hlo(module)
     out["hlo"] = own
@@ -434,6 +436,16 @@ def _hlo_signals(run: Run, report: Report, target: Chip | None) -> dict[str, Any
         moved = sum(dot_bytes_bf16(d) for d in own.dots)
         out["dot_intensity_bf16"] = flops / moved if moved else None
     return out
+
+
+def counted_dtype_share(row: dict[str, Any]) -> dict[str, float]:
+    """Shares of a PyTorch step's counted FLOPs by dtype, from its `programs` row; {} when not counted."""
+    raw = row.get("dot_flops_by_dtype")
+    if not isinstance(raw, str):
+        return {}
+    flops = {str(k): float(v) for k, v in json.loads(raw).items()}
+    total = sum(flops.values())
+    return {k: v / total for k, v in flops.items()} if total else {}
 
 
 def dot_bytes_bf16(d: DotInfo) -> float:
