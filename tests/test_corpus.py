@@ -159,6 +159,16 @@ def test_eager_ops_at_epoch_ends_are_not_recompiles(corpus_runs) -> None:
     assert recompilation["outcome"] == "passed" and "jit(true_divide)" in recompilation["reason"], recompilation
 
 
+def test_one_extra_sync_per_epoch_keeps_the_headline_basis(corpus_runs) -> None:
+    """flax's nnx MNIST with one `jax.block_until_ready` added at each epoch's end: the headline
+    step time keeps its basis, and says why (it read "63.9 ms device pace" in one recording and
+    "27.0 ms median iteration" in the other)."""
+    plain = record_corpus(corpus_runs, "flax_nnx_mnist")[1]["steps"]
+    synced = record_corpus(corpus_runs, "flax_nnx_mnist", env={"MNIST_BLOCK_EACH_EPOCH": "1"})[1]["steps"]
+    assert plain["step_basis"] == synced["step_basis"], (plain["step_basis"], synced["step_basis"])
+    assert plain["step_basis_reason"] and synced["step_basis_reason"]
+
+
 def test_a_stateless_step_gets_a_trace_window(corpus_runs) -> None:
     """A predict loop (a stateless predict_step, synced by np.asarray): the step is the most-called
     function, taken as the step only at the end of the run; while nothing carries state its calls
