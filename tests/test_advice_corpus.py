@@ -14,9 +14,9 @@ from tests.conftest import advice_doc, report_doc
 # serial: whether input-bound fires reads shares of the step's time; beside the other worker a PyTorch loop's
 # thread, put off its core, leaves 1 ms gaps in its trace that read as its own host work (39 % of a step)
 pytestmark = [pytest.mark.slow, pytest.mark.serial]
-TORCH_EAGER = ("torch_nosync", "hf_trainer", "lightning_module", "accelerate_loop", "torch_compile_amp", "keras_torch")
+TORCH_EAGER = ("torch_nosync", "hf_trainer", "lightning_module", "accelerate_loop", "torch_compile_amp", "keras_torch", "torch_gru_lm")
 """Judged for the machine they ran on: eager PyTorch judged for a TPU is op-by-op by design."""
-REAL_FRAMEWORK = ("jax_pmap", "jax_aot", "eval_midway", "keras_fit", "keras_jax", "flax_cnn", "flax_multisteps", "flax_multisteps_mlp", "flax_nnx", "flax_lstm", "jax_mesh", *TORCH_EAGER)
+REAL_FRAMEWORK = ("jax_pmap", "jax_aot", "eval_midway", "keras_fit", "keras_jax", "flax_cnn", "flax_multisteps", "flax_multisteps_mlp", "flax_nnx", "flax_lstm", "flax_gru_lm", "equinox_mnist", "jax_mesh", *TORCH_EAGER)
 """Scripts with no planted defect of the rules below: written as each library's users write them."""
 NEVER_ON_THESE = ("recompilation", "op-by-op", "host-sync", "input-bound", "graph-break", "mxu-padding", "unrolled-loop", "device-idle", "hbm-pressure")
 """Rules whose high or medium finding on REAL_FRAMEWORK would be a false alarm. Not listed: what these
