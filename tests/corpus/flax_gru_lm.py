@@ -4,7 +4,6 @@ synthetic tokens. XLA's cost analysis counts a scan's body once; the FLOPs are t
 count of the matmuls (2 FLOPs per multiply-add, backward 2x forward)."""
 
 import jax
-import jax.numpy as jnp
 import optax
 from flax import linen as nn
 from flax.training import train_state
