@@ -255,5 +255,7 @@ def test_f32_matmuls_are_judged_on_pytorch(corpus_runs) -> None:
     loop passes (it was not evaluable for every PyTorch run)."""
     f32 = _by_id(_advise(corpus_runs, "torch_word_lm", "v6e"))["fp32-matmul"]
     assert f32["outcome"] == "fired" and {e["name"]: e["value"] for e in f32["evidence"]}["f32_dot_share"] == 1.0, f32
+    padding = _by_id(_advise(corpus_runs, "torch_word_lm", "v6e"))["mxu-padding"]
+    assert padding["outcome"] == "not_evaluable" and "PyTorch runs save no step-program HLO" in padding["reason"], padding
     amp = _by_id(_advise(corpus_runs, "torch_compile_amp", "v6e"))["fp32-matmul"]
     assert amp["outcome"] == "passed" and {e["name"]: e["value"] for e in amp["evidence"]}["f32_dot_share"] == 0.0, amp

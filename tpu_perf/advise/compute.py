@@ -79,6 +79,9 @@ def mxu_padding(s: Signals) -> Finding:
     if (why := target_missing(s)) is not None:
         return not_evaluable(MXU_PADDING, why)
     a = s.hlo_target
+    if a is None and s.framework == "torch":
+        return not_evaluable(MXU_PADDING, "PyTorch runs save no step-program HLO: which matmul dimensions are the data's (the first layer's input "
+                                          "features), and so which padding a fix could remove, is read from it; judge it on a JAX or torch-tpu recording")
     if a is None or a.padding_waste is None:
         return not_evaluable(MXU_PADDING, "no matmuls in a saved step-program HLO (JAX runs with a jitted step save it)")
     saving = fixable_matmul_saving(a, s.fixed_dims, s.target)
