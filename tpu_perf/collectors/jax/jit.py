@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
@@ -126,6 +127,8 @@ class JitTracker:
         """The function whose call is under way (it is being traced if it compiles now)."""
         self.provisional: FunctionState | None = None
         """The function whose calls opened the trace window before any step was known (`_leads`)."""
+        self.discard_trace: Callable[[], None] | None = None
+        """Deletes tpu-perf's own trace files: a window that went to another function than the step is dropped."""
         from jax._src import core
 
         self.outer = OuterCalls(recorder.now, recorder.called)
@@ -291,6 +294,8 @@ class JitTracker:
         function, the one `fallback` takes as the step at the end. Without this such a step was
         found only after the run, too late for a trace window."""
         trace = self.rec.trace
+        if self.rec.steps.source is not None and self.provisional is not None:  # marked steps came after all
+            self._rearm("before the script's first marked step")
         if trace is None or trace.done or self.rec.steps.source is not None:
             return False
         if self.provisional is not None and self.provisional is not state:
@@ -298,6 +303,16 @@ class JitTracker:
         if state.calls < 1 or any(f.carry_calls for f in self.functions):  # called twice at least, as the fallback's step
             return False
         return all(state.calls >= f.calls for f in self.functions if f is not state)
+
+    def _rearm(self, when: str) -> None:
+        """The window went to another function's calls (an eval before training): drop that trace,
+        when it is closed, so the step's own calls open the window again; else say so."""
+        trace, name, self.provisional = self.rec.trace, self.provisional.name if self.provisional else "?", None
+        if trace is not None and trace.done and not trace.active and self.discard_trace is not None:
+            self.discard_trace()
+            trace.done = False
+            return
+        self.rec.warn(f"the trace window opened on calls of {name} (called most while no function carried state), {when}; its steps may be untraced")
 
     def _instrument_last(self, state: FunctionState) -> None:
         """The trace started at `state`'s call: its cost ends the previous call's iteration."""
@@ -379,9 +394,7 @@ class JitTracker:
 
     def _decide(self, chosen: FunctionState) -> None:
         if self.provisional is not None and self.provisional is not chosen:
-            self.rec.warn(f"the trace window opened on calls of {self.provisional.name} (called most while no function carried state), "
-                          f"before {chosen.name} was found to carry the train state; its steps may be untraced: mark steps with tpu_perf.step() to be sure")
-            self.provisional = None
+            self._rearm(f"before {chosen.name} was found to carry the train state")
         self._wait(chosen)  # its last call's span lands in the buffer, not twice
         self.drain()
         self._adopt(chosen)
