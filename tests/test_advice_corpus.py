@@ -14,9 +14,9 @@ from tests.conftest import advice_doc, report_doc
 # serial: whether input-bound fires reads shares of the step's time; beside the other worker a PyTorch loop's
 # thread, put off its core, leaves 1 ms gaps in its trace that read as its own host work (39 % of a step)
 pytestmark = [pytest.mark.slow, pytest.mark.serial]
-TORCH_EAGER = ("torch_nosync", "hf_trainer", "lightning_module", "accelerate_loop", "torch_compile_amp", "keras_torch")
+TORCH_EAGER = ("torch_nosync", "hf_trainer", "lightning_module", "accelerate_loop", "torch_compile_amp", "keras_torch", "torch_gru_lm")
 """Judged for the machine they ran on: eager PyTorch judged for a TPU is op-by-op by design."""
-REAL_FRAMEWORK = ("jax_pmap", "jax_aot", "eval_midway", "keras_fit", "keras_jax", "flax_cnn", "flax_multisteps", "flax_multisteps_mlp", "flax_nnx", "jax_mesh", *TORCH_EAGER)
+REAL_FRAMEWORK = ("jax_pmap", "jax_aot", "eval_midway", "keras_fit", "keras_jax", "flax_cnn", "flax_multisteps", "flax_multisteps_mlp", "flax_nnx", "flax_lstm", "flax_gru_lm", "equinox_mnist", "jax_mesh", *TORCH_EAGER)
 """Scripts with no planted defect of the rules below: written as each library's users write them."""
 NEVER_ON_THESE = ("recompilation", "op-by-op", "host-sync", "input-bound", "graph-break", "mxu-padding", "unrolled-loop", "device-idle", "hbm-pressure")
 """Rules whose high or medium finding on REAL_FRAMEWORK would be a false alarm. Not listed: what these
@@ -247,3 +247,15 @@ def test_only_checkpointing_and_logging_libraries_ask_for_occasional_compiles() 
     assert occasional(frame_in("clu.metric_writers.summary_writer")) and occasional(frame_in("wandb"))
     assert not occasional(frame_in("flax.linen.linear")) and not occasional(frame_in("optax._src.transform"))
     assert not occasional(frame_in("orbaxlike.tools"))  # a prefix of a name is not the package
+
+
+def test_f32_matmuls_are_judged_on_pytorch(corpus_runs) -> None:
+    """PyTorch runs have no HLO: the dtypes the counted step's matmuls ran in (after autocast) are
+    the evidence. word_language_model's f32 LSTM and decoder fire for a bf16 MXU; the bf16-autocast
+    loop passes (it was not evaluable for every PyTorch run)."""
+    f32 = _by_id(_advise(corpus_runs, "torch_word_lm", "v6e"))["fp32-matmul"]
+    assert f32["outcome"] == "fired" and {e["name"]: e["value"] for e in f32["evidence"]}["f32_dot_share"] == 1.0, f32
+    padding = _by_id(_advise(corpus_runs, "torch_word_lm", "v6e"))["mxu-padding"]
+    assert padding["outcome"] == "not_evaluable" and "PyTorch runs save no step-program HLO" in padding["reason"], padding
+    amp = _by_id(_advise(corpus_runs, "torch_compile_amp", "v6e"))["fp32-matmul"]
+    assert amp["outcome"] == "passed" and {e["name"]: e["value"] for e in amp["evidence"]}["f32_dot_share"] == 0.0, amp

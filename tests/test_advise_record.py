@@ -154,13 +154,12 @@ def _from_hlo(run, report: dict, name: str, tile: int) -> float | KeyError:
         return a.padding_waste
     if name == "dot_intensity_bf16":
         return sum(d.flops for d in a.dots) / sum(d.flops / (d.m * d.n * d.k) * (d.m * d.k + d.k * d.n + d.m * d.n) for d in a.dots)
-    if name == "max_dot_repeats":  # the repeat count shared by the most matmul FLOPs, a dot's role (its dimension numbers) part of its shape
-        shapes = [(d.dtype, d.m, d.n, d.k, d.dims) for d in a.dots]
-        by_count: dict[int, float] = {}
-        for d, shape in zip(a.dots, shapes, strict=True):
-            if shapes.count(shape) > 1:
-                by_count[shapes.count(shape)] = by_count.get(shapes.count(shape), 0.0) + d.flops
-        return max(by_count, key=by_count.get)
+    if name == "max_dot_repeats":  # the chain length shared by the most matmul FLOPs, a dot's role (its dimension numbers) part of its kind
+        by_chain: dict[int, float] = {}
+        for d in a.dots:
+            if d.chain > 1:
+                by_chain[d.chain] = by_chain.get(d.chain, 0.0) + d.flops
+        return max(by_chain, key=by_chain.get)
     return KeyError(name)
 
 

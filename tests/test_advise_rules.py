@@ -6,6 +6,7 @@ optimized HLO of real jitted functions.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
 
 import jax
@@ -238,6 +239,35 @@ def test_forward_and_backward_dots_of_a_few_square_layers_are_not_layer_copies()
     assert layer_repeats(two) == 2 and unrolled_loop(base(hlo=two, max_dot_repeats=2)).outcome == "passed"
     six = grads(6)
     assert layer_repeats(six) == 6 and unrolled_loop(base(hlo=six, max_dot_repeats=6)).outcome == "fired"
+
+
+def test_side_by_side_matmuls_of_one_shape_are_not_layer_copies() -> None:
+    """An LSTM cell's 8 gate matmuls share one shape when input and hidden sizes match (the flax
+    LSTM read as "16 unrolled copies of a layer"): side by side, they count once; the layers of a
+    Python loop over scanned cells still chain, one per layer."""
+
+    def cell(carry, x, w, u):  # 4 gates on the input, 4 on the state, one shape each: an LSTM cell
+        h, c = carry
+        i, f, g, o = ([x @ w[j] + h @ u[j] for j in range(4)])
+        c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+        h = jax.nn.sigmoid(o) * jnp.tanh(c)
+        return (h, c), h
+
+    def loss(ws, us, xs):
+        for layer in range(ws.shape[0]):  # a Python loop over layers, each scanning over time
+            h0 = jnp.zeros(xs.shape[1:])
+            _, xs = jax.lax.scan(lambda carry, x, layer=layer: cell(carry, x, ws[layer], us[layer]), (h0, h0), xs)
+        return jnp.mean(xs**2)
+
+    def grads(layers):
+        return _analysis(jax.grad(loss, argnums=(0, 1)), jnp.ones((layers, 4, 64, 64)), jnp.ones((layers, 4, 64, 64)), jnp.ones((10, 8, 64)))
+
+    one = grads(1)
+    assert max(Counter((d.m, d.n, d.k, d.dims) for d in one.dots).values()) >= 8  # same-shape dots a count would read as 8+ layers
+    assert layer_repeats(one) == 1 and unrolled_loop(base(hlo=one, max_dot_repeats=layer_repeats(one))).outcome == "passed"
+    stacked = grads(T.UNROLLED_MIN_REPEATS)
+    assert layer_repeats(stacked) == T.UNROLLED_MIN_REPEATS
+    assert unrolled_loop(base(hlo=stacked, max_dot_repeats=layer_repeats(stacked))).outcome == "fired"
 
 
 def _dtype_signals(fn, *args):

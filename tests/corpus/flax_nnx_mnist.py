@@ -1,10 +1,13 @@
 """flax's MNIST example in nnx, as its tutorial trains: a small CNN, nnx.Optimizer(adamw),
 nnx.MultiMetric (Accuracy, Average loss) updated inside the jitted train and eval steps, and at
 each epoch's end `metrics.compute()`, a test pass with `eval_step`, and a log line with
-`accuracy * 100`: 3 epochs of 8 updates on synthetic 28x28 images."""
+`accuracy * 100`: 3 epochs of 8 updates on synthetic 28x28 images. MNIST_BLOCK_EACH_EPOCH=1 adds
+one `jax.block_until_ready` of the model at each epoch's end."""
 
+import os
 from functools import partial
 
+import jax
 import numpy as np
 import optax
 from flax import nnx
@@ -70,6 +73,8 @@ for epoch in range(1, EPOCHS + 1):
     for batch in batches(rng, STEPS_PER_EPOCH):
         train_step(model, optimizer, metrics, batch)
         clock.tick()
+    if os.environ.get("MNIST_BLOCK_EACH_EPOCH"):  # one extra sync per epoch (the headline must not flip on it)
+        jax.block_until_ready(nnx.state(model))
     for metric, value in metrics.compute().items():  # Compute the metrics.
         metrics_history[f"train_{metric}"].append(value)  # Record the metrics.
     metrics.reset()  # Reset the metrics for the test set.

@@ -62,10 +62,13 @@ def _target_evidence(s: Signals) -> Evidence:
 def fp32_matmul(s: Signals) -> Finding:
     if (why := target_missing(s)) is not None:
         return not_evaluable(FP32_MATMUL, why)
-    if s.hlo is None or not s.hlo.dots:
-        return not_evaluable(FP32_MATMUL, "no matmuls in a saved step-program HLO (JAX runs with a jitted step save it)")
     share = s.dot_source_dtype_share.get("f32", 0.0)
-    evidence = [src("f32_dot_share", share), ev("dot_flops", sum(s.hlo.dot_flops_by_dtype.values()), "hlo", "sum(hlo.analysis.dot_flops_by_dtype)"), _target_evidence(s)]
+    if s.hlo is not None and s.hlo.dots:
+        evidence = [src("f32_dot_share", share), ev("dot_flops", sum(s.hlo.dot_flops_by_dtype.values()), "hlo", "sum(hlo.analysis.dot_flops_by_dtype)"), _target_evidence(s)]
+    elif s.framework == "torch" and s.dot_source_dtype_share:  # no HLO: the dtypes the counted step's matmuls ran in
+        evidence = [ev("f32_dot_share", share, "programs", "programs.parquet: the step row's dot_flops_by_dtype (FlopCounterMode's counted step, after autocast)"), _target_evidence(s)]
+    else:
+        return not_evaluable(FP32_MATMUL, "no matmuls in a saved step-program HLO (JAX runs with a jitted step save it) nor in a PyTorch step's FLOP count")
     if share <= T.FP32_MATMUL_SHARE:
         return passed(FP32_MATMUL, f"{share:.0%} of matmul FLOPs in f32", evidence)
     return fired(FP32_MATMUL, f"{share:.0%} of matmul FLOPs run in f32 on a bf16 MXU ({s.target.name})", evidence,
@@ -76,6 +79,9 @@ def mxu_padding(s: Signals) -> Finding:
     if (why := target_missing(s)) is not None:
         return not_evaluable(MXU_PADDING, why)
     a = s.hlo_target
+    if a is None and s.framework == "torch":
+        return not_evaluable(MXU_PADDING, "PyTorch runs save no step-program HLO: which matmul dimensions are the data's (the first layer's input "
+                                          "features), and so which padding a fix could remove, is read from it; judge it on a JAX or torch-tpu recording")
     if a is None or a.padding_waste is None:
         return not_evaluable(MXU_PADDING, "no matmuls in a saved step-program HLO (JAX runs with a jitted step save it)")
     saving = fixable_matmul_saving(a, s.fixed_dims, s.target)

@@ -8,6 +8,7 @@ that into their evidence.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -218,7 +219,7 @@ SOURCES: dict[str, tuple[str, str]] = {
     "step_calls": ("steps", "run.json jax.step_calls"),
     "jitted_functions": ("compiles", "run.json jax.jitted_functions"),
     "hlo_instructions": ("hlo", "hlo.top_level_instructions"),
-    "max_dot_repeats": ("hlo", "step program HLO: occurrences of a repeated matmul (dtype, m, n, k, dimension numbers), weighted by FLOPs (signals.layer_repeats)"),
+    "max_dot_repeats": ("hlo", "step program HLO: matmuls of one kind (dtype, m, n, k, dimension numbers) one after another on a data path, weighted by FLOPs (signals.layer_repeats)"),
     "while_loops": ("hlo", "hlo.analysis.while_loops"),
     "step_compile_s": ("compiles", "compiles.parquet: longest backend_compile of the step function"),
     "argument_bytes": ("hlo", "programs[step].argument_bytes (XLA memory analysis)"),
@@ -422,7 +423,8 @@ def _hlo_signals(run: Run, report: Report, target: Chip | None) -> dict[str, Any
         "hlo": None, "hlo_target": None, "hlo_instructions": summary.summary.top_level_instructions if summary is not None else None,
         "max_dot_repeats": None, "dot_intensity_bf16": None, "dot_source_dtype_share": {},
     }
-    if module is None:
+    if module is None:  # PyTorch: the counted step's FLOPs by the dtype each op ran in (collectors/torch/flop_dtypes.py)
+        out["dot_source_dtype_share"] = counted_dtype_share(row)
         return out
     own = analyze_hlo(module)
     out["hlo"] = own
@@ -436,6 +438,16 @@ def _hlo_signals(run: Run, report: Report, target: Chip | None) -> dict[str, Any
     return out
 
 
+def counted_dtype_share(row: dict[str, Any]) -> dict[str, float]:
+    """Shares of a PyTorch step's counted FLOPs by dtype, from its `programs` row; {} when not counted."""
+    raw = row.get("dot_flops_by_dtype")
+    if not isinstance(raw, str):
+        return {}
+    flops = {str(k): float(v) for k, v in json.loads(raw).items()}
+    total = sum(flops.values())
+    return {k: v / total for k, v in flops.items()} if total else {}
+
+
 def dot_bytes_bf16(d: DotInfo) -> float:
     """Bytes a dot reads and writes (operands and result) at 2 bytes per element."""
     if not (d.m and d.n and d.k):
@@ -445,17 +457,16 @@ def dot_bytes_bf16(d: DotInfo) -> float:
 
 def layer_repeats(a: HloAnalysis) -> int:
     """How many times the program repeats one layer: among matmuls (dtype, m, n, k, dimension
-    numbers) that occur more than once, the occurrence count carrying the most FLOPs. Each unrolled
-    layer repeats its own matmuls once, so in an L-layer stack most repeated matmuls occur L times.
-    The dimension numbers tell a layer's forward, weight-gradient and input-gradient dots apart:
-    in a square two-layer MLP they share one shape (5 dots) but each role occurs at most twice."""
-    counts = Counter((d.dtype, d.m, d.n, d.k, d.dims) for d in a.dots)
-    flops_by_count: Counter[int] = Counter()
+    numbers) that follow one another on a data path (DotInfo.chain > 1), the chain length carrying
+    the most FLOPs. Each unrolled layer feeds the next, so in an L-layer stack most matmuls chain L
+    deep; matmuls side by side (a recurrent cell's gates, attention's q/k/v) count once, however
+    many share a shape. The dimension numbers tell a layer's forward, weight-gradient and
+    input-gradient dots apart: in a square two-layer MLP they share one shape (5 dots)."""
+    flops_by_chain: Counter[int] = Counter()
     for d in a.dots:
-        n = counts[(d.dtype, d.m, d.n, d.k, d.dims)]
-        if n > 1:
-            flops_by_count[n] += d.flops
-    return flops_by_count.most_common(1)[0][0] if flops_by_count else 1
+        if d.chain > 1:
+            flops_by_chain[d.chain] += d.flops
+    return flops_by_chain.most_common(1)[0][0] if flops_by_chain else 1
 
 
 def _step_compile_s(run: Run, function: str | None) -> float | None:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from tpu_perf.analyzers.dot_chains import longest_chains
 from tpu_perf.analyzers.hlo import HloModule, Instruction, parse_hlo
 
 _SHAPE = re.compile(r"\b(pred|s4|s8|s16|s32|s64|u4|u8|u16|u32|u64|f8e4m3fn|f8e5m2|f8\w*|bf16|f16|f32|f64|c64|c128)\[([\d,]*)\]")
@@ -49,6 +50,10 @@ class DotInfo:
     """Its dimension numbers (batch and contracting dims; a convolution's dim_labels): the role a
     dot plays. A layer's forward, weight-gradient and input-gradient dots of one square shape differ
     here; L unrolled copies of a layer repeat each of them L times."""
+    chain: int = 1
+    """The most dots of its kind (dtype, m, n, k, dims) on one data path through the program
+    (dot_chains.longest_chains): L for an unrolled L-layer stack, 1 for side-by-side matmuls such
+    as a recurrent cell's gates, however many there are."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,6 +117,10 @@ def _dot(instr: Instruction, tile: int, shape_of: dict[str, str]) -> DotInfo | N
     return DotInfo(name=instr.name, opcode=instr.opcode, dtype=lhs[0], m=m, n=n, k=k, flops=flops, padding_waste=waste, dims=dims)
 
 
+def _kind(d: DotInfo) -> tuple[str, int, int, int, str]:
+    return (d.dtype, d.m, d.n, d.k, d.dims)
+
+
 def _async_overlap(module: HloModule) -> tuple[int, int]:
     pairs = overlapped = 0
     for body in module.computations.values():
@@ -129,6 +138,8 @@ def analyze_hlo(module: HloModule, *, tile: int = 128) -> HloAnalysis:
     """Dots, collectives, loops and unfused elementwise work of one optimized HLO module."""
     shape_of = {i.name: i.shape for i in module.instructions()}
     dots = [d for i in module.instructions() if i.opcode in ("dot", "convolution") if (d := _dot(i, tile, shape_of))]
+    chains = longest_chains(module, {d.name: _kind(d) for d in dots})
+    dots = [replace(d, chain=chains.get(_kind(d), 1)) for d in dots]
     by_dtype: dict[str, float] = {}
     for d in dots:
         by_dtype[d.dtype] = by_dtype.get(d.dtype, 0.0) + d.flops

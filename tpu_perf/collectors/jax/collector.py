@@ -6,6 +6,7 @@ Everything is undone by the returned `uninstall`, so a recording leaves jax as i
 
 from __future__ import annotations
 
+import shutil
 import sys
 from collections.abc import Callable
 from types import ModuleType
@@ -199,6 +200,7 @@ def install(rec: Recorder, jax: ModuleType) -> Callable[[], None]:
 
     profilers = JaxProfilers(rec, jax)
     undos.append(profilers.install(jax))
+    tracker.discard_trace = lambda: shutil.rmtree(profilers.trace_dir / "plugins", ignore_errors=True)
     rec.offer_trace(TraceControl(start=lambda: profilers.own_start(str(profilers.trace_dir), lambda: _check_profiler_safe(jax)), stop=profilers.own_stop, name="jax.profiler"))
 
     seen_hardware = False

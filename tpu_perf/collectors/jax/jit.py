@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
@@ -36,8 +37,8 @@ OCCASIONAL = 0.5
 """A jitted function called less than this often per step, between steps, is an eval (or another
 occasional program): the step after it is flagged `interleaved`."""
 
-Span = tuple[float, float, bool, bool]
-"""(dispatch time, outputs-ready time, traced, ready time seen exactly)."""
+Span = tuple[float, float, bool, bool, bool]
+"""(dispatch time, outputs-ready time, traced, ready time seen exactly, holds the trace window's start or stop)."""
 
 
 @dataclass(eq=False)
@@ -124,6 +125,10 @@ class JitTracker:
         self._group: _Group | None = None
         self.tracing: FunctionState | None = None
         """The function whose call is under way (it is being traced if it compiles now)."""
+        self.provisional: FunctionState | None = None
+        """The function whose calls opened the trace window before any step was known (`_leads`)."""
+        self.discard_trace: Callable[[], None] | None = None
+        """Deletes tpu-perf's own trace files: a window that went to another function than the step is dropped."""
         from jax._src import core
 
         self.outer = OuterCalls(recorder.now, recorder.called)
@@ -197,6 +202,15 @@ class JitTracker:
                 elif not tracing and rec.trace_active:  # it started here: its cost ends the previous step's iteration
                     self._instrument_current()
             self._step_index += 1
+        elif step_fn is None and self._leads(state):  # no state carried yet: the fallback's step drives the window
+            tracing, before = rec.trace_active or rec.trace_held, rec.now()
+            rec.before_step(state.calls)
+            if rec.trace_active:
+                self.provisional = state
+            if tracing and not (rec.trace_active or rec.trace_held):
+                stopped_at = before
+            elif not tracing and rec.trace_active:
+                self._instrument_last(state)
         elif step_fn is not None:
             if state.calls_in_steps < OCCASIONAL * step_fn.calls_in_steps:
                 self._interleaved = True  # an eval between steps: the next step's iteration holds it
@@ -235,7 +249,7 @@ class JitTracker:
             call = Call(state, start, traced, state.out_ids, [waitable(out_leaves[position])] if out_leaves else [], position=position)
             if state is step_fn:
                 call.interleaved, self._interleaved = self._interleaved, False
-                call.instrumented = stopped_at is not None
+            call.instrumented = stopped_at is not None
             state.pending = call
             self.stamper.track(call)
             self.watcher.watch(call)
@@ -274,6 +288,42 @@ class JitTracker:
             else:
                 self.rec.steps.mark_current_instrumented()
 
+    def _leads(self, state: FunctionState) -> bool:
+        """Whether `state`'s calls drive the trace window while no step is known: nothing has carried
+        state between calls (a predict loop, a loop synced by `np.asarray`) and it is the most-called
+        function, the one `fallback` takes as the step at the end. Without this such a step was
+        found only after the run, too late for a trace window."""
+        trace = self.rec.trace
+        if self.rec.steps.source is not None and self.provisional is not None:  # marked steps came after all
+            self._rearm("before the script's first marked step")
+        if trace is None or trace.done or self.rec.steps.source is not None:
+            return False
+        if self.provisional is not None and self.provisional is not state:
+            return False  # one function's call indices open and close the window
+        if state.calls < 1 or any(f.carry_calls for f in self.functions):  # called twice at least, as the fallback's step
+            return False
+        return all(state.calls >= f.calls for f in self.functions if f is not state)
+
+    def _rearm(self, when: str) -> None:
+        """The window went to another function's calls (an eval before training): drop that trace,
+        when it is closed, so the step's own calls open the window again; else say so."""
+        trace, name, self.provisional = self.rec.trace, self.provisional.name if self.provisional else "?", None
+        if trace is not None and trace.done and not trace.active and self.discard_trace is not None:
+            self.discard_trace()
+            trace.done = False
+            return
+        self.rec.warn(f"the trace window opened on calls of {name} (called most while no function carried state), {when}; its steps may be untraced")
+
+    def _instrument_last(self, state: FunctionState) -> None:
+        """The trace started at `state`'s call: its cost ends the previous call's iteration."""
+        with self._lock:
+            prev = state.pending
+            if prev is not None and not prev.drained:
+                prev.instrumented = True
+            elif state.spans:
+                start, end, traced, exact, _ = state.spans[-1]
+                state.spans[-1] = (start, end, traced, exact, True)
+
     def _fetched(self, x: Any) -> None:
         """Count a fetch of the latest outputs of a timed function, once per call."""
         key = id(x)
@@ -302,7 +352,7 @@ class JitTracker:
                 if call.state is self.step_fn:
                     self._step_span(call.start, end, call.traced, call.exact, call.interleaved, call.instrumented)
                 elif self.step_fn is None and len(call.state.spans) < MAX_BUFFERED_CALLS:
-                    call.state.spans.append((call.start, end, call.traced, call.exact))
+                    call.state.spans.append((call.start, end, call.traced, call.exact, call.instrumented))
 
     def _holds_back(self) -> bool:
         """In a multi-process job each process waits for its previous step before dispatching the
@@ -343,6 +393,8 @@ class JitTracker:
             self.watcher.settle()
 
     def _decide(self, chosen: FunctionState) -> None:
+        if self.provisional is not None and self.provisional is not chosen:
+            self._rearm(f"before {chosen.name} was found to carry the train state")
         self._wait(chosen)  # its last call's span lands in the buffer, not twice
         self.drain()
         self._adopt(chosen)
@@ -354,8 +406,8 @@ class JitTracker:
         self.step_fn = chosen
         spans, chosen.spans = chosen.spans, []
         self._step_index = len(spans)
-        for start, end, traced, exact in spans:
-            self._step_span(start, end, traced, exact, False)
+        for start, end, traced, exact, instrumented in spans:
+            self._step_span(start, end, traced, exact, False, instrumented)
 
     def _step_span(self, start: float, end: float, traced: bool, exact: bool, interleaved: bool, instrumented: bool = False) -> None:
         """One call of the step function; with accumulation, every k-th call ends a step that
@@ -404,9 +456,12 @@ class JitTracker:
         chosen = max(called, key=lambda f: len(f.spans))
         self.rec.warn(f"no jitted function carried state between calls; took the most-called one, {chosen.name}, as the step (mark steps with tpu_perf.step() to be sure)")
         trace, window = self.rec.trace, self.rec.options.trace_steps
-        if trace is not None and window is not None and not trace.done and not trace.active:
-            self.rec.warn(f"no trace window, so no op tables or breakdown: {chosen.name} was taken as the step only at the end of the run, after steps "
-                          f"{window[0]}:{window[1]} had run untraced (a step that carries no state, such as a predict step, is found no sooner); "
+        if trace is not None and window is not None and self.provisional is not None and self.provisional is not chosen:
+            self.rec.warn(f"the trace window holds calls of {self.provisional.name}, the most-called function when it opened, not of {chosen.name}, "
+                          "taken as the step at the end of the run; mark steps with tpu_perf.step() or jax.profiler.StepTraceAnnotation to trace them")
+        elif trace is not None and window is not None and not trace.done and not trace.active:
+            self.rec.warn(f"no trace window, so no op tables or breakdown: {chosen.name} was taken as the step at the end of the run, and its "
+                          f"{len(chosen.spans)} calls never reached steps {window[0]}:{window[1]}; "
                           "mark steps with tpu_perf.step() or jax.profiler.StepTraceAnnotation to trace them")
         self._adopt(chosen)
 

@@ -27,10 +27,12 @@ step's FLOPs leave it out.
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Any
 
 from tpu_perf.collectors.session import Recorder
+from tpu_perf.collectors.torch.flop_dtypes import tallied_by_dtype
 
 FLOP_STEP = 1
 """The step counted: the first after warm-up step 0, moved past the trace window if they meet."""
@@ -195,6 +197,7 @@ class FlopWindow:
         self._stance: Any = None
         self._compiled_step = False
         self._analytic: dict[str, int] = {}
+        self._by_dtype: dict[str, int] = {}
         self._modules = ModulesSeen(torch)
         self.row: dict[str, Any] | None = None
         self.counted_index: int | None = None
@@ -231,6 +234,8 @@ class FlopWindow:
                 return
         self._analytic = {}
         mode = FlopCounterMode(display=False, custom_mapping=analytic_mapping(self.torch, self._analytic))
+        self._by_dtype = {}
+        mode.flop_registry = tallied_by_dtype(mode.flop_registry, self.torch, self._by_dtype)
         self._modules.start()
         mode.__enter__()
         self._mode = mode
@@ -264,6 +269,7 @@ class FlopWindow:
             "counted_eager": compiled,
             "analytic_flops": float(analytic),
             "flops_by_op": str(by_op),
+            "dot_flops_by_dtype": json.dumps(self._by_dtype) if self._by_dtype else None,
             "counted_step": self.counted_index,
             "devices": 1,
             "bytes_accessed": None,
