@@ -9,7 +9,7 @@ gaps between a request's consecutive tokens. A request of a batched call counts 
 from the first request's start to the last one's end: prefill included, as a user would clock it.
 
 The bytes a decode step must read are the weights plus the KV cache at its context length (read from
-the model's arrays when the request ended); MBU = those bytes per decode step / the mean time of a
+the model's arrays when the request ended); MBU = those bytes per decode step / the median time of a
 decode step / the chip's HBM bandwidth (hardware/catalogue.toml). Unknown is None, with the reason.
 """
 
@@ -20,7 +20,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from tpu_perf.analyzers.exact import step_bytes_accessed
 from tpu_perf.analyzers.flops import run_chip
+from tpu_perf.analyzers.programs import step_program
+from tpu_perf.analyzers.steps import run_steps
 from tpu_perf.store import Run
 
 
@@ -61,13 +64,15 @@ class InferenceStats:
     decode_share: float | None
     """Share of the requests' time after their first token (decode steps)."""
     decode_step_s: float | None
-    """Mean gap between consecutive token steps of a request: one decode step."""
+    """Median gap between consecutive token steps of a request: one decode step."""
     decode_bytes_per_step: float | None
     """Bytes one decode step must read: weights + KV cache at its mean context length."""
     weight_bytes: float | None
     kv_cache_bytes: float | None
     """KV cache bytes at a decode step's mean context length (all rows of a call)."""
     decode_bytes_source: str | None
+    decode_bytes_accessed: float | None
+    """XLA's bytes accessed by the compiled decode step (reads and writes, temporaries included)."""
     achieved_bytes_per_s: float | None
     """decode_bytes_per_step / decode_step_s."""
     chip: str | None
@@ -86,6 +91,9 @@ def analyze_inference(run: Run) -> InferenceStats | None:
         return None
     requests = requests.sort_values("start_time_s", kind="stable").reset_index(drop=True)
     tokens = run.table("tokens")
+    from_steps = "end_time_s" in requests and bool(requests["end_time_s"].isna().all())
+    if from_steps:  # a prefill before each run of decode steps (collectors/jax/prefill.py)
+        requests, tokens = _from_steps(requests, run_steps(run))
     rows = requests["sequences"].fillna(1).astype(int).to_numpy()
     start, end = requests["start_time_s"].to_numpy(float), requests["end_time_s"].to_numpy(float)
     first = pd.to_numeric(requests["first_token_time_s"], errors="coerce").to_numpy(float)
@@ -97,8 +105,8 @@ def analyze_inference(run: Run) -> InferenceStats | None:
     wall = float(end.max() - start.min())
     total = float((end - start).sum())
     prefill = float(np.nansum(ttft)) if np.isfinite(ttft).any() else None
-    decode_step = float(np.mean(gaps)) if len(gaps) else None  # all decode time over all decode steps: bytes/s stays total bytes over total time
-    decode_bytes, weight, kv, source = _decode_bytes(requests)
+    decode_step = float(np.median(gaps)) if len(gaps) else None  # robust to the steps that compiled (a JAX decode step compiles in the first request)
+    decode_bytes, weight, kv, source = _program_bytes(run) if from_steps else _decode_bytes(requests)
     achieved = decode_bytes / decode_step if decode_bytes is not None and decode_step else None
     chip, peak, reason = _peak_bandwidth(run)
     if achieved is None and reason is None:
@@ -123,6 +131,7 @@ def analyze_inference(run: Run) -> InferenceStats | None:
         weight_bytes=weight,
         kv_cache_bytes=kv,
         decode_bytes_source=source,
+        decode_bytes_accessed=step_bytes_accessed(run) if from_steps else None,
         achieved_bytes_per_s=achieved,
         chip=chip,
         peak_bytes_per_s=peak,
@@ -169,7 +178,44 @@ def _decode_bytes(requests: pd.DataFrame) -> tuple[float | None, float | None, f
     context = known["prompt_positions"].to_numpy(float) + known["token_steps"].to_numpy(float) / 2
     weight = float(np.average(known["weight_bytes"].to_numpy(float), weights=steps))
     kv = float(np.average(known["kv_bytes_per_position"].to_numpy(float) * context, weights=steps))
-    return weight + kv, weight, kv, "arrays: weights + KV cache"
+    return weight + kv, weight, kv, "the model's arrays: weights + KV cache at the mean decode context"
+
+
+def _from_steps(requests: pd.DataFrame, steps: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Requests whose tokens are decode steps: each request's first token is its prefill's output,
+    then one token per row for each step that started before the next request (at the step's
+    outputs-ready time where seen, else its own end)."""
+    requests = requests.copy()
+    if steps.empty:
+        return requests.iloc[0:0], pd.DataFrame(columns=["request", "time_s", "tokens"])
+    starts = steps["start_time_s"].to_numpy(float)
+    ready = pd.to_numeric(steps.get("ready_time_s"), errors="coerce") if "ready_time_s" in steps else pd.Series(np.nan, index=steps.index)
+    done = ready.fillna(steps["end_time_s"]).to_numpy(float)
+    bounds = [*requests["start_time_s"].to_numpy(float)[1:], np.inf]
+    rows: list[dict[str, float]] = []
+    ends, generated, counts = [], [], []
+    for (_, request), upto in zip(requests.iterrows(), bounds, strict=True):
+        first, width = float(request["first_token_time_s"]), int(request["sequences"] or 1)
+        mine = done[(starts >= request["start_time_s"]) & (starts < upto)]
+        times = [first, *mine.tolist()]
+        rows += [{"request": request["request"], "time_s": t, "tokens": width} for t in times]
+        ends.append(times[-1])
+        counts.append(len(times))
+        generated.append(width * len(times))
+    requests["end_time_s"], requests["generated_tokens"], requests["token_steps"] = ends, generated, counts
+    return requests, pd.DataFrame(rows)
+
+
+def _program_bytes(run: Run) -> tuple[float | None, float | None, float | None, str | None]:
+    """(bytes per decode step, weights, KV cache, source) from the compiled decode step's arguments:
+    what it must read each call. Its donated arguments are the cache it carries; the rest, the weights."""
+    row = step_program(run.programs)
+    arguments = None if row is None else row.get("argument_bytes")
+    if arguments is None or arguments != arguments:
+        return None, None, None, None
+    donated = row.get("alias_bytes")
+    kv = float(donated) if donated is not None and donated == donated and donated > 0 else None
+    return float(arguments), None if kv is None else float(arguments) - kv, kv, "the decode step's arguments (its donated ones: the KV cache)"
 
 
 def _peak_bandwidth(run: Run) -> tuple[str | None, float | None, str | None]:

@@ -36,7 +36,7 @@ def render_inference(doc: dict[str, Any]) -> RenderableType | None:
     if i["decode_bytes_per_step"] is None:
         read = "n/a (the model's arrays were not seen)"
     else:
-        read = f"{fmt.bytes_(i['decode_bytes_per_step'])} ({fmt.bytes_(i['weight_bytes'])} weights + {fmt.bytes_(i['kv_cache_bytes'])} KV cache at the mean context; {i['decode_bytes_source']})"
+        read = f"{fmt.bytes_(i['decode_bytes_per_step'])} ({fmt.bytes_(i['weight_bytes'])} weights + {fmt.bytes_(i['kv_cache_bytes'])} KV cache; {i['decode_bytes_source']})"
     peak = f" of {fmt.bytes_(i['peak_bytes_per_s'])}/s ({i['chip']})" if i["peak_bytes_per_s"] else ""
     mbu = fmt.percent(i["mbu"]) + peak if i["mbu"] is not None else f"n/a ({i['mbu_reason']})"
     rows = [
@@ -47,7 +47,7 @@ def render_inference(doc: dict[str, Any]) -> RenderableType | None:
         ("end to end", latency(i["e2e_s"])),
         ("throughput", f"{fmt.number(i['tokens_per_s'], 4)} generated tokens/s over {fmt.seconds(i['wall_s'])} (prefill included)"),
         ("prefill / decode", share),
-        ("decode step", f"{fmt.seconds(i['decode_step_s'])} mean; reads {read}"),
+        ("decode step", f"{fmt.seconds(i['decode_step_s'])} median; reads {read}"),
         ("bandwidth", f"{fmt.bytes_(i['achieved_bytes_per_s'])}/s achieved" if i["achieved_bytes_per_s"] is not None else "n/a"),
         ("MBU", mbu),
     ]

@@ -22,6 +22,7 @@ from types import FrameType
 from typing import Any
 
 from tpu_perf.collectors.jax import at_peak, callers, choice, recompiles
+from tpu_perf.collectors.jax.prefill import PrefillWatch
 from tpu_perf.collectors.jax.ready import Call, ReadyWatcher, SyncStamper, block_ready, waitable
 from tpu_perf.collectors.jax.wrappers import OuterCalls
 from tpu_perf.collectors.session import Recorder
@@ -127,6 +128,8 @@ class JitTracker:
         from jax._src import core
 
         self.outer = OuterCalls(recorder.now, recorder.called)
+        self.prefills = PrefillWatch(recorder.now)
+        """A prefill before each run of decode steps: generation requests (prefill.py)."""
         self.recompiles: list[dict[str, Any]] = []
         """What changed in a function's arguments at each of its compiles after the first (recompiles.py)."""
         self.oom: tuple[FunctionState, str] | None = None
@@ -179,6 +182,7 @@ class JitTracker:
         arg_leaves = [] if (state is step_fn and self._clean is not None) else self.jax.tree_util.tree_leaves((args, kwargs))
         if self._clean is None and any(isinstance(x, self._tracer) for x in arg_leaves):
             return state.jitted(*args, **kwargs)
+        self.prefills.before(state, lambda: arg_leaves or self.jax.tree_util.tree_leaves((args, kwargs)))
         carried = sum(1 for x in arg_leaves if id(x) in state.out_ids) if (state.out_ids and step_fn is None) else 0
         if step_fn is None:
             choice.observe(state, arg_leaves, state.out_ids)
@@ -217,6 +221,7 @@ class JitTracker:
             self.tracing = None
         rec.waited(dispatched, rec.now())  # dispatch blocks once the device's queue is full
         out_leaves = [x for x in self.jax.tree_util.tree_leaves(out) if isinstance(x, self._array)]
+        self.prefills.after(state, state is step_fn, dispatched, arg_leaves, out_leaves)
         state.calls += 1
         if rec.steps.source is not None:
             state.calls_in_steps += 1
