@@ -46,4 +46,5 @@ for i in range(REQUESTS):
 wall = time.perf_counter() - began
 
 weights = sum(p.numel() * p.element_size() for p in model.parameters())
-write(requests=REQUESTS, prompt_tokens=REQUESTS * PROMPT, generated_tokens=REQUESTS * NEW_TOKENS, ttft=ttft, tpot=tpot, tokens_per_s=REQUESTS * NEW_TOKENS / wall, weight_bytes=weights)
+kv = 2 * config.n_layer * config.n_embd * 4 * (PROMPT + NEW_TOKENS / 2)  # keys and values, fp32, at a decode step's mean context
+write(requests=REQUESTS, prompt_tokens=REQUESTS * PROMPT, generated_tokens=REQUESTS * NEW_TOKENS, ttft=ttft, tpot=tpot, tokens_per_s=REQUESTS * NEW_TOKENS / wall, weight_bytes=weights, kv_bytes=kv)

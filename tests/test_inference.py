@@ -1,0 +1,88 @@
+"""Generation runs recorded unchanged (tests/corpus: Hugging Face generate(), a flax lm1b-style
+jitted prefill + decode loop, a word_language_model-style loop marked with tpu_perf.request()/token())
+give the scripts' own request counts, latencies, throughput and decode bytes, and read as inference
+runs: no training-only warning or verdict. Each script is recorded once per session (corpus_runs)."""
+
+from __future__ import annotations
+
+import io
+import json
+import statistics
+
+import pytest
+from rich.console import Console
+
+from tests.conftest import copy_run, report_doc
+
+SCRIPTS = ("hf_generate", "jax_decode", "torch_marked_server")
+
+
+def near(value: float | None, truth: float, tolerance: float) -> bool:
+    return value is not None and abs(value - truth) <= tolerance * truth
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_generation_matches_the_scripts_own_clock(corpus_runs, name: str) -> None:
+    run = corpus_runs(name)
+    truth, doc = run.truth, report_doc(run.dir, run.store)
+    i = doc["inference"]
+    assert i is not None, name
+    assert (i["requests"], i["prompt_tokens"], i["generated_tokens"]) == (truth["requests"], truth["prompt_tokens"], truth["generated_tokens"])
+    ttft, tpot = statistics.median(truth["ttft"]), statistics.median(truth["tpot"])
+    assert near(i["ttft_s"]["p50"], ttft, 0.30), (i["ttft_s"], ttft)
+    assert near(i["tpot_s"]["p50"], tpot, 0.30), (i["tpot_s"], tpot)
+    assert near(i["tokens_per_s"], truth["tokens_per_s"], 0.20), (i["tokens_per_s"], truth["tokens_per_s"])
+    for key in ("ttft_s", "tpot_s", "itl_s", "e2e_s"):
+        assert i[key]["p50"] <= i[key]["p90"] <= i[key]["p99"], (key, i[key])
+    assert 0 < i["prefill_share"] < 1 and i["prefill_share"] + i["decode_share"] == pytest.approx(1)
+    if "weight_bytes" in truth:  # the model's arrays were seen: weights + KV cache
+        assert near(i["decode_bytes_per_step"], truth["weight_bytes"] + truth["kv_bytes"], 0.15), (i["decode_bytes_per_step"], truth)
+        assert i["achieved_bytes_per_s"] == pytest.approx(i["decode_bytes_per_step"] / i["decode_step_s"])
+    else:  # hand-marked requests: no arrays, so unknown, with the reason
+        assert i["decode_bytes_per_step"] is None and i["achieved_bytes_per_s"] is None
+    assert i["mbu"] is None and i["mbu_reason"]  # a CPU run: no HBM bandwidth in the catalogue
+    warnings = " ".join(run.manifest.get("warnings") or [])
+    assert "training" not in warnings, warnings
+    assert not doc["advice"]["conclusion"].startswith("nothing left") or doc["steps"]["count"] > 0
+    exclusions = " ".join(e["label"] for e in doc["steps"].get("excluded") or [])
+    assert "eval" not in exclusions, exclusions  # the decode steps that held a prefill are said so
+
+
+def test_prefill_steps_are_named_and_mbu_uses_the_chip(corpus_runs, tmp_path) -> None:
+    """The lm1b-style loop: each step that held a prefill is left out as one; with a chip named,
+    MBU is the achieved bandwidth over the catalogue's HBM bandwidth (v5e: 819 GB/s)."""
+    run = corpus_runs("jax_decode")
+    doc = report_doc(run.dir, run.store)
+    labels = {e["reason"]: e for e in doc["steps"]["excluded"]}
+    assert labels["prefill"]["steps"] == run.truth["requests"] - 1  # the first prefill precedes every step
+    assert "interleaved" not in labels
+    copy = copy_run(run.dir, tmp_path / "store")
+    manifest = json.loads((copy / "run.json").read_text())
+    manifest["config"]["chip"] = "v5e"
+    (copy / "run.json").write_text(json.dumps(manifest))
+    i = report_doc(copy, tmp_path / "store")["inference"]
+    assert i["chip"] == "tpu-v5e" and i["peak_bytes_per_s"] == pytest.approx(819e9)
+    assert i["mbu"] == pytest.approx(i["achieved_bytes_per_s"] / 819e9) and i["mbu_reason"] is None
+
+
+def test_an_inference_run_reads_as_one(corpus_runs) -> None:
+    """No steps: the report shows the inference part, not the step and compute parts; the advisor
+    gives no step-time verdict; `report --json` names the published fields."""
+    from tpu_perf.analyzers.report import build_report
+    from tpu_perf.store import load_run
+    from tpu_perf.views.report import one_line, render_report
+
+    run = corpus_runs("hf_generate")
+    report = build_report(load_run(str(run.dir)))
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(render_report(report))
+    text = console.export_text()
+    assert "Inference" in text and "time to 1st token" in text and "Steps" not in text and "FLOPs / step" not in text
+    assert one_line(report).startswith(f"run {report.run.id} completed: 8 requests, 384 tokens generated, TTFT p50")
+    doc = report_doc(run.dir, run.store)
+    assert doc["steps"]["count"] == 0 and doc["advice"]["nothing_left"] is False
+    assert doc["advice"]["conclusion"].startswith("no step-time verdict")
+    for key in ("requests", "tokens_per_s", "decode_bytes_per_step", "achieved_bytes_per_s", "mbu"):
+        assert key in doc["inference"]
+    for key in ("ttft_s", "tpot_s"):
+        assert set(doc["inference"][key]) >= {"p50", "p90", "p99"}
