@@ -9,10 +9,12 @@ import io
 import json
 import statistics
 
+import jsonschema
 import pytest
 from rich.console import Console
 
 from tests.conftest import copy_run, report_doc
+from tpu_perf.views.schema import report_schema
 
 SCRIPTS = ("hf_generate", "jax_decode", "torch_marked_server")
 
@@ -46,6 +48,8 @@ def test_generation_matches_the_scripts_own_clock(corpus_runs, name: str) -> Non
     assert not doc["advice"]["conclusion"].startswith("nothing left") or doc["steps"]["count"] > 0
     exclusions = " ".join(e["label"] for e in doc["steps"].get("excluded") or [])
     assert "eval" not in exclusions, exclusions  # the decode steps that held a prefill are said so
+    errors = [f"{'.'.join(map(str, e.path))}: {e.message[:200]}" for e in jsonschema.Draft202012Validator(report_schema()).iter_errors(doc)]
+    assert not errors, errors[:5]  # the published schema (docs/report-schema.json) holds the section
 
 
 def test_prefill_steps_are_named_and_mbu_uses_the_chip(corpus_runs, tmp_path) -> None:
@@ -86,3 +90,46 @@ def test_an_inference_run_reads_as_one(corpus_runs) -> None:
         assert key in doc["inference"]
     for key in ("ttft_s", "tpot_s"):
         assert set(doc["inference"][key]) >= {"p50", "p90", "p99"}
+
+
+def _slowed_copy(run_dir, store, factor: float):
+    """A copy of a recorded generation run under another id whose every request took `factor` times
+    as long after its start (its tokens spaced out alike): a known slowdown of real request data."""
+    import pandas as pd
+
+    copy = copy_run(run_dir, store.parent / "scratch")
+    new = store / (copy.name + "-slow")
+    copy.rename(new)
+    manifest = json.loads((new / "run.json").read_text())
+    manifest["id"], manifest["started_at"] = new.name, manifest["started_at"] + 60  # a later run of the series
+    (new / "run.json").write_text(json.dumps(manifest))
+    requests, tokens = pd.read_parquet(new / "requests.parquet"), pd.read_parquet(new / "tokens.parquet")
+    start = requests.set_index("request")["start_time_s"]
+    for column in ("first_token_time_s", "end_time_s"):
+        requests[column] = requests["start_time_s"] + factor * (requests[column] - requests["start_time_s"])
+    tokens["time_s"] = tokens["request"].map(start) + factor * (tokens["time_s"] - tokens["request"].map(start))
+    requests.to_parquet(new / "requests.parquet")
+    tokens.to_parquet(new / "tokens.parquet")
+    return new
+
+
+def test_check_and_history_take_the_inference_metrics(corpus_runs, tmp_path) -> None:
+    """`check` on two generation runs without steps compares time per output token (its basis) and
+    catches a 3x slower candidate (8 requests a run: a wide interval on this shared machine); `history` plots TTFT p99, TPOT p50, tokens/s for them."""
+    from tests.conftest import tpu_perf_cli
+
+    run, store = corpus_runs("hf_generate"), tmp_path / "store"
+    base = copy_run(run.dir, store)
+    slow = _slowed_copy(run.dir, store, 3.0)
+    proc = tpu_perf_cli("check", "--store", str(store), "--baseline", base.name, "--candidate", slow.name, "--json")
+    result = json.loads(proc.stdout)
+    checks = {c["metric"]: c for c in result["checks"]}
+    assert result["basis"] == "tpot_p50" and checks["runs"]["verdict"] == "PASS", result
+    assert checks["tpot_p50"]["verdict"] == "REGRESSION" and checks["tpot_p50"]["ratio"] == pytest.approx(3.0, rel=0.05), checks["tpot_p50"]
+    assert proc.returncode == 1, proc.stdout[-2000:]
+    reports = [report_doc(d, store)["inference"] for d in (base, slow)]
+    for metric, read in (("ttft_p99", lambda i: i["ttft_s"]["p99"]), ("tpot_p50", lambda i: i["tpot_s"]["p50"]), ("generated_tokens_per_s", lambda i: i["tokens_per_s"])):
+        history = json.loads(tpu_perf_cli("history", "all", "--store", str(store), "--metric", metric, "--json", check=True).stdout)
+        (series,) = history["series"]
+        assert [p["value"] for p in series["points"]] == pytest.approx([read(i) for i in reports]), metric
+    assert reports[1]["tpot_s"]["p50"] == pytest.approx(3.0 * reports[0]["tpot_s"]["p50"]) and reports[1]["tokens_per_s"] < reports[0]["tokens_per_s"]

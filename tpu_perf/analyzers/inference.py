@@ -86,21 +86,14 @@ class InferenceStats:
 
 def analyze_inference(run: Run) -> InferenceStats | None:
     """The run's inference section; None when it served no generation request."""
-    requests = run.table("requests")
+    requests, tokens, from_steps = run_requests(run)
     if requests.empty:
         return None
-    requests = requests.sort_values("start_time_s", kind="stable").reset_index(drop=True)
-    tokens = run.table("tokens")
-    from_steps = "end_time_s" in requests and bool(requests["end_time_s"].isna().all())
-    if from_steps:  # a prefill before each run of decode steps (collectors/jax/prefill.py)
-        requests, tokens = _from_steps(requests, run_steps(run))
     rows = requests["sequences"].fillna(1).astype(int).to_numpy()
     start, end = requests["start_time_s"].to_numpy(float), requests["end_time_s"].to_numpy(float)
     first = pd.to_numeric(requests["first_token_time_s"], errors="coerce").to_numpy(float)
     generated = requests["generated_tokens"].fillna(0).to_numpy(float)
-    per_row = generated / np.maximum(rows, 1)
-    ttft = first - start
-    tpot = np.where(per_row > 1, (end - first) / np.maximum(per_row - 1, 1), np.nan)
+    ttft, tpot = first - start, _tpot(requests)
     gaps, weights = _token_gaps(tokens, requests)
     wall = float(end.max() - start.min())
     total = float((end - start).sum())
@@ -138,6 +131,36 @@ def analyze_inference(run: Run) -> InferenceStats | None:
         mbu=achieved / peak if achieved is not None and peak else None,
         mbu_reason=None if achieved is not None and peak else reason,
     )
+
+
+def run_requests(run: Run) -> tuple[pd.DataFrame, pd.DataFrame, bool]:
+    """The run's requests (in start order) and their tokens, and whether they were built from the
+    decode steps; derived once per loaded Run."""
+    return run.derived("run_requests", _load_requests)
+
+
+def _load_requests(run: Run) -> tuple[pd.DataFrame, pd.DataFrame, bool]:
+    requests = run.table("requests")
+    if requests.empty:
+        return requests, requests, False
+    requests = requests.sort_values("start_time_s", kind="stable").reset_index(drop=True)
+    from_steps = "end_time_s" in requests and bool(requests["end_time_s"].isna().all())
+    if from_steps:  # a prefill before each run of decode steps (collectors/jax/prefill.py)
+        return (*_from_steps(requests, run_steps(run)), True)
+    return requests, run.table("tokens"), False
+
+
+def _tpot(requests: pd.DataFrame) -> np.ndarray:
+    """Each request's time per output token after the first; NaN for one that made fewer than two."""
+    per_row = requests["generated_tokens"].fillna(0).to_numpy(float) / np.maximum(requests["sequences"].fillna(1).to_numpy(float), 1)
+    first = pd.to_numeric(requests["first_token_time_s"], errors="coerce").to_numpy(float)
+    return np.where(per_row > 1, (requests["end_time_s"].to_numpy(float) - first) / np.maximum(per_row - 1, 1), np.nan)
+
+
+def request_tpots(run: Run) -> tuple[float, ...]:
+    """Each request call's time per output token, in start order (a single run's samples for `check`)."""
+    requests, _, _ = run_requests(run)
+    return () if requests.empty else tuple(float(v) for v in _tpot(requests) if v == v)
 
 
 def _percentiles(values: np.ndarray, weights: np.ndarray) -> Percentiles | None:
