@@ -133,3 +133,31 @@ def test_check_and_history_take_the_inference_metrics(corpus_runs, tmp_path) -> 
         (series,) = history["series"]
         assert [p["value"] for p in series["points"]] == pytest.approx([read(i) for i in reports]), metric
     assert reports[1]["tpot_s"]["p50"] == pytest.approx(3.0 * reports[0]["tpot_s"]["p50"]) and reports[1]["tokens_per_s"] < reports[0]["tokens_per_s"]
+
+
+def test_decode_rules_sit_on_their_thresholds(corpus_runs) -> None:
+    """On the recorded generate() run's own inference numbers: a small batch fires at 8 sequences a
+    call and passes at 9, with a tokens/s gain bounded by the decode share (Amdahl); a float32 KV
+    cache fires, bfloat16 passes; no requests or no dtype: not evaluable."""
+    from dataclasses import replace
+
+    from tests.test_advise_rules import base
+    from tpu_perf.advise.decode import decode_small_batch, fp32_kv_cache
+    from tpu_perf.advise.rules import advise_signals
+    from tpu_perf.analyzers.report import build_report
+    from tpu_perf.store import load_run
+
+    i = build_report(load_run(str(corpus_runs("hf_generate").dir))).inference
+    w, k, d = i.weight_bytes, i.kv_cache_bytes, i.decode_share
+    at, above = decode_small_batch(base(inference=replace(i, requests=8 * i.calls))), decode_small_batch(base(inference=replace(i, requests=9 * i.calls)))
+    assert (at.outcome, above.outcome) == ("fired", "passed")
+    per_step = 2 * (w + k) / (w + 2 * k)
+    assert at.expected_gain.amount == pytest.approx(1 / ((1 - d) + d / per_step)) and at.expected_gain.benefit == "throughput"
+    assert decode_small_batch(base(inference=replace(i, kv_cache_bytes=w))).outcome == "passed"  # a cache as big as the weights: batching no longer nearly free
+    fp32 = fp32_kv_cache(base(inference=i, kv_dtypes=("float32",)))
+    assert fp32.outcome == "fired" and fp32.expected_gain.amount == pytest.approx(1 / ((1 - d) + d * (1 - k / i.decode_bytes_per_step / 2)))
+    assert fp32_kv_cache(base(inference=i, kv_dtypes=("bfloat16",))).outcome == "passed"
+    assert fp32_kv_cache(base(inference=i)).outcome == "not_evaluable"
+    assert {f.outcome for f in (decode_small_batch(base()), fp32_kv_cache(base()))} == {"not_evaluable"}
+    advice = advise_signals(base(inference=i, kv_dtypes=("float32",)))  # throughput findings: never the next step-time fix
+    assert {"decode-small-batch", "fp32-kv-cache"} <= {f.id for f in advice.also} and all(f.family != "decode" for f in advice.step_time)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tpu_perf.advise import collectives, compilation, compute, hosts, idle, input, memory
+from tpu_perf.advise import collectives, compilation, compute, decode, hosts, idle, input, memory
 from tpu_perf.advise.finding import Finding
 from tpu_perf.advise.signals import Signals
 
@@ -29,6 +29,8 @@ RULES: tuple[Callable[[Signals], Finding], ...] = (
     memory.hbm_pressure,
     collectives.exposed_collectives,
     hosts.straggler,
+    decode.decode_small_batch,
+    decode.fp32_kv_cache,
 )
 
 AFTER_RULES: tuple[Callable[[Signals, list[Finding]], Finding], ...] = (idle.device_idle,)

@@ -99,6 +99,7 @@ class GenerationLog:
             "weight_bytes": request.arrays.get("weight_bytes"),
             "kv_bytes_per_position": request.arrays.get("kv_bytes_per_position"),
             "prompt_positions": request.arrays.get("prompt_positions"),
+            "kv_dtype": request.arrays.get("kv_dtype"),
         })
         self.requests += request.sequences
 
@@ -149,7 +150,8 @@ def _hook_hf(log: GenerationLog, module: ModuleType) -> Callable[[], None]:
         finally:
             handle.remove()
             busy.depth = 0
-            log.describe(weight_bytes=_weight_bytes(self), prompt_positions=None if prompt is None else prompt // rows, kv_bytes_per_position=_kv_bytes_per_position(cache[0]))
+            kv_bytes, kv_dtype = _kv_cache(cache[0])
+            log.describe(weight_bytes=_weight_bytes(self), prompt_positions=None if prompt is None else prompt // rows, kv_bytes_per_position=kv_bytes, kv_dtype=kv_dtype)
             log.request_end()
 
     mixin.generate = generate
@@ -177,16 +179,16 @@ def _weight_bytes(model: Any) -> int | None:
     return sum(seen.values()) or None
 
 
-def _kv_bytes_per_position(cache: Any) -> float | None:
-    """Bytes the KV cache holds per position (all rows, all layers), read from the cache the last
-    forward pass returned: a `transformers` Cache (`layers` of keys/values) or the legacy tuples."""
+def _kv_cache(cache: Any) -> tuple[float | None, str | None]:
+    """Bytes the KV cache holds per position (all rows, all layers) and its dtype, read from the cache
+    the last forward pass returned: a `transformers` Cache (`layers` of keys/values) or legacy tuples."""
     if cache is None:
-        return None
+        return None, None
     layers = getattr(cache, "layers", None)
     pairs = [(getattr(layer, "keys", None), getattr(layer, "values", None)) for layer in layers] if layers is not None else cache if isinstance(cache, (tuple, list)) else None
     tensors = [t for pair in pairs or () for t in (pair if isinstance(pair, (tuple, list)) else ()) if hasattr(t, "element_size") and t.dim() >= 2]
     if not tensors:
-        return None
+        return None, None
     positions = tensors[0].shape[-2]  # (batch, heads, positions, head_dim)
     total = sum(t.numel() * t.element_size() for t in tensors)
-    return total / positions if positions else None
+    return (total / positions if positions else None), str(tensors[0].dtype).removeprefix("torch.")
