@@ -140,7 +140,8 @@ def _hook_hf(log: GenerationLog, module: ModuleType) -> Callable[[], None]:
             if sync is not None:  # the token exists once the device has computed it
                 sync()
             log.token(rows)
-            cache[0] = getattr(output, "past_key_values", None)
+            kv = getattr(output, "cache", None)  # transformers 5 (`past_key_values` there is a deprecated alias: 27 us a read)
+            cache[0] = kv if kv is not None else getattr(output, "past_key_values", None)
 
         log.request_start("auto:generate", prompt, rows)
         busy.depth = 1
