@@ -181,3 +181,27 @@ def test_the_run_page_shows_the_inference_section(corpus_runs, tmp_path, monkeyp
     assert shown["time to first token"] == latency(i["ttft_s"]) and shown["time per output token"] == latency(i["tpot_s"])
     assert shown["requests"].startswith("8 (8 calls")
     assert not any("mark steps" in str(w.value) for w in [*at.warning, *at.info, *at.markdown])
+
+
+def test_marks_never_break_the_script_and_say_what_they_miss(tmp_path) -> None:
+    """In a recorded block: a token outside any request is not counted (one warning); a count that
+    is no integer leaves that count unknown (one warning); the requests are still recorded; outside
+    a recording the marks do nothing."""
+    import tpu_perf
+    from tpu_perf.store import load_run
+
+    tpu_perf.token()  # no recording: nothing happens
+    with tpu_perf.record("marks", tmp_path / "runs", trace_steps=None, quiet=True) as handle:
+        tpu_perf.token()
+        with tpu_perf.request(prompt_tokens=3):
+            tpu_perf.token()
+            tpu_perf.token()
+        with tpu_perf.request(prompt_tokens=2.5, sequences=2):
+            tpu_perf.token(2)
+            tpu_perf.token("x")
+    run = load_run(str(handle.folder))
+    requests = run.table("requests")
+    assert requests["prompt_tokens"].tolist()[0] == 3 and requests["prompt_tokens"].isna().tolist() == [False, True]
+    assert requests["generated_tokens"].tolist() == [2, 3] and requests["sequences"].tolist() == [1, 2]
+    warnings = " ".join(run.manifest["warnings"])
+    assert "outside a request" in warnings and "tpu_perf.request(2.5)" in warnings and "tpu_perf.token('x')" in warnings

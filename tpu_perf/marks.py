@@ -118,7 +118,7 @@ def request(prompt_tokens: int | None = None, sequences: int = 1) -> _RequestMar
     sink = _generation
     if sink is not None:
         try:
-            sink.request_start("explicit", _count(prompt_tokens), max(1, _count(sequences) or 1))
+            sink.request_start("explicit", _count(prompt_tokens, sink, "request"), _count(sequences, sink, "request") or 1)
         except Exception as error:  # noqa: BLE001 - a mark never breaks the script it marks
             sink.warn(f"tpu_perf.request() failed to mark a request ({type(error).__name__}: {error}); the request may be missing")
     return _REQUEST
@@ -129,14 +129,22 @@ def token(count: int = 1) -> None:
     sink = _generation
     if sink is not None:
         try:
-            sink.token(_count(count) or 1)
+            sink.token(_count(count, sink, "token") or 1)
         except Exception as error:  # noqa: BLE001 - a mark never breaks the script it marks
             sink.warn(f"tpu_perf.token() failed to mark a token ({type(error).__name__}: {error}); the token may be missing")
 
 
-def _count(value: object) -> int | None:
-    """`value` as a non-negative integer (numpy integers too); None when it is none."""
-    if value is None or isinstance(value, bool):
+def _count(value: object, sink: GenerationSink | None = None, what: str = "") -> int | None:
+    """`value` as a non-negative integer (numpy integers too); None when it is none, or (with one
+    warning) not such an integer: the mark is still made, that count unknown."""
+    if value is None:
         return None
-    number = operator.index(value)  # type: ignore[arg-type]
-    return number if number >= 0 else None
+    try:
+        number = None if isinstance(value, bool) else operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        number = None
+    if number is None or number < 0:
+        if sink is not None:
+            sink.warn(f"tpu_perf.{what}({value!r:.40}): a count must be a non-negative integer; the mark is recorded without it")
+        return None
+    return number
