@@ -34,7 +34,8 @@ def one_line(report: Report) -> str:
     if report.inference is not None and s.count == 0:
         return inference_line(report)
     device = f" ({fmt.seconds(s.device_median_s)} on the device)" if s.device_median_s is not None else ""
-    return f"run {r.id} {r.status}: {s.count} steps, {fmt.step_time(s)}{device}, utilisation {fmt.percent(report.mfu.value)}"
+    line = f"run {r.id} {r.status}: {s.count} steps, {fmt.step_time(s)}{device}, utilisation {fmt.percent(report.mfu.value)}"
+    return line if report.inference is None else f"{line}; {inference_line(report).split(': ', 1)[1]}"  # decode steps: the requests they served
 
 
 def _kv(rows: list[tuple[str, str]], title: str) -> Table:
