@@ -49,18 +49,18 @@ class PrefillWatch:
 
     def __init__(self, now: Callable[[], float]) -> None:
         self._now = now
-        self._last: _Producer | None = None
-        self._last_state: Any = None
+        self.last: _Producer | None = None
+        """The last call, when it was not the step function's (the tracker checks it first)."""
         self.restarts: list[Restart] = []
 
-    def before(self, state: Any, leaves: Callable[[], list[Any]]) -> None:
-        """Before `state`'s call: when another function ran last and this call takes its outputs and
-        none of its own, that call was a prefill; wait for its outputs (the first token)."""
-        last = self._last
+    def before(self, state: Any, leaves: list[Any]) -> None:
+        """Before `state`'s call, another function's call came last: when this call takes its outputs
+        and none of its own, that call was a prefill; wait for its outputs (the first token)."""
+        last = self.last
         if last is None or last.state is state:
             return
-        self._last = None
-        ids = {id(x) for x in leaves()}
+        self.last = None
+        ids = {id(x) for x in leaves}
         if ids.isdisjoint(last.out_ids) or not ids.isdisjoint(state.out_ids):
             return
         try:
@@ -69,13 +69,14 @@ class PrefillWatch:
             pass
         self.restarts.append(Restart(state, last.state.name, last.start, self._now(), last.prompt))
 
-    def after(self, state: Any, step: bool, start: float, arg_leaves: list[Any], out_leaves: list[Any]) -> None:
-        """After `state`'s call (dispatched at `start`): keep what a following restart needs."""
-        if step or not out_leaves:
-            self._last = None
+    def after(self, state: Any, start: float, arg_leaves: list[Any], out_leaves: list[Any]) -> None:
+        """After a call of `state`, not the step function (dispatched at `start`): keep what a
+        following restart needs."""
+        if not out_leaves:
+            self.last = None
             return
         smallest = min(out_leaves, key=lambda x: getattr(x, "nbytes", 0))
-        self._last = _Producer(state, start, frozenset(map(id, out_leaves)), getattr(smallest, "_base_array", smallest), _prompt(arg_leaves))
+        self.last = _Producer(state, start, frozenset(map(id, out_leaves)), getattr(smallest, "_base_array", smallest), _prompt(arg_leaves))
 
     def rows(self, step_fn: Any, source: str) -> list[dict[str, Any]]:
         """`requests` rows of the step function's restarts (none below `MIN_REQUESTS`)."""
