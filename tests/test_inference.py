@@ -163,14 +163,15 @@ def test_decode_rules_sit_on_their_thresholds(corpus_runs) -> None:
     assert {"decode-small-batch", "fp32-kv-cache"} <= {f.id for f in advice.also} and all(f.family != "decode" for f in advice.step_time)
 
 
-def test_the_run_page_shows_the_inference_section(corpus_runs, tmp_path, monkeypatch) -> None:
-    """The dashboard's run page of the generate() run: the inference table with the report's own
-    figures, and no "mark steps" notice for a run that had requests instead."""
+@pytest.mark.parametrize("name", ["hf_generate", "jax_decode"])
+def test_the_run_page_shows_the_inference_section(corpus_runs, tmp_path, monkeypatch, name: str) -> None:
+    """The dashboard's run page of a generation run: the inference table with the report's own
+    figures, and no "mark steps" notice for a run that had requests instead of steps."""
     from streamlit.testing.v1 import AppTest
 
     from tpu_perf.views.inference import latency
 
-    run = corpus_runs("hf_generate")
+    run = corpus_runs(name)
     monkeypatch.setenv("TPU_PERF_STORE", str(run.store))
     monkeypatch.setenv("TPU_PERF_CACHE_DIR", str(tmp_path / "cache"))
     at = AppTest.from_string("from tpu_perf.dashboard.screens import run\nrun.render()\n", default_timeout=60).run()
@@ -179,7 +180,7 @@ def test_the_run_page_shows_the_inference_section(corpus_runs, tmp_path, monkeyp
     shown = dict(zip(table["figure"], table["value"], strict=True))
     i = report_doc(run.dir, run.store)["inference"]
     assert shown["time to first token"] == latency(i["ttft_s"]) and shown["time per output token"] == latency(i["tpot_s"])
-    assert shown["requests"].startswith("8 (8 calls")
+    assert shown["requests"].startswith(f"{run.truth['requests']} ({run.truth['requests']} calls")
     assert not any("mark steps" in str(w.value) for w in [*at.warning, *at.info, *at.markdown])
 
 
