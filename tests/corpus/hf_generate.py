@@ -33,7 +33,7 @@ class TokenClock(LogitsProcessor):
 
 ttft, tpot = [], []
 began = time.perf_counter()
-for i in range(REQUESTS):
+for _ in range(REQUESTS):
     inputs = {"input_ids": torch.randint(0, config.vocab_size, (1, PROMPT)), "attention_mask": torch.ones(1, PROMPT, dtype=torch.long)}
     clock = TokenClock()
     start = time.perf_counter()

@@ -21,7 +21,10 @@ HEAD = D // HEADS
 
 def init(key):
     keys = jax.random.split(key, 2 + 4 * LAYERS)
-    dense = lambda k, a, b: jax.random.normal(k, (a, b), jnp.float32) / np.sqrt(a)
+
+    def dense(k, a, b):
+        return jax.random.normal(k, (a, b), jnp.float32) / np.sqrt(a)
+
     layers = [{"qkv": dense(keys[2 + 4 * i], D, 3 * D), "out": dense(keys[3 + 4 * i], D, D),
                "up": dense(keys[4 + 4 * i], D, 4 * D), "down": dense(keys[5 + 4 * i], 4 * D, D)} for i in range(LAYERS)]
     return {"embed": dense(keys[0], VOCAB, D), "pos": dense(keys[1], MAX_LEN, D), "layers": layers}
@@ -31,10 +34,9 @@ def attend(params, x, cache, start):
     """Run tokens `x` (batch, t, D) at positions start.. against the cache; returns x and the cache."""
     t = x.shape[1]
     new_cache = []
-    for layer, (k_cache, v_cache) in zip(params["layers"], cache):
+    for layer, (k_cache, v_cache) in zip(params["layers"], cache, strict=True):
         q, k, v = jnp.split(x @ layer["qkv"], 3, axis=-1)
-        split = lambda a: a.reshape(a.shape[0], t, HEADS, HEAD)
-        q, k, v = split(q), split(k), split(v)
+        q, k, v = (a.reshape(a.shape[0], t, HEADS, HEAD) for a in (q, k, v))
         k_cache = jax.lax.dynamic_update_slice(k_cache, k, (0, start, 0, 0))
         v_cache = jax.lax.dynamic_update_slice(v_cache, v, (0, start, 0, 0))
         scores = jnp.einsum("bqhd,bkhd->bhqk", q, k_cache) / np.sqrt(HEAD)
