@@ -510,7 +510,7 @@ def test_runs_page_summary_sections_give_the_reports_numbers(env: dict) -> None:
 
     for doc in env["reports"].values():
         part = build_report(load_run(doc["run"]["url"]), summary=True).to_dict()
-        assert set(part) == {"report_version", "options", "run", "steps", "flops", "mfu", "mfu_basis", "mfu_detail", "memory", "program_hash"}
+        assert set(part) == {"report_version", "options", "run", "steps", "flops", "mfu", "mfu_basis", "mfu_detail", "memory", "program_hash", "inference"}
         full = {k: doc[k] for k in part}
         full_only = ("out_of_memory", "torch_state")  # the full report's alone; the peak (XLA's liveness) is in both
         full["memory"] = {k: v for k, v in full["memory"].items() if k not in full_only}

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tpu_perf.marks import step
+from tpu_perf.marks import request, step, token
 from tpu_perf.version import __version__
 
 if TYPE_CHECKING:
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from tpu_perf.notebook.recording import record
     from tpu_perf.store import Run, list_runs, load_run
 
-__all__ = ["Run", "__version__", "list_runs", "load_ipython_extension", "load_run", "mfu", "record", "step"]
+__all__ = ["Run", "__version__", "list_runs", "load_ipython_extension", "load_run", "mfu", "record", "request", "step", "token"]
 
 _LAZY = {
     "Run": "tpu_perf.store",

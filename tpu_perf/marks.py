@@ -71,3 +71,80 @@ def _step_number(sink: StepSink, value: object) -> int | None:
                 return int(value)
     sink.warn(f"tpu_perf.step({value!r:.40}): a step number must be an integer; the step is recorded without its number")
     return None
+
+
+# -- generation marks: `tpu_perf.request()` / `tpu_perf.token()` for hand-written servers ----------
+
+
+class GenerationSink(Protocol):
+    def request_start(self, source: str, prompt_tokens: int | None, sequences: int) -> None: ...
+    def request_end(self) -> None: ...
+    def token(self, count: int) -> None: ...
+    def warn(self, message: str) -> None: ...
+
+
+_generation: GenerationSink | None = None
+
+
+def set_generation_sink(sink: GenerationSink | None) -> None:
+    """Called by the recorder when a recording starts and ends (collectors/generation.py)."""
+    global _generation
+    _generation = sink
+
+
+class _RequestMark:
+    __slots__ = ()
+
+    def __enter__(self) -> _RequestMark:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        sink = _generation
+        if sink is not None:
+            try:
+                sink.request_end()
+            except Exception as error:  # noqa: BLE001 - a mark never breaks the script it marks
+                sink.warn(f"tpu_perf.request() failed to end a request ({type(error).__name__}: {error}); the request may be missing")
+
+
+_REQUEST = _RequestMark()
+
+
+def request(prompt_tokens: int | None = None, sequences: int = 1) -> _RequestMark:
+    """Mark the start of a generation request (its prompt is about to be processed): `with
+    tpu_perf.request(prompt_tokens=n):` around the request, `tpu_perf.token()` per generated token.
+    A bare call ends the thread's previous request where this one starts. `sequences`: prompts
+    served together in this call (a batch), each counted as a request."""
+    sink = _generation
+    if sink is not None:
+        try:
+            sink.request_start("explicit", _count(prompt_tokens, sink, "request"), _count(sequences, sink, "request") or 1)
+        except Exception as error:  # noqa: BLE001 - a mark never breaks the script it marks
+            sink.warn(f"tpu_perf.request() failed to mark a request ({type(error).__name__}: {error}); the request may be missing")
+    return _REQUEST
+
+
+def token(count: int = 1) -> None:
+    """Mark `count` tokens generated now by the thread's open request (one per sequence of a batch)."""
+    sink = _generation
+    if sink is not None:
+        try:
+            sink.token(_count(count, sink, "token") or 1)
+        except Exception as error:  # noqa: BLE001 - a mark never breaks the script it marks
+            sink.warn(f"tpu_perf.token() failed to mark a token ({type(error).__name__}: {error}); the token may be missing")
+
+
+def _count(value: object, sink: GenerationSink | None = None, what: str = "") -> int | None:
+    """`value` as a non-negative integer (numpy integers too); None when it is none, or (with one
+    warning) not such an integer: the mark is still made, that count unknown."""
+    if value is None:
+        return None
+    try:
+        number = None if isinstance(value, bool) else operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        number = None
+    if number is None or number < 0:
+        if sink is not None:
+            sink.warn(f"tpu_perf.{what}({value!r:.40}): a count must be a non-negative integer; the mark is recorded without it")
+        return None
+    return number

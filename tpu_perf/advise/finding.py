@@ -46,7 +46,7 @@ class Gain:
     """Expected step-time factor (old step / new step) if the fix is applied; None: no honest estimate.
 
     A finding whose fix saves compile time or memory rather than step time has `benefit` saying so
-    and its own figure in `amount` (`unit`: `compile_s`, `bytes`)."""
+    and its own figure in `amount` (`unit`: `compile_s`, `bytes`, `tokens_per_s_factor`)."""
 
     factor: float | None
     basis: str

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tpu_perf.advise import collectives, compilation, compute, hosts, idle, input, memory
+from tpu_perf.advise import collectives, compilation, compute, decode, hosts, idle, input, memory
 from tpu_perf.advise.finding import Finding
 from tpu_perf.advise.signals import Signals
 
@@ -29,6 +29,8 @@ RULES: tuple[Callable[[Signals], Finding], ...] = (
     memory.hbm_pressure,
     collectives.exposed_collectives,
     hosts.straggler,
+    decode.decode_small_batch,
+    decode.fp32_kv_cache,
 )
 
 AFTER_RULES: tuple[Callable[[Signals, list[Finding]], Finding], ...] = (idle.device_idle,)
@@ -49,6 +51,9 @@ class Advice:
     then not evaluable."""
     target: str | None
     target_from: str | None
+    steps: int = 1
+    """Steps the run recorded: with none (an inference run, a script that never stepped) no step-time
+    verdict is given, not even "nothing left"."""
 
     @property
     def fired(self) -> list[Finding]:
@@ -67,7 +72,7 @@ class Advice:
     @property
     def nothing_left(self) -> bool:
         """No fired finding promises >= 1.05x step time: nothing left that would make the step faster."""
-        return not any((f.gain_factor or 0.0) >= WORTH_FACTOR for f in self.step_time)
+        return self.steps > 0 and not any((f.gain_factor or 0.0) >= WORTH_FACTOR for f in self.step_time)
 
     @property
     def next_fix(self) -> Finding | None:
@@ -77,6 +82,8 @@ class Advice:
     def conclusion(self) -> str:
         """One sentence: the next step-time fix, or that nothing left would make the step faster."""
         where = f" on {self.target}" if self.target else ""
+        if self.steps == 0:
+            return "no step-time verdict: the run recorded no step (an inference run's requests are judged in its inference section)"
         nxt = self.next_fix
         if nxt is not None:
             return f"next: {nxt.id} ({nxt.gain_factor:.2f}x step time{where}, {nxt.expected_gain.kind.replace('_', ' ') if nxt.expected_gain else 'estimate'})"
@@ -93,4 +100,4 @@ def rank_key(f: Finding) -> tuple[int, int, int, float, int]:
 def advise_signals(signals: Signals) -> Advice:
     findings = [rule(signals) for rule in RULES]
     findings += [rule(signals, findings) for rule in AFTER_RULES]
-    return Advice(findings=sorted(findings, key=rank_key), target=signals.target.name if signals.target else None, target_from=signals.target_from)
+    return Advice(findings=sorted(findings, key=rank_key), target=signals.target.name if signals.target else None, target_from=signals.target_from, steps=signals.steps)

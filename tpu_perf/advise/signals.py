@@ -24,6 +24,7 @@ from tpu_perf.analyzers.compiles import CompileStats, after_warmup_compiles
 from tpu_perf.analyzers.flops import run_chip
 from tpu_perf.analyzers.hlo import HloModule, run_hlo
 from tpu_perf.analyzers.hlo_analysis import DotInfo, HloAnalysis, analyze_hlo, tile_for_chip
+from tpu_perf.analyzers.inference import InferenceStats
 from tpu_perf.analyzers.memory import MemoryStats
 from tpu_perf.analyzers.programs import step_program
 from tpu_perf.analyzers.report import Report, build_report
@@ -163,6 +164,10 @@ class Signals:
     processes: int | None = None
     hosts: list[dict[str, Any]] = field(default_factory=list)
     stragglers: list[dict[str, Any]] = field(default_factory=list)
+    inference: InferenceStats | None = None
+    """Generation requests (the report's `inference` section); None for a run that served none."""
+    kv_dtypes: tuple[str, ...] = ()
+    """dtypes of the KV caches the requests' models returned (Hugging Face generate())."""
     """The report's `stragglers`: worst first."""
 
     @property
@@ -285,7 +290,13 @@ def build_signals(run: Run, report: Report | None = None, *, target: str | None 
         torch_state=to_jsonable(mem.torch_state) if mem.torch_state is not None else None,
         processes=hosts.processes if hosts is not None else None,
         hosts=to_jsonable(list(hosts.hosts)) if hosts is not None else [], stragglers=to_jsonable(list(hosts.stragglers)) if hosts is not None else [],
+        inference=report.inference, kv_dtypes=_kv_dtypes(run) if report.inference is not None else (),
     )
+
+
+def _kv_dtypes(run: Run) -> tuple[str, ...]:
+    requests = run.table("requests")
+    return tuple(sorted(set(requests["kv_dtype"].dropna().astype(str)))) if "kv_dtype" in requests else ()
 
 
 BREAKDOWN_MIN_DEVICE_SHARE = 0.01

@@ -81,3 +81,10 @@ DONATION_MIN_BYTES = 64 << 10
 DONATION_MIN_FRACTION = 0.5
 """tpu-perf: the step returns new state (outputs at least half its arguments' size) with less
 than half of it aliased to donated inputs."""
+
+DECODE_SMALL_BATCH = 8
+"""tpu-perf: a decode step serving 8 sequences or fewer reads every weight for a handful of tokens
+(weights dominate its bytes until the KV cache grows to their size): raising the batch adds tokens
+per step at nearly the same bytes. vLLM and JetStream batch continuously for this reason."""
+DECODE_KV_MIN_SHARE = 0.01
+"""tpu-perf: a KV cache under 1 % of a decode step's bytes is not worth a dtype change."""

@@ -38,6 +38,7 @@ MAX_EXCLUDED_SHARE = 0.25
 REASONS: tuple[tuple[str, str], ...] = (
     ("compiled", "compiled a new program"),
     ("warmup", "warm-up"),
+    ("prefill", "ran a request's prefill"),
     ("interleaved", "ran an eval, a checkpoint or an epoch's end"),
     ("traced", "inside the trace window or FLOP count"),
     ("tail", "last step, unended"),
@@ -53,7 +54,7 @@ class Exclusion:
     """Steps left out of the steady median for one reason, and the wall time they took."""
 
     reason: str
-    """One of `REASONS`' keys: warmup | compiled | interleaved | traced | tail."""
+    """One of `REASONS`' keys: warmup | compiled | prefill | interleaved | traced | tail."""
     label: str
     steps: int
     time_s: float
@@ -144,7 +145,7 @@ def all_in(steps: pd.DataFrame, steady: np.ndarray, warmup: int, *, runs_ahead: 
     excluded = float(durations[whole & left_out & ~tool].sum())  # the program's exclusions, not tpu-perf's
     past_warmup = whole & (np.arange(len(steps)) >= warmup)
     later = float(np.nan_to_num(counted[past_warmup], nan=0.0).sum())
-    recurring = float(durations[past_warmup & np.isin(reasons, ("compiled", "interleaved"))].sum())
+    recurring = float(durations[past_warmup & np.isin(reasons, ("compiled", "prefill", "interleaved"))].sum())
     return AllIn(all_in_s=value, all_in_steps=int(after.size), tool_steps=int((whole & tool).sum()), exclusions=tuple(exclusions), excluded_share=excluded / total if total > 0 else None,
                  outside_share=min(1.0, recurring / later) if later > 0 else None, after_warmup_s=later if later > 0 else None, after_warmup_steps=int(past_warmup.sum()))
 
@@ -158,6 +159,7 @@ def step_reasons(steps: pd.DataFrame, steady: np.ndarray, warmup: int) -> np.nda
     flags = {
         "warmup": index < warmup,
         "compiled": _column(steps, "compiled") & (index > 0),
+        "prefill": _column(steps, "prefill"),
         "interleaved": _column(steps, "interleaved"),
         "traced": _column(steps, "traced") | _column(steps, "instrumented"),
         "tail": _column(steps, "tail"),

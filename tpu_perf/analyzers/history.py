@@ -36,6 +36,10 @@ METRICS: dict[str, tuple[str, str]] = {
     "mfu": ("mfu", "fraction"),
     "tokens_per_s": ("tokens_per_s", "per_second"),
     "peak_memory": ("peak_memory_bytes", "bytes"),
+    "ttft_p99": ("ttft_p99_s", "seconds"),
+    "tpot_p50": ("tpot_p50_s", "seconds"),
+    "generated_tokens_per_s": ("generated_tokens_per_s", "per_second"),
+    "mbu": ("mbu", "fraction"),
 }
 """`--metric` name -> (index column, unit)."""
 

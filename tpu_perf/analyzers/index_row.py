@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tpu_perf.store import Run
 
-INDEX_VERSION = 2
+INDEX_VERSION = 3
 """Bumped when a row's meaning changes: rows of an older version are rebuilt on read (2: `step_s` is the
-headline step time, all-in where the steady sample is too small; the peak is `memory.peak_bytes`)."""
+headline step time, all-in where the steady sample is too small; the peak is `memory.peak_bytes`; 3: a generation run's `ttft_p99_s`, `tpot_p50_s`,
+`generated_tokens_per_s` and `mbu`)."""
 
 FINGERPRINT_KEYS: tuple[str, ...] = ("chip", "chip_count", "topology", "framework", "jax", "jaxlib", "libtpu", "torch", "torch_tpu", "xla_flags", "libtpu_init_args", "tokens_per_step", "model", "script")
 """What must match for two runs to be one series in `history` (the check's fingerprint plus the script)."""
@@ -78,6 +79,10 @@ def index_row(run: Run) -> dict[str, Any]:
         compiles_after_warmup=steps.compiled_after_warmup,
         error=None,
     )
+    inference = report.inference  # a generation run's metrics, for `history`
+    if inference is not None:
+        row.update(ttft_p99_s=inference.ttft_s.p99 if inference.ttft_s else None, tpot_p50_s=inference.tpot_s.p50 if inference.tpot_s else None,
+                   generated_tokens_per_s=inference.tokens_per_s, mbu=inference.mbu)
     return row
 
 

@@ -125,7 +125,14 @@ METRICS: tuple[Metric, ...] = (
     Metric(name="tokens_per_s", label="tokens/s", unit="tokens/s", lower_is_better=False, value=lambda r: r.tokens_per_s, statistical=True, steady=True),
     Metric(name="peak_memory", label="peak memory", unit="bytes", lower_is_better=True, value=lambda r: r.peak_memory_bytes, statistical=False),
     Metric(name="compiles", label="compiles after warm-up", unit="count", lower_is_better=True, value=lambda r: r.compiles_after_warmup, statistical=False),
+    Metric(name="ttft_p99", label="TTFT p99", unit="s", lower_is_better=True, value=lambda r: r.ttft_p99_s, statistical=True),
+    Metric(name="tpot_p50", label="TPOT p50", unit="s", lower_is_better=True, value=lambda r: r.tpot_p50_s, statistical=True, samples=lambda r: r.tpot_samples_s),
+    Metric(name="generated_tokens_per_s", label="generated tokens/s", unit="tokens/s", lower_is_better=False, value=lambda r: r.generated_tokens_per_s, statistical=True),
+    Metric(name="mbu", label="MBU", unit="fraction", lower_is_better=False, value=lambda r: r.mbu, statistical=True),
 )
+SERVING_METRICS: tuple[str, ...] = ("ttft_p99", "tpot_p50", "generated_tokens_per_s", "mbu")
+"""A generation run's metrics (the report's `inference` section), checked by default where every
+run has them; a single run a side has an interval for TPOT only (over its requests)."""
 METRIC_BY_NAME = {m.name: m for m in METRICS}
 
 AOT_METRICS: tuple[str, ...] = ("aot_peak_hbm", "aot_flops", "aot_step_estimate")
@@ -302,10 +309,14 @@ def default_metrics(baseline: Sequence[RunValues], candidate: Sequence[RunValues
     def everywhere(metric: str) -> bool:
         return bool(runs) and all(METRIC_BY_NAME[metric].value(r) is not None for r in runs)
 
-    if single_runs(baseline, candidate):
-        names = ["step_time"]
+    serving = [m for m in SERVING_METRICS if everywhere(m) and (not single_runs(baseline, candidate) or METRIC_BY_NAME[m].samples)]
+    if serving and not everywhere("step_time"):  # an inference run without steps: its requests are what is compared
+        names = serving
+    elif single_runs(baseline, candidate):
+        names = ["step_time", *serving]
     else:
         names = ["mfu"] if everywhere("mfu") else ["step_time", *(["tokens_per_s"] if everywhere("tokens_per_s") else [])]
+        names += serving
     names += [m for m in ("all_in_step_time", "peak_memory", "compiles") if everywhere(m)]
     names += [m for m in EXACT_METRICS if runs and all(getattr(r, LABELS[m][0]) is not None for r in runs)]
     if baseline and candidate and all(r.aot for r in runs):
@@ -341,8 +352,8 @@ def runs_check(baseline: Sequence[RunValues], candidate: Sequence[RunValues], op
         if len(runs) < 2 and not single:
             problems.append(f"{side} has {len(runs)} run(s); record at least 2 (5 recommended) with `tpu-perf record --repeat 5`")
         problems += [f"{side} run {r.run_id} {r.status}" + (f": {r.error}" if r.error else "") for r in runs if r.status != "completed"]
-        if not all_in:
-            problems += [f"{side} run {r.run_id} has {r.steady_steps} steady steps (< {options.min_steady_steps}); run more steps" for r in runs if r.status == "completed" and r.steady_steps < options.min_steady_steps]
+        if not all_in:  # a run that served requests and had no steps is judged by its requests
+            problems += [f"{side} run {r.run_id} has {r.steady_steps} steady steps (< {options.min_steady_steps}); run more steps" for r in runs if r.status == "completed" and r.steady_steps < options.min_steady_steps and not (r.steady_steps == 0 and r.generated_tokens_per_s is not None)]
     if problems:
         return Check(name="runs", verdict=Verdict.BAD_DATA, message="; ".join(problems))
     how = "; one run a side: intervals over each run's steps (batch means), run-to-run noise not in them (`record --repeat` measures it)" if single else ""
@@ -406,13 +417,14 @@ def check_sets(baseline: Sequence[RunValues], candidate: Sequence[RunValues], op
         elif not reason and name == "all_in_step_time" and check.verdict not in (Verdict.REGRESSION, Verdict.IMPROVEMENT):
             check = replace(check, decides=False, message=f"{check.message} (not deciding: on the steady basis the all-in time is a guard that only a definite change turns into the verdict)")
         checks.append(check)
+    basis = "all_in_step_time" if reason else "tpot_p50" if "step_time" not in names and "tpot_p50" in names else "step_time"  # a run of requests without steps: per output token
     if not options.require_timing:
-        checks = program_tier(checks, basis="all_in_step_time" if reason else "step_time")
+        checks = program_tier(checks, basis=basis)
     verdict, code = overall(checks, inconclusive_ok=options.inconclusive_ok)
     return CheckResult(
         verdict=verdict, exit_code=code, checks=tuple(checks), options=options,
         baseline_runs=tuple(r.run_id for r in baseline), candidate_runs=tuple(r.run_id for r in candidate),
-        differing_fields=differing, basis="all_in_step_time" if reason else "step_time", basis_reason=reason,
+        differing_fields=differing, basis=basis, basis_reason=reason,
         commits=(_commits(baseline), _commits(candidate)), broken=broken,
     )
 

@@ -19,6 +19,7 @@ from tpu_perf.analyzers.compiles import CompileStats, analyze_compiles
 from tpu_perf.analyzers.exact import step_hlo_hash
 from tpu_perf.analyzers.flops import FlopsStats, analyze_flops
 from tpu_perf.analyzers.hosts import HostsSection, analyze_hosts
+from tpu_perf.analyzers.inference import InferenceStats, analyze_inference
 from tpu_perf.analyzers.layout import Layout, reshaped
 from tpu_perf.analyzers.memory import MemoryStats, analyze_memory
 from tpu_perf.analyzers.mfu import MfuSummary, analyze_model_mfu, summarize_mfu
@@ -39,8 +40,9 @@ from tpu_perf.errors import DataError, TpuPerfError
 from tpu_perf.jsonio import dumps, to_jsonable
 from tpu_perf.store import Run
 
-REPORT_VERSION = 3
-"""3: `steps.step_s` is the one headline step time (basis `all-in` where the steady sample is too
+REPORT_VERSION = 4
+"""4: `inference` added (generation requests: TTFT, TPOT, tokens/s, MBU; null for other runs).
+3: `steps.step_s` is the one headline step time (basis `all-in` where the steady sample is too
 small or leaves out too much); the iteration statistics are named `steps.iteration_*_s` (were
 `median_s`, `mean_s`, `p10_s`, `p90_s`, `min_s`, `max_s`); `memory.peak_bytes` is the one peak;
 `program_hash` added. docs/report-changelog.md lists every version's changes."""
@@ -67,6 +69,8 @@ class Report:
     program_hash: str | None = None
     """The step program's identity (`exact.step_hlo_hash`): equal hashes, the same computation.
     `check`'s exact tier and the dashboard's op matching read this one."""
+    inference: InferenceStats | None = None
+    """Generation requests, their latencies, tokens/s and MBU; None for a run that served none."""
     compile: CompileStats | None = None
     torch_compile: TorchCompileStats | None = None
     hlo: HloSection | None = None
@@ -87,6 +91,7 @@ class Report:
             doc["compile"] = {**to_jsonable(self.compile), "torch": self.torch_compile}
         doc["memory"] = self.memory
         doc["program_hash"] = self.program_hash
+        doc["inference"] = self.inference
         if self.hlo is not None:
             doc["hlo"] = self.hlo
             doc["programs"] = self.hlo.program_rows
@@ -124,7 +129,8 @@ def build_report(run: Run, *, convention: str | None = None, summary: bool = Fal
     mfu = summarize_mfu(model, flops)
     at_peak = _part(run, "memory at peak", step_at_peak, run)
     memory = _part(run, "memory", analyze_memory, run, at_peak=at_peak)
-    base = {"options": options, "run": analyze_run_info(run), "steps": steps, "flops": flops, "mfu": mfu, "memory": memory, "program_hash": step_hlo_hash(run)}
+    base = {"options": options, "run": analyze_run_info(run), "steps": steps, "flops": flops, "mfu": mfu, "memory": memory, "program_hash": step_hlo_hash(run),
+            "inference": _part(run, "inference", analyze_inference, run)}
     if summary:
         return Report(**base)
     base["memory"] = dataclasses.replace(memory, out_of_memory=out_of_memory(run, at_peak), torch_state=torch_state(run, memory.peak_bytes if memory.per_device else None))

@@ -86,6 +86,16 @@ class RunValues:
     iteration, all-in); None in a baseline saved before report version 3."""
     step_basis_reason: str | None = None
     """Why the headline is the all-in time (`StepStats.step_basis_reason`)."""
+    ttft_p99_s: float | None = None
+    """Generation: time to first token, p99 over requests (`inference.ttft_s.p99`); None without requests."""
+    tpot_p50_s: float | None = None
+    """Generation: time per output token, median over requests (`inference.tpot_s.p50`)."""
+    generated_tokens_per_s: float | None = None
+    """Generation: generated tokens over the requests' wall time (`inference.tokens_per_s`)."""
+    mbu: float | None = None
+    """Generation: memory-bandwidth utilisation of a decode step (`inference.mbu`)."""
+    tpot_samples_s: tuple[float, ...] = ()
+    """Each request's time per output token (a single run's interval); not saved."""
 
     @property
     def all_in_reason(self) -> str | None:
@@ -115,6 +125,7 @@ class RunValues:
             "all_in_tool_steps": self.all_in_tool_steps, "flops_per_step": self.flops_per_step, "hlo_hash": self.hlo_hash, "bytes_accessed": self.bytes_accessed, "tags": dict(self.tags),
             "provenance": dict(self.provenance), "error": self.error,
             "headline_step_s": self.headline_step_s, "step_basis": self.step_basis, "step_basis_reason": self.step_basis_reason,
+            "ttft_p99_s": self.ttft_p99_s, "tpot_p50_s": self.tpot_p50_s, "generated_tokens_per_s": self.generated_tokens_per_s, "mbu": self.mbu,
         }
 
     @classmethod
@@ -139,6 +150,7 @@ class RunValues:
             provenance=dict(data.get("provenance") or {}), error=None if data.get("error") is None else str(data["error"]),
             headline_step_s=num("headline_step_s"), step_basis=None if data.get("step_basis") is None else str(data["step_basis"]),
             step_basis_reason=None if data.get("step_basis_reason") is None else str(data["step_basis_reason"]),
+            ttft_p99_s=num("ttft_p99_s"), tpot_p50_s=num("tpot_p50_s"), generated_tokens_per_s=num("generated_tokens_per_s"), mbu=num("mbu"),
         )
 
 
@@ -169,7 +181,22 @@ def run_values(run: Run, report: Report | None = None) -> RunValues:
         error=(run.manifest.get("error") or {}).get("message"),
         headline_step_s=steps.step_s, step_basis=steps.step_basis, step_basis_reason=steps.step_basis_reason,
         **step_samples(run, steps),
+        **serving_values(run, report),
     )
+
+
+def serving_values(run: Run, report: Report) -> dict[str, Any]:
+    """The inference metrics `check` and `history` compare (the report's `inference` section), and
+    each request's time per output token for a single run's interval; nothing for a training run."""
+    i = report.inference
+    if i is None:
+        return {}
+    from tpu_perf.analyzers.inference import request_tpots
+
+    return {
+        "ttft_p99_s": i.ttft_s.p99 if i.ttft_s else None, "tpot_p50_s": i.tpot_s.p50 if i.tpot_s else None,
+        "generated_tokens_per_s": i.tokens_per_s, "mbu": i.mbu, "tpot_samples_s": request_tpots(run),
+    }
 
 
 def provenance(run: Run) -> dict[str, Any]:

@@ -125,9 +125,21 @@ def _best_steps(run: Run) -> pd.DataFrame:
         ranks = steps["source"].map(rank_of)
         steps = steps[ranks == ranks.min()]
     start = steps["start_time_s"]
-    if start.is_monotonic_increasing and start.is_unique:  # already in order (the usual case): no sort
-        return steps.reset_index(drop=True)
-    return steps.sort_values("start_time_s").reset_index(drop=True)
+    if not (start.is_monotonic_increasing and start.is_unique):
+        steps = steps.sort_values("start_time_s")
+    return _mark_prefills(steps.reset_index(drop=True), run.table("requests"))
+
+
+def _mark_prefills(steps: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
+    """A `prefill` column: the interleaved steps whose iteration holds a generation request's start
+    (its prefill ran between two decode steps: collectors/jax/prefill.py), not an eval."""
+    if requests.empty or "interleaved" not in steps or "start_time_s" not in requests:
+        return steps
+    starts = np.sort(requests["start_time_s"].to_numpy(dtype=float))
+    lo = np.searchsorted(starts, steps["start_time_s"].to_numpy(dtype=float), side="left")
+    hi = np.searchsorted(starts, steps["end_time_s"].to_numpy(dtype=float), side="left")
+    prefill = (hi > lo) & _flags(steps["interleaved"].fillna(False))
+    return steps.assign(prefill=prefill) if prefill.any() else steps
 
 
 JAX_SOURCES = ("auto:jit", "auto:pmap")

@@ -31,6 +31,7 @@ Kind = Literal["faster", "slower", "same", "unclear", "unknown", "not_compared"]
 BASIS_WORDS: Mapping[str, str] = {
     "step_time": "steady step time",
     "all_in_step_time": "all-in wall time per step (every step after the first)",
+    "tpot_p50": "time per output token (median request)",
 }
 
 
@@ -104,20 +105,21 @@ def speed_sentence(baseline: str, candidate: str, base_runs: Sequence[RunValues]
         why = f"no steady step time for {' and '.join(missing)}" if missing else (check.message if check else "no step time on a side")
         return Sentence(**common, kind="unknown", text=f"{b} vs {a}: {why}, so no speed comparison{_mfu(base_runs, cand_runs)}.", verdict=check.verdict if check else None)
     speedup = 1 / check.ratio
+    per = " per output token" if result.basis == "tpot_p50" else " per step"
     low, high = (1 / check.high, 1 / check.low) if check.low and check.high else (None, None)
     margin = f"{result.options.margin:.0%}"
     looks = f"{_ratio(speedup)} faster" if speedup >= 1 else f"{_ratio(1 / speedup)} slower"
     kind: Kind
     if check.verdict == Verdict.IMPROVEMENT:
-        kind, text = "faster", f"{b} is {looks} per step than {a}"
+        kind, text = "faster", f"{b} is {looks}{per} than {a}"
     elif check.verdict == Verdict.REGRESSION:
-        kind, text = "slower", f"{b} is {looks} per step than {a}"
+        kind, text = "slower", f"{b} is {looks}{per} than {a}"
     elif check.verdict == Verdict.BAD_DATA:
-        kind, text = "unclear", f"No clear winner: {b} looks {looks} per step than {a}, but {check.message}"
+        kind, text = "unclear", f"No clear winner: {b} looks {looks}{per} than {a}, but {check.message}"
     elif low is not None and high is not None and 1 / (1 + result.options.margin) <= low and high <= 1 + result.options.margin:
-        kind, text = "same", f"{b} and {a} take the same time per step within the {margin} margin ({b} is {_ratio(speedup)} as fast)"
+        kind, text = "same", f"{b} and {a} take the same time{per} within the {margin} margin ({b} is {_ratio(speedup)} as fast)"
     else:
-        kind, text = "unclear", f"No clear winner: {b} looks {looks} per step than {a}, but the interval reaches past the {margin} margin or includes no change"
+        kind, text = "unclear", f"No clear winner: {b} looks {looks}{per} than {a}, but the interval reaches past the {margin} margin or includes no change"
     parts = [f"{BASIS_WORDS.get(result.basis, result.basis)}: {_interval(check, result, slower=speedup < 1)}"]
     if result.basis_reason:
         parts.append(f"the steady median is not used: {result.basis_reason}")

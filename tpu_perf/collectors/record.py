@@ -15,7 +15,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from tpu_perf.collectors import environment, forks, imports, job
+from tpu_perf.collectors import environment, forks, generation, imports, job
 from tpu_perf.collectors.runner import Outcome, Target, run_target
 from tpu_perf.collectors.session import Recorder, RecordOptions
 from tpu_perf.git_state import git_state
@@ -209,6 +209,7 @@ def start_recording(
 
     for framework, spec in FRAMEWORK_COLLECTORS.items():
         imports.when_imported(framework, hook(framework, spec))
+    uninstalls.append(generation.install(rec))
     rec.start()
     return writer, rec, uninstalls
 
@@ -216,6 +217,8 @@ def start_recording(
 def _end_warnings(rec: Recorder) -> None:
     """Say what the run lacks when the script did less than the options assumed."""
     steps = rec.steps.closed
+    if steps == 0 and rec.generation is not None and rec.generation.requests:
+        return  # an inference run: its requests are its unit of work (analyzers/inference.py)
     if steps == 0 and not any("step" in w for w in rec.warnings):
         rec.warn("no training steps were recorded: the script ran no jitted function twice and no optimizer step; mark steps with tpu_perf.step() if it trains")
     window = rec.options.trace_steps

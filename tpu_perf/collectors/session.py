@@ -145,6 +145,8 @@ class Recorder:
         self.forked = False
         """True in a child forked from the recording process: it records and finalises nothing."""
         self.sampler = Sampler(options.sample_interval_s, self.now, self.append, self.warn)
+        self.generation: Any = None
+        """The generation requests' log (collectors/generation.py), once installed."""
         self.adopters: list[Callable[[list[dict[str, Any]]], Callable[[], None]]] = []
         """Collectors that can hook objects made before recording began (a notebook's earlier
         cells): each takes namespaces to look in and returns the undo (`tpu_perf.record`)."""

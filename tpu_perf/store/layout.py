@@ -28,7 +28,7 @@ RUN_ID_ENV = "TPU_PERF_RUN_ID"
 """Set by a launcher: every process recording with it joins that one job run."""
 """One `<topology>.json` per `record --topology` slice: the TPU compiler's cost and memory analyses."""
 
-APPEND_TABLES = ("steps", "compiles", "memory", "runtime")
+APPEND_TABLES = ("steps", "compiles", "memory", "runtime", "requests", "tokens")
 """Tables written as append-only JSON lines while the run is live, compacted to Parquet at its end.
 A finished run's manifest lists those it wrote under `tables`: one listed there but absent from the
 folder reads as missing (an error naming the file), never as an empty table."""

@@ -28,6 +28,8 @@ def gain_text(gain: dict[str, Any] | None) -> str:
         return f"{amount:.3g} s of compiles{said}"
     if amount is not None and unit == "bytes":
         return f"{amount / 2**20:.4g} MiB of memory{said}"
+    if amount is not None and unit == "tokens_per_s_factor":
+        return f"{amount:.2f}x generated tokens/s{said}"
     return "n/a" if not gain else f"n/a ({gain.get('benefit', 'step_time').replace('_', ' ')})"
 
 

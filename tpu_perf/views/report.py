@@ -16,6 +16,8 @@ from tpu_perf.views.aot import render_aot
 from tpu_perf.views.at_peak import render_at_peak
 from tpu_perf.views.format import PlainTable as Table
 from tpu_perf.views.hosts import render_hosts
+from tpu_perf.views.inference import one_line as inference_line
+from tpu_perf.views.inference import render_inference
 from tpu_perf.views.torch_compile import render_torch_compile
 from tpu_perf.views.traces import render_trace_tables
 
@@ -29,8 +31,11 @@ def one_line(report: Report) -> str:
     """The run in one line (after `record`, a notebook handle): its status, steps, the headline step
     time with its basis, and the utilisation: the same fields the report and `ls` show."""
     s, r = report.steps, report.run
+    if report.inference is not None and s.count == 0:
+        return inference_line(report)
     device = f" ({fmt.seconds(s.device_median_s)} on the device)" if s.device_median_s is not None else ""
-    return f"run {r.id} {r.status}: {s.count} steps, {fmt.step_time(s)}{device}, utilisation {fmt.percent(report.mfu.value)}"
+    line = f"run {r.id} {r.status}: {s.count} steps, {fmt.step_time(s)}{device}, utilisation {fmt.percent(report.mfu.value)}"
+    return line if report.inference is None else f"{line}; {inference_line(report).split(': ', 1)[1]}"  # decode steps: the requests they served
 
 
 def _kv(rows: list[tuple[str, str]], title: str) -> Table:
@@ -213,11 +218,15 @@ def _trace(doc: dict[str, Any]) -> RenderableType | None:
     return Group(*parts) if parts else None
 
 
-RENDERERS: tuple[Renderer, ...] = (_header, _steps, render_hosts, _flops, _memory, render_at_peak, _hlo, _trace, render_trace_tables, render_torch_compile, render_aot)
+RENDERERS: tuple[Renderer, ...] = (_header, render_inference, _steps, render_hosts, _flops, _memory, render_at_peak, _hlo, _trace, render_trace_tables, render_torch_compile, render_aot)
 """The report's parts in display order."""
+
+TRAINING_ONLY: tuple[Renderer, ...] = (_steps, _flops)
+"""Parts about steps, left out of a run that served requests and recorded no step."""
 
 
 def render_report(report: Report) -> RenderableType:
     doc = report.to_dict()
-    parts = [r for fn in RENDERERS if (r := fn(doc)) is not None]
+    serving = doc["inference"] is not None and doc["steps"]["count"] == 0  # no step: the step and compute parts would be all n/a
+    parts = [r for fn in RENDERERS if not (serving and fn in TRAINING_ONLY) and (r := fn(doc)) is not None]
     return Panel(Group(*parts), title="tpu-perf report", title_align="left")

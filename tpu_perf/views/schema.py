@@ -21,6 +21,7 @@ from tpu_perf.analyzers.aot import AotStats
 from tpu_perf.analyzers.compiles import CompileStats
 from tpu_perf.analyzers.flops import FlopsStats
 from tpu_perf.analyzers.hosts import HostsSection
+from tpu_perf.analyzers.inference import InferenceStats
 from tpu_perf.analyzers.layout import Layout
 from tpu_perf.analyzers.memory import MemoryStats
 from tpu_perf.analyzers.mfu import MFU_LAYOUT, MfuSummary
@@ -33,7 +34,7 @@ from tpu_perf.analyzers.torch_compile import TorchCompileStats
 from tpu_perf.analyzers.traces import TRACE_LAYOUT, TraceFiles, TraceSection
 
 REF = "#/$defs/{name}"
-ALWAYS: tuple[str, ...] = ("report_version", "options", "run", "steps", "flops", "mfu", "mfu_basis", "mfu_detail", "memory", "program_hash")
+ALWAYS: tuple[str, ...] = ("report_version", "options", "run", "steps", "flops", "mfu", "mfu_basis", "mfu_detail", "memory", "program_hash", "inference")
 """Keys every report has, summary reports too (the dashboard's runs page reads those); the others are
 in full reports (`report --json`), where they apply."""
 
@@ -79,6 +80,7 @@ def report_schema() -> dict[str, Any]:
         "compile": {"allOf": [s.of(CompileStats), {"type": "object", "properties": {"torch": s.of(TorchCompileStats | None)}, "required": ["torch"]}]},
         "memory": s.of(MemoryStats),
         "program_hash": {**s.of(str | None), "description": "The step program's identity: SHA-256 of its optimized HLO without metadata (exact.step_hlo_hash)."},
+        "inference": {**s.of(InferenceStats | None), "description": "Generation requests (docs/inference.md); null for a run that served none."},
         "hlo": s.of(HloDoc),
         "programs": s.of(list[dict[str, Any]]),
         "trace": s.of(TraceFiles),

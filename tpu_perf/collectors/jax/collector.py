@@ -198,6 +198,12 @@ def install(rec: Recorder, jax: ModuleType) -> Callable[[], None]:
     rec.add_before_close(tracker.fallback)
     rec.add_before_close(tracker.close)
 
+    def write_requests() -> None:  # generation: a prefill before each run of decode steps (prefill.py)
+        for row in tracker.prefills.rows(tracker.step_fn, tracker.source):
+            rec.append("requests", row)
+
+    rec.add_before_close(write_requests)
+
     profilers = JaxProfilers(rec, jax)
     undos.append(profilers.install(jax))
     tracker.discard_trace = lambda: shutil.rmtree(profilers.trace_dir / "plugins", ignore_errors=True)

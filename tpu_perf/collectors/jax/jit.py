@@ -23,6 +23,7 @@ from types import FrameType
 from typing import Any
 
 from tpu_perf.collectors.jax import at_peak, callers, choice, recompiles
+from tpu_perf.collectors.jax.prefill import PrefillWatch
 from tpu_perf.collectors.jax.ready import Call, ReadyWatcher, SyncStamper, block_ready, waitable
 from tpu_perf.collectors.jax.wrappers import OuterCalls
 from tpu_perf.collectors.session import Recorder
@@ -132,6 +133,8 @@ class JitTracker:
         from jax._src import core
 
         self.outer = OuterCalls(recorder.now, recorder.called)
+        self.prefills = PrefillWatch(recorder.now)
+        """A prefill before each run of decode steps: generation requests (prefill.py)."""
         self.recompiles: list[dict[str, Any]] = []
         """What changed in a function's arguments at each of its compiles after the first (recompiles.py)."""
         self.oom: tuple[FunctionState, str] | None = None
@@ -184,6 +187,8 @@ class JitTracker:
         arg_leaves = [] if (state is step_fn and self._clean is not None) else self.jax.tree_util.tree_leaves((args, kwargs))
         if self._clean is None and any(isinstance(x, self._tracer) for x in arg_leaves):
             return state.jitted(*args, **kwargs)
+        if self.prefills.last is not None and self.prefills.last.state is not state:  # another function ran last: a prefill?
+            self.prefills.before(state, arg_leaves or self.jax.tree_util.tree_leaves((args, kwargs)))
         carried = sum(1 for x in arg_leaves if id(x) in state.out_ids) if (state.out_ids and step_fn is None) else 0
         if step_fn is None:
             choice.observe(state, arg_leaves, state.out_ids)
@@ -231,6 +236,10 @@ class JitTracker:
             self.tracing = None
         rec.waited(dispatched, rec.now())  # dispatch blocks once the device's queue is full
         out_leaves = [x for x in self.jax.tree_util.tree_leaves(out) if isinstance(x, self._array)]
+        if state is step_fn:  # the hot path: nothing to keep
+            self.prefills.last = None
+        else:
+            self.prefills.after(state, dispatched, arg_leaves, out_leaves)
         state.calls += 1
         if rec.steps.source is not None:
             state.calls_in_steps += 1

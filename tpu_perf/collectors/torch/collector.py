@@ -76,7 +76,8 @@ class TorchCollector:
     def before_close(self) -> None:
         self.flops.close()
         self.steps.close()
-        if self.rec.steps.source is None and self.steps.steps_seen == 0:
+        serving = self.rec.generation is not None and self.rec.generation.requests > 0  # an inference run has requests, not steps
+        if self.rec.steps.source is None and self.steps.steps_seen == 0 and not serving:
             self.rec.warn(NO_STEPS_HINT)
 
     def finalize(self) -> None:

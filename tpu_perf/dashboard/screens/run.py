@@ -19,6 +19,7 @@ from tpu_perf.dashboard import (
     data,
     figures,
     hosts_tab,
+    inference,
     kpi_table,
     shape,
     state,
@@ -56,8 +57,11 @@ def _overview(doc: dict[str, Any], ref: data.RunRef) -> None:
     rows = shape.kpi_rows({ref.name: doc}, ref.name)
     st.html(kpi_table.kpi_table_html(rows, [ref.name], {}, baseline=""))
     st.caption(steps_sentence(doc))
+    inference.render(doc)  # generation requests (docs/inference.md)
     frame = data.phases_of(ref, doc)
-    if frame.empty:
+    if frame.empty and doc.get("inference"):
+        pass  # requests without steps: the inference table above is the run
+    elif frame.empty:
         if data.dig(doc, "run.imported"):
             widgets.missing("Steps", "This run is an import (`tpu-perf import`) of a trace with no step markers tpu-perf could see; its ops and devices come from the trace.")
         else:

@@ -1,0 +1,208 @@
+"""Generation runs recorded unchanged (tests/corpus: Hugging Face generate(), a flax lm1b-style
+jitted prefill + decode loop, a word_language_model-style loop marked with tpu_perf.request()/token())
+give the scripts' own request counts, latencies, throughput and decode bytes, and read as inference
+runs: no training-only warning or verdict. Each script is recorded once per session (corpus_runs)."""
+
+from __future__ import annotations
+
+import io
+import json
+import statistics
+
+import jsonschema
+import pytest
+from rich.console import Console
+
+from tests.conftest import copy_run, report_doc
+from tpu_perf.views.schema import report_schema
+
+SCRIPTS = ("hf_generate", "jax_decode", "torch_marked_server")
+
+
+def near(value: float | None, truth: float, tolerance: float) -> bool:
+    return value is not None and abs(value - truth) <= tolerance * truth
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_generation_matches_the_scripts_own_clock(corpus_runs, name: str) -> None:
+    run = corpus_runs(name)
+    truth, doc = run.truth, report_doc(run.dir, run.store)
+    i = doc["inference"]
+    assert i is not None, name
+    assert (i["requests"], i["prompt_tokens"], i["generated_tokens"]) == (truth["requests"], truth["prompt_tokens"], truth["generated_tokens"])
+    ttft, tpot = statistics.median(truth["ttft"]), statistics.median(truth["tpot"])
+    assert near(i["ttft_s"]["p50"], ttft, 0.30), (i["ttft_s"], ttft)
+    assert near(i["tpot_s"]["p50"], tpot, 0.30), (i["tpot_s"], tpot)
+    assert near(i["tokens_per_s"], truth["tokens_per_s"], 0.20), (i["tokens_per_s"], truth["tokens_per_s"])
+    for key in ("ttft_s", "tpot_s", "itl_s", "e2e_s"):
+        assert i[key]["p50"] <= i[key]["p90"] <= i[key]["p99"], (key, i[key])
+    assert 0 < i["prefill_share"] < 1 and i["prefill_share"] + i["decode_share"] == pytest.approx(1)
+    if "weight_bytes" in truth:  # the model's arrays were seen: weights + KV cache
+        assert near(i["decode_bytes_per_step"], truth["weight_bytes"] + truth["kv_bytes"], 0.15), (i["decode_bytes_per_step"], truth)
+        assert i["achieved_bytes_per_s"] == pytest.approx(i["decode_bytes_per_step"] / i["decode_step_s"])
+    else:  # hand-marked requests: no arrays, so unknown, with the reason
+        assert i["decode_bytes_per_step"] is None and i["achieved_bytes_per_s"] is None
+    assert i["mbu"] is None and i["mbu_reason"]  # a CPU run: no HBM bandwidth in the catalogue
+    warnings = " ".join(run.manifest.get("warnings") or [])
+    assert "training" not in warnings, warnings
+    assert not doc["advice"]["conclusion"].startswith("nothing left") or doc["steps"]["count"] > 0
+    exclusions = " ".join(e["label"] for e in doc["steps"].get("excluded") or [])
+    assert "eval" not in exclusions, exclusions  # the decode steps that held a prefill are said so
+    errors = [f"{'.'.join(map(str, e.path))}: {e.message[:200]}" for e in jsonschema.Draft202012Validator(report_schema()).iter_errors(doc)]
+    assert not errors, errors[:5]  # the published schema (docs/report-schema.json) holds the section
+
+
+def test_prefill_steps_are_named_and_mbu_uses_the_chip(corpus_runs, tmp_path) -> None:
+    """The lm1b-style loop: each step that held a prefill is left out as one; with a chip named,
+    MBU is the achieved bandwidth over the catalogue's HBM bandwidth (v5e: 819 GB/s)."""
+    run = corpus_runs("jax_decode")
+    doc = report_doc(run.dir, run.store)
+    labels = {e["reason"]: e for e in doc["steps"]["excluded"]}
+    assert labels["prefill"]["steps"] == run.truth["requests"] - 1  # the first prefill precedes every step
+    assert "interleaved" not in labels
+    copy = copy_run(run.dir, tmp_path / "store")
+    manifest = json.loads((copy / "run.json").read_text())
+    manifest["config"]["chip"] = "v5e"
+    (copy / "run.json").write_text(json.dumps(manifest))
+    i = report_doc(copy, tmp_path / "store")["inference"]
+    assert i["chip"] == "tpu-v5e" and i["peak_bytes_per_s"] == pytest.approx(819e9)
+    assert i["mbu"] == pytest.approx(i["achieved_bytes_per_s"] / 819e9) and i["mbu_reason"] is None
+
+
+def test_an_inference_run_reads_as_one(corpus_runs) -> None:
+    """No steps: the report shows the inference part, not the step and compute parts; the advisor
+    gives no step-time verdict; `report --json` names the published fields."""
+    from tpu_perf.analyzers.report import build_report
+    from tpu_perf.store import load_run
+    from tpu_perf.views.report import one_line, render_report
+
+    run = corpus_runs("hf_generate")
+    report = build_report(load_run(str(run.dir)))
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(render_report(report))
+    text = console.export_text()
+    assert "Inference" in text and "time to 1st token" in text and "Steps" not in text and "FLOPs / step" not in text
+    assert one_line(report).startswith(f"run {report.run.id} completed: 8 requests, 384 tokens generated, TTFT p50")
+    doc = report_doc(run.dir, run.store)
+    assert doc["steps"]["count"] == 0 and doc["advice"]["nothing_left"] is False
+    assert doc["advice"]["conclusion"].startswith("no step-time verdict")
+    for key in ("requests", "tokens_per_s", "decode_bytes_per_step", "achieved_bytes_per_s", "mbu"):
+        assert key in doc["inference"]
+    for key in ("ttft_s", "tpot_s"):
+        assert set(doc["inference"][key]) >= {"p50", "p90", "p99"}
+
+
+def _slowed_copy(run_dir, store, factor: float):
+    """A copy of a recorded generation run under another id whose every request took `factor` times
+    as long after its start (its tokens spaced out alike): a known slowdown of real request data."""
+    import pandas as pd
+
+    copy = copy_run(run_dir, store.parent / "scratch")
+    new = store / (copy.name + "-slow")
+    copy.rename(new)
+    manifest = json.loads((new / "run.json").read_text())
+    manifest["id"], manifest["started_at"] = new.name, manifest["started_at"] + 60  # a later run of the series
+    (new / "run.json").write_text(json.dumps(manifest))
+    requests, tokens = pd.read_parquet(new / "requests.parquet"), pd.read_parquet(new / "tokens.parquet")
+    start = requests.set_index("request")["start_time_s"]
+    for column in ("first_token_time_s", "end_time_s"):
+        requests[column] = requests["start_time_s"] + factor * (requests[column] - requests["start_time_s"])
+    tokens["time_s"] = tokens["request"].map(start) + factor * (tokens["time_s"] - tokens["request"].map(start))
+    requests.to_parquet(new / "requests.parquet")
+    tokens.to_parquet(new / "tokens.parquet")
+    return new
+
+
+def test_check_and_history_take_the_inference_metrics(corpus_runs, tmp_path) -> None:
+    """`check` on two generation runs without steps compares time per output token (its basis) and
+    catches a 3x slower candidate (8 requests a run: a wide interval on this shared machine); `history` plots TTFT p99, TPOT p50, tokens/s for them."""
+    from tests.conftest import tpu_perf_cli
+
+    run, store = corpus_runs("hf_generate"), tmp_path / "store"
+    base = copy_run(run.dir, store)
+    slow = _slowed_copy(run.dir, store, 3.0)
+    proc = tpu_perf_cli("check", "--store", str(store), "--baseline", base.name, "--candidate", slow.name, "--json")
+    result = json.loads(proc.stdout)
+    checks = {c["metric"]: c for c in result["checks"]}
+    assert result["basis"] == "tpot_p50" and checks["runs"]["verdict"] == "PASS", result
+    assert checks["tpot_p50"]["verdict"] == "REGRESSION" and checks["tpot_p50"]["ratio"] == pytest.approx(3.0, rel=0.05), checks["tpot_p50"]
+    assert proc.returncode == 1, proc.stdout[-2000:]
+    reports = [report_doc(d, store)["inference"] for d in (base, slow)]
+    for metric, read in (("ttft_p99", lambda i: i["ttft_s"]["p99"]), ("tpot_p50", lambda i: i["tpot_s"]["p50"]), ("generated_tokens_per_s", lambda i: i["tokens_per_s"])):
+        history = json.loads(tpu_perf_cli("history", "all", "--store", str(store), "--metric", metric, "--json", check=True).stdout)
+        (series,) = history["series"]
+        assert [p["value"] for p in series["points"]] == pytest.approx([read(i) for i in reports]), metric
+    assert reports[1]["tpot_s"]["p50"] == pytest.approx(3.0 * reports[0]["tpot_s"]["p50"]) and reports[1]["tokens_per_s"] < reports[0]["tokens_per_s"]
+
+
+def test_decode_rules_sit_on_their_thresholds(corpus_runs) -> None:
+    """On the recorded generate() run's own inference numbers: a small batch fires at 8 sequences a
+    call and passes at 9, with a tokens/s gain bounded by the decode share (Amdahl); a float32 KV
+    cache fires, bfloat16 passes; no requests or no dtype: not evaluable."""
+    from dataclasses import replace
+
+    from tests.test_advise_rules import base
+    from tpu_perf.advise.decode import decode_small_batch, fp32_kv_cache
+    from tpu_perf.advise.rules import advise_signals
+    from tpu_perf.analyzers.report import build_report
+    from tpu_perf.store import load_run
+
+    i = build_report(load_run(str(corpus_runs("hf_generate").dir))).inference
+    w, k, d = i.weight_bytes, i.kv_cache_bytes, i.decode_share
+    at, above = decode_small_batch(base(inference=replace(i, requests=8 * i.calls))), decode_small_batch(base(inference=replace(i, requests=9 * i.calls)))
+    assert (at.outcome, above.outcome) == ("fired", "passed")
+    per_step = 2 * (w + k) / (w + 2 * k)
+    assert at.expected_gain.amount == pytest.approx(1 / ((1 - d) + d / per_step)) and at.expected_gain.benefit == "throughput"
+    assert decode_small_batch(base(inference=replace(i, kv_cache_bytes=w))).outcome == "passed"  # a cache as big as the weights: batching no longer nearly free
+    fp32 = fp32_kv_cache(base(inference=i, kv_dtypes=("float32",)))
+    assert fp32.outcome == "fired" and fp32.expected_gain.amount == pytest.approx(1 / ((1 - d) + d * (1 - k / i.decode_bytes_per_step / 2)))
+    assert fp32_kv_cache(base(inference=i, kv_dtypes=("bfloat16",))).outcome == "passed"
+    assert fp32_kv_cache(base(inference=i)).outcome == "not_evaluable"
+    assert {f.outcome for f in (decode_small_batch(base()), fp32_kv_cache(base()))} == {"not_evaluable"}
+    advice = advise_signals(base(inference=i, kv_dtypes=("float32",)))  # throughput findings: never the next step-time fix
+    assert {"decode-small-batch", "fp32-kv-cache"} <= {f.id for f in advice.also} and all(f.family != "decode" for f in advice.step_time)
+
+
+@pytest.mark.parametrize("name", ["hf_generate", "jax_decode"])
+def test_the_run_page_shows_the_inference_section(corpus_runs, tmp_path, monkeypatch, name: str) -> None:
+    """The dashboard's run page of a generation run: the inference table with the report's own
+    figures, and no "mark steps" notice for a run that had requests instead of steps."""
+    from streamlit.testing.v1 import AppTest
+
+    from tpu_perf.views.inference import latency
+
+    run = corpus_runs(name)
+    monkeypatch.setenv("TPU_PERF_STORE", str(run.store))
+    monkeypatch.setenv("TPU_PERF_CACHE_DIR", str(tmp_path / "cache"))
+    at = AppTest.from_string("from tpu_perf.dashboard.screens import run\nrun.render()\n", default_timeout=60).run()
+    assert not at.exception, at.exception
+    (table,) = [d.value for d in at.dataframe if "figure" in d.value]
+    shown = dict(zip(table["figure"], table["value"], strict=True))
+    i = report_doc(run.dir, run.store)["inference"]
+    assert shown["time to first token"] == latency(i["ttft_s"]) and shown["time per output token"] == latency(i["tpot_s"])
+    assert shown["requests"].startswith(f"{run.truth['requests']} ({run.truth['requests']} calls")
+    assert not any("mark steps" in str(w.value) for w in [*at.warning, *at.info, *at.markdown])
+
+
+def test_marks_never_break_the_script_and_say_what_they_miss(tmp_path) -> None:
+    """In a recorded block: a token outside any request is not counted (one warning); a count that
+    is no integer leaves that count unknown (one warning); the requests are still recorded; outside
+    a recording the marks do nothing."""
+    import tpu_perf
+    from tpu_perf.store import load_run
+
+    tpu_perf.token()  # no recording: nothing happens
+    with tpu_perf.record("marks", tmp_path / "runs", trace_steps=None, quiet=True) as handle:
+        tpu_perf.token()
+        with tpu_perf.request(prompt_tokens=3):
+            tpu_perf.token()
+            tpu_perf.token()
+        with tpu_perf.request(prompt_tokens=2.5, sequences=2):
+            tpu_perf.token(2)
+            tpu_perf.token("x")
+    run = load_run(str(handle.folder))
+    requests = run.table("requests")
+    assert requests["prompt_tokens"].tolist()[0] == 3 and requests["prompt_tokens"].isna().tolist() == [False, True]
+    assert requests["generated_tokens"].tolist() == [2, 3] and requests["sequences"].tolist() == [1, 2]
+    warnings = " ".join(run.manifest["warnings"])
+    assert "outside a request" in warnings and "tpu_perf.request(2.5)" in warnings and "tpu_perf.token('x')" in warnings

@@ -1,0 +1,251 @@
+"""The inference section: requests, latency per request and per token, throughput, and how much of
+the chip's memory bandwidth each decode step used (MBU, the MFU of memory-bound decode).
+
+Read from the `requests` and `tokens` tables (collectors/generation.py). Definitions follow vLLM's
+serving benchmark: time to first token (TTFT) from a request's start to its first token; time per
+output token (TPOT) = (end-to-end - TTFT) / (tokens per sequence - 1); inter-token latency (ITL) the
+gaps between a request's consecutive tokens. A request of a batched call counts once per prompt row
+(each row shares its call's times). Generated tokens/s divides every generated token by the wall time
+from the first request's start to the last one's end: prefill included, as a user would clock it.
+
+The bytes a decode step must read are the weights plus the KV cache at its context length (read from
+the model's arrays when the request ended); MBU = those bytes per decode step / the median time of a
+decode step / the chip's HBM bandwidth (hardware/catalogue.toml). Unknown is None, with the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from tpu_perf.analyzers.exact import step_bytes_accessed
+from tpu_perf.analyzers.flops import run_chip
+from tpu_perf.analyzers.programs import step_program
+from tpu_perf.analyzers.steps import run_steps
+from tpu_perf.store import Run
+
+
+@dataclass(frozen=True, kw_only=True)
+class Percentiles:
+    """p50 / p90 / p99 of a latency, seconds (numpy's linear interpolation)."""
+
+    p50: float
+    p90: float
+    p99: float
+    mean: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class InferenceStats:
+    requests: int
+    """Prompts served (a batched call counts each of its rows)."""
+    calls: int
+    """Request calls seen (a batched `generate()` is one call for all its rows)."""
+    source: str
+    """Where the requests came from: `auto:generate` (Hugging Face), `explicit` (tpu_perf.request())."""
+    prompt_tokens: int | None
+    generated_tokens: int
+    ttft_s: Percentiles | None
+    """Time to first token, per request; None when no request produced a token."""
+    tpot_s: Percentiles | None
+    """Time per output token after the first, per request; None when no request made two tokens."""
+    itl_s: Percentiles | None
+    """Inter-token latency: gaps between a request's consecutive tokens."""
+    e2e_s: Percentiles | None
+    """End-to-end latency per request."""
+    wall_s: float
+    """From the first request's start to the last one's end."""
+    tokens_per_s: float | None
+    """Generated tokens over `wall_s` (prefill included)."""
+    prefill_share: float | None
+    """Share of the requests' time before their first token (prompt processing)."""
+    decode_share: float | None
+    """Share of the requests' time after their first token (decode steps)."""
+    decode_step_s: float | None
+    """Median gap between consecutive token steps of a request: one decode step."""
+    decode_bytes_per_step: float | None
+    """Bytes one decode step must read: weights + KV cache at its mean context length."""
+    weight_bytes: float | None
+    kv_cache_bytes: float | None
+    """KV cache bytes at a decode step's mean context length (all rows of a call)."""
+    decode_bytes_source: str | None
+    decode_bytes_accessed: float | None
+    """XLA's bytes accessed by the compiled decode step (reads and writes, temporaries included)."""
+    achieved_bytes_per_s: float | None
+    """decode_bytes_per_step / decode_step_s."""
+    chip: str | None
+    peak_bytes_per_s: float | None
+    """HBM bandwidth of one device from the chip catalogue."""
+    mbu: float | None
+    """achieved_bytes_per_s / peak_bytes_per_s."""
+    mbu_reason: str | None
+    """Why `mbu` is None."""
+
+
+def analyze_inference(run: Run) -> InferenceStats | None:
+    """The run's inference section; None when it served no generation request."""
+    requests, tokens, from_steps = run_requests(run)
+    if requests.empty:
+        return None
+    rows = requests["sequences"].fillna(1).astype(int).to_numpy()
+    start, end = requests["start_time_s"].to_numpy(float), requests["end_time_s"].to_numpy(float)
+    first = pd.to_numeric(requests["first_token_time_s"], errors="coerce").to_numpy(float)
+    generated = requests["generated_tokens"].fillna(0).to_numpy(float)
+    ttft, tpot = first - start, _tpot(requests)
+    gaps, weights = _token_gaps(tokens, requests)
+    wall = float(end.max() - start.min())
+    total = float((end - start).sum())
+    prefill = float(np.nansum(ttft)) if np.isfinite(ttft).any() else None
+    decode_step = float(np.median(gaps)) if len(gaps) else None  # robust to the steps that compiled (a JAX decode step compiles in the first request)
+    decode_bytes, weight, kv, source = _program_bytes(run) if from_steps else _decode_bytes(requests)
+    achieved = decode_bytes / decode_step if decode_bytes is not None and decode_step else None
+    chip, peak, reason = _peak_bandwidth(run)
+    if achieved is None and reason is None:
+        reason = "the bytes a decode step reads are unknown (no model arrays were seen: requests marked by hand)" if decode_bytes is None else "no request made two tokens (no decode step)"
+    prompt = requests["prompt_tokens"] if "prompt_tokens" in requests else pd.Series(dtype=float)
+    return InferenceStats(
+        requests=int(rows.sum()),
+        calls=len(requests),
+        source=", ".join(sorted(set(requests["source"].astype(str)))),
+        prompt_tokens=int(prompt.sum()) if prompt.notna().all() and len(prompt) else None,
+        generated_tokens=int(generated.sum()),
+        ttft_s=_percentiles(ttft, rows),
+        tpot_s=_percentiles(tpot, rows),
+        itl_s=_percentiles(gaps, weights),
+        e2e_s=_percentiles(end - start, rows),
+        wall_s=wall,
+        tokens_per_s=float(generated.sum()) / wall if wall > 0 else None,
+        prefill_share=prefill / total if prefill is not None and total > 0 else None,
+        decode_share=1 - prefill / total if prefill is not None and total > 0 else None,
+        decode_step_s=decode_step,
+        decode_bytes_per_step=decode_bytes,
+        weight_bytes=weight,
+        kv_cache_bytes=kv,
+        decode_bytes_source=source,
+        decode_bytes_accessed=step_bytes_accessed(run) if from_steps else None,
+        achieved_bytes_per_s=achieved,
+        chip=chip,
+        peak_bytes_per_s=peak,
+        mbu=achieved / peak if achieved is not None and peak else None,
+        mbu_reason=None if achieved is not None and peak else reason,
+    )
+
+
+def run_requests(run: Run) -> tuple[pd.DataFrame, pd.DataFrame, bool]:
+    """The run's requests (in start order) and their tokens, and whether they were built from the
+    decode steps; derived once per loaded Run."""
+    return run.derived("run_requests", _load_requests)
+
+
+def _load_requests(run: Run) -> tuple[pd.DataFrame, pd.DataFrame, bool]:
+    requests = run.table("requests")
+    if requests.empty:
+        return requests, requests, False
+    requests = requests.sort_values("start_time_s", kind="stable").reset_index(drop=True)
+    from_steps = "end_time_s" in requests and bool(requests["end_time_s"].isna().all())
+    if from_steps:  # a prefill before each run of decode steps (collectors/jax/prefill.py)
+        return (*_from_steps(requests, run_steps(run)), True)
+    return requests, run.table("tokens"), False
+
+
+def _tpot(requests: pd.DataFrame) -> np.ndarray:
+    """Each request's time per output token after the first; NaN for one that made fewer than two."""
+    per_row = requests["generated_tokens"].fillna(0).to_numpy(float) / np.maximum(requests["sequences"].fillna(1).to_numpy(float), 1)
+    first = pd.to_numeric(requests["first_token_time_s"], errors="coerce").to_numpy(float)
+    return np.where(per_row > 1, (requests["end_time_s"].to_numpy(float) - first) / np.maximum(per_row - 1, 1), np.nan)
+
+
+def request_tpots(run: Run) -> tuple[float, ...]:
+    """Each request call's time per output token, in start order (a single run's samples for `check`)."""
+    requests, _, _ = run_requests(run)
+    return () if requests.empty else tuple(float(v) for v in _tpot(requests) if v == v)
+
+
+def _percentiles(values: np.ndarray, weights: np.ndarray) -> Percentiles | None:
+    """Percentiles of `values`, each counted `weights` times (a batched call's rows); NaN left out."""
+    keep = np.isfinite(values)
+    if not keep.any():
+        return None
+    sample = np.repeat(values[keep], weights[keep])
+    p50, p90, p99 = np.percentile(sample, [50, 90, 99])
+    return Percentiles(p50=float(p50), p90=float(p90), p99=float(p99), mean=float(sample.mean()))
+
+
+def _token_gaps(tokens: pd.DataFrame, requests: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Gaps between consecutive token steps of each request, with the request's rows as weights."""
+    if tokens.empty:
+        return np.array([]), np.array([], dtype=int)
+    ordered = tokens.sort_values(["request", "time_s"], kind="stable")
+    same = ordered["request"].to_numpy()
+    gaps = np.diff(ordered["time_s"].to_numpy(float))
+    inside = same[1:] == same[:-1]
+    rows = requests.set_index("request")["sequences"].fillna(1).astype(int)
+    weights = rows.reindex(same[1:][inside]).fillna(1).astype(int).to_numpy()
+    return gaps[inside], weights
+
+
+def _decode_bytes(requests: pd.DataFrame) -> tuple[float | None, float | None, float | None, str | None]:
+    """(bytes per decode step, weights, KV cache at the mean context, source): weights + KV cache
+    per position x the mean context of the decode steps, averaged over requests by decode steps."""
+    needed = ("weight_bytes", "kv_bytes_per_position", "prompt_positions", "token_steps")
+    if any(c not in requests for c in needed):
+        return None, None, None, None
+    known = requests.dropna(subset=list(needed))
+    known = known[known["token_steps"] > 1]
+    if known.empty:
+        return None, None, None, None
+    steps = known["token_steps"].to_numpy(float) - 1  # the first token came from the prefill
+    # decode step i (1..n-1) reads the prompt and the i tokens before it: mean context prompt + n/2
+    context = known["prompt_positions"].to_numpy(float) + known["token_steps"].to_numpy(float) / 2
+    weight = float(np.average(known["weight_bytes"].to_numpy(float), weights=steps))
+    kv = float(np.average(known["kv_bytes_per_position"].to_numpy(float) * context, weights=steps))
+    return weight + kv, weight, kv, "the model's arrays: weights + KV cache at the mean decode context"
+
+
+def _from_steps(requests: pd.DataFrame, steps: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Requests whose tokens are decode steps: each request's first token is its prefill's output,
+    then one token per row for each step that started before the next request (at the step's
+    outputs-ready time where seen, else its own end)."""
+    requests = requests.copy()
+    if steps.empty:
+        return requests.iloc[0:0], pd.DataFrame(columns=["request", "time_s", "tokens"])
+    starts = steps["start_time_s"].to_numpy(float)
+    ready = pd.to_numeric(steps.get("ready_time_s"), errors="coerce") if "ready_time_s" in steps else pd.Series(np.nan, index=steps.index)
+    done = ready.fillna(steps["end_time_s"]).to_numpy(float)
+    bounds = [*requests["start_time_s"].to_numpy(float)[1:], np.inf]
+    rows: list[dict[str, float]] = []
+    ends, generated, counts = [], [], []
+    for (_, request), upto in zip(requests.iterrows(), bounds, strict=True):
+        first, width = float(request["first_token_time_s"]), int(request["sequences"] or 1)
+        mine = done[(starts >= request["start_time_s"]) & (starts < upto)]
+        times = [first, *mine.tolist()]
+        rows += [{"request": request["request"], "time_s": t, "tokens": width} for t in times]
+        ends.append(times[-1])
+        counts.append(len(times))
+        generated.append(width * len(times))
+    requests["end_time_s"], requests["generated_tokens"], requests["token_steps"] = ends, generated, counts
+    return requests, pd.DataFrame(rows)
+
+
+def _program_bytes(run: Run) -> tuple[float | None, float | None, float | None, str | None]:
+    """(bytes per decode step, weights, KV cache, source) from the compiled decode step's arguments:
+    what it must read each call. Its donated arguments are the cache it carries; the rest, the weights."""
+    row = step_program(run.programs)
+    arguments = None if row is None else row.get("argument_bytes")
+    if arguments is None or arguments != arguments:
+        return None, None, None, None
+    donated = row.get("alias_bytes")
+    kv = float(donated) if donated is not None and donated == donated and donated > 0 else None
+    return float(arguments), None if kv is None else float(arguments) - kv, kv, "the decode step's arguments (its donated ones: the KV cache)"
+
+
+def _peak_bandwidth(run: Run) -> tuple[str | None, float | None, str | None]:
+    """(chip, HBM bytes/s of one device, why None)."""
+    chip = run_chip(run)
+    if chip is None:
+        return None, None, "the chip is unknown: pass --chip to `tpu-perf record`"
+    if chip.hbm_gbps is None:
+        return chip.name, None, f"the chip catalogue has no memory bandwidth for {chip.name}"
+    return chip.name, chip.hbm_gbps * 1e9 / chip.devices_per_chip, None
