@@ -12,8 +12,6 @@ so an internal error is a traceback here, never hidden behind a one-line message
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import re
@@ -30,6 +28,7 @@ import pandas as pd
 import pytest
 
 from tests.conftest import ROOT, Recordings, pythonpath, tpu_perf_cli, user_env
+from tests.in_process import Result, run_cli
 from tpu_perf import cli
 from tpu_perf.store.index import INDEX_DIR, ROW_FILE
 
@@ -45,29 +44,6 @@ RAW_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069
 def recorded(recordings: Recordings) -> Path:
     """A finished 4-step JAX recording, shared with tests/test_faults.py. Read only."""
     return recordings.run("-q", "--no-trace", str(SCRIPT), str(recordings.root / "selftimed-o.json"), "--steps", "4")
-
-
-class Result:
-    def __init__(self, code: int, out: str, err: str, crash: BaseException | None, seconds: float) -> None:
-        self.code, self.out, self.err, self.crash, self.seconds = code, out, err, crash, seconds
-
-
-def run_cli(*args: str) -> Result:
-    """`tpu-perf ARGS` in this process through the console entry point, internal errors raised."""
-    out, err = io.StringIO(), io.StringIO()
-    argv, code, crash = sys.argv, 0, None
-    sys.argv = ["tpu-perf", *args]
-    started = time.perf_counter()
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            cli.main()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except BaseException as exc:  # noqa: BLE001 - a traceback is what this test counts
-        crash = exc
-    finally:
-        sys.argv = argv
-    return Result(code, out.getvalue(), err.getvalue(), crash, time.perf_counter() - started)
 
 
 @pytest.fixture(autouse=True)

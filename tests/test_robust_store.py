@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import gzip
 import hashlib
-import io
 import json
 import os
 import shutil
@@ -26,7 +25,7 @@ from streamlit.testing.v1 import AppTest
 
 from tests.conftest import ROOT, tpu_perf_cli, user_env
 from tests.damage import DAMAGING, LISTED, USER_TEXT
-from tpu_perf import cli
+from tests.in_process import run_cli
 from tpu_perf.commands import console as cli_console
 from tpu_perf.store import check_run, scan_runs
 from tpu_perf.store.index import INDEX_DIR, ROW_FILE
@@ -86,28 +85,6 @@ def _snapshot(store: Path) -> dict[str, tuple[int, str]]:
             digest = hashlib.sha1(path.read_bytes()).hexdigest()
         out[str(path.relative_to(store))] = (st.st_mode, digest)
     return out
-
-
-class Result:
-    def __init__(self, code: int, out: str, err: str, crash: BaseException | None) -> None:
-        self.code, self.out, self.err, self.crash = code, out, err, crash
-
-
-def run_cli(*args: str) -> Result:
-    """`tpu-perf ARGS` in this process, through the console entry point (its error handling)."""
-    out, err = io.StringIO(), io.StringIO()
-    argv, code, crash = sys.argv, 0, None
-    sys.argv = ["tpu-perf", *args]
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            cli.main()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except BaseException as exc:  # noqa: BLE001 - a traceback is what this test counts
-        crash = exc
-    finally:
-        sys.argv = argv
-    return Result(code, out.getvalue(), err.getvalue(), crash)
 
 
 @pytest.fixture

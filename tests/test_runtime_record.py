@@ -105,7 +105,8 @@ def test_timeline_shows_the_gap(killed_run: dict) -> None:
     gap = gaps[0]
     assert gap.start_s == pytest.approx(libtpu["time_s"].max())
     assert gap.end_s >= run.steps["end_time_s"].max() - 0.2  # open until the sampler stopped
-    assert "UNAVAILABLE" in gap.detail
+    # gRPC's word for the call the kill broke: UNAVAILABLE when the server was gone before it, CANCELLED when it died mid-call
+    assert "UNAVAILABLE" in gap.detail or "CANCELLED" in gap.detail
     # host sampling went on through the gap
     host = run.memory[run.memory["device"] == "host"]
     assert (host["time_s"] > killed_at + 0.5).sum() >= 3

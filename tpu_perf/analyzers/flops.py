@@ -9,7 +9,7 @@ conventions comes from `tpu_perf.analyzers.mfu` when the model is known.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 
@@ -58,7 +58,11 @@ class FlopsStats:
     loop_extra_flops: float | None = None
     """Per device step: loop-body matmuls beyond the once XLA's cost analysis counts (scanned layers)."""
     unknown_trip_loops: int = 0
-    """Loops whose trip count XLA did not prove: counted once, so `per_step` may be low."""
+    """Loops whose trip count neither XLA proved nor the trace window measured: counted once, so
+    `per_step` may be low."""
+    measured_trips: dict[str, float] = field(default_factory=dict)
+    """Loops XLA did not prove (a decoder that stops at EOS), counted by the mean trips per entry
+    measured in the trace window, by `function/while`."""
     programs_per_step: int | None = None
     """Programs summed into one step (2 with gradient accumulation: micro-batch x N + update)."""
 
@@ -151,5 +155,6 @@ def analyze_flops(run: Run, steps: StepStats, *, precision: str = "bf16") -> Flo
         utilization=per_device / peak.per_device_tflops if (per_device is not None and peak.per_device_tflops) else None,
         loop_extra_flops=iteration.loop_extra_flops if (iteration and source != "user") else None,
         unknown_trip_loops=iteration.unknown_trip_loops if iteration else 0,
+        measured_trips=dict(iteration.measured_trips) if (iteration and source != "user") else {},
         programs_per_step=iteration.programs if (iteration and source != "user") else None,
     )

@@ -1,6 +1,7 @@
 """FLOPs of one training iteration from the programs table: every program that runs in each
 iteration times how often (`calls_per_step`: gradient accumulation's micro-batch program N times,
-the update once), each with its loops counted by trip count (`loops.py`)."""
+the update once), each with its loops counted by trip count (`loops.py`): proved by XLA, else
+measured in the run's trace window."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from tpu_perf.analyzers.hlo import run_hlo
-from tpu_perf.analyzers.loops import loop_flops
+from tpu_perf.analyzers.loops import LoopFlops, loop_flops, measured_trips
 from tpu_perf.analyzers.programs import step_program
 from tpu_perf.store import Run
 
@@ -21,19 +22,21 @@ class IterationFlops:
     loop_extra_flops: float
     """Of which: loop-body matmuls beyond the once that XLA's cost analysis counts."""
     unknown_trip_loops: int
-    """Loops whose trip count XLA did not prove (counted once: FLOPs may be low)."""
+    """Loops whose trip count neither XLA proved nor the trace measured (counted once: FLOPs may be low)."""
+    measured_trips: dict[str, float]
+    """Mean trips per entry of the loops XLA did not prove, measured in the trace window (`program/while`)."""
     programs: int
 
 
-def _loops(run: Run, row: pd.Series) -> tuple[float, int]:
+def _loops(run: Run, row: pd.Series) -> LoopFlops | None:
     relpath = row.get("hlo_file")
     if not isinstance(relpath, str) or not relpath:
-        return 0.0, 0
+        return None
     try:
-        loops = loop_flops(run_hlo(run, relpath))
+        module = run_hlo(run, relpath)
+        return loop_flops(module, measured_trips(module, run.scalar_table("ops")))
     except (OSError, ValueError):
-        return 0.0, 0
-    return loops.extra_flops, loops.unknown_trip_loops
+        return None
 
 
 def _step_calls(row: pd.Series) -> int:
@@ -49,12 +52,15 @@ def iteration_flops(run: Run, programs: pd.DataFrame, step_row: pd.Series) -> It
         rows += [(row, int(row["calls_per_step"])) for _, row in others.iterrows()]
     total = extra = 0.0
     unknown = 0
+    trips: dict[str, float] = {}
     for row, calls in rows:
-        more, unknown_loops = _loops(run, row)
+        loops = _loops(run, row)
+        more = loops.extra_flops if loops else 0.0
         total += calls * (float(row["flops"]) + more)
         extra += calls * more
-        unknown += unknown_loops
-    return IterationFlops(flops=total, loop_extra_flops=extra, unknown_trip_loops=unknown, programs=len(rows))
+        unknown += loops.unknown_trip_loops if loops else 0
+        trips |= {f"{row['function']}/{name}": n for name, n in (loops.measured_trips if loops else {}).items()}
+    return IterationFlops(flops=total, loop_extra_flops=extra, unknown_trip_loops=unknown, measured_trips=trips, programs=len(rows))
 
 
 def run_iteration_flops(run: Run) -> IterationFlops | None:

@@ -136,6 +136,14 @@ def _call_loop(s: dict[str, Any]) -> list[tuple[str, str]]:
              f"(input, logging, framework code); {s.get('call_loop_steps', 0)} of {s['steady']} steady steps")]
 
 
+def _loops(f: dict[str, Any]) -> str | None:
+    """How loops whose trip count XLA did not prove were counted (None when there were none)."""
+    parts = [f"{name}: {fmt.number(trips, 3)} trips per call, measured in the trace window" for name, trips in (f.get("measured_trips") or {}).items()]
+    if f.get("unknown_trip_loops"):
+        parts.append(f"{f['unknown_trip_loops']} loop(s) counted once: XLA proved no trip count and no traced step ran them, so FLOPs / step may be low (trace a step, or pass --flops-per-step)")
+    return "; ".join(parts) or None
+
+
 def _flops(doc: dict[str, Any]) -> RenderableType:
     f, m = doc["flops"], doc.get("mfu_detail") or {}
     per_chip = f" = {fmt.number(f['peak_tflops_per_chip'], 4)} per chip ({f['devices_per_chip']} device(s)/chip)" if f.get("devices_per_chip", 1) > 1 else ""
@@ -146,6 +154,8 @@ def _flops(doc: dict[str, Any]) -> RenderableType:
         ("peak", peak),
         ("utilisation", f"{fmt.percent(f['utilization'])} of peak (hardware FLOPs, what XLA counts)"),
     ]
+    if loops := _loops(f):
+        rows.insert(1, ("loops", loops))
     if m.get("mfu_per_device") is not None:
         rows.append(("model MFU", f"{fmt.percent(m['mfu_per_device'])} ({m['convention']} convention, {m['model'] or 'model'}: {fmt.flops(m['flops_per_token'])}/token, {fmt.number(m['tflops_per_device'], 4)} TFLOP/s per device, {fmt.number(m['tflops_per_chip'], 4)} per chip)"))
     elif m.get("reason"):

@@ -90,7 +90,7 @@ def analyse_program(state: FunctionState, *, is_step: bool, rec: Recorder, jax: 
     rec.writer.write_text(hlo_file, text)
     unknown = sum(1 for line in text.splitlines() if " while(" in line and "known_trip_count" not in line)
     if unknown:
-        rec.warn(f"{state.name}: {unknown} loop(s) with a trip count XLA could not prove; their bodies are counted once in FLOPs per step, which may be low (pass --flops-per-step to be exact)")
+        rec.warn(f"{state.name}: {unknown} loop(s) with a trip count XLA could not prove; FLOPs per step count their bodies by the trips measured in the trace window, or once if no traced step runs them (the report's Compute section says which)")
     row["hlo_file"] = hlo_file
     return row
 

@@ -1,0 +1,47 @@
+"""Loops that stop on data: FLOPs by the trips the trace window saw, not one pass of the body."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import ROOT, tpu_perf_cli
+
+from tpu_perf import load_run
+from tpu_perf.analyzers.report import build_report
+
+SCRIPT = ROOT / "tests" / "scripts" / "jax_while_decoder.py"
+
+
+@pytest.fixture(scope="module")
+def decoder(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    tmp = tmp_path_factory.mktemp("while-decoder")
+    truth = tmp / "truth.json"
+    proc = tpu_perf_cli("record", "-q", "--store", str(tmp / "runs"), "--trace-steps", "3:6", str(SCRIPT), str(truth))
+    assert proc.returncode == 0, proc.stderr
+    return next((tmp / "runs").iterdir()), json.loads(truth.read_text())
+
+
+def test_trips_of_a_data_dependent_loop_are_measured_in_the_trace(decoder: tuple[Path, dict]) -> None:
+    """The lm1b-style decoder's while loop runs 40, 48 and 56 times in the traced requests 3-5: the
+    FLOPs per step count its matmuls that many times on average, where XLA's analysis counts one."""
+    folder, truth = decoder
+    flops = build_report(load_run(folder)).to_dict()["flops"]
+    traced = truth["iterations"][3:6]
+    assert flops["unknown_trip_loops"] == 0
+    [(name, trips)] = flops["measured_trips"].items()
+    assert name.startswith("predict_step/while") and trips == pytest.approx(np.mean(traced))
+    # XLA's once-counted body plus the trips beyond: the matmuls dominate, the rest is its elementwise work
+    assert flops["per_step"] == pytest.approx(truth["matmul_flops_per_iteration"] * np.mean(traced), rel=0.1)
+
+
+def test_the_report_says_how_the_loop_was_counted(decoder: tuple[Path, dict]) -> None:
+    folder, truth = decoder
+    proc = tpu_perf_cli("report", "--store", str(folder.parent), folder.name)
+    assert proc.returncode == 0, proc.stderr
+    text = re.sub(r"[│\s]+", " ", proc.stdout)  # the row as read, wherever the table wraps it
+    trips = f"{np.mean(truth['iterations'][3:6]):g}"
+    assert re.search(rf"predict_step/while[.\d]*: {trips} trips per call, measured in the trace window", text), text
