@@ -83,7 +83,21 @@ class GenerationLog:
         if request is None:
             return
         self._local.open = None
-        end = self.rec.now() if now is None else now
+        self.write(request, self.rec.now() if now is None else now)
+
+    def busy(self) -> bool:
+        """Whether this thread has a request open (a `generate()` call or marks): its tokens count there."""
+        return getattr(self._local, "open", None) is not None
+
+    def new_request(self, source: str, start: float, prompt_tokens: int | None, sequences: int) -> _Request:
+        """A request outside the thread's open one, kept by its caller and written with `write`
+        (a token loop decides only at the end of the run whether its requests are requests)."""
+        with self._lock:
+            index, self._next = self._next, self._next + 1
+        return _Request(index, source, start, prompt_tokens, sequences)
+
+    def write(self, request: _Request, end: float) -> None:
+        """One ended request: its `requests` row and a `tokens` row per token step."""
         for time_s, count in zip(request.times, request.counts, strict=True):
             self.rec.append("tokens", {"request": request.index, "time_s": time_s, "tokens": count})
         self.rec.append("requests", {

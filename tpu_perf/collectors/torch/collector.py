@@ -23,6 +23,7 @@ from tpu_perf.collectors.torch.interleaved import patch_interleaved
 from tpu_perf.collectors.torch.script_profiler import ScriptProfilers
 from tpu_perf.collectors.torch.steps import SOURCE, OptimizerSteps, patch_profiler
 from tpu_perf.collectors.torch.syncs import HostSyncs
+from tpu_perf.collectors.torch.token_loop import TokenLoop
 from tpu_perf.collectors.torch.trace import TorchTrace
 from tpu_perf.store import layout
 
@@ -48,6 +49,7 @@ class TorchCollector:
         self.steps = OptimizerSteps(rec, torch, self.set_device, self.flops.retry)
         self.dynamo = DynamoCompiles(rec)
         self.syncs = HostSyncs(torch)
+        self.token_loop = TokenLoop(rec, torch)
 
     # -- device ---------------------------------------------------------------------------------
     def set_device(self, device_type: str | None) -> None:
@@ -76,6 +78,7 @@ class TorchCollector:
     def before_close(self) -> None:
         self.flops.close()
         self.steps.close()
+        self.token_loop.close(trained=self.rec.steps.source is not None or self.steps.steps_seen > 0)
         serving = self.rec.generation is not None and self.rec.generation.requests > 0  # an inference run has requests, not steps
         if self.rec.steps.source is None and self.steps.steps_seen == 0 and not serving:
             self.rec.warn(NO_STEPS_HINT)
@@ -111,6 +114,7 @@ def install(rec: Recorder, torch: ModuleType) -> Callable[[], None]:
     """Hook `torch` (already imported by the script) into `rec`; returns the undo function."""
     collector = TorchCollector(rec, torch)
     collector.steps.install()
+    collector.token_loop.install()
     script = ScriptProfilers(rec)
     undo_profiler = patch_profiler(rec, torch, script)
     undo_interleaved = patch_interleaved(rec, torch)
@@ -127,6 +131,7 @@ def install(rec: Recorder, torch: ModuleType) -> Callable[[], None]:
 
     def uninstall() -> None:
         collector.steps.uninstall()
+        collector.token_loop.uninstall()
         undo_profiler()
         undo_interleaved()
         undo_distributed()

@@ -1,0 +1,164 @@
+"""Eager token loops: a model called once per token under `torch.no_grad()` or
+`torch.inference_mode()`, with no `generate()` and no marks (PyTorch examples'
+`word_language_model/generate.py`, a hand-written greedy loop over a Hugging Face model).
+
+While such a block is open, module-wide forward hooks find the outermost module calls (the model,
+not its layers) whose first argument is a tensor of token ids. Each is a token step, one token per
+row; a call over more than one position is a prefill and starts a request, as does the block's first
+call. A training script's evaluation under `no_grad` looks the same, so these requests are kept aside
+and written only when the run took no training step: then they are what the run did.
+Outside such blocks the hooks are not installed, so training steps pay nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from tpu_perf.collectors.generation import (
+    GenerationLog,
+    _kv_bytes_per_position,
+    _Request,
+    _weight_bytes,
+)
+from tpu_perf.collectors.session import Recorder
+
+SOURCE = "auto:token-loop"
+
+
+def token_rows(x: Any, torch: Any) -> tuple[int, int] | None:
+    """(rows, positions) of a token-id tensor, None for anything else (images, embeddings).
+
+    Sequence-first (positions, rows) and batch-first (rows, positions) ids look alike; one token
+    per step is the decode case, so a dimension of 1 is the positions, else batch-first."""
+    if not isinstance(x, torch.Tensor) or x.is_floating_point() or x.is_complex() or x.dtype == torch.bool or x.dim() > 2:
+        return None
+    if x.dim() == 0:
+        return 1, 1
+    if x.dim() == 1:
+        return int(x.shape[0]), 1
+    a, b = int(x.shape[0]), int(x.shape[1])
+    if a == 1 or b == 1:
+        return max(a, b), 1
+    return a, b
+
+
+class TokenLoop:
+    """The hooks' state: open grad-free blocks per thread, and the requests found so far."""
+
+    def __init__(self, rec: Recorder, torch: Any) -> None:
+        self.rec = rec
+        self.torch = torch
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._blocks = 0
+        self._handles: list[Any] = []
+        self.requests: list[tuple[_Request, float]] = []
+        """Ended requests with their end times, written at close when the run took no training step."""
+        self._undo: list[Any] = []
+
+    @property
+    def log(self) -> GenerationLog | None:
+        return self.rec.generation
+
+    # -- the grad-free blocks --------------------------------------------------------------------
+    def install(self) -> None:
+        """Wrap `no_grad` and `inference_mode`'s enter and exit (their decorator forms use them too)."""
+        for cls in (self.torch.no_grad, self.torch.inference_mode):
+            enter, exit_ = cls.__enter__, cls.__exit__
+
+            def wrapped_enter(ctx: Any, _enter: Any = enter) -> Any:
+                out = _enter(ctx)
+                self._enter()
+                return out
+
+            def wrapped_exit(ctx: Any, *exc: Any, _exit: Any = exit_) -> Any:
+                self._exit()
+                return _exit(ctx, *exc)
+
+            cls.__enter__, cls.__exit__ = wrapped_enter, wrapped_exit
+            self._undo.append((cls, enter, exit_))
+
+    def uninstall(self) -> None:
+        for cls, enter, exit_ in self._undo:
+            cls.__enter__, cls.__exit__ = enter, exit_
+        self._undo.clear()
+        with self._lock:
+            self._remove_hooks()
+
+    def _enter(self) -> None:
+        depth = getattr(self._local, "blocks", 0)
+        self._local.blocks = depth + 1
+        if depth == 0:
+            self._local.started = self.rec.now()
+            with self._lock:
+                self._blocks += 1
+                if self._blocks == 1:
+                    hooks = self.torch.nn.modules.module
+                    self._handles = [hooks.register_module_forward_pre_hook(self._pre), hooks.register_module_forward_hook(self._post, with_kwargs=True, always_call=True)]
+
+    def _exit(self) -> None:
+        depth = getattr(self._local, "blocks", 0)
+        if depth <= 0:
+            return
+        self._local.blocks = depth - 1
+        if depth == 1:
+            self._end_request(self.rec.now())
+            with self._lock:
+                self._blocks -= 1
+                if self._blocks == 0:
+                    self._remove_hooks()
+
+    def _remove_hooks(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+
+    # -- the model's calls -----------------------------------------------------------------------
+    def _pre(self, module: Any, args: tuple[Any, ...]) -> None:
+        depth = getattr(self._local, "calls", 0)
+        self._local.calls = depth + 1
+        if depth == 0:
+            self._local.started_call = self.rec.now()
+
+    def _post(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
+        depth = getattr(self._local, "calls", 1) - 1
+        self._local.calls = depth
+        if depth or getattr(self._local, "blocks", 0) == 0:
+            return
+        started = getattr(self._local, "started_call", None) or self.rec.now()
+        ids = args[0] if args else kwargs.get("input_ids", kwargs.get("input"))  # Hugging Face models take input_ids=
+        shape = token_rows(ids, self.torch) if ids is not None else None
+        log = self.log
+        if shape is None or log is None or log.busy():  # not token ids, or generate()/marks count these tokens
+            return
+        rows, positions = shape
+        request: _Request | None = getattr(self._local, "request", None)
+        if request is None or positions > 1:
+            self._end_request(started)
+            request = log.new_request(SOURCE, getattr(self._local, "started", started) if request is None and positions == 1 else started,
+                                      rows * positions if positions > 1 else None, rows)
+            request.arrays.update(weight_bytes=_weight_bytes(module), prompt_positions=positions)
+            self._local.request = request
+        request.times.append(self.rec.now())
+        request.counts.append(rows)
+        self._local.cache = getattr(output, "past_key_values", None)
+
+    def _end_request(self, end: float) -> None:
+        request: _Request | None = getattr(self._local, "request", None)
+        if request is None:
+            return
+        self._local.request = None
+        cache = getattr(self._local, "cache", None)  # no cache returned: none is read (an RNN's state, a full recompute)
+        request.arrays.update(kv_bytes_per_position=_kv_bytes_per_position(cache) if cache is not None else 0.0)
+        with self._lock:
+            self.requests.append((request, end))
+
+    def close(self, *, trained: bool) -> None:
+        """Write the requests found, unless the run trained (they were its evaluations)."""
+        self._end_request(self.rec.now())
+        log = self.log
+        if trained or log is None:
+            return
+        for request, end in self.requests:
+            log.write(request, end)
