@@ -27,7 +27,7 @@ HF_GENERATION_MODULE = "transformers.generation.utils"
 
 
 @dataclass
-class _Request:
+class Request:
     index: int
     source: str
     start: float
@@ -60,11 +60,11 @@ class GenerationLog:
         self.request_end(now)
         with self._lock:
             index, self._next = self._next, self._next + 1
-        self._local.open = _Request(index, source, now, prompt_tokens, sequences)
+        self._local.open = Request(index, source, now, prompt_tokens, sequences)
 
     def token(self, count: int) -> None:
         """`count` tokens (one per sequence of the request) came out now."""
-        request: _Request | None = getattr(self._local, "open", None)
+        request: Request | None = getattr(self._local, "open", None)
         if request is None:
             self.warn("tpu_perf.token() outside a request: mark each request with tpu_perf.request(); those tokens are not counted")
             return
@@ -72,14 +72,14 @@ class GenerationLog:
         request.counts.append(count)
 
     def describe(self, **arrays: Any) -> None:
-        """What the thread's open request's arrays weigh (see `_Request.arrays`)."""
-        request: _Request | None = getattr(self._local, "open", None)
+        """What the thread's open request's arrays weigh (see `Request.arrays`)."""
+        request: Request | None = getattr(self._local, "open", None)
         if request is not None:
             request.arrays.update(arrays)
 
     def request_end(self, now: float | None = None) -> None:
         """The thread's open request (if any) is done: write it and its tokens."""
-        request: _Request | None = getattr(self._local, "open", None)
+        request: Request | None = getattr(self._local, "open", None)
         if request is None:
             return
         self._local.open = None
@@ -89,14 +89,14 @@ class GenerationLog:
         """Whether this thread has a request open (a `generate()` call or marks): its tokens count there."""
         return getattr(self._local, "open", None) is not None
 
-    def new_request(self, source: str, start: float, prompt_tokens: int | None, sequences: int) -> _Request:
+    def new_request(self, source: str, start: float, prompt_tokens: int | None, sequences: int) -> Request:
         """A request outside the thread's open one, kept by its caller and written with `write`
         (a token loop decides only at the end of the run whether its requests are requests)."""
         with self._lock:
             index, self._next = self._next, self._next + 1
-        return _Request(index, source, start, prompt_tokens, sequences)
+        return Request(index, source, start, prompt_tokens, sequences)
 
-    def write(self, request: _Request, end: float) -> None:
+    def write(self, request: Request, end: float) -> None:
         """One ended request: its `requests` row and a `tokens` row per token step."""
         for time_s, count in zip(request.times, request.counts, strict=True):
             self.rec.append("tokens", {"request": request.index, "time_s": time_s, "tokens": count})
@@ -154,8 +154,7 @@ def _hook_hf(log: GenerationLog, module: ModuleType) -> Callable[[], None]:
             if sync is not None:  # the token exists once the device has computed it
                 sync()
             log.token(rows)
-            kv = getattr(output, "cache", None)  # transformers 5 (`past_key_values` there is a deprecated alias: 27 us a read)
-            cache[0] = kv if kv is not None else getattr(output, "past_key_values", None)
+            cache[0] = output_cache(output)
 
         log.request_start("auto:generate", prompt, rows)
         busy.depth = 1
@@ -165,8 +164,8 @@ def _hook_hf(log: GenerationLog, module: ModuleType) -> Callable[[], None]:
         finally:
             handle.remove()
             busy.depth = 0
-            kv_bytes, kv_dtype = _kv_cache(cache[0])
-            log.describe(weight_bytes=_weight_bytes(self), prompt_positions=None if prompt is None else prompt // rows, kv_bytes_per_position=kv_bytes, kv_dtype=kv_dtype)
+            kv_bytes, kv_dtype = kv_cache_bytes(cache[0])
+            log.describe(weight_bytes=weight_bytes_of(self), prompt_positions=None if prompt is None else prompt // rows, kv_bytes_per_position=kv_bytes, kv_dtype=kv_dtype)
             log.request_end()
 
     mixin.generate = generate
@@ -185,7 +184,7 @@ def _prompt_shape(ids: Any) -> tuple[int, int | None]:
     return int(shape[0]), int(shape[0]) * int(shape[1])
 
 
-def _weight_bytes(model: Any) -> int | None:
+def weight_bytes_of(model: Any) -> int | None:
     """Bytes of the model's parameters (each shared tensor once): what every decode step reads."""
     try:
         seen = {id(p): p.numel() * p.element_size() for p in model.parameters()}
@@ -194,7 +193,13 @@ def _weight_bytes(model: Any) -> int | None:
     return sum(seen.values()) or None
 
 
-def _kv_cache(cache: Any) -> tuple[float | None, str | None]:
+def output_cache(output: Any) -> Any:
+    """The KV cache a model's forward pass returned, None without one."""
+    kv = getattr(output, "cache", None)  # transformers 5 (`past_key_values` there is a deprecated alias: 27 us a read)
+    return kv if kv is not None else getattr(output, "past_key_values", None)
+
+
+def kv_cache_bytes(cache: Any) -> tuple[float | None, str | None]:
     """Bytes the KV cache holds per position (all rows, all layers) and its dtype, read from the cache
     the last forward pass returned: a `transformers` Cache (`layers` of keys/values) or legacy tuples."""
     if cache is None:

@@ -17,9 +17,10 @@ from typing import Any
 
 from tpu_perf.collectors.generation import (
     GenerationLog,
-    _kv_bytes_per_position,
-    _Request,
-    _weight_bytes,
+    Request,
+    kv_cache_bytes,
+    output_cache,
+    weight_bytes_of,
 )
 from tpu_perf.collectors.session import Recorder
 
@@ -53,7 +54,7 @@ class TokenLoop:
         self._lock = threading.Lock()
         self._blocks = 0
         self._handles: list[Any] = []
-        self.requests: list[tuple[_Request, float]] = []
+        self.requests: list[tuple[Request, float]] = []
         """Ended requests with their end times, written at close when the run took no training step."""
         self._undo: list[Any] = []
 
@@ -133,24 +134,25 @@ class TokenLoop:
         if shape is None or log is None or log.busy():  # not token ids, or generate()/marks count these tokens
             return
         rows, positions = shape
-        request: _Request | None = getattr(self._local, "request", None)
+        request: Request | None = getattr(self._local, "request", None)
         if request is None or positions > 1:
             self._end_request(started)
             request = log.new_request(SOURCE, getattr(self._local, "started", started) if request is None and positions == 1 else started,
                                       rows * positions if positions > 1 else None, rows)
-            request.arrays.update(weight_bytes=_weight_bytes(module), prompt_positions=positions)
+            request.arrays.update(weight_bytes=weight_bytes_of(module), prompt_positions=positions)
             self._local.request = request
         request.times.append(self.rec.now())
         request.counts.append(rows)
-        self._local.cache = getattr(output, "past_key_values", None)
+        self._local.cache = output_cache(output)
 
     def _end_request(self, end: float) -> None:
-        request: _Request | None = getattr(self._local, "request", None)
+        request: Request | None = getattr(self._local, "request", None)
         if request is None:
             return
         self._local.request = None
-        cache = getattr(self._local, "cache", None)  # no cache returned: none is read (an RNN's state, a full recompute)
-        request.arrays.update(kv_bytes_per_position=_kv_bytes_per_position(cache) if cache is not None else 0.0)
+        cache = getattr(self._local, "cache", None)
+        kv, dtype = kv_cache_bytes(cache) if cache is not None else (0.0, None)  # no cache returned: none is read (an RNN's state, a full recompute)
+        request.arrays.update(kv_bytes_per_position=kv, kv_dtype=dtype)
         with self._lock:
             self.requests.append((request, end))
 
