@@ -90,7 +90,10 @@ class TokenLoop:
     def _enter(self) -> None:
         depth = getattr(self._local, "blocks", 0)
         self._local.blocks = depth + 1
-        if depth == 0:
+        log = self.log
+        if depth == 0:  # a block inside generate() or a marked request: its tokens are counted there
+            self._local.active = log is not None and not log.busy()
+        if depth == 0 and self._local.active:
             self._local.started = self.rec.now()
             with self._lock:
                 self._blocks += 1
@@ -103,7 +106,7 @@ class TokenLoop:
         if depth <= 0:
             return
         self._local.blocks = depth - 1
-        if depth == 1:
+        if depth == 1 and self._local.active:
             self._end_request(self.rec.now())
             with self._lock:
                 self._blocks -= 1
