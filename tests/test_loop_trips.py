@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ROOT, tpu_perf_cli
+from conftest import ROOT, report_doc, tpu_perf_cli
 
 from tpu_perf import load_run
 from tpu_perf.analyzers.report import build_report
@@ -45,3 +45,19 @@ def test_the_report_says_how_the_loop_was_counted(decoder: tuple[Path, dict]) ->
     text = re.sub(r"[│\s]+", " ", proc.stdout)  # the row as read, wherever the table wraps it
     trips = f"{np.mean(truth['iterations'][3:6]):g}"
     assert re.search(rf"predict_step/while[.\d]*: {trips} trips per call, measured in the trace window", text), text
+
+
+def test_a_request_inside_one_loop_is_a_generation_run(corpus_runs) -> None:
+    """flax lm1b's predict_step (tests/corpus/jax_while_predict.py): each call decodes a batch in one
+    while_loop; the calls are requests of 4 rows, the measured trips their tokens. The first token is
+    not seen apart (TTFT unknown); the time per output token is the call's over its trips; the
+    throughput leaves out tpu-perf's own trace start/stop, which the script's clock holds."""
+    run = corpus_runs("jax_while_predict")
+    truth, doc = run.truth, report_doc(run.dir, run.store)
+    i = doc["inference"]
+    assert i["source"] == "auto:while-loop" and i["ttft_s"] is None and i["itl_s"] is None
+    assert (i["requests"], i["generated_tokens"]) == (truth["requests"], truth["generated_tokens"])
+    assert i["tpot_s"]["p50"] == pytest.approx(np.median(truth["tpot"]), rel=0.3)
+    script_wall = truth["generated_tokens"] / truth["tokens_per_s"]
+    assert i["tokens_per_s"] == pytest.approx(truth["generated_tokens"] / (script_wall - i["own_s"]), rel=0.2)
+    assert doc["steps"]["count"] == 12 and "training" not in " ".join(run.manifest.get("warnings") or [])

@@ -22,6 +22,8 @@ import pandas as pd
 
 from tpu_perf.analyzers.exact import step_bytes_accessed
 from tpu_perf.analyzers.flops import run_chip
+from tpu_perf.analyzers.loop_requests import SOURCE as LOOP_SOURCE
+from tpu_perf.analyzers.loop_requests import loop_requests
 from tpu_perf.analyzers.programs import step_program
 from tpu_perf.analyzers.steps import run_steps
 from tpu_perf.store import Run
@@ -56,7 +58,10 @@ class InferenceStats:
     e2e_s: Percentiles | None
     """End-to-end latency per request."""
     wall_s: float
-    """From the first request's start to the last one's end."""
+    """From the first request's start to the last one's end, less `own_s`."""
+    own_s: float = 0.0
+    """tpu-perf's own time inside that span (a request's call that started or stopped the trace
+    window), left out of `wall_s`: the script's own clock holds it."""
     tokens_per_s: float | None
     """Generated tokens over `wall_s` (prefill included)."""
     prefill_share: float | None
@@ -95,11 +100,15 @@ def analyze_inference(run: Run) -> InferenceStats | None:
     generated = requests["generated_tokens"].fillna(0).to_numpy(float)
     ttft, tpot = first - start, _tpot(requests)
     gaps, weights = _token_gaps(tokens, requests)
-    wall = float(end.max() - start.min())
+    own = float(requests["own_s"].sum()) if "own_s" in requests else 0.0  # tpu-perf's trace start/stop inside the requests' span
+    wall = float(end.max() - start.min()) - own
     total = float((end - start).sum())
     prefill = float(np.nansum(ttft)) if np.isfinite(ttft).any() else None
-    decode_step = float(np.median(gaps)) if len(gaps) else None  # robust to the steps that compiled (a JAX decode step compiles in the first request)
-    decode_bytes, weight, kv, source = _program_bytes(run) if from_steps else _decode_bytes(requests)
+    # the median is robust to the steps that compiled (a JAX decode step compiles in the first request);
+    # without token gaps (a request inside one compiled loop), the median time per output token
+    decode_step = float(np.median(gaps)) if len(gaps) else (float(np.nanmedian(tpot)) if np.isfinite(tpot).any() else None)
+    in_loop = bool(len(requests)) and (requests["source"] == LOOP_SOURCE).all()
+    decode_bytes, weight, kv, source = _program_bytes(run) if (from_steps or in_loop) else _decode_bytes(requests)
     achieved = decode_bytes / decode_step if decode_bytes is not None and decode_step else None
     chip, peak, reason = _peak_bandwidth(run)
     if achieved is None and reason is None:
@@ -116,6 +125,7 @@ def analyze_inference(run: Run) -> InferenceStats | None:
         itl_s=_percentiles(gaps, weights),
         e2e_s=_percentiles(end - start, rows),
         wall_s=wall,
+        own_s=own,
         tokens_per_s=float(generated.sum()) / wall if wall > 0 else None,
         prefill_share=prefill / total if prefill is not None and total > 0 else None,
         decode_share=1 - prefill / total if prefill is not None and total > 0 else None,
@@ -141,8 +151,8 @@ def run_requests(run: Run) -> tuple[pd.DataFrame, pd.DataFrame, bool]:
 
 def _load_requests(run: Run) -> tuple[pd.DataFrame, pd.DataFrame, bool]:
     requests = run.table("requests")
-    if requests.empty:
-        return requests, requests, False
+    if requests.empty:  # a whole request inside one compiled loop, or none
+        return loop_requests(run), pd.DataFrame(columns=["request", "time_s", "tokens"]), False
     requests = requests.sort_values("start_time_s", kind="stable").reset_index(drop=True)
     from_steps = "end_time_s" in requests and bool(requests["end_time_s"].isna().all())
     if from_steps:  # a prefill before each run of decode steps (collectors/jax/prefill.py)
@@ -154,7 +164,10 @@ def _tpot(requests: pd.DataFrame) -> np.ndarray:
     """Each request's time per output token after the first; NaN for one that made fewer than two."""
     per_row = requests["generated_tokens"].fillna(0).to_numpy(float) / np.maximum(requests["sequences"].fillna(1).to_numpy(float), 1)
     first = pd.to_numeric(requests["first_token_time_s"], errors="coerce").to_numpy(float)
-    return np.where(per_row > 1, (requests["end_time_s"].to_numpy(float) - first) / np.maximum(per_row - 1, 1), np.nan)
+    after_first = (requests["end_time_s"].to_numpy(float) - first) / np.maximum(per_row - 1, 1)
+    # a first token not seen apart (made inside one compiled loop): the request's time over its tokens
+    whole = (requests["end_time_s"].to_numpy(float) - requests["start_time_s"].to_numpy(float)) / np.maximum(per_row, 1)
+    return np.where(per_row > 1, np.where(np.isnan(first), whole, after_first), np.nan)
 
 
 def request_tpots(run: Run) -> tuple[float, ...]:

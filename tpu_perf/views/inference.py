@@ -45,7 +45,7 @@ def render_inference(doc: dict[str, Any]) -> RenderableType | None:
         ("per output token", latency(i["tpot_s"])),
         ("inter-token", latency(i["itl_s"])),
         ("end to end", latency(i["e2e_s"])),
-        ("throughput", f"{fmt.number(i['tokens_per_s'], 4)} generated tokens/s over {fmt.seconds(i['wall_s'])} (prefill included)"),
+        ("throughput", f"{fmt.number(i['tokens_per_s'], 4)} generated tokens/s over {fmt.seconds(i['wall_s'])} (prefill included" + (f"; {fmt.seconds(i['own_s'])} of tpu-perf's own trace start/stop left out" if i.get("own_s") else "") + ")"),
         ("prefill / decode", share),
         ("decode step", f"{fmt.seconds(i['decode_step_s'])} median; reads {read}"),
         ("bandwidth", f"{fmt.bytes_(i['achieved_bytes_per_s'])}/s achieved" if i["achieved_bytes_per_s"] is not None else "n/a"),

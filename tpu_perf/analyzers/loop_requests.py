@@ -1,0 +1,77 @@
+"""A whole request inside one compiled loop: flax lm1b's `predict_step` decodes a batch of prompts in
+one `lax.while_loop` that stops at EOS or the length limit, so the script calls one jitted function
+per request and no function carries state.
+
+Then each call of the step program is a request of `rows` sequences, where `rows` is the first
+dimension of its integer output of rank 2 long enough to hold the loop's trips (the tokens), and
+the loop's mean trips per call, measured in the trace window (`flops.measured_trips`), are its
+tokens per row. The first token is made inside the loop, not seen apart from the rest: time to
+first token and inter-token gaps are unknown, and the time per output token is the call's time over
+its trips (the prompt's processing included, when the loop feeds the prompt too). A call that
+started or stopped tpu-perf's trace window is counted at a plain call's median time: the rest is
+tpu-perf's own, as in the all-in step time.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from tpu_perf.analyzers.at_peak import SIGNATURE_SUFFIX
+from tpu_perf.analyzers.iteration import run_iteration_flops
+from tpu_perf.analyzers.programs import step_program
+from tpu_perf.analyzers.steps import run_steps
+from tpu_perf.store import Run
+
+SOURCE = "auto:while-loop"
+
+_INTEGER = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+
+
+def loop_requests(run: Run) -> pd.DataFrame:
+    """One `requests` row per call of a step program that decodes a whole request in one loop;
+    empty when the run is not such a run (a training step, no measured loop, no token output)."""
+    step = step_program(run.programs)
+    iteration = run_iteration_flops(run)
+    if step is None or iteration is None:
+        return pd.DataFrame()
+    trips = [t for name, t in iteration.measured_trips.items() if name.startswith(f"{step['function']}/")]
+    rows = _token_rows(run, step, trips[0]) if len(trips) == 1 else None
+    steps = run_steps(run)
+    if rows is None or steps.empty:
+        return pd.DataFrame()
+    start = steps["start_time_s"].to_numpy(float)
+    whole = steps["end_time_s"].to_numpy(float) - start  # the wall-clock iteration: the call, its wait and the loop's own work
+    took = whole.copy()
+    own = steps["instrumented"].fillna(False).astype(bool).to_numpy() if "instrumented" in steps else np.zeros(len(steps), bool)
+    plain = ~own & ~steps["compiled"].fillna(False).astype(bool).to_numpy() if "compiled" in steps else ~own
+    if own.any() and plain.any():  # a call that started or stopped the trace: that time is tpu-perf's own, the call took a plain one's
+        took = np.where(own, np.median(took[plain]), took)
+    return pd.DataFrame({
+        "request": np.arange(len(steps)),
+        "source": SOURCE,
+        "start_time_s": start,
+        "first_token_time_s": np.nan,
+        "end_time_s": start + took,
+        "prompt_tokens": np.nan,
+        "sequences": rows,
+        "generated_tokens": rows * trips[0],
+        "token_steps": trips[0],
+        "own_s": np.where(own, np.maximum(whole - took, 0.0), 0.0),
+    })
+
+
+def _token_rows(run: Run, step: pd.Series, trips: float) -> int | None:
+    """Rows of the step's token output: an integer output of rank 2 with room for `trips` tokens;
+    None for a step that updates state (a donated input) or has no such output."""
+    hlo = step.get("hlo_file")
+    stem = hlo.removesuffix(".hlo.txt") if isinstance(hlo, str) else None
+    if stem is None or not run.exists(stem + SIGNATURE_SUFFIX):
+        return None
+    signature = json.loads(run.read_text(stem + SIGNATURE_SUFFIX))
+    if any(row.get("donated") or row.get("category") == "optimizer_state" for row in signature.get("inputs") or ()):
+        return None
+    tokens = [row["shape"] for row in signature.get("outputs") or () if row.get("dtype") in _INTEGER and len(row.get("shape") or ()) == 2 and row["shape"][1] >= trips]
+    return int(tokens[0][0]) if len(tokens) == 1 and tokens[0][0] > 0 else None
