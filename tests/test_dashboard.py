@@ -559,7 +559,7 @@ def test_compare_page_opens_with_the_verdict(mixed: dict) -> None:
     at.run()
     assert not at.exception
     assert at.selectbox(key="compare_baseline").value == "fast"  # the oldest run is the baseline, whatever the URL's order
-    first = at.markdown[0].value  # the verdict comes before any KPI, chart or table
+    first = at.markdown[1].value  # the verdict in full, behind its headline (markdown[0], before any KPI, chart or table)
     found = re.search(r"slow is ([0-9.]+)x slower per step than fast \(steady step time: 90 % interval ([0-9.]+)x–([0-9.]+)x, batch means over (\d+) and (\d+) steps[);]", first)
     assert found, first
     ratio, low, high = (float(found.group(i)) for i in (1, 2, 3))
@@ -624,7 +624,7 @@ def test_compare_groups_of_repeats_get_the_checks_verdict(repeat_store: Path, tm
     assert f"repeat={groups['0.01']} (2 runs) against repeat={groups['0.03']} (2 runs): {expected['verdict']}, exit {expected['exit_code']} (" in shown
     basis = next(c for c in expected["checks"] if c["metric"] == expected["basis"])
     assert basis["message"] in shown
-    first = at.markdown[0].value  # the sentence, read off the same check
+    first = at.markdown[1].value  # the sentence in full (behind its headline), read off the same check
     speed = re.search(r"(?:is|looks) ([0-9.]+)x (faster|slower) per step than", first)
     assert speed and {"IMPROVEMENT": "faster", "REGRESSION": "slower"}.get(basis["verdict"], speed.group(2)) == speed.group(2), first
     assert float(speed.group(1)) == pytest.approx(basis["ratio"] ** (-1 if speed.group(2) == "faster" else 1), rel=0.006)
