@@ -109,7 +109,7 @@ def screenshots(store: Path, out: Path, prefix: str) -> list[Path]:
             page.wait_for_function(IDLE_JS, polling=200, timeout=120_000)
             height = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]')?.scrollHeight || 800")
             page.set_viewport_size({"width": 1280, "height": max(800, min(int(height), 6000))})  # the page scrolls inside the app, not the window
-            page.wait_for_timeout(800)
+            page.wait_for_timeout(2500)
             page.wait_for_function(IDLE_JS, polling=200, timeout=120_000)
             shot = out / f"{prefix}-{name}.png"
             page.screenshot(path=str(shot))

@@ -194,7 +194,7 @@ def step_distribution(series: Sequence[tuple[str, np.ndarray]]) -> go.Figure:
             stats = box_stats(values)
             fig.add_trace(go.Box(x=[at], name=f"{label} ({len(values)} steady steps)", marker_color=colour(i), boxpoints=False, **{k: [v] for k, v in stats.items()}))
         elif len(values):  # quartiles of 3 steps would be made up: the steps themselves
-            fig.add_trace(go.Scatter(x=[at] * len(values), y=values, mode="markers", name=f"{label}: {len(values)} steady steps, too few for a box", marker={"color": colour(i), "size": 9}))
+            fig.add_trace(go.Scatter(x=[at] * len(values), y=values, mode="markers", name=f"{label}: {len(values)} steady steps, too few for a box", showlegend=True, marker={"color": colour(i), "size": 9}))
     fig.update_xaxes(tickangle=0, automargin=True)  # labels level, long names shortened in the middle (full in the legend and on hover)
     return _layout(fig, "Steady-state step time distribution", yaxis_title="step time (ms)")
 
