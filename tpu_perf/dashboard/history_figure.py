@@ -11,9 +11,9 @@ import datetime as dt
 from pathlib import PurePath
 
 import plotly.graph_objects as go
-from plotly.colors import qualitative
 
 from tpu_perf.analyzers.history import History, Point, Series, is_number
+from tpu_perf.dashboard import palette
 
 SCALE = {"seconds": (1e3, "ms"), "bytes": (1 / 2**20, "MiB"), "fraction": (100.0, "%"), "per_second": (1.0, "/s")}
 """Unit -> (factor, axis label) the values are shown in."""
@@ -45,7 +45,7 @@ def history_figure(history: History) -> go.Figure:
     by_time = history.order_by == "started"
     fig = go.Figure()
     for i, series in enumerate(history.series):
-        colour = qualitative.Plotly[i % len(qualitative.Plotly)]
+        colour = palette.run_colour(i)  # the dashboard's one set of colours, each series its own
         xs = [_x(p, by_time) for p in series.points]
         values = [p.value * factor for p in series.points]
         spread = {"type": "data", "symmetric": False, "array": [(p.high - p.value) * factor for p in series.points], "arrayminus": [(p.value - p.low) * factor for p in series.points], "visible": any(p.n > 1 for p in series.points)}
