@@ -165,15 +165,15 @@ def whole_trace_words(docs: Mapping[str, Mapping[str, Any]], baseline: str) -> l
 
 def _breakdown(docs: Mapping[str, dict[str, Any]], refs: Mapping[str, data.RunRef], baseline: str) -> None:
     table = breakdown_compare.breakdown_side_by_side(docs, baseline)
+    manifests = {label: data.open_run(ref.url, ref.stamp).manifest for label, ref in refs.items()}
+    for label in docs:  # the change in ms, and the settings beside it, with or without a breakdown
+        if label != baseline:
+            said = (None if table.empty else largest_change(table, baseline, label)) or step_change(docs, baseline, label)
+            if said:
+                st.markdown(said + settings_beside(manifests, baseline, label))
     if table.empty:
         widgets.missing("Step-time breakdown", "It comes from the trace window's device timeline; record with a trace window (the default).")
         return
-    manifests = {label: data.open_run(ref.url, ref.stamp).manifest for label, ref in refs.items()}
-    for label in docs:
-        if label != baseline:
-            said = largest_change(table, baseline, label) or step_change(docs, baseline, label)
-            if said:
-                st.markdown(said + settings_beside(manifests, baseline, label))
     shown, config = breakdown_view(table, list(docs))
     st.dataframe(shown, column_config=config, width="stretch", key="why_breakdown")  # full width: no column cut with 4 runs
     for line in whole_trace_words(docs, baseline):
