@@ -140,8 +140,9 @@ def _leading(result: CheckResult, basis: Check) -> str:
         return ""
     failing = [c for c in result.checks if c.decides and c.verdict == Verdict.REGRESSION]
     def what(c: Check) -> str:
-        change = f" ({(c.ratio - 1) * 100:+.1f} %)" if c.ratio is not None else ""
-        return c.message.split(" (")[0] + change
+        head = c.message.split(" (")[0]
+        pct = f"{(c.ratio - 1) * 100:+.1f} %" if c.ratio is not None else ""
+        return head + (f" ({pct})" if pct and pct not in head else "")  # "all-in step time +10.5 %" says it already
 
     return "REGRESSION in " + "; ".join(map(what, failing)) + ". Speed: " if failing else ""
 
