@@ -36,6 +36,8 @@ import pandas as pd
 RUNS_BUDGET_S = 2.0
 COMPARE_BUDGET_S = 0.5
 RUN_BUDGET_S = 3.0
+RATIO_BUDGET = 1.5
+"""Each paired step at most this many times the bare Streamlit page of the same size (`bench/bare_page.py`)."""
 DEVICES = 8
 SAMPLE_S = 1.0
 BUCKET_BOUNDS_US = [float(2**k) for k in range(4, 24)]
@@ -450,12 +452,119 @@ def browser_measure(store: Path, names: list[str], tmp: Path, only: str = "all")
                     page.screenshot(path=str(shot), full_page=True)
                     raise SystemExit(f"{label}: not done in time; the page as it was: {shot}") from None
                 CPU.setdefault(label, []).append(cpu.stop())
+                if label in PAIRED:
+                    SHAPES.setdefault(label, page.evaluate(SHAPE_JS))
                 print(f"  {label}: {results[label][0]:.3f} s (CPU: server {CPU[label][-1][0]:.3f} s, page's main thread {CPU[label][-1][1]:.3f} s)", flush=True)
             browser.close()
     finally:
         proc.terminate()
         proc.wait(timeout=30)
     return results
+
+
+PAIRED = {
+    "chromium cold: runs page, every run analysed, to the table drawn": "cold",
+    "chromium cold: change of comparison, add a run never loaded": "change",
+    "chromium warm: change of comparison, add a loaded run back": "change",
+    "chromium change on the compare page: open the Memory tab": "tab",
+    "chromium change on the run page: open the Memory tab": "tab",
+    "chromium cold: run page opened on a run never loaded, Overview drawn": "cold",
+}
+"""Steps measured against the bare page (`bench/bare_page.py`) of the same size, and the bare
+page's matching action: a cold navigation, a run added in its picker, a tab opened."""
+SHAPES: dict[str, dict[str, int]] = {}
+"""Per paired step, the page's size as drawn after it: grids, their rows, HTML blocks, charts,
+traces per chart and points per trace (what the bare page is built to)."""
+SHAPE_JS = """() => {
+    const visible = e => e.offsetParent !== null;
+    const plots = [...document.querySelectorAll('.js-plotly-plot')].filter(visible);
+    const traces = plots.map(p => (p._fullData || []).length);
+    const points = plots.flatMap(p => (p._fullData || []).map(t => (t.y || t.x || []).length));
+    const grids = [...document.querySelectorAll('[data-testid="stDataFrame"]')].filter(visible);
+    const rows = grids.map(g => parseInt(g.querySelector('[aria-rowcount]')?.getAttribute('aria-rowcount') || '20'));
+    const sum = xs => xs.reduce((a, b) => a + b, 0);
+    return {tables: grids.length, rows: Math.max(1, Math.round(sum(rows) / Math.max(1, grids.length))),
+            html: [...document.querySelectorAll('[data-testid="stHtml"]')].filter(visible).length, charts: plots.length,
+            traces: Math.max(1, Math.round(sum(traces) / Math.max(1, plots.length))), points: Math.max(1, Math.round(sum(points) / Math.max(1, points.length)))};
+}"""
+BARE_DONE_JS = """(want) => {
+    if (document.querySelector('[data-stale="true"], [data-testid="stStatusWidgetRunningIcon"]')) return false;
+    if (![...document.querySelectorAll('[data-testid="stCaptionContainer"]')].some(c => c.innerText.includes(want))) return false;
+    return [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].every(c => c.querySelector('.main-svg')) ? performance.now() : false;
+}"""
+
+
+def _serve_bare() -> tuple[subprocess.Popen, str]:
+    """`streamlit run bench/bare_page.py` on a free port, as the dashboard is served."""
+    import urllib.request
+
+    port = _free_port()
+    cmd = [sys.executable, "-m", "streamlit", "run", str(Path(__file__).with_name("bare_page.py")), "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false", "--server.address", "127.0.0.1"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                return proc, url
+        except OSError:
+            time.sleep(0.3)
+    proc.terminate()
+    raise SystemExit(f"the bare page did not come up on {url}")
+
+
+def bare_measure(passes: int) -> dict[str, list[float]]:
+    """Each paired step's action on a bare page of the size that step's page had, `passes` times:
+    {label: seconds}. A fresh seed per navigation: nothing cached."""
+    import re
+
+    from playwright.sync_api import sync_playwright
+
+    proc, url = _serve_bare()
+    out: dict[str, list[float]] = {}
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})
+            _navigate(page, f"{url}/?seed=0", BARE_DONE_JS, "bare done: 2 runs, tab A")  # the server's first run (imports) is not the page's cost
+            seed = 0
+            for _ in range(passes):
+                for label, shape in SHAPES.items():
+                    seed += 1
+                    query = "&".join(f"{k}={v}" for k, v in {**shape, "seed": seed}.items())
+                    n = shape["traces"]
+                    kind = PAIRED[label]
+                    if kind == "cold":
+                        spent = _navigate(page, f"{url}/?{query}", BARE_DONE_JS, f"bare done: {n} runs, tab A")
+                    else:
+                        _navigate(page, f"{url}/?{query}", BARE_DONE_JS, f"bare done: {n} runs, tab A")
+                        if kind == "tab":
+                            spent = _act(page, lambda: page.get_by_role("tab", name="B").click(), BARE_DONE_JS, f"bare done: {n} runs, tab B")
+                        else:
+                            name = f"run-{50 + seed % 40:03d}"
+                            box = page.locator(".st-key-bare_runs input").first
+                            box.click()
+                            box.fill(name)
+                            option = page.get_by_role("option", name=re.compile(rf"^{name}$"))
+                            option.wait_for()
+                            spent = _act(page, option.click, BARE_DONE_JS, f"bare done: {n + 1} runs, tab A")
+                            page.keyboard.press("Escape")
+                    out.setdefault(label, []).append(spent)
+                    print(f"  bare page like '{label}' ({shape}): {spent:.3f} s", flush=True)
+            browser.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    return out
+
+
+def _print_ratios(browser: list[dict[str, tuple[float, float]]], bare: dict[str, list[float]]) -> None:
+    print(f"Against a bare Streamlit page of the same size, same run (budget {RATIO_BUDGET}x):")
+    for label, times in bare.items():
+        real = statistics.median(p[label][0] for p in browser)
+        base = statistics.median(times)
+        ratio = real / base
+        print(f"  {label:<72} {real:6.3f} s / bare {base:6.3f} s = {ratio:4.2f}x  {'ok' if ratio <= RATIO_BUDGET else 'OVER'}")
 
 
 def _print(title: str, passes: list[dict[str, tuple[float, float]]]) -> None:
@@ -475,6 +584,7 @@ def main() -> None:
     parser.add_argument("--no-browser", action="store_true", help="AppTest only (no Chromium)")
     parser.add_argument("--no-apptest", action="store_true", help="Chromium only")
     parser.add_argument("--only", choices=("all", "run"), default="all", help="run: the run page's steps only (Chromium)")
+    parser.add_argument("--no-bare", action="store_true", help="skip the bare-page baseline (Chromium)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         store = args.store or Path(tmp) / "runs"
@@ -485,6 +595,7 @@ def main() -> None:
         ids = sorted(p.name for p in store.iterdir() if (p / "run.json").exists())
         names = [f"run-{i:03d}" for i in (0, 1, 2, 3, 4)]
         browser = [] if args.no_browser else [browser_measure(store, names, Path(tmp), args.only) for _ in range(args.repeat)]
+        bare = bare_measure(args.repeat) if browser and not args.no_bare else {}
         passes = []
         if not args.no_apptest:
             cache = Path(tmp) / "cache"
@@ -499,6 +610,8 @@ def main() -> None:
     print(f"{os.cpu_count()} CPU(s), {getattr(data, 'WORKERS', 1)} loader thread(s), load average {os.getloadavg()[0]:.1f} at the end; median of {args.repeat} (min-max); {len(ids)} runs")
     if browser:
         _print("In Chromium, 1280 px, navigation or click to the last chart drawn:", browser)
+        if bare:
+            _print_ratios(browser, bare)
         print("CPU seconds of each (median): the server process / the page's main thread")
         for label, spent in CPU.items():
             print(f"  {label:<72} {statistics.median(s for s, _ in spent):6.3f} s / {statistics.median(b for _, b in spent):6.3f} s")

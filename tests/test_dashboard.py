@@ -437,7 +437,7 @@ CUT_JS = """() => {
     if (!tables.length) return ['no KPI table on the page'];
     const cut = tables.flatMap(t => [...t.querySelectorAll('th, td, span')])
         .filter(e => e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).display !== 'inline').map(e => e.innerText);
-    const wide = tables.filter(t => t.scrollWidth > t.parentElement.clientWidth + 1);
+    const wide = tables.filter(t => t.scrollWidth > t.parentElement.clientWidth + 1 && getComputedStyle(t.parentElement).overflowX !== 'auto');
     return cut.concat(wide.map(() => 'table wider than the page'));
 }"""
 """Cells (and the table) whose content is wider than their box: cut or hidden, at this viewport."""
@@ -559,7 +559,7 @@ def test_compare_page_opens_with_the_verdict(mixed: dict) -> None:
     at.run()
     assert not at.exception
     assert at.selectbox(key="compare_baseline").value == "fast"  # the oldest run is the baseline, whatever the URL's order
-    first = at.markdown[0].value  # the verdict comes before any KPI, chart or table
+    first = at.markdown[1].value  # the verdict in full, behind its headline (markdown[0], before any KPI, chart or table)
     found = re.search(r"slow is ([0-9.]+)x slower per step than fast \(steady step time: 90 % interval ([0-9.]+)x–([0-9.]+)x, batch means over (\d+) and (\d+) steps[);]", first)
     assert found, first
     ratio, low, high = (float(found.group(i)) for i in (1, 2, 3))
@@ -624,7 +624,7 @@ def test_compare_groups_of_repeats_get_the_checks_verdict(repeat_store: Path, tm
     assert f"repeat={groups['0.01']} (2 runs) against repeat={groups['0.03']} (2 runs): {expected['verdict']}, exit {expected['exit_code']} (" in shown
     basis = next(c for c in expected["checks"] if c["metric"] == expected["basis"])
     assert basis["message"] in shown
-    first = at.markdown[0].value  # the sentence, read off the same check
+    first = at.markdown[1].value  # the sentence in full (behind its headline), read off the same check
     speed = re.search(r"(?:is|looks) ([0-9.]+)x (faster|slower) per step than", first)
     assert speed and {"IMPROVEMENT": "faster", "REGRESSION": "slower"}.get(basis["verdict"], speed.group(2)) == speed.group(2), first
     assert float(speed.group(1)) == pytest.approx(basis["ratio"] ** (-1 if speed.group(2) == "faster" else 1), rel=0.006)
@@ -1131,11 +1131,46 @@ SWEEP_JS = r"""() => {
         const own = [...e.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
         if (own && e.scrollWidth > e.clientWidth + 1) problems.push(`cut (${e.scrollWidth} > ${e.clientWidth} px): ${e.innerText.trim().slice(0, 80)}`);
     }
+    const numbers = [...[...document.querySelectorAll('.tp-kpis')].map(t => t.innerText), ...cells].join('\n');  // where an unknown shows n/a (an advisor's evidence may quote a measured 0 B with its source)
+    for (const m of numbers.matchAll(/(^|[^\d.,])0 B\b/g)) problems.push(`"0 B" in a KPI table or grid (unknown is n/a): …${where(numbers, m.index)}…`);
+    for (const m of text.matchAll(/\d(?:\.\d+)?e[+\-]\d+ ?m?s\b/g)) problems.push(`a time in e-notation: …${where(text, m.index)}…`);
+    for (const plot of document.querySelectorAll('.js-plotly-plot')) {  // labels that overlap, or a legend cut by the figure's edge
+        const frame = plot.getBoundingClientRect();
+        if (!frame.width) continue;
+        const title = plot.querySelector('.gtitle')?.textContent || 'a chart';
+        const labels = [...plot.querySelectorAll('.xtick text, .ytick text, .legendtext, .annotation-text, .g-xtitle text, .g-ytitle text, .gtitle')]
+            .map(t => [t.textContent, t.getBoundingClientRect()]).filter(([w, r]) => w.trim() && r.width);
+        for (let i = 0; i < labels.length; i++) for (let j = i + 1; j < labels.length; j++) {
+            const [a, r] = labels[i], [b, q] = labels[j];
+            const x = Math.min(r.right, q.right) - Math.max(r.left, q.left), y = Math.min(r.bottom, q.bottom) - Math.max(r.top, q.top);
+            if (x > 2 && y > 2) problems.push(`labels overlap in "${title}": "${a.slice(0, 30)}" and "${b.slice(0, 30)}"`);
+        }
+        for (const [w, r] of labels) if (r.right > frame.right + 2 || r.bottom > frame.bottom + 2 || r.left < frame.left - 2) problems.push(`a label cut by the edge of "${title}": "${w.slice(0, 40)}"`);
+    }
+    const verdict = document.querySelector('.st-key-verdict')?.innerText || '';
+    const kpis = document.querySelector('.tp-kpis');
+    if (verdict && kpis) {  // the Step time delta points the way its run's verdict says
+        const runs = [...kpis.querySelectorAll('thead th')].slice(1).map(th => th.childNodes[0]?.textContent.trim());
+        const row = [...kpis.querySelectorAll('tbody tr')].find(tr => tr.querySelector('th')?.innerText.trim() === 'Step time');
+        for (const m of verdict.matchAll(/^(?:REGRESSION[^\n]*Speed: )?(.+?) is [0-9.]+x (faster|slower) per step than/gm)) {
+            const cell = row?.querySelectorAll('td')[runs.indexOf(m[1])];
+            const arrow = cell?.querySelector('.tp-d')?.textContent || '';
+            if (arrow && !arrow.includes(m[2] === 'faster' ? '▼' : '▲')) problems.push(`Step time ${arrow.trim()} for ${m[1]} under "${m[1]} is ${m[2]}"`);
+        }
+    }
     return problems;
 }"""
-"""What a person must never see: "None"/"nan" (the grids' cells too), a share above 100 % (a change
-has a sign and is no share), text wider than its own box (outside grids, code, charts and the tab
-bar, which scroll or are drawn)."""
+"""What a person must never see: "None"/"nan" (the grids' cells too), "0 B" for an unknown, a time in
+e-notation, a share above 100 % (a change has a sign and is no share), text wider than its own box
+(outside grids, code, charts and the tab bar, which scroll or are drawn), chart labels that overlap
+or stick out of their chart, and a Step time delta whose sign disagrees with the verdict above it."""
+HISTORY_JS = r"""() => [...document.querySelectorAll('.js-plotly-plot')].flatMap(plot => {
+    const axis = plot._fullLayout?.xaxis;
+    if (!axis) return ['no chart state to read'];
+    if (axis.type !== 'date') return [`the History axis is a ${axis.type} axis, not time`];
+    return (plot._fullData || []).filter(t => t.x && [...t.x].some((x, i, xs) => i && String(x) < String(xs[i - 1]))).map(t => `"${t.name}" out of time order`);
+})"""
+"""History ordered by start: a time axis, each series' points in time order."""
 VIEWPORTS = ((1280, 800), (1920, 1080))
 COUNT_RUNS_JS = """window.__tpRuns = 0;
 new MutationObserver(changes => { for (const c of changes) if (c.target.getAttribute('data-test-script-state') === 'notRunning') window.__tpRuns++; })
@@ -1156,17 +1191,20 @@ tab `name` selected and built, nothing stale or running, every chart drawn."""
 
 
 @pytest.fixture(scope="session")
-def sweep_store(mixed_store: dict, import_store: dict, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """Eight runs as a new user has them: JAX narrow and wide, a fast and a slow loop, a failed run,
-    a PyTorch run, an imported Kineto trace and an imported 4-chip TPU capture."""
+def sweep_store(mixed_store: dict, import_store: dict, repeat_store: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Twelve runs as a new user has them: JAX narrow and wide, a fast and a slow loop, a failed run,
+    a PyTorch run, an imported Kineto trace and an imported 4-chip TPU capture, and two `--repeat 2`
+    groups 3x apart (the issue's store; `bench/dashboard_store.py` records it with the tuning example)."""
     store = tmp_path_factory.mktemp("sweep") / "runs"
-    for source in (mixed_store["store"], import_store["store"]):
+    for source in (mixed_store["store"], import_store["store"], repeat_store):
         for run_dir in Path(source).iterdir():
             if (run_dir / "run.json").exists():
                 copy_run(run_dir, store)
     tpu_perf_cli("record", "--store", str(store), "--name", "torchy", "-q", str(ROOT / "examples" / "torch_mlp.py"), "--steps", "6", check=True)
-    names = {json.loads((d / "run.json").read_text())["name"]: d.name for d in store.iterdir() if (d / "run.json").exists()}
-    return {"store": store, "ids": names}
+    runs = [json.loads((d / "run.json").read_text()) for d in sorted(store.iterdir()) if (d / "run.json").exists()]
+    names = {r["name"]: r["id"] for r in runs if r["name"] != "gate_loop"}
+    repeats = [r["id"] for r in runs if r["name"] == "gate_loop"]
+    return {"store": store, "ids": names, "repeats": repeats}
 
 
 def _holes(at: AppTest, where: str) -> None:
@@ -1196,15 +1234,18 @@ def test_every_page_and_tab_has_no_null_cell(sweep_store: dict, tmp_path: Path, 
 
 
 def test_browser_every_page_and_tab_reads_right(sweep_store: dict, tmp_path: Path) -> None:
-    """Every page (every tab of a JAX, a PyTorch, an imported TPU and a failed run's page) at
-    1280x800 and 1920x1080: no "None"/"nan", no share above 100 %, no text cut, and no request to a
-    host other than the dashboard's own (the favicon was fetched from fonts.gstatic.com)."""
+    """Every page (every tab of the compare page of all runs and of the repeat groups, of a JAX, a
+    PyTorch, an imported TPU and a failed run's page; History) at 1280x800 and 1920x1080: none of
+    SWEEP_JS's problems (None/nan/"0 B", text cut, labels overlapping, a delta against the verdict),
+    History in time order, and no request to a host other than the dashboard's own (the favicon was
+    fetched from fonts.gstatic.com)."""
     from urllib.parse import urlparse
 
     from playwright import sync_api
 
     ids = sweep_store["ids"]
-    paths = ["/runs", f"/compare?runs={','.join(ids.values())}", *(f"/run?run={i}" for i in ids.values())]
+    repeats = sweep_store["repeats"]
+    paths = ["/runs", f"/compare?runs={','.join(ids.values())}", f"/compare?runs={','.join(repeats)}", *(f"/run?run={i}" for i in [*ids.values(), repeats[0]]), "/history"]
     found: dict[str, str] = {}
     with _serve(sweep_store["store"], tmp_path / "cache") as server, sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -1236,6 +1277,9 @@ def test_browser_every_page_and_tab_reads_right(sweep_store: dict, tmp_path: Pat
             for path in paths:
                 settled(page.goto, server + path)
                 check(path)
+                if path == "/history":
+                    for problem in page.evaluate(HISTORY_JS):
+                        found.setdefault(problem, path)
                 every_tab = path.startswith("/compare?") or path.startswith("/run?") and path.rsplit("=", 1)[1] in {ids[n] for n in ("wide", "torchy", "tpu4", "failing")}
                 for tab in page.get_by_role("tab").all_inner_texts()[1:] if every_tab else []:  # the other runs are alike
                     settled(page.get_by_role("tab", name=tab).click, tab=tab)

@@ -59,3 +59,25 @@ def test_config_values_show_their_differing_part() -> None:
     unlike = pd.DataFrame({"jax": ["/work/repo/tests/scripts/split_loop.py truth.json --host none"], "torch": ["/work/repo/examples/torch_mlp.py --steps 6"]}, index=["command"])
     assert list(differing.differing_parts(unlike, "jax").loc["command"]) == ["…/tests/scripts/split_loop.py truth.json --host none", "…/examples/torch_mlp.py --steps 6"]  # nothing alike: the shared folders only
     assert differing.against("--xla_a=true --xla_dump_to=/tmp/some/folder --xla_b=1", "--xla_a=true --xla_dump_to=/tmp/some/folder") == "… --xla_b=1"
+
+
+def test_box_plots_state_their_steps_and_too_few_are_points() -> None:
+    """A box of quartiles from 3 steps would be made up: under 5 steady steps (the count under which
+    the headline leaves the steady median too) the steps are points, named so; every box says its count."""
+    import numpy as np
+
+    fig = figures.step_distribution([("few", np.array([0.010, 0.012, 0.011])), ("many", np.linspace(0.01, 0.02, 12))])
+    few, many = fig.data
+    assert few.type == "scatter" and few.name == "few: 3 steady steps, too few for a box" and list(few.x) == ["few<br>3 steps"] * 3
+    assert many.type == "box" and many.name == "many (12 steady steps)" and list(many.x) == ["many<br>12 steps"]
+
+
+def test_a_long_legend_grows_the_chart_instead_of_squashing_it() -> None:
+    """12 entries at half a 1280 px page take several rows: the bottom margin and the height grow
+    by them, the plot keeps its height (310 px)."""
+    frames = [(f"run-with-a-long-name-{i}", pd.DataFrame({"step": range(3), "duration_s": [0.02, 0.01, 0.01], "phase": ["warm-up", "steady", "steady"]})) for i in range(6)]
+    short = figures.step_times(frames[:1])
+    long = figures.step_times(frames)
+    rows = figures.legend_rows(long)
+    assert rows >= 4  # 12 entries (a line and a warm-up mark per run)
+    assert long.layout.margin.b == 50 + figures.LEGEND_ROW_PX * rows and long.layout.height - long.layout.margin.b == short.layout.height - short.layout.margin.b == 310

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -15,8 +16,8 @@ import pytest
 from tests.conftest import tpu_perf_cli
 from tests.history_runs import record_sleep_loop, write_run, write_series
 from tpu_perf.analyzers.history import DETECTABLE_STEP, build_history, detect
-from tpu_perf.analyzers.index_row import index_row, load_index
-from tpu_perf.store import load_run
+from tpu_perf.analyzers.index_row import index_row, load_index, write_index_row
+from tpu_perf.store import RunWriter, load_run
 from tpu_perf.store.index import COMPACT_AT, INDEX_DIR, ROW_FILE, known_rows, read_rows
 
 STEP = [0.020] * 8 + [0.023] * 8
@@ -272,3 +273,36 @@ def test_the_detectable_step_table_holds_for_the_detector() -> None:
 
     assert 0.65 <= found(DETECTABLE_STEP[20]) <= 0.95
     assert found(DETECTABLE_STEP[20] / 2) < 0.4
+
+
+def test_dashboard_history_by_start_is_in_time_order_with_named_series(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two scripts' runs interleaved in time (two series) and a failed run: ordered by start, the
+    chart's x-axis is a time axis whose points lie in start order across both series (a category axis
+    put series 2's runs after series 1's), each series is named by its script, and the page names the
+    run it left out (as `tpu-perf history` does), not only how many."""
+    from streamlit.testing.v1 import AppTest
+
+    store = tmp_path / "runs"
+    base = 1.8e9
+    starts = {}
+    for i in range(6):
+        script = "train_a.py" if i % 2 == 0 else "train_b.py"
+        rid = write_run(store, [0.06, 0.02, 0.02, 0.021], name=f"r{i}", started_at=base + 60 * i, manifest={"script": script, "command": ["python", script]})
+        starts[rid] = base + 60 * i
+    broken = RunWriter.create(str(store), {"name": "broke", "status": "running", "started_at": base + 400, "frameworks": []})
+    broken.finish("failed", 1, warnings=[])
+    write_index_row(load_run(broken.url), str(store))
+    monkeypatch.setenv("TPU_PERF_STORE", str(store))
+    monkeypatch.setenv("TPU_PERF_CACHE_DIR", str(tmp_path / "cache"))
+    at = AppTest.from_string("from tpu_perf.dashboard.screens import history\nhistory.render()\n", default_timeout=60)
+    at.run()
+    assert not at.exception
+    figure = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert figure["layout"]["xaxis"]["type"] == "date"
+    names = sorted(t["name"] for t in figure["data"])
+    assert [n.split(" · ")[0] for n in names] == ["train_a.py", "train_b.py"], names
+    xs = sorted((x, t["name"]) for t in figure["data"] for x in t["x"])
+    assert [name.split(" · ")[0] for _, name in xs] == ["train_a.py", "train_b.py"] * 3  # interleaved in time, as recorded
+    assert [x[:19] for x, _ in xs] == [time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(s)) for s in sorted(starts.values())]
+    left = " ".join(c.value for c in at.caption)
+    assert f"1 run(s) left out: broke ({broken.run_id}): status failed" in left, left

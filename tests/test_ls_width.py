@@ -25,3 +25,16 @@ def test_ls_fits_80_columns_without_cutting() -> None:
         assert r["id"] in text and r["status"] in text  # each on one line
         assert r["name"] in names
     assert "n/a" in text
+
+
+def test_ls_shows_tags_under_the_name_within_80_columns() -> None:
+    """Two runs that differ only by tag (a `--repeat` pair of groups) do not look the same."""
+    rows = [
+        {"id": f"20261202-04144{i}-81d618", "name": "gate_loop", "status": "completed", "started_at": 1796184888.0, "steps": 16, "step_s": 0.01, "processes": 1, "tags": {"work": work}}
+        for i, work in enumerate(("50", "150"))
+    ]
+    console = Console(width=80, record=True, color_system=None)
+    console.print(render_ls(rows, "/tmp/store", width=80))
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80 and "…" not in text
+    assert "work=50" in text and "work=150" in text

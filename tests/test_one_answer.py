@@ -193,7 +193,7 @@ def test_the_compare_pages_step_time_delta_points_the_way_of_its_verdict(pair: t
     baseline = at.selectbox(key="compare_baseline")
     baseline.set_value(baseline.options[0]).run()  # a slow run as the baseline
     assert not at.exception
-    sentence = at.markdown[0].value
+    sentence = at.markdown[1].value  # in full, behind its headline
     said = re.search(r"(faster|slower) per step than", sentence)
     assert said and said.group(1) == "faster", sentence  # 3.7x and more apart: the direction is never in doubt
     verdicts = " ".join(e.value for e in (*at.success, *at.error))  # a repeat group's `check` line

@@ -94,7 +94,10 @@ def test_cpu_jax_step_times_match_xprof_overview(jax_logdir: Path) -> None:
 
 def test_kineto_gpu_traces_from_other_vendors() -> None:
     a100 = read_kineto(DATA / "a100_alexnet.json.gz")
-    assert a100.devices["chip"].tolist() == ["a100-80gb"] and a100.devices["peak_tflops"].iloc[0] == 312.0
+    # "NVIDIA A100-PG509-200" with 42,297,524,224 B of memory (the trace's deviceProperties): the 40 GB
+    # A100 (1,555 GB/s), not the 80 GB one (2,039 GB/s) its name's "a100" alias alone would find
+    assert a100.devices["chip"].tolist() == ["a100-40gb"] and a100.devices["peak_tflops"].iloc[0] == 312.0
+    assert a100.devices["peak_hbm_gbps"].iloc[0] == 1555.0
     assert a100.ops["occurrences"].sum() == 79 + 16 + 3  # kernels + memcpy + memset events
     mi250 = read_kineto(DATA / "mi250_minitoy_train.json.gz")
     assert mi250.devices["kind"].iloc[0] == "AMD Radeon Graphics" and mi250.devices["chip"].isna().all()

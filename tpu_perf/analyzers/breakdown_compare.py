@@ -44,8 +44,11 @@ def whole_trace_reason(doc: Mapping[str, Any]) -> str:
     """Why a run's breakdown is of the whole trace, in words."""
     if dig(doc, "run.imported"):
         return "an import whose trace marks no steps"
-    if dig(doc, "breakdown_detail.device_check"):
+    check = dig(doc, "breakdown_detail.device_check")
+    if check and dig(doc, "steps.runs_ahead"):
         return "the host queued its traced steps ahead of the device, so no step's window frames the device's work"
+    if check:  # a loop that waits on every step: the recorder's device time and the trace's disagree
+        return "the trace's device work per step is far shorter than the recorder's device time per step, so its steps could not be placed on the trace"
     return "neither the recorder's steps nor step marks of its own could be placed on its trace"
 
 

@@ -68,10 +68,11 @@ class FlopsStats:
 
 
 def run_chip(run: Run) -> Chip | None:
-    """The chip named by `--chip`, else the one the device kind names."""
+    """The chip named by `--chip`, else the one an import matched to the trace's own device (its
+    name and memory: `hardware.chip`), else the one the device kind names."""
     config = run.manifest.get("config") or {}
     hardware = run.manifest.get("hardware") or {}
-    return lookup_chip(config.get("chip")) or lookup_chip(hardware.get("device_kind"))
+    return lookup_chip(config.get("chip")) or lookup_chip(hardware.get("chip")) or lookup_chip(hardware.get("device_kind"))
 
 
 def chip_mismatch(run: Run) -> str | None:

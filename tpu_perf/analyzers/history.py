@@ -147,12 +147,12 @@ def _points(rows: Sequence[Mapping[str, Any]], column: str, order_by: str) -> li
         starts = [r.get("started_at") for r in members if r.get("started_at") is not None]
         members = sorted(members, key=lambda r: (r.get("started_at") or 0, r["id"]))
         points.append(Point(key=key, runs=tuple(r["id"] for r in members), value=float(np.median(values)), low=float(values.min()), high=float(values.max()), n=len(values), started_at=min(starts) if starts else None))
-    numeric = all(_is_number(p.key) for p in points)
+    numeric = all(is_number(p.key) for p in points)
     points.sort(key=lambda p: (float(p.key), p.key) if numeric else (p.started_at or 0, p.key))
     return points
 
 
-def _is_number(text: str) -> bool:
+def is_number(text: str) -> bool:
     try:
         return math.isfinite(float(text))
     except ValueError:

@@ -50,6 +50,9 @@ class Sentence:
     verdict: Verdict | None = None
     """The basis check's verdict (what `tpu-perf check --json` says for that metric)."""
     basis: str | None = None
+    headline: str = ""
+    """The text without its evidence: who is faster and by how much (and a REGRESSION of another
+    metric that fails the job first); the dashboard shows it first, `text` behind it."""
 
 
 def _ratio(value: float) -> str:
@@ -128,7 +131,8 @@ def speed_sentence(baseline: str, candidate: str, base_runs: Sequence[RunValues]
     parts += [f"but {c.name.replace('_', ' ')} is {c.verdict.value} ({c.message.split(':')[0]})" for c in result.checks if c.decides and c.name in ("step_time", "all_in_step_time") and c is not check and c.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT) and c.verdict != check.verdict]
     tier = next((c for c in result.checks if c.verdict == Verdict.UNCHANGED), None)
     after = f" {tier.message[0].upper()}{tier.message[1:]}." if tier else ""
-    return Sentence(**common, kind=kind, text=f"{_leading(result, check)}{text} ({'; '.join(parts)}){_mfu(base_runs, cand_runs)}.{after}", speedup=speedup, low=low, high=high, verdict=check.verdict)
+    head = f"{_leading(result, check)}{text}"
+    return Sentence(**common, kind=kind, text=f"{head} ({'; '.join(parts)}){_mfu(base_runs, cand_runs)}.{after}", speedup=speedup, low=low, high=high, verdict=check.verdict, headline=head)
 
 
 def _leading(result: CheckResult, basis: Check) -> str:
@@ -138,8 +142,9 @@ def _leading(result: CheckResult, basis: Check) -> str:
         return ""
     failing = [c for c in result.checks if c.decides and c.verdict == Verdict.REGRESSION]
     def what(c: Check) -> str:
-        change = f" ({(c.ratio - 1) * 100:+.1f} %)" if c.ratio is not None else ""
-        return c.message.split(" (")[0] + change
+        head = c.message.split(" (")[0]
+        pct = f"{(c.ratio - 1) * 100:+.1f} %" if c.ratio is not None else ""
+        return head + (f" ({pct})" if pct and pct not in head else "")  # "all-in step time +10.5 %" says it already
 
     return "REGRESSION in " + "; ".join(map(what, failing)) + ". Speed: " if failing else ""
 

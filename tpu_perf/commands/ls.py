@@ -50,7 +50,7 @@ def render_ls(rows: list[dict[str, Any]], store: str, width: int | None = None) 
 
     narrow = (width or out.width) < LS_FULL_WIDTH
     table = Table(title=Text(f"runs in {store}"), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-    for col in ("id", "name", "status", "started", "steps", "step time"):
+    for col in ("id", "name (tags)" if any(r.get("tags") for r in rows) else "name", "status", "started", "steps", "step time"):
         whole = col in ("id", "status", "started")
         table.add_column(col, no_wrap=whole, overflow="fold", min_width=max(len(r[col]) for r in rows) if col in ("id", "status") and rows else None)  # ids are copied whole
     for r in rows:
@@ -62,7 +62,10 @@ def render_ls(rows: list[dict[str, Any]], store: str, width: int | None = None) 
         if narrow and r["started_at"] is not None:
             started = started[5:16]  # "12-02 04:14" of "2026-12-02 04:14:48"
         step = fmt.seconds(r["step_s"]) + (" all-in" if r.get("step_basis") == "all-in" else "")
-        table.add_row(Text(r["id"]), Text(name), Text(r["status"], style=STATUS_STYLE.get(r["status"], "red")), started, steps, step)
+        named = Text(name)
+        if r.get("tags"):  # under the name (a column would squeeze it at 80): runs that differ only by tag tell apart
+            named.append("\n" + " ".join(f"{k}={v}" for k, v in r["tags"].items()), style="dim")
+        table.add_row(Text(r["id"]), named, Text(r["status"], style=STATUS_STYLE.get(r["status"], "red")), started, steps, step)
     if any(r.get("step_basis") == "all-in" for r in rows):
         table.caption = "all-in: the wall time per step after the first (the steady steps were too few, or most of the time lay outside them)"
         table.caption_justify = "left"

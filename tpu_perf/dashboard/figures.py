@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from tpu_perf.analyzers.all_in import MIN_STEADY_STEPS
 from tpu_perf.analyzers.ops_compare import short_name
 from tpu_perf.dashboard import palette
 
@@ -54,10 +55,31 @@ def colour(i: int) -> str:
     return palette.run_colour(i)
 
 
+LEGEND_WIDTH_PX = 440
+"""The narrowest a chart is drawn: half the page at 1280 px beside the sidebar (two charts a row)."""
+LEGEND_ROW_PX = 21
+
+
+def legend_rows(fig: go.Figure, width_px: int = LEGEND_WIDTH_PX) -> int:
+    """Rows a horizontal legend takes at `width_px`: entries laid left to right as Plotly does
+    (symbol 40 px, then about 6.5 px a character), wrapping when the next does not fit."""
+    rows, used = 0, width_px
+    for trace in fig.data:
+        if trace.showlegend is False or not trace.name:
+            continue
+        entry = 40 + 6.5 * len(str(trace.name))
+        if used + entry > width_px:
+            rows, used = rows + 1, 0
+        used += entry
+    return rows
+
+
 def _layout(fig: go.Figure, title: str, **axes: str) -> go.Figure:
     """Title on top; the legend at the figure's bottom edge (`yref="container"`), below the x-axis
-    title whatever the plot's height, so the two never overlap."""
-    fig.update_layout(title=title, margin={"l": 10, "r": 10, "t": 64, "b": 90}, legend={"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom", "x": 0}, height=400, **axes)
+    title whatever the plot's height, so the two never overlap; the figure grows by the legend's
+    rows, so a long legend does not squash the plot (a 12-entry legend did at 1280 px)."""
+    bottom = 50 + LEGEND_ROW_PX * max(2, legend_rows(fig))
+    fig.update_layout(title=title, margin={"l": 10, "r": 10, "t": 64, "b": bottom}, legend={"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom", "x": 0}, height=310 + bottom, **axes)
     return fig
 
 
@@ -161,13 +183,18 @@ def steady_step_times(steps: pd.DataFrame) -> np.ndarray:
 
 
 def step_distribution(series: Sequence[tuple[str, np.ndarray]]) -> go.Figure:
-    """Steady-state step times as box plots (median, quartiles, whiskers, mean dashed), one per run."""
+    """Steady-state step times as box plots (median, quartiles, whiskers, mean dashed), one per run,
+    each with its step count; a run with too few steady steps for quartiles shows its steps as points."""
     fig = go.Figure()
     for i, (label, durations_s) in enumerate(series):
         values = np.asarray(durations_s, dtype=float) * 1e3
-        if len(values) and not np.isnan(values).all():
+        values = values[~np.isnan(values)]
+        at = f"{short_name(label, 16)}<br>{len(values)} steps"  # the sample under every box, said on the axis
+        if len(values) >= MIN_STEADY_STEPS:  # the count under which the headline leaves the steady median too
             stats = box_stats(values)
-            fig.add_trace(go.Box(x=[short_name(label, 16)], name=label, marker_color=colour(i), boxpoints=False, **{k: [v] for k, v in stats.items()}))
+            fig.add_trace(go.Box(x=[at], name=f"{label} ({len(values)} steady steps)", marker_color=colour(i), boxpoints=False, **{k: [v] for k, v in stats.items()}))
+        elif len(values):  # quartiles of 3 steps would be made up: the steps themselves
+            fig.add_trace(go.Scatter(x=[at] * len(values), y=values, mode="markers", name=f"{label}: {len(values)} steady steps, too few for a box", showlegend=True, marker={"color": colour(i), "size": 9}))
     fig.update_xaxes(tickangle=0, automargin=True)  # labels level, long names shortened in the middle (full in the legend and on hover)
     return _layout(fig, "Steady-state step time distribution", yaxis_title="step time (ms)")
 

@@ -15,6 +15,7 @@ import pandas as pd
 
 CSS = """
 <style>
+.tp-kpis-box { overflow-x: auto; }  /* many runs at 1280 px: the table scrolls in its box, nothing off-screen */
 .tp-kpis { border-collapse: collapse; width: 100%; font-variant-numeric: tabular-nums; }
 .tp-kpis th, .tp-kpis td { padding: 0.35rem 0.6rem; border-bottom: 1px solid rgba(49, 51, 63, 0.12); text-align: right; vertical-align: top; }
 .tp-kpis th:first-child { text-align: left; font-weight: 600; white-space: normal; }
@@ -59,4 +60,4 @@ def kpi_table_html(rows: pd.DataFrame, labels: list[str], headers: Mapping[str, 
         first = group.iloc[0]
         cells = "".join(_cell(by_run[label]) if label in by_run else "<td></td>" for label in labels)
         body.append(f'<tr><th title="{html.escape(str(first["help"]))}">{html.escape(str(kpi))}</th>{cells}</tr>')
-    return f'{CSS}<table class="tp-kpis"><thead><tr><th></th>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+    return f'{CSS}<div class="tp-kpis-box"><table class="tp-kpis"><thead><tr><th></th>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'

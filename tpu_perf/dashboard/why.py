@@ -69,6 +69,31 @@ def largest_change(table: pd.DataFrame, baseline: str, label: str) -> str | None
     return f"{label}: largest change in where the step goes is **{part}**, {sign}{fmt.seconds(abs(float(moved[part])))} per step{share} against {baseline}."
 
 
+def step_change(docs: Mapping[str, Mapping[str, Any]], baseline: str, label: str) -> str | None:
+    """"slow: step time +10.21 ms per step (+31 %) against fast; no per-step breakdown splits it":
+    the milliseconds where the breakdown has no time per step (shares of the whole trace only)."""
+    a, b = (data.dig(docs[x], "steps.step_s") for x in (baseline, label))
+    if a is None or b is None or not a > 0:
+        return None
+    sign = "+" if b >= a else "−"
+    return f"{label}: step time {sign}{fmt.seconds(abs(b - a))} per step ({(b / a - 1) * 100:+.0f} %) against {baseline}; no per-step breakdown splits it."
+
+
+def settings_beside(manifests: Mapping[str, Mapping[str, Any]], baseline: str, label: str, shown: int = 3) -> str:
+    """" Settings that differ: command `… --sleep 0.03` (fast: `… --sleep 0.02`)": the configuration
+    that differs between the two runs, beside the change it may explain (each long value by its
+    differing part, as the configuration table below shows it)."""
+    if baseline not in manifests or label not in manifests:
+        return ""
+    diff = compare.config_diff({baseline: manifests[baseline], label: manifests[label]})
+    if diff.empty:
+        return " Same configuration, flags and versions."
+    parts = differing.differing_parts(diff, baseline)
+    said = [f"{setting} `{row[label]}` ({baseline}: `{row[baseline]}`)" for setting, row in parts.head(shown).iterrows()]
+    more = f" and {len(parts) - shown} more" if len(parts) > shown else ""
+    return f" Settings that differ: {'; '.join(said)}{more}."
+
+
 def _finding(d: FindingDiff, basis: str | None) -> None:
     line, others = finding_line(d, basis)
     st.markdown(line)
@@ -138,16 +163,17 @@ def whole_trace_words(docs: Mapping[str, Mapping[str, Any]], baseline: str) -> l
     return lines
 
 
-def _breakdown(docs: Mapping[str, dict[str, Any]], baseline: str) -> None:
+def _breakdown(docs: Mapping[str, dict[str, Any]], refs: Mapping[str, data.RunRef], baseline: str) -> None:
     table = breakdown_compare.breakdown_side_by_side(docs, baseline)
+    manifests = {label: data.open_run(ref.url, ref.stamp).manifest for label, ref in refs.items()}
+    for label in docs:  # the change in ms, and the settings beside it, with or without a breakdown
+        if label != baseline:
+            said = (None if table.empty else largest_change(table, baseline, label)) or step_change(docs, baseline, label)
+            if said:
+                st.markdown(said + settings_beside(manifests, baseline, label))
     if table.empty:
         widgets.missing("Step-time breakdown", "It comes from the trace window's device timeline; record with a trace window (the default).")
         return
-    for label in docs:
-        if label != baseline:
-            said = largest_change(table, baseline, label)
-            if said:
-                st.markdown(said)
     shown, config = breakdown_view(table, list(docs))
     st.dataframe(shown, column_config=config, width="stretch", key="why_breakdown")  # full width: no column cut with 4 runs
     for line in whole_trace_words(docs, baseline):
@@ -185,6 +211,6 @@ def render(docs: Mapping[str, dict[str, Any]], refs: Mapping[str, data.RunRef], 
         st.subheader("Why")
         _findings(refs, basis)
         st.markdown("**Where each step's time goes**")
-        _breakdown(docs, baseline)
+        _breakdown(docs, refs, baseline)
         st.markdown("**Configuration and environment**")
         _config(refs, baseline)

@@ -102,6 +102,18 @@ def lookup_chip(name: str | None) -> Chip | None:
     return best[2] if best else None
 
 
+def by_memory(chip: Chip, total_bytes: float | None) -> Chip:
+    """The variant of `chip` (same family: the name before its first "-") whose HBM is nearest a
+    device's own total memory, where `chip`'s is more than 15 % off: an `NVIDIA A100-PG509-200`
+    with 42.3 GB is the 40 GB A100 (1,555 GB/s), not the 80 GB one its name's "a100" alias finds."""
+    if not total_bytes or not chip.hbm_bytes or abs(chip.hbm_bytes - total_bytes) <= 0.15 * total_bytes:
+        return chip
+    family = chip.name.split("-")[0]
+    variants = [c for c in all_chips() if c.kind == chip.kind and c.name.split("-")[0] == family and c.hbm_bytes]
+    best = min(variants, key=lambda c: abs(c.hbm_bytes - total_bytes))  # type: ignore[operator]
+    return best if abs(best.hbm_bytes - total_bytes) <= 0.15 * total_bytes else chip  # type: ignore[operator]
+
+
 def suggest_chips(name: str, n: int = 3) -> list[str]:
     """Close canonical names or aliases for an unknown chip name, best first."""
     candidates = {k: c.name for c in all_chips() for k in _keys(c)}

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from tpu_perf.errors import DataError
-from tpu_perf.hardware import lookup_chip
+from tpu_perf.hardware.chips import by_memory, lookup_chip
 from tpu_perf.traces.intervals import self_times
 from tpu_perf.traces.kineto_scan import scan
 from tpu_perf.traces.tables import (
@@ -76,6 +76,7 @@ def _devices(header: dict[str, Any], used: list[int]) -> pd.DataFrame:
         p = props.get(dev, {})
         kind = str(p.get("name") or "GPU")
         chip = lookup_chip(kind)
+        chip = by_memory(chip, p.get("totalGlobalMem")) if chip else None  # the trace's own memory picks the variant
         rows.append({"id": f"GPU:{dev}", "name": kind, "kind": kind, "chip": chip.name if chip else None, "cores": p.get("numSms"),
                      "peak_tflops": chip.peak_tflops_per_device() if chip else None, "peak_hbm_gbps": chip.hbm_gbps if chip else None,
                      "source": "catalogue" if chip else None})

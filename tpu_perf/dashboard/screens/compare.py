@@ -75,6 +75,10 @@ def _verdict(docs: dict[str, dict[str, Any]], refs: dict[str, data.RunRef], base
         for c in checked:
             if c.sentence.kind == "not_compared":
                 st.error(c.sentence.text, icon=":material/block:")
+            elif c.sentence.headline:  # who is faster, by how much, on what basis; the evidence behind it
+                basis = verdict.BASIS_WORDS.get(c.sentence.basis or "", c.sentence.basis)
+                st.markdown(f"**{c.sentence.headline}**" + (f" · on {basis.split(' (')[0]}" if basis else ""))
+                st.expander("How this was decided").markdown(c.sentence.text)
             else:
                 st.markdown(f"**{c.sentence.text}**")
             if c.groups:

@@ -10,7 +10,7 @@ import streamlit as st
 
 from tpu_perf.analyzers.history import METRICS, build_history
 from tpu_perf.dashboard import data, widgets
-from tpu_perf.dashboard.history_figure import history_figure
+from tpu_perf.dashboard.history_figure import history_figure, series_label
 
 PARAMS = ("sel", "order_by", "metric")
 
@@ -43,13 +43,13 @@ def render() -> None:
         widgets.error_card("Cannot build the history", str(exc))
         return
     if not history.series:
-        st.info(f"No completed run of the selection has {metric}; {len(history.excluded)} run(s) left out.")
+        st.info(f"No completed run of the selection has {metric}; {len(history.excluded)} run(s) left out: " + "; ".join(f"{e['name']}: {e['reason']}" for e in history.excluded[:10]))
         return
     st.plotly_chart(history_figure(history), width="stretch", key="history_chart")
     changes = history.change_points
     if changes:
         st.dataframe(
-            [{"series": i + 1, "commit range": f"{cp.previous} → {cp.at}", "before": value_text(cp.before, history.unit), "after": value_text(cp.after, history.unit), "change": f"{cp.change:+.1%}", "p-value": round(cp.p_value, 4), "first run": cp.run} for i, cp in changes],
+            [{"series": series_label(history.series[i], history), "commit range": f"{cp.previous} → {cp.at}", "before": value_text(cp.before, history.unit), "after": value_text(cp.after, history.unit), "change": f"{cp.change:+.1%}", "p-value": round(cp.p_value, 4), "first run": cp.run} for i, cp in changes],
             hide_index=True, width="stretch", key="history_changes",
         )
     else:
@@ -57,4 +57,4 @@ def render() -> None:
     for note in history.notes:
         st.info(note)
     if history.excluded:
-        st.caption(f"{len(history.excluded)} run(s) left out (not completed, damaged, or without the metric or the order key).")
+        st.caption(f"{len(history.excluded)} run(s) left out: " + "; ".join(f"{e['name']} ({e['run']}): {e['reason']}" for e in history.excluded))

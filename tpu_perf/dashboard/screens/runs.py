@@ -28,14 +28,15 @@ def runs_table(rows: list[dict]) -> pd.DataFrame:
     n = len(frame)
 
     def column(name: str) -> list:
-        return list(frame[name]) if name in frame else [None] * n
+        """The column's values, None where unknown (rows of runs without the field come out NaN)."""
+        return [None if not isinstance(v, (str, dict, list)) and pd.isna(v) else v for v in frame[name]] if name in frame else [None] * n
 
     return pd.DataFrame(
         {
             "name": frame["name"],
             "tags": [t or "" for t in column("tags")],
             "status": frame["status"],
-            "chip": [(f"{c} × {k}" if k else str(c)) if c else "n/a" for c, k in zip(column("chip"), column("devices"), strict=True)],
+            "chip": [(f"{c} × {int(k)}" if k else str(c)) if c else "n/a" for c, k in zip(column("chip"), column("devices"), strict=True)],
             "framework": [f or "n/a" for f in column("framework")],
             "started": [dt.datetime.fromtimestamp(t).strftime("%m-%d %H:%M") if t is not None and pd.notna(t) else "n/a" for t in column("started_at")],  # local time, as `tpu-perf ls`
             "steps": [int(v) if v is not None and pd.notna(v) else 0 for v in column("steps")],
