@@ -93,3 +93,27 @@ def test_a_memory_regression_heads_the_sentence() -> None:
     assert (result.verdict, result.exit_code) == (Verdict.REGRESSION, 1)
     text = speed_sentence("the baseline (5 runs)", "the candidate (5 runs)", base, cand, result).text
     assert text.startswith("REGRESSION in peak memory: 1.0 MiB -> 1.2 MiB (+30.0 %). Speed: No clear winner"), text
+
+
+def test_an_all_in_guard_within_the_runners_noise_does_not_decide_alone() -> None:
+    """The false REGRESSION of a comment-only PR on a loaded runner: steady step undecided, program
+    and compile counts unchanged, all-in +12.5 % with little spread. Just below the noise the steady
+    step measured, the guard is shown and quieted; just above it, it decides."""
+    base, cand = sides()
+    steady = check_sets(base, cand)
+    hidden = next(c for c in steady.checks if c.name == "program").detectable
+    jitter = (1.0, 1.004, 0.998, 1.002, 0.999)
+
+    def with_all_in(factor: float) -> CheckResult:
+        return check_sets([replace(r, all_in_s=0.02 * j) for r, j in zip(base, jitter, strict=True)], [replace(r, all_in_s=0.02 * factor * j) for r, j in zip(cand, jitter, strict=True)])
+
+    quiet = with_all_in(1.125)
+    guard = next(c for c in quiet.checks if c.name == "all_in_step_time")
+    assert guard.verdict == Verdict.REGRESSION and not guard.decides and 1.03 < guard.low < 1 + hidden
+    assert (quiet.verdict, quiet.exit_code) == (Verdict.UNCHANGED, 0)
+    assert "does not clear the" in guard.message and "this runner's noise hides" in guard.message
+    loud = with_all_in((1 + hidden) * 1.02)  # a slower step every N steps, past the noise: decides
+    guard = next(c for c in loud.checks if c.name == "all_in_step_time")
+    assert guard.decides and guard.low > 1 + hidden and (loud.verdict, loud.exit_code) == (Verdict.REGRESSION, 1)
+    recompiles = check_sets([replace(r, all_in_s=0.02 * j) for r, j in zip(base, jitter, strict=True)], [replace(r, all_in_s=0.0225 * j, compiles_after_warmup=3) for r, j in zip(cand, jitter, strict=True)])
+    assert recompiles.verdict == Verdict.REGRESSION  # compile counts changed: the guard's own case

@@ -426,21 +426,43 @@ def program_tier(checks: Sequence[Check], *, basis: str) -> list[Check]:
     (BAD_DATA from noise, INCONCLUSIVE), and every deterministic number of the step program is
     known and the same on both sides (PROGRAM_CHECKS, and the TPU compile metrics where present),
     those timed checks stop deciding and an UNCHANGED check says so, with the slowdown this
-    runner's noise hides (exit 0). Otherwise `checks` as they are."""
+    runner's noise hides (exit 0). Otherwise `checks` as they are. The all-in guard of the steady
+    basis is held to that noise too (`_quiet_guards`)."""
     by = {c.name: c for c in checks}
     exact = [c for c in checks if c.name in PROGRAM_CHECKS or c.name.startswith("aot_")]
     if any(name not in by for name in PROGRAM_CHECKS) or any(c.verdict != Verdict.PASS for c in exact):
         return list(checks)
     timed = [c for c in checks if c.decides and c.name in METRIC_BY_NAME and METRIC_BY_NAME[c.name].statistical]
     undecided = [c for c in timed if c.verdict in (Verdict.BAD_DATA, Verdict.INCONCLUSIVE) and c.detectable is not None]
-    others = [c for c in checks if c.decides and c not in undecided]
-    if not undecided or any(c.verdict not in (Verdict.PASS, Verdict.IMPROVEMENT) for c in others):
+    if not undecided:
         return list(checks)
     hidden = max((c.detectable for c in undecided if c.name == basis and c.detectable is not None), default=max(c.detectable or 0.0 for c in undecided))
+    undecided += _quiet_guards(timed, basis=basis, undecided=undecided, hidden=hidden)
+    others = [c for c in checks if c.decides and c not in undecided]
+    if any(c.verdict not in (Verdict.PASS, Verdict.IMPROVEMENT) for c in others):
+        return list(checks)
     names = ", ".join(LABELS[n][1] if n in LABELS else n.replace("_", " ") for n in PROGRAM_CHECKS)
     message = f"the compiled program is unchanged ({names}: the same on both sides); timing was not judged: this runner's noise hides changes below {detectable_text(hidden)} (--require-timing makes that a failure)"
-    kept = [replace(c, decides=False, message=f"{c.message} (not deciding: the compiled program is unchanged)") if c in undecided else c for c in checks]
+    kept = [replace(c, decides=False, message=f"{c.message} (not deciding: {_why_not(c, hidden)})") if c in undecided else c for c in checks]
     return [*kept, Check(name="program", verdict=Verdict.UNCHANGED, message=message, detectable=hidden)]
+
+
+def _quiet_guards(timed: Sequence[Check], *, basis: str, undecided: Sequence[Check], hidden: float) -> list[Check]:
+    """The all-in guards of the steady basis whose REGRESSION this runner's noise can explain.
+    All-in is the steady steps plus the recompiles and evals; with the program and its compile
+    counts unchanged and the steady step undecided, an all-in slowdown is the same work taking
+    longer, which a shared runner does by itself. It decides alone only when its whole interval
+    clears the noise measured on the steady step (low bound above +`hidden`): a slower step every
+    N steps, or slower evals, past what the noise hides."""
+    if basis == "all_in_step_time" or not any(c.name == basis for c in undecided):
+        return []
+    return [c for c in timed if c.name == "all_in_step_time" and c.verdict == Verdict.REGRESSION and (c.low is None or c.low <= 1 + hidden)]
+
+
+def _why_not(check: Check, hidden: float) -> str:
+    if check.verdict == Verdict.REGRESSION:  # a quieted all-in guard
+        return f"the compiled program and its compile counts are unchanged and the steady step is undecided; the all-in interval's low end ({percent(check.low) if check.low else 'n/a'}) does not clear the {detectable_text(hidden)} this runner's noise hides"
+    return "the compiled program is unchanged"
 
 
 def _commits(runs: Sequence[RunValues]) -> tuple[str, ...]:
