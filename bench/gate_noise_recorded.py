@@ -13,12 +13,19 @@ pairs (up to 2000) is judged by `check_sets` with pairing, the code behind `tpu-
 rates over those draws, and the median `detectable_change` of the unchanged draws' step time check.
 The draws share recordings, so the rates are those of this machine on this afternoon, not a
 population's; more pairs make them firmer.
+
+Beside wall time, the same draws judged on timing candidates the script measured itself at each
+step (`gate_step.py --clocks`): the process's CPU time per step (every thread, XLA:CPU's workers
+too) and the main thread's. Each candidate replaces the step time of the same runs (median over
+the steps after the first 5), judged by the same paired check with the deterministic tier beside it.
+Hardware instruction counts are not among them where `perf_event_open` finds no PMU (ENOENT on a VM).
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import multiprocessing
 import random
 import shutil
@@ -27,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from tpu_perf.analyzers.regression import CheckOptions, Verdict, check_sets
@@ -45,9 +53,15 @@ def spin(stop: multiprocessing.synchronize.Event) -> None:
             x = (x + i * i) % 1_000_003
 
 
+CANDIDATES = ("wall", "process_cpu_s", "main_thread_cpu_s")
+"""The step time as the recorder measures it (wall), and the script's own clocks (`--clocks`)."""
+
+
 def record(store: Path, side: str, pair: int, work: int, folder: Path) -> None:
+    clocks = store.parent / "clocks" / f"{side}-{pair}.jsonl"
+    clocks.parent.mkdir(parents=True, exist_ok=True)
     args = [sys.executable, "-m", "tpu_perf", "record", "--store", str(store), "--tag", f"side={side}", "--tag", f"pair={pair}",
-            "--no-trace", "-q", str(folder / "gate_step.py"), "--work", str(work), "--width", "256", "--steps", "100"]
+            "--no-trace", "-q", str(folder / "gate_step.py"), "--work", str(work), "--width", "256", "--steps", "100", "--clocks", str(clocks)]
     subprocess.run(args, check=True, capture_output=True, cwd=folder)
 
 
@@ -76,13 +90,36 @@ def record_all(store: Path, pairs: int, busy: int) -> float:
     return time.perf_counter() - t0
 
 
+def clock_step_s(store: Path, side: str, pair: str, name: str) -> float | None:
+    """The median of one run's per-step `name` clock over the steps after the first 5."""
+    path = store.parent / "clocks" / f"{side}-{pair}.jsonl"
+    if not path.exists():
+        return None
+    values = [json.loads(line)[name] for line in path.read_text().splitlines()][5:]
+    return statistics.median(values) if values else None
+
+
 def rates(store: Path, draw: int, seed: int) -> None:
     runs = {side: {r.tags["pair"]: r for r in map(run_values, select([f"tag:side={side}"], str(store), flag="--store").runs)} for side in ("base", "same", "slow")}
     pairs = sorted(set.intersection(*(set(v) for v in runs.values())), key=int)
     combos = list(itertools.combinations(pairs, draw))
     random.Random(seed).shuffle(combos)
     combos = combos[:2000]
-    options = CheckOptions(pair_by="pair")
+    for candidate in CANDIDATES:
+        if candidate == "wall":
+            timed, options = runs, CheckOptions(pair_by="pair")
+        else:  # the same runs, their step time read from the script's clock; the deterministic tier beside it
+            timed = {side: {p: replace(r, step_s=clock_step_s(store, side, p, candidate)) for p, r in by.items()} for side, by in runs.items()}
+            if any(r.step_s is None for by in timed.values() for r in by.values()):
+                print(f"{candidate}: no clocks beside the recordings (recorded before --clocks)")
+                continue
+            options = CheckOptions(pair_by="pair", metrics=("step_time", "peak_memory", "compiles", "flops_per_step", "bytes_accessed", "hlo"))
+        print(f"-- step time from {candidate}")
+        judge(timed, pairs, combos, options)
+
+
+def judge(runs: dict, pairs: list[str], combos: list[tuple[str, ...]], options: CheckOptions) -> None:
+    """The verdicts' rates over the draws, the median smallest detectable slowdown, the pairs' CV."""
     for cand in ("same", "slow"):
         counts: dict[str, int] = {}
         detectable = []
@@ -98,9 +135,10 @@ def rates(store: Path, draw: int, seed: int) -> None:
         headline = f"PASS or UNCHANGED {ok:.1%}, false REGRESSION {share.get(Verdict.REGRESSION, 0):.1%}" if cand == "same" else f"REGRESSION {share.get(Verdict.REGRESSION, 0):.1%}"
         print(f"{label}: {headline}; all verdicts {', '.join(f'{k} {v:.1%}' for k, v in share.items())}; median smallest detectable slowdown {statistics.median(detectable) * 100:+.1f} %")
     base = [runs["base"][p].step_s for p in pairs]
-    same = [runs["same"][p].step_s for p in pairs]
-    ratios = [s / b for s, b in zip(same, base, strict=True)]
-    print(f"{len(pairs)} pairs: baseline step {statistics.median(base) * 1e3:.2f} ms (CV {statistics.stdev(base) / statistics.mean(base):.1%}), unchanged/baseline ratio CV {statistics.stdev(ratios) / statistics.mean(ratios):.1%}; {len(combos)} draws of {draw} pairs")
+    for cand in ("same", "slow"):
+        ratios = [runs[cand][p].step_s / b for p, b in zip(pairs, base, strict=True)]
+        print(f"{cand}/baseline step ratio: median {statistics.median(ratios):.3f}, CV {statistics.stdev(ratios) / statistics.mean(ratios):.1%}")
+    print(f"{len(pairs)} pairs: baseline step {statistics.median(base) * 1e3:.2f} ms (CV {statistics.stdev(base) / statistics.mean(base):.1%}); {len(combos)} draws of {len(combos[0])} pairs")
 
 
 def main() -> None:

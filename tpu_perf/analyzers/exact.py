@@ -8,7 +8,7 @@ was busy. They are compared for every run (not only `--topology` runs): a change
 with the old and new values (exit 0 on its own: a change of work may be wanted; the timing verdict
 says whether it costs). XLA's peak memory and compiles after warm-up, the other deterministic
 numbers, are `regression`'s `peak_memory` (REGRESSION beyond 1 %) and `compiles` checks; with all
-of them unchanged, `regression.program_tier` lets an unjudgeable timing exit 0 as UNCHANGED.
+of them unchanged, `tier.program_tier` lets an unjudgeable timing exit 0 as UNCHANGED.
 """
 
 from __future__ import annotations

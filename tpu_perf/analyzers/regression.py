@@ -33,7 +33,6 @@ import numpy as np
 from tpu_perf.analyzers import batch_means
 from tpu_perf.analyzers.decide import (
     NOISY_STRICTNESS,
-    detectable_text,
     hides,
     interval_verdict,
     needs,
@@ -419,7 +418,9 @@ def check_sets(baseline: Sequence[RunValues], candidate: Sequence[RunValues], op
         checks.append(check)
     basis = "all_in_step_time" if reason else "tpot_p50" if "step_time" not in names and "tpot_p50" in names else "step_time"  # a run of requests without steps: per output token
     if not options.require_timing:
-        checks = program_tier(checks, basis=basis)
+        from tpu_perf.analyzers.tier import program_tier
+
+        checks = program_tier(checks, basis=basis, options=options)
     verdict, code = overall(checks, inconclusive_ok=options.inconclusive_ok)
     return CheckResult(
         verdict=verdict, exit_code=code, checks=tuple(checks), options=options,
@@ -427,32 +428,6 @@ def check_sets(baseline: Sequence[RunValues], candidate: Sequence[RunValues], op
         differing_fields=differing, basis=basis, basis_reason=reason,
         commits=(_commits(baseline), _commits(candidate)), broken=broken,
     )
-
-
-PROGRAM_CHECKS: tuple[str, ...] = ("hlo", "flops_per_step", "bytes_accessed", "peak_memory", "compiles")
-"""The deterministic tier: what must be known and unchanged for an unjudged timing to be UNCHANGED."""
-
-
-def program_tier(checks: Sequence[Check], *, basis: str) -> list[Check]:
-    """When the only deciding checks that did not pass are timed ones the noise left undecided
-    (BAD_DATA from noise, INCONCLUSIVE), and every deterministic number of the step program is
-    known and the same on both sides (PROGRAM_CHECKS, and the TPU compile metrics where present),
-    those timed checks stop deciding and an UNCHANGED check says so, with the slowdown this
-    runner's noise hides (exit 0). Otherwise `checks` as they are."""
-    by = {c.name: c for c in checks}
-    exact = [c for c in checks if c.name in PROGRAM_CHECKS or c.name.startswith("aot_")]
-    if any(name not in by for name in PROGRAM_CHECKS) or any(c.verdict != Verdict.PASS for c in exact):
-        return list(checks)
-    timed = [c for c in checks if c.decides and c.name in METRIC_BY_NAME and METRIC_BY_NAME[c.name].statistical]
-    undecided = [c for c in timed if c.verdict in (Verdict.BAD_DATA, Verdict.INCONCLUSIVE) and c.detectable is not None]
-    others = [c for c in checks if c.decides and c not in undecided]
-    if not undecided or any(c.verdict not in (Verdict.PASS, Verdict.IMPROVEMENT) for c in others):
-        return list(checks)
-    hidden = max((c.detectable for c in undecided if c.name == basis and c.detectable is not None), default=max(c.detectable or 0.0 for c in undecided))
-    names = ", ".join(LABELS[n][1] if n in LABELS else n.replace("_", " ") for n in PROGRAM_CHECKS)
-    message = f"the compiled program is unchanged ({names}: the same on both sides); timing was not judged: this runner's noise hides changes below {detectable_text(hidden)} (--require-timing makes that a failure)"
-    kept = [replace(c, decides=False, message=f"{c.message} (not deciding: the compiled program is unchanged)") if c in undecided else c for c in checks]
-    return [*kept, Check(name="program", verdict=Verdict.UNCHANGED, message=message, detectable=hidden)]
 
 
 def _commits(runs: Sequence[RunValues]) -> tuple[str, ...]:

@@ -1,0 +1,87 @@
+"""The deterministic tier of `tpu-perf check`: when the compiled step program is the same on both
+sides (hash, FLOPs, bytes accessed, peak memory, compiles, and the TPU compile metrics where
+present) and the timing cannot be judged on this runner, the verdict is UNCHANGED (exit 0), saying
+what the noise hid. Timed readings that this runner's noise can explain are held to it here too:
+the all-in guard of the steady basis, and a paired reading within the sides' own run-to-run spread
+(docs/ci.md, "On a CPU runner or a TPU runner" and "Timing on a shared CPU")."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from tpu_perf.analyzers.decide import detectable_text, percent
+from tpu_perf.analyzers.exact import LABELS
+from tpu_perf.analyzers.paired import METHOD as PAIRED_METHOD
+from tpu_perf.analyzers.regression import METRIC_BY_NAME, CheckOptions, check_metric
+from tpu_perf.analyzers.verdicts import Check, Verdict
+
+PROGRAM_CHECKS: tuple[str, ...] = ("hlo", "flops_per_step", "bytes_accessed", "peak_memory", "compiles")
+"""The deterministic tier: what must be known and unchanged for an unjudged timing to be UNCHANGED."""
+
+
+def program_tier(checks: Sequence[Check], *, basis: str, options: CheckOptions) -> list[Check]:
+    """When the only deciding checks that did not pass are timed ones the noise left undecided
+    (BAD_DATA from noise, INCONCLUSIVE), and every deterministic number of the step program is
+    known and the same on both sides (PROGRAM_CHECKS, and the TPU compile metrics where present),
+    those timed checks stop deciding and an UNCHANGED check says so, with the slowdown this
+    runner's noise hides (exit 0). Otherwise `checks` as they are. A paired REGRESSION within the
+    sides' own run-to-run noise (`_within_run_noise`) and the all-in guard of the steady basis
+    (`_quiet_guards`) are held to that noise too."""
+    given = list(checks)
+    by = {c.name: c for c in checks}
+    exact = [c for c in checks if c.name in PROGRAM_CHECKS or c.name.startswith("aot_")]
+    if any(name not in by for name in PROGRAM_CHECKS) or any(c.verdict != Verdict.PASS for c in exact):
+        return given
+    timed = [c for c in checks if c.decides and c.name in METRIC_BY_NAME and METRIC_BY_NAME[c.name].statistical]
+    floors = {c.name: floor for c in timed if (floor := _within_run_noise(c, options)) is not None}
+    timed = [replace(c, detectable=floors[c.name]) if c.name in floors else c for c in timed]
+    checks = [next((t for t in timed if t.name == c.name), c) if c.name in floors else c for c in checks]
+    undecided = [c for c in timed if (c.verdict in (Verdict.BAD_DATA, Verdict.INCONCLUSIVE) or c.name in floors) and c.detectable is not None]
+    if not undecided:
+        return given
+    hidden = max((c.detectable for c in undecided if c.name == basis and c.detectable is not None), default=max(c.detectable or 0.0 for c in undecided))
+    undecided += _quiet_guards(timed, basis=basis, undecided=undecided, hidden=hidden)
+    others = [c for c in checks if c.decides and c not in undecided]
+    if any(c.verdict not in (Verdict.PASS, Verdict.IMPROVEMENT) for c in others):
+        return given
+    names = ", ".join(LABELS[n][1] if n in LABELS else n.replace("_", " ") for n in PROGRAM_CHECKS)
+    message = f"the compiled program is unchanged ({names}: the same on both sides); timing was not judged: this runner's noise hides changes below {detectable_text(hidden)} (--require-timing makes that a failure)"
+    kept = [replace(c, decides=False, message=f"{c.message} (not deciding: {_why_not(c, hidden, within_runs=c.name in floors)})") if c in undecided else c for c in checks]
+    return [*kept, Check(name="program", verdict=Verdict.UNCHANGED, message=message, detectable=hidden)]
+
+
+def _quiet_guards(timed: Sequence[Check], *, basis: str, undecided: Sequence[Check], hidden: float) -> list[Check]:
+    """The all-in guards of the steady basis whose REGRESSION this runner's noise can explain.
+    All-in is the steady steps plus the recompiles and evals; with the program and its compile
+    counts unchanged and the steady step undecided, an all-in slowdown is the same work taking
+    longer, which a shared runner does by itself. It decides alone only when its whole interval
+    clears the noise measured on the steady step (low bound above +`hidden`): a slower step every
+    N steps, or slower evals, past what the noise hides."""
+    if basis == "all_in_step_time" or not any(c.name == basis for c in undecided):
+        return []
+    return [c for c in timed if c.name == "all_in_step_time" and c.verdict == Verdict.REGRESSION and (c.low is None or c.low <= 1 + hidden)]
+
+
+def _within_run_noise(check: Check, options: CheckOptions) -> float | None:
+    """For a paired REGRESSION whose sides spread above --max-cv from run to run: the slowdown the
+    runs' own spread hides (the unpaired check's `detectable` on the same values), when the paired
+    interval's low end does not clear it; else None. Pairing cancels what the two runs of a pair
+    share; a process that keeps one of two speed modes for its life (measured here: 3.5-4.4 against
+    7-10 ms a step) is not shared, and a few pairs that happen to agree read as a confident change.
+    With the compiled program unchanged, such a reading does not decide (docs/ci.md, "Timing on a
+    shared CPU")."""
+    if check.method != PAIRED_METHOD or check.verdict != Verdict.REGRESSION or check.low is None:
+        return None
+    if max(check.baseline_cv or 0.0, check.candidate_cv or 0.0) <= options.max_cv:
+        return None
+    unpaired = check_metric(METRIC_BY_NAME[check.name], check.baseline, check.candidate, options)
+    return unpaired.detectable if unpaired.detectable is not None and check.low <= 1 + unpaired.detectable else None
+
+
+def _why_not(check: Check, hidden: float, *, within_runs: bool) -> str:
+    if within_runs:  # a paired reading within the runs' own noise
+        return f"the compiled program is unchanged and each side's runs spread above --max-cv; the paired interval's low end ({percent(check.low) if check.low else 'n/a'}) does not clear the {detectable_text(check.detectable or hidden)} that spread hides"
+    if check.verdict == Verdict.REGRESSION:  # a quieted all-in guard
+        return f"the compiled program and its compile counts are unchanged and the steady step is undecided; the all-in interval's low end ({percent(check.low) if check.low else 'n/a'}) does not clear the {detectable_text(hidden)} this runner's noise hides"
+    return "the compiled program is unchanged"
