@@ -39,5 +39,5 @@ def test_the_hooks_work_per_step_is_bounded_and_not_per_array(tmp_path: Path) ->
     assert sum(loop.values()) <= HOOK_CALLS_PER_STEP, _top(loop)
     assert max(loop.values()) < LEAVES / 2, _top(loop)  # nothing runs once per array of the state
     watcher = counted.get("tpu-perf-ready", {})
-    assert watcher.get("jit.py:_finished", 0) > 0.5  # the watcher stamped the steps (some may be stamped by the sync)
+    assert watcher.get("jit.py:_finished", 0) >= 0.9, _top(watcher)  # the watcher handed over every step (the sync may have stamped some), counted until it had, however far behind the loop it ran
     assert sum(watcher.values()) <= WATCHER_CALLS_PER_STEP, _top(watcher)

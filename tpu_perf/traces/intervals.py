@@ -13,7 +13,10 @@ def self_times(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """
     n = len(start)
     order = np.lexsort((-(end - start), start))
-    s, e = start[order].tolist(), end[order].tolist()
+    so, eo = start[order], end[order]
+    if n < 2 or (so[1:] >= np.maximum.accumulate(eo)[:-1]).all():  # nothing nests (an XLA Ops line): no walk
+        return np.maximum(end - start, 0.0)
+    s, e = so.tolist(), eo.tolist()
     child = [0.0] * n
     stack: list[int] = []  # open parents, innermost last
     ends: list[float] = []  # their end times (same order), to test without indexing e

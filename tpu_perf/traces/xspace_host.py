@@ -109,14 +109,12 @@ def _op_meta(plane: Plane, i: int) -> tuple[Any, ...]:
     return _op_name(ev), kind.group(1) if kind else None, _num(st.get("flops")), nbytes, st.get("hlo_category")
 
 
-def _op_lines(plane: Plane) -> dict[str, np.ndarray]:
+def _op_lines(plane: Plane, lines: list[Line]) -> dict[str, np.ndarray]:
     """Device op events as columns, with their metadata's name, fusion kind, FLOPs, bytes and
     category (looked up once per id) and their self time within their line."""
-    names = set(plane.line_names)
-    want = {"XLA Ops"} if "XLA Ops" in names else {n for n in names if n.startswith("Stream")}
     meta: dict[int, tuple[Any, ...]] = {}
     parts: list[dict[str, np.ndarray]] = []
-    for line in plane.lines(duration_stat="device_duration_ps", only=want):
+    for line in lines:
         uniq, inv = np.unique(line.metadata_id, return_inverse=True)
         rows = [meta.get(u) or meta.setdefault(u, _op_meta(plane, u)) for u in uniq.tolist()]
         col = [np.array([m[k] for m in rows], dtype=float if k in (2, 3) else object) for k in range(5)]
@@ -133,12 +131,15 @@ def _program_id(module: str) -> str:
     return m.group(1) if m else module
 
 
-def _device_tables(device: str, plane: Plane) -> tuple[dict[str, np.ndarray], pd.DataFrame, pd.DataFrame, dict[str, Any]]:
-    lines = {ln.name: ln for ln in plane.lines(only={"XLA Modules", "Steps"})}
+def _device_tables(device: str, plane: Plane) -> tuple[dict[str, np.ndarray], pd.DataFrame, dict[str, np.ndarray], dict[str, Any]]:
+    names = set(plane.line_names)
+    op_names = {"XLA Ops"} if "XLA Ops" in names else {n for n in names if n.startswith("Stream")}
+    read = list(plane.lines(only={"XLA Modules", "Steps", *op_names}, duration_stat="device_duration_ps", duration_lines=op_names))  # one decode pass
+    lines = {ln.name: ln for ln in read if ln.name in ("XLA Modules", "Steps")}
     empty_line = Line("", np.zeros(0, np.int64), np.zeros(0), np.zeros(0))
     modules = lines.get("XLA Modules", empty_line)
     module_names = _by_id(plane, modules.metadata_id, lambda i: plane.event_names.get(i, ""))
-    ops = _op_lines(plane)
+    ops = _op_lines(plane, [ln for ln in read if ln.name in op_names])
     if ops:
         idx = np.searchsorted(modules.start_ns, ops["start_ns"], side="right") - 1
         ids = _by_id(plane, modules.metadata_id, lambda i: _program_id(plane.event_names.get(i, "")))
@@ -153,7 +154,9 @@ def _device_tables(device: str, plane: Plane) -> tuple[dict[str, np.ndarray], pd
             "name": pd.Series(step_names, dtype=object), "start_s": st.start_ns / 1e9, "end_s": (st.start_ns + st.dur_ns) / 1e9,
             "duration_s": st.dur_ns / 1e9, "source": "device",
         })
-    programs = pd.DataFrame({"lane": device, "kind": "program", "name": pd.Series(module_names, dtype=object), "start_s": modules.start_ns / 1e9, "end_s": (modules.start_ns + modules.dur_ns) / 1e9})
+    n = len(module_names)
+    programs = {"lane": np.full(n, device, dtype=object), "kind": np.full(n, "program", dtype=object), "name": module_names,
+                "start_s": modules.start_ns / 1e9, "end_s": (modules.start_ns + modules.dur_ns) / 1e9}
     stats = plane.stats
     kind = stats.get("device_type_string") or plane.name
     chip = lookup_chip(str(kind))
@@ -286,11 +289,23 @@ def _with_op_profile(ops: pd.DataFrame, path: Path) -> pd.DataFrame:
     return ops.assign(category=m["xprof_category"].where(m["xprof_category"].notna(), ops["category"]).to_numpy())
 
 
+def _timeline(parts: list[pd.DataFrame | dict[str, np.ndarray]]) -> pd.DataFrame:
+    """The host's timeline rows as one frame, built once from numpy columns (text as objects: a frame
+    built from strings converts each to Arrow, and the reader converts them back)."""
+    cols = [p if isinstance(p, dict) else {c: p[c].to_numpy() for c in TIMELINE_COLUMNS} for p in parts]
+    cols = [p for p in cols if len(p["start_s"])]
+    if not cols:
+        return empty(TIMELINE_COLUMNS)
+    return pd.DataFrame({c: np.concatenate([np.asarray(p[c], dtype=float) for p in cols]) if c in ("start_s", "end_s")
+                         else pd.Series(np.concatenate([np.asarray(p[c], dtype=object) for p in cols]), dtype=object) for c in TIMELINE_COLUMNS})
+
+
 def read_host(path: Path, host: int | None) -> HostTables:
     """The tables of one host's XSpace; `host` (its index in a multi-host capture) prefixes its devices."""
     path = Path(path)
     prefix = "" if host is None else f"host{host}/"
-    all_ops, all_steps, timeline, devices = [], [], [], []
+    all_ops, all_steps, devices = [], [], []
+    timeline: list[pd.DataFrame | dict[str, np.ndarray]] = []
     info = SpaceInfo()
     device_ops = False
     zero = None
@@ -336,11 +351,11 @@ def read_host(path: Path, host: int | None) -> HostTables:
             ops_raw = _with_op_profile(ops_raw, path)
         agg, group = _aggregate(ops_raw)
         ops = add_boundness(agg, devices_df).reindex(columns=list(OPS_COLUMNS))
-        timeline.append(pd.DataFrame({"lane": ops_raw["device"], "kind": _row_op_class(agg, group), "name": ops_raw["name"], "start_s": ops_raw["start_ns"] / 1e9, "end_s": ops_raw["end_ns"] / 1e9}))
+        timeline.append({"lane": ops_raw["device"].to_numpy(dtype=object), "kind": _row_op_class(agg, group), "name": ops_raw["name"].to_numpy(dtype=object),
+                         "start_s": ops_raw["start_ns"].to_numpy(dtype=float) / 1e9, "end_s": ops_raw["end_ns"].to_numpy(dtype=float) / 1e9})
     steps = [s for s in all_steps if not s.empty]
-    tl = [t for t in timeline if not t.empty]
     return HostTables(
-        ops=ops, timeline=pd.concat(tl, ignore_index=True).reindex(columns=list(TIMELINE_COLUMNS)) if tl else empty(TIMELINE_COLUMNS),
+        ops=ops, timeline=_timeline(timeline),
         device_steps=pd.concat(steps, ignore_index=True).reindex(columns=list(STEP_COLUMNS)) if steps else empty(STEP_COLUMNS),
         devices=devices_df, hostname=(info.hostnames or [path.name.removesuffix(".xplane.pb")])[0], clock_zero_s=zero,
     )
