@@ -162,7 +162,8 @@ def _walk(buf: np.ndarray, start: np.ndarray, stop: np.ndarray, wanted: tuple[in
     return {f: tuple(np.concatenate(c) for c in zip(*parts, strict=True)) if parts else empty for f, parts in got.items()}
 
 
-_NEXT_EVENT_FIELD = np.array([0x10, 0x18, 0x22, 0x28], dtype=np.uint8)
+_NEXT_EVENT_FIELD = np.isin(np.arange(256), [0x10, 0x18, 0x22, 0x28])
+"""By byte: whether it is the key of a field an XEvent has after its metadata_id."""
 
 
 def _scan(buf: np.ndarray, ends: np.ndarray, events: np.ndarray, stats: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -179,28 +180,37 @@ def _scan(buf: np.ndarray, ends: np.ndarray, events: np.ndarray, stats: np.ndarr
     n = len(buf) - len(_PAD)
     p = np.flatnonzero(buf[:n] == 0x22)
     ev_hit, st_hit = np.zeros(len(ends), dtype=bool), np.zeros(len(ends), dtype=bool)
-    cont = buf >= 0x80
-    for extra in range(3):  # continuation bytes of the length (an XStat's is at most 2 bytes)
-        ok = ~cont[p + 1 + extra] & (buf[p + 2 + extra] == 0x08)
-        for j in range(1, extra + 1):
-            ok &= cont[p + j]
-        q = p[ok]
-        if not len(q):
-            continue
-        ids, after = _varints(buf, q + 3 + extra)
-        line = np.searchsorted(ends, q, side="right")
-        if len(stats) and extra <= 1:
-            st_hit[line[np.isin(ids, stats)]] = True
-        if len(events):
-            alone = buf[q + 1].astype(np.int64) == after - q - 2 if extra == 0 else False  # an event of its id alone
-            ev_hit[line[np.isin(ids, events) & (np.isin(buf[after], _NEXT_EVENT_FIELD) | alone)]] = True
+    ok = np.ones(len(p), dtype=bool)  # the length's bytes so far continue
+    for extra in range(3 if len(events) else 2):  # continuation bytes of the length (an XStat's is at most 2 bytes)
+        last = buf[p + 1 + extra]
+        at = np.flatnonzero(ok & (last < 0x80) & (buf[p + 2 + extra] == 0x08))
+        ok &= last >= 0x80
+        q = p[at] + 3 + extra  # where the metadata id starts
+        for wanted, hit, is_event in ((stats, st_hit, False), (events, ev_hit, True)):
+            if not len(q) or not len(wanted) or (extra > 1 and not is_event):
+                continue
+            cand = q[_first_bytes(wanted)[buf[q]]]  # the id's first byte first: few pass
+            ids, after = _varints(buf, cand)
+            match = np.isin(ids, wanted)
+            if is_event:  # then its next field, or the event's end (an event of its id alone)
+                match &= _NEXT_EVENT_FIELD[buf[after]] | ((buf[cand - 2].astype(np.int64) == after - cand + 1) if extra == 0 else False)
+            hit[np.searchsorted(ends, cand[match], side="right")] = True
     return ev_hit, st_hit
+
+
+def _first_bytes(ids: np.ndarray) -> np.ndarray:
+    """A table of 256: whether a byte is the first of one of the ids' varints."""
+    table = np.zeros(256, dtype=bool)
+    table[np.where(ids >= 0x80, (ids & np.uint64(0x7F)) | np.uint64(0x80), ids).astype(np.uint8)] = True
+    return table
 
 
 def _holders(raws: list[memoryview], events: Collection[int], stats: Collection[int]) -> tuple[np.ndarray, np.ndarray]:
     """_scan over lines, joined a batch at a time (_BATCH_BYTES): (may hold an event of `events`, may hold a stat of `stats`) per line."""
     ev_ids, st_ids = np.fromiter(events, dtype=np.uint64), np.fromiter(stats, dtype=np.uint64)
     ev_hit, st_hit = np.zeros(len(raws), dtype=bool), np.zeros(len(raws), dtype=bool)
+    if not len(ev_ids) and not len(st_ids):
+        return ev_hit, st_hit
     lo = 0
     while lo < len(raws):
         hi, size = lo, 0
@@ -240,10 +250,22 @@ class Plane:
     name: str
     stats: dict[str, Any]
     event_names: dict[int, str]
-    event_stats: dict[int, dict[str, Any]]
     stat_ids: dict[str, int]
     stat_names: dict[int, str]
     _lines: list[tuple[str, memoryview]]
+    _event_metadata: Any = None
+    """The plane's XEventMetadata by id: their stats are read when asked for (event_stats)."""
+    _event_stats: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def event_stats(self, metadata_id: int) -> dict[str, Any]:
+        """The stats of one event metadata (FLOPs, bytes, category of an op), by stat name; read
+        once per id asked for (a device plane's op metadata holds thousands of stats, most never asked for)."""
+        got = self._event_stats.get(metadata_id)
+        if got is None:
+            meta = self._event_metadata.get(metadata_id) if self._event_metadata is not None else None
+            got = {self.stat_names.get(s.metadata_id, ""): stat_value(s, self.stat_names) for s in meta.stats} if meta is not None else {}
+            self._event_stats[metadata_id] = got
+        return got
 
     @property
     def line_names(self) -> list[str]:
@@ -372,11 +394,10 @@ def _plane(buf: memoryview) -> Plane:
             rest.append(buf[head:end])
     plane = messages()["XPlane"].FromString(b"".join(rest))
     stat_names = {k: m.name for k, m in plane.stat_metadata.items()}
-    event_stats = {k: {stat_names.get(s.metadata_id, ""): stat_value(s, stat_names) for s in m.stats} for k, m in plane.event_metadata.items() if m.stats}
     return Plane(
         name=plane.name, stats={stat_names.get(s.metadata_id, ""): stat_value(s, stat_names) for s in plane.stats},
-        event_names={k: m.name for k, m in plane.event_metadata.items()}, event_stats=event_stats,
-        stat_ids={v: k for k, v in stat_names.items()}, stat_names=stat_names, _lines=lines,
+        event_names={k: m.name for k, m in plane.event_metadata.items()},
+        stat_ids={v: k for k, v in stat_names.items()}, stat_names=stat_names, _lines=lines, _event_metadata=plane.event_metadata,
     )
 
 

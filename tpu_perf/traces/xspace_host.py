@@ -102,7 +102,7 @@ def _line_self_ns(ops: pd.DataFrame) -> np.ndarray:
 def _op_meta(plane: Plane, i: int) -> tuple[Any, ...]:
     """(op name, fusion kind, FLOPs, bytes, HLO category) of one op metadata id."""
     ev = plane.event_names.get(i, "")
-    st = plane.event_stats.get(i, {})
+    st = plane.event_stats(i)
     kind = _FUSION_KIND.search(ev)
     breakdown = st.get("memory_access_breakdown")  # per memory space; empty for copies XProf does not count
     nbytes = breakdown_bytes(breakdown) if isinstance(breakdown, bytes) else _num(st.get("bytes_accessed"))
@@ -193,6 +193,8 @@ def _host_tables(plane: Plane, prefix: str) -> tuple[pd.DataFrame, pd.DataFrame,
         sel = np.flatnonzero(np.isin(line.metadata_id, mark_ids) & ~is_op)
         marks.extend((f"{prefix}host", mark_of[int(line.metadata_id[i])], plane.event_names[int(line.metadata_id[i])], line.start_ns[i] / 1e9, (line.start_ns[i] + line.dur_ns[i]) / 1e9) for i in sel)
     host = pd.DataFrame(marks, columns=list(TIMELINE_COLUMNS))
+    if not steps and not cpu_ops:  # an accelerator's host plane: markers only (the frames below cost ms each)
+        return host, empty(STEP_COLUMNS), pd.DataFrame()
     st_df = pd.DataFrame(steps, columns=["name", "step_num", "start_s", "end_s"]).sort_values("start_s", kind="stable")
     if not st_df.empty:
         st_df = st_df.assign(device=f"{prefix}host", step=np.arange(len(st_df)), duration_s=st_df["end_s"] - st_df["start_s"], source="annotation")
@@ -254,18 +256,18 @@ def _aggregate(ops: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
         return out
 
     total_ns, self_ns = total("dur_ns"), total("self_ns")
-    agg = pd.DataFrame({
-        "device": pd.Series(ops["device"].to_numpy(dtype=object)[rows], dtype=object),
-        "program": pd.Series(ops["program"].to_numpy(dtype=object)[rows], dtype=object),
-        "name": pd.Series(ops["name"].to_numpy(dtype=object)[rows], dtype=object),
-        "occurrences": np.bincount(group, minlength=n), "total_ns": total_ns, "self_ns": self_ns,
+    device, name = ops["device"].to_numpy(dtype=object)[rows], ops["name"].to_numpy(dtype=object)[rows]
+    category = first_given("category")
+    missing = pd.isna(category)
+    category[missing] = [re.sub(r"\.\d+$", "", str(x)) for x in name[missing]]
+    op_class = classify_ops(pd.Series(name, dtype=object), pd.Series(category, dtype=object), kernel=pd.Series([bool(_GPU_DEVICE.search(str(d))) for d in device.tolist()]))
+    agg = pd.DataFrame({  # built once from numpy columns: pandas' setitem costs ms a column
+        "device": pd.Series(device, dtype=object), "program": pd.Series(ops["program"].to_numpy(dtype=object)[rows], dtype=object),
+        "name": pd.Series(name, dtype=object), "occurrences": np.bincount(group, minlength=n), "total_ns": total_ns, "self_ns": self_ns,
         "flops": total("flops", True), "bytes_accessed": total("bytes_accessed", True),
-        "fusion_kind": pd.Series(first_given("fusion_kind"), dtype=object), "category": pd.Series(first_given("category"), dtype=object),
-        "total_time_s": total_ns / 1e9, "self_time_s": self_ns / 1e9,
+        "fusion_kind": pd.Series(first_given("fusion_kind"), dtype=object), "category": pd.Series(category, dtype=object),
+        "total_time_s": total_ns / 1e9, "self_time_s": self_ns / 1e9, "op_class": pd.Series(op_class.to_numpy(dtype=object), dtype=object),
     })
-    missing = agg["category"].isna().to_numpy()
-    agg.loc[missing, "category"] = [re.sub(r"\.\d+$", "", str(x)) for x in agg["name"].to_numpy()[missing]]
-    agg["op_class"] = classify_ops(agg["name"], agg["category"], kernel=pd.Series([bool(_GPU_DEVICE.search(str(d))) for d in agg["device"].tolist()], index=agg.index))
     return agg, group
 
 
@@ -342,7 +344,7 @@ def read_host(path: Path, host: int | None) -> HostTables:
     if not has_accel and any("_cpu" in o for o in all_ops):
         cpu = next(o for o in all_ops if "_cpu" in o)
         devices.append({"id": cpu["device"][0], "name": "/host:CPU", "kind": "cpu", "chip": None, "cores": None, "peak_tflops": None, "peak_hbm_gbps": None, "source": None})
-    devices_df = pd.DataFrame(devices).reindex(columns=list(DEVICE_COLUMNS)) if devices else empty(DEVICE_COLUMNS)
+    devices_df = pd.DataFrame({c: pd.Series([d.get(c) for d in devices], dtype=None if c.startswith("peak_") else object) for c in DEVICE_COLUMNS}) if devices else empty(DEVICE_COLUMNS)
     ops_raw = _raw_ops(all_ops)
     if ops_raw.empty:
         ops = empty(OPS_COLUMNS)
