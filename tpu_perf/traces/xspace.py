@@ -30,8 +30,7 @@ from tpu_perf.traces.xspace_pool import read_hosts
 def _clean(df: pd.DataFrame) -> bool:
     """Whether every column is already numeric, or objects with unknown as None (a host read in
     this process): then the frame is the answer as it is."""
-    for c in df.columns:
-        dtype = df[c].dtype
+    for c, dtype in df.dtypes.items():
         if isinstance(dtype, np.dtype) and dtype.kind == "O":
             values = df[c].to_numpy()
             missing = pd.isna(values)
@@ -86,8 +85,8 @@ def read_xspace(paths: Sequence[Path], *, workers: int | None = None) -> TraceTa
     if (steps_df["source"] == "device").any():
         steps_df = steps_df[steps_df["source"] == "device"].reset_index(drop=True)
     devices_df = _stack(devices, DEVICE_COLUMNS)
-    names = devices_df["name"].astype(str)
-    platform = "tpu" if names.str.startswith("/device:TPU").any() else ("gpu" if names.str.startswith("/device:GPU").any() else "cpu")
+    names = [str(n) for n in devices_df["name"].tolist()]
+    platform = "tpu" if any(n.startswith("/device:TPU") for n in names) else ("gpu" if any(n.startswith("/device:GPU") for n in names) else "cpu")
     return TraceTables(
         ops=_stack(ops, OPS_COLUMNS), timeline=_stack(timeline, TIMELINE_COLUMNS), device_steps=steps_df, devices=devices_df,
         format="xspace", platform=platform, files=tuple(str(p) for p in paths), hostnames=tuple(hostnames),

@@ -212,15 +212,15 @@ def _host_tables(plane: Plane, prefix: str) -> tuple[pd.DataFrame, pd.DataFrame,
     return host, st_df.reindex(columns=list(STEP_COLUMNS)), ops
 
 
-def _raw_ops(parts: list[dict[str, np.ndarray]]) -> pd.DataFrame:
-    """Every op event of the host as one frame (text columns kept as objects: no per-string conversion)."""
+def _raw_ops(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Every op event of the host as columns (text as objects; no frame: only their sums and the
+    timeline's rows are kept, and a frame of every event cost ms to build and read back)."""
     if not parts:
-        return pd.DataFrame()
-    cols = {c: np.concatenate([p[c] for p in parts]) for c in _RAW_OPS}
-    return pd.DataFrame({c: pd.Series(v, dtype=object) if c in _TEXT_OPS else v.astype(float) for c, v in cols.items()})
+        return {}
+    return {c: np.concatenate([p[c] for p in parts]).astype(object if c in _TEXT_OPS else float) for c in _RAW_OPS}
 
 
-def _codes(*columns: pd.Series) -> np.ndarray:
+def _codes(*columns: pd.Series | np.ndarray) -> np.ndarray:
     """One int64 code per distinct combination of the columns' values (None is a value of its own)."""
     code = np.zeros(len(columns[0]), dtype=np.int64)
     for col in columns:
@@ -229,7 +229,7 @@ def _codes(*columns: pd.Series) -> np.ndarray:
     return code
 
 
-def _aggregate(ops: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+def _aggregate(ops: dict[str, np.ndarray]) -> tuple[pd.DataFrame, np.ndarray]:
     """Per (device, program, op), in order of first occurrence: occurrences, total and self time,
     FLOPs and bytes summed over occurrences (None where no occurrence has them), the first fusion
     kind and category given. Also each row's group. Reductions are bincounts over group codes:
@@ -242,13 +242,13 @@ def _aggregate(ops: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
     rows = first[order]
 
     def total(col: str, min_count: bool = False) -> np.ndarray:
-        v = ops[col].to_numpy(dtype=float)
+        v = np.asarray(ops[col], dtype=float)
         got = ~np.isnan(v)
         out = np.bincount(group[got], weights=v[got], minlength=n)
         return np.where(np.bincount(group[got], minlength=n) > 0, out, np.nan) if min_count else out
 
     def first_given(col: str) -> np.ndarray:
-        v = ops[col].to_numpy(dtype=object)
+        v = np.asarray(ops[col], dtype=object)
         given = np.flatnonzero(pd.notna(v))
         out = np.full(n, None, dtype=object)
         g, at = np.unique(group[given], return_index=True)
@@ -256,13 +256,13 @@ def _aggregate(ops: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
         return out
 
     total_ns, self_ns = total("dur_ns"), total("self_ns")
-    device, name = ops["device"].to_numpy(dtype=object)[rows], ops["name"].to_numpy(dtype=object)[rows]
+    device, name = np.asarray(ops["device"], dtype=object)[rows], np.asarray(ops["name"], dtype=object)[rows]
     category = first_given("category")
     missing = pd.isna(category)
     category[missing] = [re.sub(r"\.\d+$", "", str(x)) for x in name[missing]]
     op_class = classify_ops(pd.Series(name, dtype=object), pd.Series(category, dtype=object), kernel=pd.Series([bool(_GPU_DEVICE.search(str(d))) for d in device.tolist()]))
     agg = pd.DataFrame({  # built once from numpy columns: pandas' setitem costs ms a column
-        "device": pd.Series(device, dtype=object), "program": pd.Series(ops["program"].to_numpy(dtype=object)[rows], dtype=object),
+        "device": pd.Series(device, dtype=object), "program": pd.Series(np.asarray(ops["program"], dtype=object)[rows], dtype=object),
         "name": pd.Series(name, dtype=object), "occurrences": np.bincount(group, minlength=n), "total_ns": total_ns, "self_ns": self_ns,
         "flops": total("flops", True), "bytes_accessed": total("bytes_accessed", True),
         "fusion_kind": pd.Series(first_given("fusion_kind"), dtype=object), "category": pd.Series(category, dtype=object),
@@ -346,15 +346,16 @@ def read_host(path: Path, host: int | None) -> HostTables:
         devices.append({"id": cpu["device"][0], "name": "/host:CPU", "kind": "cpu", "chip": None, "cores": None, "peak_tflops": None, "peak_hbm_gbps": None, "source": None})
     devices_df = pd.DataFrame({c: pd.Series([d.get(c) for d in devices], dtype=None if c.startswith("peak_") else object) for c in DEVICE_COLUMNS}) if devices else empty(DEVICE_COLUMNS)
     ops_raw = _raw_ops(all_ops)
-    if ops_raw.empty:
+    if not ops_raw:
         ops = empty(OPS_COLUMNS)
     else:
-        if device_ops and ops_raw["flops"].isna().all():
-            ops_raw = _with_op_profile(ops_raw, path)
+        if device_ops and np.isnan(ops_raw["flops"]).all():
+            prof = _with_op_profile(pd.DataFrame({c: pd.Series(v, dtype=object) if c in _TEXT_OPS else v for c, v in ops_raw.items()}), path)
+            ops_raw = {c: prof[c].to_numpy(dtype=object if c in _TEXT_OPS else float) for c in _RAW_OPS}
         agg, group = _aggregate(ops_raw)
         ops = add_boundness(agg, devices_df).reindex(columns=list(OPS_COLUMNS))
-        timeline.append({"lane": ops_raw["device"].to_numpy(dtype=object), "kind": _row_op_class(agg, group), "name": ops_raw["name"].to_numpy(dtype=object),
-                         "start_s": ops_raw["start_ns"].to_numpy(dtype=float) / 1e9, "end_s": ops_raw["end_ns"].to_numpy(dtype=float) / 1e9})
+        timeline.append({"lane": ops_raw["device"], "kind": _row_op_class(agg, group), "name": ops_raw["name"],
+                         "start_s": ops_raw["start_ns"] / 1e9, "end_s": ops_raw["end_ns"] / 1e9})
     steps = [s for s in all_steps if not s.empty]
     return HostTables(
         ops=ops, timeline=_timeline(timeline),
