@@ -51,7 +51,7 @@ def _stack(parts: list[pd.DataFrame], columns: tuple[str, ...]) -> pd.DataFrame:
     if not parts:
         return empty(columns)
     if len(parts) == 1 and _clean(parts[0]):
-        out = parts[0].reset_index(drop=True)
+        out = parts[0] if parts[0].index.equals(pd.RangeIndex(len(parts[0]))) else parts[0].reset_index(drop=True)
         return out if tuple(out.columns) == tuple(columns) else out.reindex(columns=list(columns))
     cols: dict[str, Any] = {}
     for c in parts[0].columns:
