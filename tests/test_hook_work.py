@@ -13,10 +13,11 @@ from tests.conftest import tpu_perf_cli
 SCRIPT = Path(__file__).parent / "scripts" / "jax_hook_work.py"
 LEAVES = 64
 
-HOOK_CALLS_PER_STEP = 80
+HOOK_CALLS_PER_STEP = 70
 """Python calls per synced step on the loop's thread, the loop's own and the recorder's together,
-with a train state of 64 arrays: 61 measured (the plain loop: 13). Before the watched output was
-kept per function, reading every output's size made it 10 calls per array (520 here)."""
+with a train state of 64 arrays: 54 measured (the plain loop: 13; 61 while the hook read the trace
+window's state every step with no window to open). Before the watched output was kept per
+function, reading every output's size made it 10 calls per array (520 here)."""
 
 WATCHER_CALLS_PER_STEP = 30
 """Python calls per step on the ready watcher's thread: 17 measured (its wake-up, the stamp, the
@@ -39,5 +40,5 @@ def test_the_hooks_work_per_step_is_bounded_and_not_per_array(tmp_path: Path) ->
     assert sum(loop.values()) <= HOOK_CALLS_PER_STEP, _top(loop)
     assert max(loop.values()) < LEAVES / 2, _top(loop)  # nothing runs once per array of the state
     watcher = counted.get("tpu-perf-ready", {})
-    assert watcher.get("jit.py:_finished", 0) > 0.5  # the watcher stamped the steps (some may be stamped by the sync)
+    assert watcher.get("jit.py:_finished", 0) >= 0.9, _top(watcher)  # the watcher handed over every step (the sync may have stamped some), counted until it had, however far behind the loop it ran
     assert sum(watcher.values()) <= WATCHER_CALLS_PER_STEP, _top(watcher)

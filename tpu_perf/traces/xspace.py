@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pandas as pd
-from pandas.api.types import union_categoricals
 
 from tpu_perf.traces.tables import (
     DEVICE_COLUMNS,
@@ -26,35 +27,43 @@ from tpu_perf.traces.tables import (
 from tpu_perf.traces.xspace_pool import read_hosts
 
 
+def _clean(df: pd.DataFrame) -> bool:
+    """Whether every column is already numeric, or objects with unknown as None (a host read in
+    this process): then the frame is the answer as it is."""
+    for c, dtype in df.dtypes.items():
+        if isinstance(dtype, np.dtype) and dtype.kind == "O":
+            values = df[c].to_numpy()
+            missing = pd.isna(values)
+            if missing.any() and any(v is not None for v in values[missing]):
+                return False
+        elif isinstance(dtype, pd.CategoricalDtype) or not pd.api.types.is_numeric_dtype(dtype):
+            return False
+    return True
+
+
 def _stack(parts: list[pd.DataFrame], columns: tuple[str, ...]) -> pd.DataFrame:
-    """Rows of every host; categorical columns are joined as categoricals, then given back as plain
-    objects that share one string per distinct value (a few bytes per row, not one string each).
-    Unknown text is None, never NaN."""
+    """Rows of every host, text columns as plain objects with unknown as None (never NaN), whichever
+    way a host was read (in process: objects already; from a worker: categoricals or Arrow strings).
+
+    Each column is joined as one numpy array and the frame is built once: pandas' own concat and
+    per-column Series work cost ms per table, most of a small capture's read."""
     parts = [p for p in parts if not p.empty]
     if not parts:
         return empty(columns)
-    if len(parts) == 1:
-        out = parts[0].reset_index(drop=True)
-    else:
-        cols = {}
-        for c in parts[0].columns:
-            series = [p[c] for p in parts]
-            if all(isinstance(s.dtype, pd.CategoricalDtype) for s in series):
-                cols[c] = pd.Series(union_categoricals(series, ignore_order=True))
-            else:
-                cols[c] = pd.concat(series, ignore_index=True)
-        out = pd.DataFrame(cols)
-    cols = {}
-    for c in out.columns:  # text columns as objects, unknown as None (whichever way the host was read)
-        col = out[c]
-        if isinstance(col.dtype, pd.CategoricalDtype) or not pd.api.types.is_numeric_dtype(col.dtype):
-            values = col.to_numpy(dtype=object)
-            missing = pd.isna(values)
-            if missing.any():
-                values = values.copy()
-                values[missing] = None
-            col = pd.Series(values, index=out.index, dtype=object)
-        cols[c] = col
+    if len(parts) == 1 and _clean(parts[0]):
+        out = parts[0] if parts[0].index.equals(pd.RangeIndex(len(parts[0]))) else parts[0].reset_index(drop=True)
+        return out if tuple(out.columns) == tuple(columns) else out.reindex(columns=list(columns))
+    cols: dict[str, Any] = {}
+    for c in parts[0].columns:
+        series = [p[c] for p in parts]
+        if all(pd.api.types.is_numeric_dtype(s.dtype) and not isinstance(s.dtype, pd.CategoricalDtype) for s in series):
+            cols[c] = np.concatenate([s.to_numpy() for s in series]) if len(series) > 1 else series[0].to_numpy()
+            continue
+        values = np.concatenate([s.to_numpy(dtype=object) for s in series])
+        missing = pd.isna(values)
+        if missing.any():
+            values[missing] = None
+        cols[c] = pd.Series(values, dtype=object)
     out = pd.DataFrame(cols)
     return out if tuple(out.columns) == tuple(columns) else out.reindex(columns=list(columns))
 
@@ -76,8 +85,8 @@ def read_xspace(paths: Sequence[Path], *, workers: int | None = None) -> TraceTa
     if (steps_df["source"] == "device").any():
         steps_df = steps_df[steps_df["source"] == "device"].reset_index(drop=True)
     devices_df = _stack(devices, DEVICE_COLUMNS)
-    names = devices_df["name"].astype(str)
-    platform = "tpu" if names.str.startswith("/device:TPU").any() else ("gpu" if names.str.startswith("/device:GPU").any() else "cpu")
+    names = [str(n) for n in devices_df["name"].tolist()]
+    platform = "tpu" if any(n.startswith("/device:TPU") for n in names) else ("gpu" if any(n.startswith("/device:GPU") for n in names) else "cpu")
     return TraceTables(
         ops=_stack(ops, OPS_COLUMNS), timeline=_stack(timeline, TIMELINE_COLUMNS), device_steps=steps_df, devices=devices_df,
         format="xspace", platform=platform, files=tuple(str(p) for p in paths), hostnames=tuple(hostnames),

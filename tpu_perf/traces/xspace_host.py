@@ -102,21 +102,19 @@ def _line_self_ns(ops: pd.DataFrame) -> np.ndarray:
 def _op_meta(plane: Plane, i: int) -> tuple[Any, ...]:
     """(op name, fusion kind, FLOPs, bytes, HLO category) of one op metadata id."""
     ev = plane.event_names.get(i, "")
-    st = plane.event_stats.get(i, {})
+    st = plane.event_stats(i)
     kind = _FUSION_KIND.search(ev)
     breakdown = st.get("memory_access_breakdown")  # per memory space; empty for copies XProf does not count
     nbytes = breakdown_bytes(breakdown) if isinstance(breakdown, bytes) else _num(st.get("bytes_accessed"))
     return _op_name(ev), kind.group(1) if kind else None, _num(st.get("flops")), nbytes, st.get("hlo_category")
 
 
-def _op_lines(plane: Plane) -> dict[str, np.ndarray]:
+def _op_lines(plane: Plane, lines: list[Line]) -> dict[str, np.ndarray]:
     """Device op events as columns, with their metadata's name, fusion kind, FLOPs, bytes and
     category (looked up once per id) and their self time within their line."""
-    names = set(plane.line_names)
-    want = {"XLA Ops"} if "XLA Ops" in names else {n for n in names if n.startswith("Stream")}
     meta: dict[int, tuple[Any, ...]] = {}
     parts: list[dict[str, np.ndarray]] = []
-    for line in plane.lines(duration_stat="device_duration_ps", only=want):
+    for line in lines:
         uniq, inv = np.unique(line.metadata_id, return_inverse=True)
         rows = [meta.get(u) or meta.setdefault(u, _op_meta(plane, u)) for u in uniq.tolist()]
         col = [np.array([m[k] for m in rows], dtype=float if k in (2, 3) else object) for k in range(5)]
@@ -133,12 +131,15 @@ def _program_id(module: str) -> str:
     return m.group(1) if m else module
 
 
-def _device_tables(device: str, plane: Plane) -> tuple[dict[str, np.ndarray], pd.DataFrame, pd.DataFrame, dict[str, Any]]:
-    lines = {ln.name: ln for ln in plane.lines(only={"XLA Modules", "Steps"})}
+def _device_tables(device: str, plane: Plane) -> tuple[dict[str, np.ndarray], pd.DataFrame, dict[str, np.ndarray], dict[str, Any]]:
+    names = set(plane.line_names)
+    op_names = {"XLA Ops"} if "XLA Ops" in names else {n for n in names if n.startswith("Stream")}
+    read = list(plane.lines(only={"XLA Modules", "Steps", *op_names}, duration_stat="device_duration_ps", duration_lines=op_names))  # one decode pass
+    lines = {ln.name: ln for ln in read if ln.name in ("XLA Modules", "Steps")}
     empty_line = Line("", np.zeros(0, np.int64), np.zeros(0), np.zeros(0))
     modules = lines.get("XLA Modules", empty_line)
     module_names = _by_id(plane, modules.metadata_id, lambda i: plane.event_names.get(i, ""))
-    ops = _op_lines(plane)
+    ops = _op_lines(plane, [ln for ln in read if ln.name in op_names])
     if ops:
         idx = np.searchsorted(modules.start_ns, ops["start_ns"], side="right") - 1
         ids = _by_id(plane, modules.metadata_id, lambda i: _program_id(plane.event_names.get(i, "")))
@@ -153,7 +154,9 @@ def _device_tables(device: str, plane: Plane) -> tuple[dict[str, np.ndarray], pd
             "name": pd.Series(step_names, dtype=object), "start_s": st.start_ns / 1e9, "end_s": (st.start_ns + st.dur_ns) / 1e9,
             "duration_s": st.dur_ns / 1e9, "source": "device",
         })
-    programs = pd.DataFrame({"lane": device, "kind": "program", "name": pd.Series(module_names, dtype=object), "start_s": modules.start_ns / 1e9, "end_s": (modules.start_ns + modules.dur_ns) / 1e9})
+    n = len(module_names)
+    programs = {"lane": np.full(n, device, dtype=object), "kind": np.full(n, "program", dtype=object), "name": module_names,
+                "start_s": modules.start_ns / 1e9, "end_s": (modules.start_ns + modules.dur_ns) / 1e9}
     stats = plane.stats
     kind = stats.get("device_type_string") or plane.name
     chip = lookup_chip(str(kind))
@@ -190,6 +193,8 @@ def _host_tables(plane: Plane, prefix: str) -> tuple[pd.DataFrame, pd.DataFrame,
         sel = np.flatnonzero(np.isin(line.metadata_id, mark_ids) & ~is_op)
         marks.extend((f"{prefix}host", mark_of[int(line.metadata_id[i])], plane.event_names[int(line.metadata_id[i])], line.start_ns[i] / 1e9, (line.start_ns[i] + line.dur_ns[i]) / 1e9) for i in sel)
     host = pd.DataFrame(marks, columns=list(TIMELINE_COLUMNS))
+    if not steps and not cpu_ops:  # an accelerator's host plane: markers only (the frames below cost ms each)
+        return host, empty(STEP_COLUMNS), pd.DataFrame()
     st_df = pd.DataFrame(steps, columns=["name", "step_num", "start_s", "end_s"]).sort_values("start_s", kind="stable")
     if not st_df.empty:
         st_df = st_df.assign(device=f"{prefix}host", step=np.arange(len(st_df)), duration_s=st_df["end_s"] - st_df["start_s"], source="annotation")
@@ -207,15 +212,15 @@ def _host_tables(plane: Plane, prefix: str) -> tuple[pd.DataFrame, pd.DataFrame,
     return host, st_df.reindex(columns=list(STEP_COLUMNS)), ops
 
 
-def _raw_ops(parts: list[dict[str, np.ndarray]]) -> pd.DataFrame:
-    """Every op event of the host as one frame (text columns kept as objects: no per-string conversion)."""
+def _raw_ops(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Every op event of the host as columns (text as objects; no frame: only their sums and the
+    timeline's rows are kept, and a frame of every event cost ms to build and read back)."""
     if not parts:
-        return pd.DataFrame()
-    cols = {c: np.concatenate([p[c] for p in parts]) for c in _RAW_OPS}
-    return pd.DataFrame({c: pd.Series(v, dtype=object) if c in _TEXT_OPS else v.astype(float) for c, v in cols.items()})
+        return {}
+    return {c: np.concatenate([p[c] for p in parts]).astype(object if c in _TEXT_OPS else float) for c in _RAW_OPS}
 
 
-def _codes(*columns: pd.Series) -> np.ndarray:
+def _codes(*columns: pd.Series | np.ndarray) -> np.ndarray:
     """One int64 code per distinct combination of the columns' values (None is a value of its own)."""
     code = np.zeros(len(columns[0]), dtype=np.int64)
     for col in columns:
@@ -224,7 +229,7 @@ def _codes(*columns: pd.Series) -> np.ndarray:
     return code
 
 
-def _aggregate(ops: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+def _aggregate(ops: dict[str, np.ndarray]) -> tuple[pd.DataFrame, np.ndarray]:
     """Per (device, program, op), in order of first occurrence: occurrences, total and self time,
     FLOPs and bytes summed over occurrences (None where no occurrence has them), the first fusion
     kind and category given. Also each row's group. Reductions are bincounts over group codes:
@@ -237,13 +242,13 @@ def _aggregate(ops: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
     rows = first[order]
 
     def total(col: str, min_count: bool = False) -> np.ndarray:
-        v = ops[col].to_numpy(dtype=float)
+        v = np.asarray(ops[col], dtype=float)
         got = ~np.isnan(v)
         out = np.bincount(group[got], weights=v[got], minlength=n)
         return np.where(np.bincount(group[got], minlength=n) > 0, out, np.nan) if min_count else out
 
     def first_given(col: str) -> np.ndarray:
-        v = ops[col].to_numpy(dtype=object)
+        v = np.asarray(ops[col], dtype=object)
         given = np.flatnonzero(pd.notna(v))
         out = np.full(n, None, dtype=object)
         g, at = np.unique(group[given], return_index=True)
@@ -251,18 +256,18 @@ def _aggregate(ops: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
         return out
 
     total_ns, self_ns = total("dur_ns"), total("self_ns")
-    agg = pd.DataFrame({
-        "device": pd.Series(ops["device"].to_numpy(dtype=object)[rows], dtype=object),
-        "program": pd.Series(ops["program"].to_numpy(dtype=object)[rows], dtype=object),
-        "name": pd.Series(ops["name"].to_numpy(dtype=object)[rows], dtype=object),
-        "occurrences": np.bincount(group, minlength=n), "total_ns": total_ns, "self_ns": self_ns,
+    device, name = np.asarray(ops["device"], dtype=object)[rows], np.asarray(ops["name"], dtype=object)[rows]
+    category = first_given("category")
+    missing = pd.isna(category)
+    category[missing] = [re.sub(r"\.\d+$", "", str(x)) for x in name[missing]]
+    op_class = classify_ops(pd.Series(name, dtype=object), pd.Series(category, dtype=object), kernel=pd.Series([bool(_GPU_DEVICE.search(str(d))) for d in device.tolist()]))
+    agg = pd.DataFrame({  # built once from numpy columns: pandas' setitem costs ms a column
+        "device": pd.Series(device, dtype=object), "program": pd.Series(np.asarray(ops["program"], dtype=object)[rows], dtype=object),
+        "name": pd.Series(name, dtype=object), "occurrences": np.bincount(group, minlength=n), "total_ns": total_ns, "self_ns": self_ns,
         "flops": total("flops", True), "bytes_accessed": total("bytes_accessed", True),
-        "fusion_kind": pd.Series(first_given("fusion_kind"), dtype=object), "category": pd.Series(first_given("category"), dtype=object),
-        "total_time_s": total_ns / 1e9, "self_time_s": self_ns / 1e9,
+        "fusion_kind": pd.Series(first_given("fusion_kind"), dtype=object), "category": pd.Series(category, dtype=object),
+        "total_time_s": total_ns / 1e9, "self_time_s": self_ns / 1e9, "op_class": pd.Series(op_class.to_numpy(dtype=object), dtype=object),
     })
-    missing = agg["category"].isna().to_numpy()
-    agg.loc[missing, "category"] = [re.sub(r"\.\d+$", "", str(x)) for x in agg["name"].to_numpy()[missing]]
-    agg["op_class"] = classify_ops(agg["name"], agg["category"], kernel=pd.Series([bool(_GPU_DEVICE.search(str(d))) for d in agg["device"].tolist()], index=agg.index))
     return agg, group
 
 
@@ -286,11 +291,23 @@ def _with_op_profile(ops: pd.DataFrame, path: Path) -> pd.DataFrame:
     return ops.assign(category=m["xprof_category"].where(m["xprof_category"].notna(), ops["category"]).to_numpy())
 
 
+def _timeline(parts: list[pd.DataFrame | dict[str, np.ndarray]]) -> pd.DataFrame:
+    """The host's timeline rows as one frame, built once from numpy columns (text as objects: a frame
+    built from strings converts each to Arrow, and the reader converts them back)."""
+    cols = [p if isinstance(p, dict) else {c: p[c].to_numpy() for c in TIMELINE_COLUMNS} for p in parts]
+    cols = [p for p in cols if len(p["start_s"])]
+    if not cols:
+        return empty(TIMELINE_COLUMNS)
+    return pd.DataFrame({c: np.concatenate([np.asarray(p[c], dtype=float) for p in cols]) if c in ("start_s", "end_s")
+                         else pd.Series(np.concatenate([np.asarray(p[c], dtype=object) for p in cols]), dtype=object) for c in TIMELINE_COLUMNS})
+
+
 def read_host(path: Path, host: int | None) -> HostTables:
     """The tables of one host's XSpace; `host` (its index in a multi-host capture) prefixes its devices."""
     path = Path(path)
     prefix = "" if host is None else f"host{host}/"
-    all_ops, all_steps, timeline, devices = [], [], [], []
+    all_ops, all_steps, devices = [], [], []
+    timeline: list[pd.DataFrame | dict[str, np.ndarray]] = []
     info = SpaceInfo()
     device_ops = False
     zero = None
@@ -327,20 +344,21 @@ def read_host(path: Path, host: int | None) -> HostTables:
     if not has_accel and any("_cpu" in o for o in all_ops):
         cpu = next(o for o in all_ops if "_cpu" in o)
         devices.append({"id": cpu["device"][0], "name": "/host:CPU", "kind": "cpu", "chip": None, "cores": None, "peak_tflops": None, "peak_hbm_gbps": None, "source": None})
-    devices_df = pd.DataFrame(devices).reindex(columns=list(DEVICE_COLUMNS)) if devices else empty(DEVICE_COLUMNS)
+    devices_df = pd.DataFrame({c: pd.Series([d.get(c) for d in devices], dtype=None if c.startswith("peak_") else object) for c in DEVICE_COLUMNS}) if devices else empty(DEVICE_COLUMNS)
     ops_raw = _raw_ops(all_ops)
-    if ops_raw.empty:
+    if not ops_raw:
         ops = empty(OPS_COLUMNS)
     else:
-        if device_ops and ops_raw["flops"].isna().all():
-            ops_raw = _with_op_profile(ops_raw, path)
+        if device_ops and np.isnan(ops_raw["flops"]).all():
+            prof = _with_op_profile(pd.DataFrame({c: pd.Series(v, dtype=object) if c in _TEXT_OPS else v for c, v in ops_raw.items()}), path)
+            ops_raw = {c: prof[c].to_numpy(dtype=object if c in _TEXT_OPS else float) for c in _RAW_OPS}
         agg, group = _aggregate(ops_raw)
         ops = add_boundness(agg, devices_df).reindex(columns=list(OPS_COLUMNS))
-        timeline.append(pd.DataFrame({"lane": ops_raw["device"], "kind": _row_op_class(agg, group), "name": ops_raw["name"], "start_s": ops_raw["start_ns"] / 1e9, "end_s": ops_raw["end_ns"] / 1e9}))
+        timeline.append({"lane": ops_raw["device"], "kind": _row_op_class(agg, group), "name": ops_raw["name"],
+                         "start_s": ops_raw["start_ns"] / 1e9, "end_s": ops_raw["end_ns"] / 1e9})
     steps = [s for s in all_steps if not s.empty]
-    tl = [t for t in timeline if not t.empty]
     return HostTables(
-        ops=ops, timeline=pd.concat(tl, ignore_index=True).reindex(columns=list(TIMELINE_COLUMNS)) if tl else empty(TIMELINE_COLUMNS),
+        ops=ops, timeline=_timeline(timeline),
         device_steps=pd.concat(steps, ignore_index=True).reindex(columns=list(STEP_COLUMNS)) if steps else empty(STEP_COLUMNS),
         devices=devices_df, hostname=(info.hostnames or [path.name.removesuffix(".xplane.pb")])[0], clock_zero_s=zero,
     )

@@ -110,7 +110,7 @@ class JitTracker:
         self.jax = jax
         self.functions: list[FunctionState] = []
         self.step_fn: FunctionState | None = None
-        self.stamper = SyncStamper(recorder.now, recorder.waited, lambda: recorder.release_held_trace(self._instrument_current))
+        self.stamper = SyncStamper(recorder.now, recorder.steps.waited, self._synced)
         self.stamper.on_fetch = self._fetched
         self._lock = threading.Lock()
         self._compiles = 0
@@ -195,17 +195,20 @@ class JitTracker:
         if timed and self._holds_back():  # a multi-process job: the host waits where the device does (own work vs waits)
             blocked = rec.now()
             self._wait(state)
-            rec.waited(blocked, rec.now())
+            rec.steps.waited(blocked, rec.now())
         stopped_at = None
         if state is step_fn:
             k = step_fn.micro_batches or 1
             if self._step_index % k == 0:
-                tracing, before = rec.trace_active or rec.trace_held, rec.now()
-                rec.before_step(self._step_index // k)
-                if tracing and not (rec.trace_active or rec.trace_held):  # the trace stopped here: its cost is this step's, not the last traced one's
-                    stopped_at = before
-                elif not tracing and rec.trace_active:  # it started here: its cost ends the previous step's iteration
-                    self._instrument_current()
+                if not self._trace_live():  # no window to open or close: no trace state read per step
+                    rec.before_step(self._step_index // k)
+                else:
+                    tracing, before = rec.trace_active or rec.trace_held, rec.now()
+                    rec.before_step(self._step_index // k)
+                    if tracing and not (rec.trace_active or rec.trace_held):  # the trace stopped here: its cost is this step's, not the last traced one's
+                        stopped_at = before
+                    elif not tracing and rec.trace_active:  # it started here: its cost ends the previous step's iteration
+                        self._instrument_current()
             self._step_index += 1
         elif step_fn is None and self._leads(state):  # no state carried yet: the fallback's step drives the window
             tracing, before = rec.trace_active or rec.trace_held, rec.now()
@@ -221,7 +224,7 @@ class JitTracker:
                 self._interleaved = True  # an eval between steps: the next step's iteration holds it
             if not state.reads_state and step_fn.out_ids:
                 state.reads_state = any(id(x) in step_fn.out_ids for x in arg_leaves)
-        traced = rec.trace_active
+        traced = self._trace_live() and rec.trace_active
         compiles_before = self._compiles
         dispatched = rec.now()
         start = self._start(state, dispatched) if stopped_at is None else stopped_at
@@ -234,7 +237,7 @@ class JitTracker:
             raise
         finally:
             self.tracing = None
-        rec.waited(dispatched, rec.now())  # dispatch blocks once the device's queue is full
+        rec.steps.waited(dispatched, rec.now())  # dispatch blocks once the device's queue is full
         out_leaves = [x for x in self.jax.tree_util.tree_leaves(out) if isinstance(x, self._array)]
         if state is step_fn:  # the hot path: nothing to keep
             self.prefills.last = None
@@ -268,8 +271,19 @@ class JitTracker:
             chosen = choice.ready(self.functions, CARRIES_TO_DECIDE)
             if chosen is not None:
                 self._decide(chosen)
-        rec.called(min(start, entered), rec.now())  # the call's host time (wrappers, flattening, dispatch, tpu-perf's own) is not the loop's
+        rec.steps.called(min(start, entered), rec.now())  # the call's host time (wrappers, flattening, dispatch, tpu-perf's own) is not the loop's
         return out
+
+    def _trace_live(self) -> bool:
+        """Whether a trace window is still to open, open or held: else the per-call hook reads no
+        trace state (four property reads a step; the steps' `waited`/`called` are the tracker's own)."""
+        trace = self.rec.trace
+        return trace is not None and (trace.active or not trace.done)
+
+    def _synced(self) -> None:
+        """After each sync of the script: a trace held open for traced device work may stop there."""
+        if self.rec.trace is not None:
+            self.rec.release_held_trace(self._instrument_current)
 
     def _watched_position(self, state: FunctionState, out_leaves: list[Any]) -> int:
         """The output to watch: the smallest, so that watching it keeps little memory alive, of those
