@@ -43,6 +43,7 @@ from tpu_perf.analyzers.decide import (
 )
 from tpu_perf.analyzers.exact import EXACT_METRICS, LABELS, exact_checks
 from tpu_perf.analyzers.run_values import FINGERPRINT_FIELDS, RunValues
+from tpu_perf.analyzers.tier import program_tier
 from tpu_perf.analyzers.verdicts import EXIT_CODES, PRECEDENCE, Check, Verdict
 from tpu_perf.analyzers.welch import (
     compare_samples,
@@ -418,9 +419,8 @@ def check_sets(baseline: Sequence[RunValues], candidate: Sequence[RunValues], op
         checks.append(check)
     basis = "all_in_step_time" if reason else "tpot_p50" if "step_time" not in names and "tpot_p50" in names else "step_time"  # a run of requests without steps: per output token
     if not options.require_timing:
-        from tpu_perf.analyzers.tier import program_tier
-
-        checks = program_tier(checks, basis=basis, options=options)
+        checks = program_tier(checks, basis=basis, max_cv=options.max_cv, statistical={n for n, m in METRIC_BY_NAME.items() if m.statistical},
+                              unpaired=lambda c: check_metric(METRIC_BY_NAME[c.name], c.baseline, c.candidate, options))
     verdict, code = overall(checks, inconclusive_ok=options.inconclusive_ok)
     return CheckResult(
         verdict=verdict, exit_code=code, checks=tuple(checks), options=options,

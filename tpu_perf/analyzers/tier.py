@@ -7,34 +7,35 @@ the all-in guard of the steady basis, and a paired reading within the sides' own
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 
 from tpu_perf.analyzers.decide import detectable_text, percent
 from tpu_perf.analyzers.exact import LABELS
 from tpu_perf.analyzers.paired import METHOD as PAIRED_METHOD
-from tpu_perf.analyzers.regression import METRIC_BY_NAME, CheckOptions, check_metric
 from tpu_perf.analyzers.verdicts import Check, Verdict
 
 PROGRAM_CHECKS: tuple[str, ...] = ("hlo", "flops_per_step", "bytes_accessed", "peak_memory", "compiles")
 """The deterministic tier: what must be known and unchanged for an unjudged timing to be UNCHANGED."""
 
 
-def program_tier(checks: Sequence[Check], *, basis: str, options: CheckOptions) -> list[Check]:
+def program_tier(checks: Sequence[Check], *, basis: str, max_cv: float, statistical: Collection[str], unpaired: Callable[[Check], Check]) -> list[Check]:
     """When the only deciding checks that did not pass are timed ones the noise left undecided
     (BAD_DATA from noise, INCONCLUSIVE), and every deterministic number of the step program is
     known and the same on both sides (PROGRAM_CHECKS, and the TPU compile metrics where present),
     those timed checks stop deciding and an UNCHANGED check says so, with the slowdown this
     runner's noise hides (exit 0). Otherwise `checks` as they are. A paired REGRESSION within the
     sides' own run-to-run noise (`_within_run_noise`) and the all-in guard of the steady basis
-    (`_quiet_guards`) are held to that noise too."""
+    (`_quiet_guards`) are held to that noise too. `statistical` names the timed metrics; `unpaired`
+    judges a check's values again without pairing them (regression.check_metric: this module sits
+    below regression.py, which applies the tier)."""
     given = list(checks)
     by = {c.name: c for c in checks}
     exact = [c for c in checks if c.name in PROGRAM_CHECKS or c.name.startswith("aot_")]
     if any(name not in by for name in PROGRAM_CHECKS) or any(c.verdict != Verdict.PASS for c in exact):
         return given
-    timed = [c for c in checks if c.decides and c.name in METRIC_BY_NAME and METRIC_BY_NAME[c.name].statistical]
-    floors = {c.name: floor for c in timed if (floor := _within_run_noise(c, options)) is not None}
+    timed = [c for c in checks if c.decides and c.name in statistical]
+    floors = {c.name: floor for c in timed if (floor := _within_run_noise(c, max_cv, unpaired)) is not None}
     timed = [replace(c, detectable=floors[c.name]) if c.name in floors else c for c in timed]
     checks = [next((t for t in timed if t.name == c.name), c) if c.name in floors else c for c in checks]
     undecided = [c for c in timed if (c.verdict in (Verdict.BAD_DATA, Verdict.INCONCLUSIVE) or c.name in floors) and c.detectable is not None]
@@ -63,7 +64,7 @@ def _quiet_guards(timed: Sequence[Check], *, basis: str, undecided: Sequence[Che
     return [c for c in timed if c.name == "all_in_step_time" and c.verdict == Verdict.REGRESSION and (c.low is None or c.low <= 1 + hidden)]
 
 
-def _within_run_noise(check: Check, options: CheckOptions) -> float | None:
+def _within_run_noise(check: Check, max_cv: float, unpaired: Callable[[Check], Check]) -> float | None:
     """For a paired REGRESSION whose sides spread above --max-cv from run to run: the slowdown the
     runs' own spread hides (the unpaired check's `detectable` on the same values), when the paired
     interval's low end does not clear it; else None. Pairing cancels what the two runs of a pair
@@ -73,10 +74,10 @@ def _within_run_noise(check: Check, options: CheckOptions) -> float | None:
     shared CPU")."""
     if check.method != PAIRED_METHOD or check.verdict != Verdict.REGRESSION or check.low is None:
         return None
-    if max(check.baseline_cv or 0.0, check.candidate_cv or 0.0) <= options.max_cv:
+    if max(check.baseline_cv or 0.0, check.candidate_cv or 0.0) <= max_cv:
         return None
-    unpaired = check_metric(METRIC_BY_NAME[check.name], check.baseline, check.candidate, options)
-    return unpaired.detectable if unpaired.detectable is not None and check.low <= 1 + unpaired.detectable else None
+    detectable = unpaired(check).detectable
+    return detectable if detectable is not None and check.low <= 1 + detectable else None
 
 
 def _why_not(check: Check, hidden: float, *, within_runs: bool) -> str:
