@@ -214,6 +214,17 @@ def test_marks_never_break_the_script_and_say_what_they_miss(tmp_path) -> None:
     warnings = " ".join(run.manifest["warnings"])
     assert "outside a request" in warnings and "tpu_perf.request(2.5)" in warnings and "tpu_perf.token('x')" in warnings
 
+def test_a_pytorch_generation_runs_memory_holds_its_weights_and_kv_cache(corpus_runs) -> None:
+    """Hugging Face generate(): no optimizer step, so `memory.torch_state` is the model's weights and
+    the largest KV cache a request held (the script's own per-position bytes x prompt + new - 1)."""
+    run = corpus_runs("hf_generate")
+    truth, state = run.truth, report_doc(run.dir, run.store)["memory"]["torch_state"]
+    prompt, new = truth["prompt_tokens"] / truth["requests"], truth["generated_tokens"] / truth["requests"]
+    full = truth["kv_bytes"] / (prompt + new / 2) * (prompt + new - 1)  # the script's kv_bytes is at the mean decode context
+    assert near(state["kv_cache_bytes"], full, 0.15) and state["parameters_bytes"] == truth["weight_bytes"], state
+    assert (state["gradients_bytes"], state["optimizer_state_bytes"], state["remainder_bytes"]) == (0, 0, None)  # a CPU run: no device peak
+
+
 def test_decode_loop_rules_on_a_growing_cache_and_its_fix(corpus_runs) -> None:
     """A decode loop whose cache grows a position a token (recompiled at each new length) and whose
     tokens are fetched one by one fires decode-recompiles (a new shape of the cache, the recompiles'
