@@ -63,6 +63,7 @@ def test_prefill_steps_are_named_and_mbu_uses_the_chip(corpus_runs, tmp_path) ->
     assert near(at_peak["categories"]["kv_cache"], run.truth["kv_bytes"], 0.15), at_peak["categories"]
     assert near(at_peak["categories"]["parameters"], run.truth["weight_bytes"], 0.15), at_peak["categories"]
     assert {b["category"] for b in at_peak["top_buffers"] if b["source"].startswith("cache")} == {"kv_cache"}
+    assert "FSDP" not in " ".join(at_peak["findings"]) and any(f.startswith("kv cache") for f in at_peak["findings"]), at_peak["findings"]
     labels = {e["reason"]: e for e in doc["steps"]["excluded"]}
     assert labels["prefill"]["steps"] == run.truth["requests"] - 1  # the first prefill precedes every step
     assert "interleaved" not in labels

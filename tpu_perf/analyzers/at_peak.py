@@ -305,15 +305,16 @@ FINDING_MIN_FRACTION = 0.01
 state to shard")."""
 
 
-def _findings(categories: dict[str, int], peak: int, buffers: list[PeakBuffer], *, rematerialised: bool = False, recomputed: int = 0, donated: bool = False) -> tuple[str, ...]:
+def _findings(categories: dict[str, int], peak: int, buffers: list[PeakBuffer], *, rematerialised: bool = False, recomputed: int = 0, donated: bool = False, decode: bool = False) -> tuple[str, ...]:
     """The two largest categories holding at least FINDING_MIN_FRACTION of the peak, in words, with
     the change that shrinks each; `rematerialised`: the program already uses jax.checkpoint, so
     "rematerialise" is not the change for activations; `recomputed`: bytes of activations made
     again in the backward pass, live at the peak; `donated`: the step already donates its state, so
-    donation is not the change for second copies of it."""
+    donation is not the change for second copies of it; `decode`: a generation run's decode step
+    (weights served, not trained: no FSDP over a data axis)."""
     advice = {
         "optimizer_state": "shard it across devices (ZeRO-style, over the data axis) or use a factored optimizer (adafactor)",
-        "parameters": "shard them (FSDP over the data axis) or keep them in bf16",
+        "parameters": "shard them over the heads and hidden units (tensor parallel) or serve them in bf16 or int8" if decode else "shard them (FSDP over the data axis) or keep them in bf16",
         "kv_cache": "keep it in bf16, size it to the longest sequence served, or shard it over the heads",
         "activations": "rematerialise (jax.checkpoint with a policy such as dots_with_no_batch_dims_saveable) or use a smaller batch",
         "gradients": "accumulate over micro-batches or shard them with the parameters",
@@ -447,7 +448,7 @@ def at_peak_of(run: Run, stem: str, program: str, *, decode: bool = False) -> At
         other_memory_space_bytes=sum(spaces.values()),
         top_buffers=tuple(buffers[:TOP_BUFFERS]),
         findings=_findings(categories, peak, buffers, rematerialised=bool(_REMAT.search(text)), recomputed=recomputed,
-                           donated=any(row.get("donated") for row in signature.get("inputs") or () if row["category"] in _STATE)),
+                           donated=any(row.get("donated") for row in signature.get("inputs") or () if row["category"] in _STATE), decode=decode),
         memory_spaces=dict(sorted(spaces.items())),
         space_categories=space_categories,
         recomputed_bytes=recomputed,
