@@ -32,6 +32,8 @@ PLANTED = {
     "torch_augment": (TORCH / "input_loop.py", "--mode", "numpy"),
     "jax_torch_loader": (ADVICE / "jax_torch_loader.py",),
     "jax_static_step": (ADVICE / "jax_static_step.py",),
+    "jax_decode_grow": (ADVICE / "jax_decode_grow.py", "--mode", "grow"),
+    "jax_decode_fixed": (ADVICE / "jax_decode_grow.py", "--mode", "fixed"),
 }
 """The advisor's own scripts (a defect planted, or a shape the corpus lacks): name -> script, args.
 keras_fit and flax_multisteps_mlp overlap tests/corpus's keras_jax and flax_multisteps but

@@ -54,9 +54,16 @@ def test_generation_matches_the_scripts_own_clock(corpus_runs, name: str) -> Non
 
 def test_prefill_steps_are_named_and_mbu_uses_the_chip(corpus_runs, tmp_path) -> None:
     """The lm1b-style loop: each step that held a prefill is left out as one; with a chip named,
-    MBU is the achieved bandwidth over the catalogue's HBM bandwidth (v5e: 819 GB/s)."""
+    MBU is the achieved bandwidth over the catalogue's HBM bandwidth (v5e: 819 GB/s). Memory at the
+    decode step's peak holds the donated cache as `kv_cache` (the script's own KV bytes), apart from
+    the weights it reads unchanged."""
     run = corpus_runs("jax_decode")
     doc = report_doc(run.dir, run.store)
+    at_peak = doc["memory"]["at_peak"]
+    assert near(at_peak["categories"]["kv_cache"], run.truth["kv_bytes"], 0.15), at_peak["categories"]
+    assert near(at_peak["categories"]["parameters"], run.truth["weight_bytes"], 0.15), at_peak["categories"]
+    assert {b["category"] for b in at_peak["top_buffers"] if b["source"].startswith("cache")} == {"kv_cache"}
+    assert "FSDP" not in " ".join(at_peak["findings"]) and any(f.startswith("kv cache") for f in at_peak["findings"]), at_peak["findings"]
     labels = {e["reason"]: e for e in doc["steps"]["excluded"]}
     assert labels["prefill"]["steps"] == run.truth["requests"] - 1  # the first prefill precedes every step
     assert "interleaved" not in labels
@@ -126,6 +133,7 @@ def test_check_and_history_take_the_inference_metrics(corpus_runs, tmp_path) -> 
     checks = {c["metric"]: c for c in result["checks"]}
     assert result["basis"] == "tpot_p50" and checks["runs"]["verdict"] == "PASS", result
     assert checks["tpot_p50"]["verdict"] == "REGRESSION" and checks["tpot_p50"]["ratio"] == pytest.approx(3.0, rel=0.05), checks["tpot_p50"]
+    assert "over 8 and 8 requests" in checks["tpot_p50"]["message"] and " steps" not in checks["tpot_p50"]["message"], checks["tpot_p50"]["message"]
     assert proc.returncode == 1, proc.stdout[-2000:]
     reports = [report_doc(d, store)["inference"] for d in (base, slow)]
     for metric, read in (("ttft_p99", lambda i: i["ttft_s"]["p99"]), ("tpot_p50", lambda i: i["tpot_s"]["p50"]), ("generated_tokens_per_s", lambda i: i["tokens_per_s"])):
@@ -206,3 +214,58 @@ def test_marks_never_break_the_script_and_say_what_they_miss(tmp_path) -> None:
     assert requests["generated_tokens"].tolist() == [2, 3] and requests["sequences"].tolist() == [1, 2]
     warnings = " ".join(run.manifest["warnings"])
     assert "outside a request" in warnings and "tpu_perf.request(2.5)" in warnings and "tpu_perf.token('x')" in warnings
+
+def test_a_pytorch_generation_runs_memory_holds_its_weights_and_kv_cache(corpus_runs) -> None:
+    """Hugging Face generate(): no optimizer step, so `memory.torch_state` is the model's weights and
+    the largest KV cache a request held (the script's own per-position bytes x prompt + new - 1)."""
+    run = corpus_runs("hf_generate")
+    truth, state = run.truth, report_doc(run.dir, run.store)["memory"]["torch_state"]
+    prompt, new = truth["prompt_tokens"] / truth["requests"], truth["generated_tokens"] / truth["requests"]
+    full = truth["kv_bytes"] / (prompt + new / 2) * (prompt + new - 1)  # the script's kv_bytes is at the mean decode context
+    assert near(state["kv_cache_bytes"], full, 0.15) and state["parameters_bytes"] == truth["weight_bytes"], state
+    assert (state["gradients_bytes"], state["optimizer_state_bytes"], state["remainder_bytes"]) == (0, 0, None)  # a CPU run: no device peak
+
+
+def test_decode_loop_rules_on_a_growing_cache_and_its_fix(corpus_runs) -> None:
+    """A decode loop whose cache grows a position a token (recompiled at each new length) and whose
+    tokens are fetched one by one fires decode-recompiles (a new shape of the cache, the recompiles'
+    share of the requests' time as the tokens/s gain) and decode-host-sync; the same loop with a
+    fixed cache and one fetch per request passes both. The training rules defer to them, and
+    nothing fired says "training". On the threshold: one recompile, or under 5 % of the requests'
+    time, passes; half the steps fetched passes, more fires; with a TPU target the fetch's gain is
+    the overlap, Amdahl-bounded by the decode share."""
+    from dataclasses import replace
+
+    from tpu_perf.advise import thresholds as T
+    from tpu_perf.advise.decode import decode_host_sync, decode_recompiles
+    from tpu_perf.advise.rules import advise_signals
+    from tpu_perf.advise.signals import build_signals
+    from tpu_perf.hardware import lookup_chip
+    from tpu_perf.store import load_run
+
+    grow = build_signals(load_run(str(corpus_runs("jax_decode_grow").dir)))
+    fixed = build_signals(load_run(str(corpus_runs("jax_decode_fixed").dir)))
+    assert grow.inference.requests == fixed.inference.requests == 3
+    found = {f.id: f for f in advise_signals(grow).findings}
+    rec, sync = found["decode-recompiles"], found["decode-host-sync"]
+    assert (rec.outcome, sync.outcome) == ("fired", "fired"), (rec.reason, sync.reason)
+    assert "a new shape" in rec.reason and "keys" in rec.reason, rec.reason
+    share = (grow.recompile_excess_s or grow.late_compile_s) / grow.inference.wall_s
+    assert rec.expected_gain.amount == pytest.approx(1 / (1 - share)) and rec.expected_gain.benefit == "throughput"
+    assert grow.fetches_per_step > T.FETCHES_PER_STEP and sync.expected_gain.kind == "none"  # on a CPU: no overlap to promise
+    assert {found["recompilation"].outcome, found["host-sync"].outcome} == {"not_evaluable"}
+    assert not [f.id for f in advise_signals(grow).fired if "training" in f.reason + f.title]
+    assert {f.outcome for f in advise_signals(fixed).findings if f.id in ("decode-recompiles", "decode-host-sync")} == {"passed"}
+    wall = grow.inference.wall_s
+    assert decode_recompiles(replace(grow, late_compiles=1)).outcome == "passed"
+    assert decode_recompiles(replace(grow, recompile_excess_s=0.049 * wall)).outcome == "passed"
+    assert decode_recompiles(replace(grow, recompile_excess_s=0.051 * wall)).outcome == "fired"
+    half = grow.step_calls // 2
+    assert decode_host_sync(replace(grow, fetched_step_calls=half)).outcome == "passed"
+    assert decode_host_sync(replace(grow, fetched_step_calls=half + 1)).outcome == "fired"
+    tpu = decode_host_sync(replace(grow, target=lookup_chip("v5e")))
+    d = grow.inference.decode_share
+    step = grow.iteration_median_s / max(grow.device_median_s, grow.host_median_s)
+    assert tpu.expected_gain.kind == "upper_bound" and tpu.expected_gain.amount == pytest.approx(1 / ((1 - d) + d / step))
+    assert {decode_recompiles(replace(grow, inference=None)).outcome, decode_host_sync(replace(grow, inference=None)).outcome} == {"not_evaluable"}
+

@@ -25,7 +25,7 @@ SIZES = [128, 256, 256, 256, 256, 10]
 PARAM_BYTES = 4 * sum(a * b + b for a, b in zip(SIZES[:-1], SIZES[1:], strict=True))
 ADAM_BYTES = 2 * PARAM_BYTES + 4
 """Adam's mu and nu (float32, like the parameters) and its int32 step count."""
-CATEGORIES = {"parameters", "optimizer_state", "gradients", "activations", "inputs", "temporaries", "other"}
+CATEGORIES = {"parameters", "optimizer_state", "kv_cache", "gradients", "activations", "inputs", "temporaries", "other"}
 
 
 @pytest.fixture(scope="module")

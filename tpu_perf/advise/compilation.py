@@ -84,6 +84,8 @@ NO_COMPILE_CACHE = Rule(
 
 
 def recompilation(s: Signals) -> Finding:
+    if s.inference is not None:
+        return not_evaluable(RECOMPILATION, "a generation run: decode-recompiles judges its recompiles over the requests' time")
     if s.compiles is None:
         return not_evaluable(RECOMPILATION, "this run's compiles were not heard (an imported trace, or torch-tpu's own compiles): record it with tpu-perf")
     if s.late_compiles is None or s.after_warmup_wall_s is None or not s.steps_after_warmup:

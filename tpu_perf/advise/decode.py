@@ -1,12 +1,17 @@
 """Decode rules, for runs that served generation requests (the report's `inference` section): a
 decode step is memory-bound, reading every weight and the KV cache to make one token per sequence,
 so its fixes change bytes per token, not FLOPs. Gains are tokens/s (throughput), bounded by the
-decode share of the requests' time (Amdahl): the prefill is untouched.
+decode share of the requests' time (Amdahl): the prefill is untouched. Two rules judge the decode
+loop itself, from the signals the training rules read (compile.after_warmup, the JAX collector's
+fetch counts): a step compiled again as the sequence grows, and a token fetched to the host before
+the next step is dispatched; on a generation run they take the place of `recompilation` and
+`host-sync`, whose words are a training loop's.
 """
 
 from __future__ import annotations
 
 from tpu_perf.advise import thresholds as T
+from tpu_perf.advise.compilation import CAUSES
 from tpu_perf.advise.finding import (
     Evidence,
     Finding,
@@ -18,7 +23,8 @@ from tpu_perf.advise.finding import (
     not_evaluable,
     passed,
 )
-from tpu_perf.advise.signals import Signals
+from tpu_perf.advise.input import overlap_gain
+from tpu_perf.advise.signals import Signals, src
 from tpu_perf.analyzers.inference import InferenceStats
 
 DECODE_BATCH = Rule(
@@ -39,6 +45,29 @@ FP32_KV_CACHE = Rule(
         pytorch="model = model.to(torch.bfloat16)  # the cache takes the model's dtype; or generate(..., cache_implementation='static') with a bf16 model",
     ),
     docs=("https://huggingface.co/docs/transformers/kv_cache",),
+)
+
+
+DECODE_RECOMPILES = Rule(
+    id="decode-recompiles", title="The decode step (or prefill) compiles again as the sequence grows", family="decode", severity="high",
+    fix=Fix(
+        summary="Give the decode step one shape for every token: a KV cache allocated at its maximum length and written in place (a position argument and a mask), "
+                "and prompts padded to a few length buckets, so each program compiles once.",
+        jax="cache = jnp.zeros((batch, MAX_LEN, heads, head_dim), dtype)  # not jnp.concatenate per token\n"
+            "cache = jax.lax.dynamic_update_slice(cache, kv, (0, position, 0, 0))  # position: a traced int; prompts padded to buckets (64, 128, 256...)",
+        pytorch="model.generate(..., cache_implementation='static')  # a fixed-size cache; with torch.compile, pad prompts to buckets (pad_to_multiple_of=64)",
+    ),
+    docs=("https://docs.jax.dev/en/latest/jit-compilation.html", "https://huggingface.co/docs/transformers/llm_optims#static-kv-cache-and-torchcompile"),
+)
+
+DECODE_HOST_SYNC = Rule(
+    id="decode-host-sync", title="The decode loop waits for every token on the host", family="decode", severity="medium",
+    fix=Fix(
+        summary="Keep the sampled tokens on the device and fetch them every few steps (or when a request ends), so the host dispatches the next decode step while the device runs this one.",
+        jax="tokens.append(token)  # a device array; not int(token) / np.asarray(token) per step\nout = np.asarray(jnp.stack(tokens))  # once per request, or every N tokens for streaming",
+        pytorch="tokens.append(next_token)  # not next_token.item() per step; torch.stack(tokens).tolist() at the end",
+    ),
+    docs=("https://docs.jax.dev/en/latest/async_dispatch.html",),
 )
 
 
@@ -86,3 +115,55 @@ def fp32_kv_cache(s: Signals) -> Finding:
     return fired(FP32_KV_CACHE, f"the KV cache is float32, {share:.1%} of the bytes each decode step reads", evidence,
                  Gain(factor=None, basis=f"bf16 halves its bytes: a memory-bound decode step {1 / (1 - share / 2):.2f}x faster, {gain:.2f}x generated tokens/s (prefill unchanged)" if gain else "decode share unknown",
                       kind="upper_bound", benefit="throughput", amount=gain, unit="tokens_per_s_factor"))
+
+
+def decode_recompiles(s: Signals) -> Finding:
+    i = s.inference
+    if i is None:
+        return not_evaluable(DECODE_RECOMPILES, "no generation requests were recorded (an inference run only)")
+    if s.late_compiles is None or not s.steps_after_warmup:
+        return not_evaluable(DECODE_RECOMPILES, "no decode steps whose compiles were heard (Hugging Face generate() and marked requests are not jitted steps tpu-perf times; torch.compile recompiles show in the compile section)")
+    cost = s.recompile_excess_s if s.recompile_excess_s is not None else s.late_compile_s
+    share = min(1.0, (cost or 0.0) / i.wall_s) if i.wall_s > 0 else None
+    evidence = [src("late_compiles", s.late_compiles), src("late_compile_s", s.late_compile_s), src("recompile_excess_s", s.recompile_excess_s),
+                ev("requests_wall_s", i.wall_s, "inference", "inference.wall_s"), ev("recompile_share_of_requests", share, "inference", "(recompile_excess_s or late_compile_s) / inference.wall_s")]
+    evidence += [ev(f"compiles_of_{name}_count", n, "compiles", f"compile.after_warmup_functions[{name}]") for name, n in list(s.late_functions.items())[:3]]
+    if s.late_compiles < T.RECOMPILE_MIN_COUNT or share is None or share < T.RECOMPILE_TIME_SHARE:
+        return passed(DECODE_RECOMPILES, f"{s.late_compiles} recompile(s) after warm-up" + (f", {share:.1%} of the requests' wall time" if share is not None else ""), evidence)
+    top = ", ".join(f"{name} x{n}" for name, n in list(s.late_functions.items())[:3])
+    what = f"{s.late_compiles} recompiles after warm-up ({top}) took {cost:.3g} s, {share:.0%} of the requests' wall time"
+    causes = s.recompile_causes[:3]
+    if causes:
+        what += "; what changed: " + "; ".join(f"{c['function']}: {CAUSES.get(str(c['kind']), c['kind'])} at {c['count']} of them (first {c['example']})" for c in causes)
+        evidence += [ev(f"recompiles_by_{c['kind']}", c["count"], "compiles", f"compile.after_warmup_causes[{c['function']}, {c['kind']}]") for c in causes]
+    gain = 1 / (1 - share) if share < 1 else None
+    return fired(DECODE_RECOMPILES, what, evidence,
+                 Gain(factor=None, basis=f"one shape per program: the {share:.0%} of the requests' wall time spent recompiling goes, {gain:.2f}x generated tokens/s (the first request's compiles, in warm-up, are not counted)" if gain else "the requests' time is all recompiles",
+                      kind="estimate", benefit="throughput", amount=gain, unit="tokens_per_s_factor"))
+
+
+def decode_host_sync(s: Signals) -> Finding:
+    i = s.inference
+    if i is None:
+        return not_evaluable(DECODE_HOST_SYNC, "no generation requests were recorded (an inference run only)")
+    rate = s.fetches_per_step
+    if rate is None or s.framework == "torch":
+        return not_evaluable(DECODE_HOST_SYNC, "no per-token fetch counts: the JAX collector counts fetches of a jitted decode step's outputs; Hugging Face generate() and PyTorch token loops are not timed as steps")
+    evidence = [src("fetched_step_calls", s.fetched_step_calls), src("step_calls", s.step_calls), src("fetches_per_step", rate),
+                ev("decode_step_s", i.decode_step_s, "inference", "inference.decode_step_s"), ev("decode_share_fraction", i.decode_share, "inference", "inference.decode_share")]
+    what = f"{s.fetched_step_calls} of {s.step_calls} decode steps had their token fetched to the host right after dispatch"
+    if rate <= T.FETCHES_PER_STEP:
+        return passed(DECODE_HOST_SYNC, f"{what}: {rate:.0%} (the bar: {T.FETCHES_PER_STEP:.0%})", evidence)
+    overlap, more = overlap_gain(s)
+    if s.platform == "cpu" and (s.target is None or s.target.kind != "tpu"):
+        gain = Gain(factor=None, basis="on the CPU backend the device's work runs on the host's own cores, so dispatching ahead does not overlap it; judge it for a TPU with --target",
+                    kind="none", benefit="throughput")
+        more = []
+    elif overlap is None or overlap.factor is None or i.decode_share is None:
+        gain = Gain(factor=None, basis="the host waits for the device at every token; the host work that could overlap it is not measured on this run", kind="none", benefit="throughput")
+        more = []
+    else:
+        amount = _amdahl(i, overlap.factor)
+        gain = Gain(factor=None, basis=f"at most: {overlap.basis}, {overlap.factor:.2f}x per decode step, {amount:.2f}x generated tokens/s over the requests' time (the prefill unchanged)",
+                    kind="upper_bound", benefit="throughput", amount=amount, unit="tokens_per_s_factor")
+    return fired(DECODE_HOST_SYNC, what + ": each token waits for the device before the next step is dispatched", evidence + more, gain)

@@ -106,6 +106,8 @@ def _no_fetch_counts(s: Signals) -> str:
 
 
 def host_sync(s: Signals) -> Finding:
+    if s.inference is not None:
+        return not_evaluable(HOST_SYNC, "a generation run: decode-host-sync judges its fetches per token")
     rate = s.fetches_per_step
     if rate is None:
         return not_evaluable(HOST_SYNC, _no_fetch_counts(s))

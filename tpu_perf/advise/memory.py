@@ -116,6 +116,8 @@ def _what_fills(s: Signals) -> str:
     t = s.torch_state
     if t:
         gib = {k: t[k] / 2**30 for k in ("parameters_bytes", "gradients_bytes", "optimizer_state_bytes")}
+        if t.get("kv_cache_bytes") is not None:  # a generation run: weights and the KV cache
+            return f". Parameters {gib['parameters_bytes']:.2f} GiB, KV cache {t['kv_cache_bytes'] / 2**30:.2f} GiB (the largest a request held)"
         return f". Parameters {gib['parameters_bytes']:.2f} GiB, gradients {gib['gradients_bytes']:.2f} GiB, optimizer state {gib['optimizer_state_bytes']:.2f} GiB ({', '.join(t['optimizers'])})"
     return ""
 

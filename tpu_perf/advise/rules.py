@@ -31,6 +31,8 @@ RULES: tuple[Callable[[Signals], Finding], ...] = (
     hosts.straggler,
     decode.decode_small_batch,
     decode.fp32_kv_cache,
+    decode.decode_recompiles,
+    decode.decode_host_sync,
 )
 
 AFTER_RULES: tuple[Callable[[Signals, list[Finding]], Finding], ...] = (idle.device_idle,)

@@ -6,6 +6,8 @@ their bytes. Each value is classified:
 - an entry parameter by its pytree path in the step's signature (`params[...]`, the optax state,
   the batch), matched by the path jax gives the HLO parameter, else by its number;
 - an output of the program (the new train state) by the argument whose structure it has;
+- in a generation run whose decode step is the step program, its donated arguments (carried from
+  call to call beside the weights passed unchanged) and their new values are the KV cache;
 - anything else by the op that defines it: forward ops (`jvp(...)`, outside `transpose(...)`) are
   activations saved for the backward pass; backward ops (`transpose(...)`) with a parameter's shape
   are gradients, other backward values and all remaining ones are temporaries.
@@ -30,10 +32,11 @@ from tpu_perf.analyzers.buffer_assignment import (
 from tpu_perf.analyzers.hlo import HloModule, Instruction, parse_hlo
 from tpu_perf.analyzers.hlo_analysis import shapes
 from tpu_perf.analyzers.hlo_frames import Frames
+from tpu_perf.analyzers.inference import run_requests
 from tpu_perf.analyzers.programs import step_program
 from tpu_perf.store import Run
 
-CATEGORIES = ("parameters", "optimizer_state", "gradients", "activations", "inputs", "temporaries", "other")
+CATEGORIES = ("parameters", "optimizer_state", "kv_cache", "gradients", "activations", "inputs", "temporaries", "other")
 TOP_BUFFERS = 12
 LIVE_RANGE_SUFFIX = ".live-range.txt"
 SCHEDULED_SUFFIX = ".scheduled.hlo.txt"
@@ -48,7 +51,7 @@ _FRAME_ID = re.compile(r"stack_frame_id=(\d+)")
 _SOURCE = re.compile(r'source_file="([^"]*)"\s+source_line=(\d+)')
 _PARAMETER = re.compile(r"\bparameter\((\d+)\)")
 _COPIES = ("copy", "bitcast", "copy-start", "copy-done")
-_STATE = ("parameters", "optimizer_state")
+_STATE = ("parameters", "optimizer_state", "kv_cache")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -302,15 +305,17 @@ FINDING_MIN_FRACTION = 0.01
 state to shard")."""
 
 
-def _findings(categories: dict[str, int], peak: int, buffers: list[PeakBuffer], *, rematerialised: bool = False, recomputed: int = 0, donated: bool = False) -> tuple[str, ...]:
+def _findings(categories: dict[str, int], peak: int, buffers: list[PeakBuffer], *, rematerialised: bool = False, recomputed: int = 0, donated: bool = False, decode: bool = False) -> tuple[str, ...]:
     """The two largest categories holding at least FINDING_MIN_FRACTION of the peak, in words, with
     the change that shrinks each; `rematerialised`: the program already uses jax.checkpoint, so
     "rematerialise" is not the change for activations; `recomputed`: bytes of activations made
     again in the backward pass, live at the peak; `donated`: the step already donates its state, so
-    donation is not the change for second copies of it."""
+    donation is not the change for second copies of it; `decode`: a generation run's decode step
+    (weights served, not trained: no FSDP over a data axis)."""
     advice = {
         "optimizer_state": "shard it across devices (ZeRO-style, over the data axis) or use a factored optimizer (adafactor)",
-        "parameters": "shard them (FSDP over the data axis) or keep them in bf16",
+        "parameters": "shard them over the heads and hidden units (tensor parallel) or serve them in bf16 or int8" if decode else "shard them (FSDP over the data axis) or keep them in bf16",
+        "kv_cache": "keep it in bf16, size it to the longest sequence served, or shard it over the heads",
         "activations": "rematerialise (jax.checkpoint with a policy such as dots_with_no_batch_dims_saveable) or use a smaller batch",
         "gradients": "accumulate over micro-batches or shard them with the parameters",
         "temporaries": "see the largest in top_buffers (fusions XLA keeps whole; a smaller batch or sequence shrinks them)",
@@ -392,14 +397,29 @@ def _from_live_range(classify: _Classifier, text: str) -> tuple[list[PeakBuffer]
     return buffers, spaces
 
 
-def at_peak_of(run: Run, stem: str, program: str) -> AtPeak | None:
-    """The breakdown for the program whose XLA dump was saved as `<stem>.*`; None without one."""
+def _kv_cache(signature: dict) -> dict:
+    """The signature with the donated arguments (and their new values) as `kv_cache`: what a decode
+    step carries from call to call, beside the weights it reads unchanged."""
+    carried = {row["path"] for row in signature.get("inputs") or () if row.get("donated")}
+    if not carried:
+        return signature
+
+    def mark(row: dict) -> dict:
+        return {**row, "category": "kv_cache"} if row["path"].removeprefix("new ") in carried else row
+
+    return {**signature, "inputs": [mark(r) for r in signature["inputs"]], "outputs": [mark(r) for r in signature.get("outputs") or ()]}
+
+
+def at_peak_of(run: Run, stem: str, program: str, *, decode: bool = False) -> AtPeak | None:
+    """The breakdown for the program whose XLA dump was saved as `<stem>.*`; None without one.
+    `decode`: the program is a generation run's decode step (its donated arguments: the KV cache)."""
     live_file = stem + LIVE_RANGE_SUFFIX
     if not run.exists(live_file):
         return None
     live_text = run.read_text(live_file)
     text = run.read_text(stem + SCHEDULED_SUFFIX)
     signature = json.loads(run.read_text(stem + SIGNATURE_SUFFIX)) if run.exists(stem + SIGNATURE_SUFFIX) else {}
+    signature = _kv_cache(signature) if decode else signature
     classify = _Classifier(parse_hlo(text), signature, Frames(text))
     allocations = parse_assignment(run.read_text(stem + ASSIGNMENT_SUFFIX)) if run.exists(stem + ASSIGNMENT_SUFFIX) else []
     space_categories: dict[str, dict[str, int]] = {}
@@ -428,7 +448,7 @@ def at_peak_of(run: Run, stem: str, program: str) -> AtPeak | None:
         other_memory_space_bytes=sum(spaces.values()),
         top_buffers=tuple(buffers[:TOP_BUFFERS]),
         findings=_findings(categories, peak, buffers, rematerialised=bool(_REMAT.search(text)), recomputed=recomputed,
-                           donated=any(row.get("donated") for row in signature.get("inputs") or () if row["category"] in _STATE)),
+                           donated=any(row.get("donated") for row in signature.get("inputs") or () if row["category"] in _STATE), decode=decode),
         memory_spaces=dict(sorted(spaces.items())),
         space_categories=space_categories,
         recomputed_bytes=recomputed,
@@ -439,9 +459,9 @@ def at_peak_of(run: Run, stem: str, program: str) -> AtPeak | None:
 
 def step_at_peak(run: Run) -> AtPeak | None:
     """`memory.at_peak`: the breakdown of the step program (`programs.step_program`, the one
-    selector), where its dump was saved."""
+    selector), where its dump was saved; the decode step of a generation run splits out its KV cache."""
     row = step_program(run.programs)
     hlo = None if row is None else row.get("hlo_file")
     if not isinstance(hlo, str):
         return None
-    return at_peak_of(run, hlo.removesuffix(".hlo.txt"), str(row.get("function")))
+    return at_peak_of(run, hlo.removesuffix(".hlo.txt"), str(row.get("function")), decode=run_requests(run)[2])

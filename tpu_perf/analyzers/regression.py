@@ -116,6 +116,8 @@ class Metric:
     """Single runs: compare geometric means of the steps (True) or plain means (False: all-in)."""
     steady: bool = False
     """Stands on the steady median: does not decide when a run's comparison must be all-in."""
+    sample: str = "steps"
+    """What `samples` are, in the messages (`requests` for a TPOT: one per request)."""
 
 
 METRICS: tuple[Metric, ...] = (
@@ -126,7 +128,7 @@ METRICS: tuple[Metric, ...] = (
     Metric(name="peak_memory", label="peak memory", unit="bytes", lower_is_better=True, value=lambda r: r.peak_memory_bytes, statistical=False),
     Metric(name="compiles", label="compiles after warm-up", unit="count", lower_is_better=True, value=lambda r: r.compiles_after_warmup, statistical=False),
     Metric(name="ttft_p99", label="TTFT p99", unit="s", lower_is_better=True, value=lambda r: r.ttft_p99_s, statistical=True),
-    Metric(name="tpot_p50", label="TPOT p50", unit="s", lower_is_better=True, value=lambda r: r.tpot_p50_s, statistical=True, samples=lambda r: r.tpot_samples_s),
+    Metric(name="tpot_p50", label="TPOT p50", unit="s", lower_is_better=True, value=lambda r: r.tpot_p50_s, statistical=True, samples=lambda r: r.tpot_samples_s, sample="requests"),
     Metric(name="generated_tokens_per_s", label="generated tokens/s", unit="tokens/s", lower_is_better=False, value=lambda r: r.generated_tokens_per_s, statistical=True),
     Metric(name="mbu", label="MBU", unit="fraction", lower_is_better=False, value=lambda r: r.mbu, statistical=True),
 )
@@ -203,12 +205,13 @@ def check_metric(metric: Metric, baseline: Sequence[float | None], candidate: Se
 
 
 def _single_run_check(metric: Metric, steps: tuple[Sequence[float], Sequence[float]], options: CheckOptions, common: dict[str, Any]) -> Check:
-    """One run a side: the interval over each run's steps by batch means (`analyzers.batch_means`)."""
+    """One run a side: the interval over each run's steps (or requests: `metric.sample`) by batch means (`analyzers.batch_means`)."""
+    unit = metric.sample
     b, c = (np.asarray(side, dtype=float) for side in steps)
     b, c = b[b > 0], c[c > 0]  # NaN is not > 0 either
     comp = batch_means.compare_runs(b, c, alpha=options.alpha, geometric=metric.geometric)
     if comp is None:
-        return Check(**common, verdict=Verdict.BAD_DATA, method=batch_means.METHOD, message=f"{metric.label}: {len(b)} and {len(c)} steps, too few for an interval over steps (4 a run at least); run more steps or record `--repeat`")
+        return Check(**common, verdict=Verdict.BAD_DATA, method=batch_means.METHOD, message=f"{metric.label}: {len(b)} and {len(c)} {unit}, too few for an interval over {unit} (4 a run at least); {'serve more requests' if unit == 'requests' else 'run more steps'} or record `--repeat`")
     center = (lambda v: geomean(v)) if metric.geometric else (lambda v: float(np.mean(v)))
     numbers = {"ratio": comp.ratio, "low": comp.low, "high": comp.high, "baseline_value": center(b), "candidate_value": center(c)}
     verdict, message = interval_verdict(comp, lower_is_better=metric.lower_is_better, margin=options.margin, label=metric.label)
@@ -217,8 +220,8 @@ def _single_run_check(metric: Metric, steps: tuple[Sequence[float], Sequence[flo
     if verdict == Verdict.INCONCLUSIVE:
         steps = min(len(b), len(c))  # the half-width shrinks about as 1/sqrt(steps) at a fixed batch count
         needed = samples_needed(comp, lambda n: t_quantile(1 - options.alpha, comp.df or 1) * comp.log_se * math.sqrt(steps / n), lower_is_better=metric.lower_is_better, margin=options.margin, cap=100_000)
-        message += f"; {needs(needed, 'steps a run', cap=100_000)}; {hides(detect, f'{len(b)} and {len(c)} steps')}"
-    message += f"; {batch_means.METHOD} over {len(b)} and {len(c)} steps (one run a side: run-to-run noise not in the interval)"
+        message += f"; {needs(needed, f'{unit} a run', cap=100_000)}; {hides(detect, f'{len(b)} and {len(c)} {unit}')}"
+    message += f"; {batch_means.METHOD} over {len(b)} and {len(c)} {unit} (one run a side: run-to-run noise not in the interval)"
     return Check(**common, **numbers, verdict=verdict, message=message, method=batch_means.METHOD, sample_sizes=(len(b), len(c)), detectable=detect, steps_needed=needed)
 
 

@@ -15,7 +15,7 @@ from tpu_perf.views import format as fmt
 from tpu_perf.views.aot import aot_entries
 from tpu_perf.views.at_peak import shift_sentence, spaces_lines
 
-COLORS = {"parameters": "#4C78A8", "optimizer_state": "#F58518", "gradients": "#E45756", "activations": "#72B7B2", "inputs": "#54A24B", "temporaries": "#B279A2", "other": "#9D755D"}
+COLORS = {"parameters": "#4C78A8", "optimizer_state": "#F58518", "kv_cache": "#EECA3B", "gradients": "#E45756", "activations": "#72B7B2", "inputs": "#54A24B", "temporaries": "#B279A2", "other": "#9D755D"}
 
 
 def categories_html(at_peak: dict[str, Any], title: str) -> str:
