@@ -35,12 +35,12 @@ from tpu_perf.analyzers.hlo_frames import Frames
 from tpu_perf.analyzers.inference import run_requests
 from tpu_perf.analyzers.programs import step_program
 from tpu_perf.store import Run
+from tpu_perf.store.layout import SIGNATURE_SUFFIX
 
 CATEGORIES = ("parameters", "optimizer_state", "kv_cache", "gradients", "activations", "inputs", "temporaries", "other")
 TOP_BUFFERS = 12
 LIVE_RANGE_SUFFIX = ".live-range.txt"
 SCHEDULED_SUFFIX = ".scheduled.hlo.txt"
-SIGNATURE_SUFFIX = ".signature.json"
 ASSIGNMENT_SUFFIX = ".buffer-assignment.txt"
 
 _PEAK_HEADER = re.compile(r"^\s*Live ranges at \d+ \(peak\):\s*$")

@@ -19,11 +19,11 @@ import json
 import numpy as np
 import pandas as pd
 
-from tpu_perf.analyzers.at_peak import SIGNATURE_SUFFIX
 from tpu_perf.analyzers.iteration import run_iteration_flops
 from tpu_perf.analyzers.programs import step_program
 from tpu_perf.analyzers.steps import run_steps
 from tpu_perf.store import Run
+from tpu_perf.store.layout import SIGNATURE_SUFFIX
 
 SOURCE = "auto:while-loop"
 

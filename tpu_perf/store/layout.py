@@ -17,6 +17,8 @@ SCHEMA_VERSION = 1
 MANIFEST = "run.json"
 TRACEBACK = "traceback.txt"
 HLO_DIR = "hlo"
+SIGNATURE_SUFFIX = ".signature.json"
+"""Beside a program's HLO (`hlo/<stem>.hlo.txt`): its inputs and outputs by pytree path, shape, dtype and donation."""
 TRACE_DIR = "trace"
 AOT_DIR = "aot"
 HOSTS_DIR = "hosts"

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from tpu_perf import jsonio
+from tpu_perf.store.layout import SIGNATURE_SUFFIX
 
 LIVE_RANGE_SUFFIX = ".live-range.txt"
 SCHEDULED_SUFFIX = ".scheduled.hlo.txt"
-SIGNATURE_SUFFIX = ".signature.json"
 ASSIGNMENT_SUFFIX = ".buffer-assignment.txt"
 
 _PARAM_WORDS = ("param", "model", "weights", "variables", "trainable")
