@@ -26,6 +26,7 @@ from tpu_perf.advise.finding import (
 from tpu_perf.advise.input import overlap_gain
 from tpu_perf.advise.signals import Signals, src
 from tpu_perf.analyzers.inference import InferenceStats
+from tpu_perf.analyzers.loop_requests import SOURCE as LOOP_SOURCE
 
 DECODE_BATCH = Rule(
     id="decode-small-batch", title="Decode reads every weight for a few sequences: batch more requests", family="decode", severity="medium",
@@ -146,6 +147,8 @@ def decode_host_sync(s: Signals) -> Finding:
     i = s.inference
     if i is None:
         return not_evaluable(DECODE_HOST_SYNC, "no generation requests were recorded (an inference run only)")
+    if i.source == LOOP_SOURCE:
+        return not_evaluable(DECODE_HOST_SYNC, "each request runs whole inside one compiled loop: its tokens never reach the host one by one, and the fetch after each call is the request's end")
     rate = s.fetches_per_step
     if rate is None or s.framework == "torch":
         return not_evaluable(DECODE_HOST_SYNC, "no per-token fetch counts: the JAX collector counts fetches of a jitted decode step's outputs; Hugging Face generate() and PyTorch token loops are not timed as steps")

@@ -214,7 +214,9 @@ def input_bound(s: Signals) -> Finding:
     if fetch is not None and fetch > T.FETCHES_PER_STEP:
         evidence.append(src("fetches_per_step", fetch))
     few = f", the least of its {s.loop_steps} steady steps" if s.loop_steps < MIN_STEADY_STEPS else ""
-    own = f" ({own_loop_s(s) * 1e3:.3g} ms per step of the loop's own work outside the step call{few}: input, augmentation, logging, a framework's per-step code)" if loop is not None else ""
+    serving = s.inference is not None  # a decode loop's host work is per token, not an input pipeline's
+    work = "sampling, detokenizing, the serving loop's own code" if serving else "input, augmentation, logging, a framework's per-step code"
+    own = f" ({own_loop_s(s) * 1e3:.3g} ms per step of the loop's own work outside the step call{few}: {work})" if loop is not None else ""
     if _torch_on_cpu(s):
         named, long = s.breakdown.get("input", 0.0), long_host_share(s)
         parts = ([f"{named:.0%} in the data loader's named events"] if named >= 0.005 else []) + (
@@ -223,5 +225,5 @@ def input_bound(s: Signals) -> Finding:
     fixable = inputs - wait  # what an input fix can take off: the wait for a core stays
     if wait >= 0.005:
         own += f"; {fixable:.0%} once the gaps in which its thread waited for a CPU core ({wait:.0%} of the step) are left out"
-    gain = Gain(factor=1 / (1 - fixable), basis=f"the device waited {fixable:.0%} of the step for the host{own}; prepared ahead, or paid once per several steps, all of the wait goes", kind="upper_bound") if fixable < 1 else None
+    gain = Gain(factor=1 / (1 - fixable), basis=f"the device waited {fixable:.0%} of the step for the host{own}; {'done while the device runs the next decode step (dispatched ahead of it)' if serving else 'prepared ahead, or paid once per several steps'}, all of the wait goes", kind="upper_bound") if fixable < 1 else None
     return fired(INPUT_BOUND, f"the device waited for the loop's own host work {inputs:.0%} of the step{own}", evidence, gain)
