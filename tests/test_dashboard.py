@@ -1233,6 +1233,25 @@ def test_every_page_and_tab_has_no_null_cell(sweep_store: dict, tmp_path: Path, 
             _holes(opened(at, tab), f"run page of {name}, {tab}")
 
 
+def test_runs_page_shows_every_tag_in_full(sweep_store: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tags column is as wide as its longest cell (the `--repeat` groups' `repeat=<run id>-<hash>`),
+    so two runs that differ by a tag never look the same at 1280 px; the grid scrolls in its box."""
+    from tpu_perf.dashboard.screens import runs
+
+    monkeypatch.setenv("TPU_PERF_STORE", str(sweep_store["store"]))
+    monkeypatch.setenv("TPU_PERF_CACHE_DIR", str(tmp_path / "cache"))
+    at = page("runs").run()
+    assert not at.exception
+    shown = at.dataframe[0].value
+    kept = {json.loads((d / "run.json").read_text())["name"] for d in sweep_store["store"].iterdir() if (d / "run.json").exists()}
+    assert set(shown["name"]) == kept
+    longest = max(shown["tags"], key=len)
+    assert longest.startswith("repeat=") and len(longest) > 20  # cut at the old 72 px
+    width = json.loads(at.dataframe[0].proto.columns)["tags"]["width"]
+    assert width >= len(longest) * runs.CHAR_PX + runs.CELL_PAD_PX - 1, (width, longest)
+    assert json.loads(at.dataframe[0].proto.columns)["name"]["width"] == runs.COLUMNS["name"]["width"]  # the others as they were
+
+
 def test_browser_every_page_and_tab_reads_right(sweep_store: dict, tmp_path: Path) -> None:
     """Every page (every tab of the compare page of all runs and of the repeat groups, of a JAX, a
     PyTorch, an imported TPU and a failed run's page; History) at 1280x800 and 1920x1080: none of
