@@ -1131,7 +1131,8 @@ SWEEP_JS = r"""() => {
         const own = [...e.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
         if (own && e.scrollWidth > e.clientWidth + 1) problems.push(`cut (${e.scrollWidth} > ${e.clientWidth} px): ${e.innerText.trim().slice(0, 80)}`);
     }
-    const numbers = [...[...document.querySelectorAll('.tp-kpis')].map(t => t.innerText), ...cells].join('\n');  // where an unknown shows n/a (an advisor's evidence may quote a measured 0 B with its source)
+    const measured = [...document.querySelectorAll('[class*="st-key-evidence_"] [data-testid="stDataFrame"] td')].map(e => e.textContent);  // an advisor's evidence quotes a measured value with its source (XLA's alias bytes: 0 B)
+    const numbers = [...[...document.querySelectorAll('.tp-kpis')].map(t => t.innerText), ...cells.filter(c => !measured.includes(c))].join('\n');  // where an unknown shows n/a
     for (const m of numbers.matchAll(/(^|[^\d.,])0 B\b/g)) problems.push(`"0 B" in a KPI table or grid (unknown is n/a): …${where(numbers, m.index)}…`);
     for (const m of text.matchAll(/\d(?:\.\d+)?e[+\-]\d+ ?m?s\b/g)) problems.push(`a time in e-notation: …${where(text, m.index)}…`);
     for (const plot of document.querySelectorAll('.js-plotly-plot')) {  // labels that overlap, or a legend cut by the figure's edge
