@@ -1131,7 +1131,8 @@ SWEEP_JS = r"""() => {
         const own = [...e.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
         if (own && e.scrollWidth > e.clientWidth + 1) problems.push(`cut (${e.scrollWidth} > ${e.clientWidth} px): ${e.innerText.trim().slice(0, 80)}`);
     }
-    const numbers = [...[...document.querySelectorAll('.tp-kpis')].map(t => t.innerText), ...cells].join('\n');  // where an unknown shows n/a (an advisor's evidence may quote a measured 0 B with its source)
+    const measured = [...document.querySelectorAll('[class*="st-key-evidence_"] [data-testid="stDataFrame"] td')].map(e => e.textContent);  // an advisor's evidence quotes a measured value with its source (XLA's alias bytes: 0 B)
+    const numbers = [...[...document.querySelectorAll('.tp-kpis')].map(t => t.innerText), ...cells.filter(c => !measured.includes(c))].join('\n');  // where an unknown shows n/a
     for (const m of numbers.matchAll(/(^|[^\d.,])0 B\b/g)) problems.push(`"0 B" in a KPI table or grid (unknown is n/a): …${where(numbers, m.index)}…`);
     for (const m of text.matchAll(/\d(?:\.\d+)?e[+\-]\d+ ?m?s\b/g)) problems.push(`a time in e-notation: …${where(text, m.index)}…`);
     for (const plot of document.querySelectorAll('.js-plotly-plot')) {  // labels that overlap, or a legend cut by the figure's edge
@@ -1231,6 +1232,25 @@ def test_every_page_and_tab_has_no_null_cell(sweep_store: dict, tmp_path: Path, 
         at.run()
         for tab in ("Overview", "Memory", "Ops & fusion", "Compiles", "Config"):
             _holes(opened(at, tab), f"run page of {name}, {tab}")
+
+
+def test_runs_page_shows_every_tag_in_full(sweep_store: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tags column is as wide as its longest cell (the `--repeat` groups' `repeat=<run id>-<hash>`),
+    so two runs that differ by a tag never look the same at 1280 px; the grid scrolls in its box."""
+    from tpu_perf.dashboard.screens import runs
+
+    monkeypatch.setenv("TPU_PERF_STORE", str(sweep_store["store"]))
+    monkeypatch.setenv("TPU_PERF_CACHE_DIR", str(tmp_path / "cache"))
+    at = page("runs").run()
+    assert not at.exception
+    shown = at.dataframe[0].value
+    kept = {json.loads((d / "run.json").read_text())["name"] for d in sweep_store["store"].iterdir() if (d / "run.json").exists()}
+    assert set(shown["name"]) == kept
+    longest = max(shown["tags"], key=len)
+    assert longest.startswith("repeat=") and len(longest) > 20  # cut at the old 72 px
+    width = json.loads(at.dataframe[0].proto.columns)["tags"]["width"]
+    assert width >= len(longest) * runs.CHAR_PX + runs.CELL_PAD_PX - 1, (width, longest)
+    assert json.loads(at.dataframe[0].proto.columns)["name"]["width"] == runs.COLUMNS["name"]["width"]  # the others as they were
 
 
 def test_browser_every_page_and_tab_reads_right(sweep_store: dict, tmp_path: Path) -> None:

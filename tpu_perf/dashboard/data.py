@@ -162,6 +162,7 @@ _LISTINGS = _Memo(4)
 _REPORTS = _Memo(256)
 _VALUES = _Memo(256)
 _SUMMARIES = _Memo(4096)
+_INDEXED = _Memo(4)
 WORKERS = max(2, min(4, os.cpu_count() or 1))
 """Runs loaded at once. Parquet decoding (pyarrow) releases the GIL, so on free cores a second
 thread overlaps one run's reads with another's analysis; the analysis itself holds the GIL."""
@@ -174,6 +175,7 @@ def clear_caches() -> None:
     _REPORTS.clear()
     _VALUES.clear()
     _SUMMARIES.clear()
+    _INDEXED.clear()
 
 
 def open_run(url: str, stamp: float) -> Run:
@@ -377,7 +379,13 @@ ROW_SLACK_S = 2.0
 def indexed_summaries(store: str, refs: list[RunRef]) -> dict[str, dict[str, Any]]:
     """The runs page's numbers of every finished run the store's runs index holds a row for
     (README "The runs index"), by run id: no run analysed. Runs without a row (older ones) are
-    analysed as before. Empty when the index cannot be read."""
+    analysed as before. Empty when the index cannot be read. Read again only when a run's stamp
+    changed (a row written changes its folder's): a rerun reads no row file. Shared: read-only."""
+    key = (store, tuple((r.id, r.stamp) for r in refs))
+    return _INDEXED.get(key, lambda: _indexed_summaries(store, refs))
+
+
+def _indexed_summaries(store: str, refs: list[RunRef]) -> dict[str, dict[str, Any]]:
     from tpu_perf.store.index import known_rows
 
     try:

@@ -94,6 +94,14 @@ def settings_beside(manifests: Mapping[str, Mapping[str, Any]], baseline: str, l
     return f" Settings that differ: {'; '.join(said)}{more}."
 
 
+@st.cache_data(max_entries=512, show_spinner=False)
+def _settings_between(baseline: str, baseline_url: str, baseline_stamp: float, label: str, url: str, stamp: float) -> str:
+    """`settings_beside` of two runs, kept per pair (URLs and stamps): a change of comparison
+    compares again only the pairs it has not shown before."""
+    manifests = {baseline: data.open_run(baseline_url, baseline_stamp).manifest, label: data.open_run(url, stamp).manifest}
+    return settings_beside(manifests, baseline, label)
+
+
 def _finding(d: FindingDiff, basis: str | None) -> None:
     line, others = finding_line(d, basis)
     st.markdown(line)
@@ -165,12 +173,13 @@ def whole_trace_words(docs: Mapping[str, Mapping[str, Any]], baseline: str) -> l
 
 def _breakdown(docs: Mapping[str, dict[str, Any]], refs: Mapping[str, data.RunRef], baseline: str) -> None:
     table = breakdown_compare.breakdown_side_by_side(docs, baseline)
-    manifests = {label: data.open_run(ref.url, ref.stamp).manifest for label, ref in refs.items()}
+    base = refs.get(baseline)
     for label in docs:  # the change in ms, and the settings beside it, with or without a breakdown
         if label != baseline:
             said = (None if table.empty else largest_change(table, baseline, label)) or step_change(docs, baseline, label)
             if said:
-                st.markdown(said + settings_beside(manifests, baseline, label))
+                ref = refs[label]
+                st.markdown(said + (_settings_between(baseline, base.url, base.stamp, label, ref.url, ref.stamp) if base is not None else ""))
     if table.empty:
         widgets.missing("Step-time breakdown", "It comes from the trace window's device timeline; record with a trace window (the default).")
         return

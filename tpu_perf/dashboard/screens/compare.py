@@ -17,6 +17,7 @@ from tpu_perf.dashboard import (
     kpi_table,
     shape,
     state,
+    step_charts,
     tables,
     why,
     widgets,
@@ -128,14 +129,15 @@ def _kpis(docs: dict[str, dict[str, Any]], baseline: str, checked: list[export.C
 
 
 def _steps(docs: dict[str, dict[str, Any]], refs: dict[str, data.RunRef]) -> None:
-    frames = [(label, data.phases_of(refs[label], doc)) for label, doc in docs.items()]
-    if all(f.empty for _, f in frames):
+    runs = tuple(step_charts.source(label, refs[label], doc) for label, doc in docs.items())
+    if step_charts.step_charts(runs, True, "step") is None:
         widgets.missing("Steps", "None of these runs recorded a step.")
         return
     log, x = widgets.step_axes("cmp")
+    times, distribution = step_charts.step_charts(runs, log, x)
     left, right = st.columns(2)
-    left.plotly_chart(figures.step_times(frames, log=log, x=x), width="stretch", key="cmp_steps")
-    right.plotly_chart(figures.step_distribution([(label, figures.steady_step_times(f)) for label, f in frames]), width="stretch", key="cmp_dist")
+    left.plotly_chart(times, width="stretch", key="cmp_steps")
+    right.plotly_chart(distribution, width="stretch", key="cmp_dist")
 
 
 def _memory(docs: dict[str, dict[str, Any]], refs: dict[str, data.RunRef]) -> None:

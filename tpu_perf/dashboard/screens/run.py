@@ -23,6 +23,7 @@ from tpu_perf.dashboard import (
     kpi_table,
     shape,
     state,
+    step_charts,
     tables,
     widgets,
 )
@@ -68,9 +69,10 @@ def _overview(doc: dict[str, Any], ref: data.RunRef) -> None:
             widgets.missing("Steps", "The script ran no step tpu-perf could see; mark steps with `tpu_perf.step()`.")
     else:
         log, x = widgets.step_axes("run")
+        charts = step_charts.step_charts((step_charts.source(ref.name, ref, doc),), log, x)
         left, right = st.columns(2)
-        left.plotly_chart(figures.step_times([(ref.name, frame)], log=log, x=x), width="stretch", key="run_steps")
-        right.plotly_chart(figures.step_distribution([(ref.name, figures.steady_step_times(frame))]), width="stretch", key="run_dist")
+        left.plotly_chart(charts[0], width="stretch", key="run_steps")
+        right.plotly_chart(charts[1], width="stretch", key="run_dist")
     parts = breakdown_fractions(doc)
     if parts:
         whole = breakdown_compare.whole_trace_only(doc)

@@ -51,7 +51,7 @@ def runs_table(rows: list[dict]) -> pd.DataFrame:
 
 COLUMNS = {
     "name": st.column_config.TextColumn(width=82),
-    "tags": st.column_config.TextColumn(width=72, help="the run's tags (key=value); click a cell to read a long one"),
+    "tags": st.column_config.TextColumn(width=72, help="the run's tags (key=value), in full: the table scrolls sideways in its box when they are long"),
     "status": st.column_config.TextColumn(width=76),
     "chip": st.column_config.TextColumn(width=80, help="chip × devices"),
     "framework": st.column_config.TextColumn("frame", width=46, help="framework"),
@@ -64,6 +64,19 @@ COLUMNS = {
     "id": st.column_config.TextColumn(width=165),
 }
 """Widths in px: every column shows at 1280 px beside the sidebar (the grid scrolls past that)."""
+
+CHAR_PX = 7.5
+"""Width of a character of the grid's 14 px font, generously (Source Sans averages about 7 px; digits and `=` 7.7)."""
+CELL_PAD_PX = 24
+"""A grid cell's left and right padding, and room for the column's resize handle."""
+
+
+def column_config(table: pd.DataFrame) -> dict:
+    """`COLUMNS` with the tags column as wide as its longest cell (never cut: two runs that differ
+    by a tag late in the list must not look the same); past the page's width the grid scrolls in its box."""
+    longest = max((len(t) for t in table["tags"]), default=0)
+    tags = COLUMNS["tags"]
+    return {**COLUMNS, "tags": {**tags, "width": max(int(tags["width"]), round(longest * CHAR_PX) + CELL_PAD_PX)}}
 
 
 def _filtered(rows: list[dict]) -> list[dict]:
@@ -94,7 +107,8 @@ def _rows(refs: list[data.RunRef]) -> list[dict]:
     if not pending:
         return rows
     first = st.empty()
-    first.dataframe(runs_table(rows), hide_index=True, column_config=COLUMNS, width="stretch")
+    listed = runs_table(rows)
+    first.dataframe(listed, hide_index=True, column_config=column_config(listed), width="stretch")
     bar = st.progress(0.0)
     every = max(1, len(pending) // 25)  # a message to the browser per 4 %, not per run
     for done, (i, row) in enumerate(data.analyse([refs[i] for i in pending]), 1):
@@ -121,7 +135,7 @@ def _body(listed: tuple[list[data.RunRef], list[str]] | None = None) -> None:
         st.info("No run matches the filters.")
         return
     table = runs_table(shown_rows)
-    event = st.dataframe(table, hide_index=True, column_config=COLUMNS, on_select="rerun", selection_mode="multi-row", key="runs_table", width="stretch")
+    event = st.dataframe(table, hide_index=True, column_config=column_config(table), on_select="rerun", selection_mode="multi-row", key="runs_table", width="stretch")
     picked = [str(table["id"].iloc[i]) for i in event.selection.rows] if event is not None else []
     st.session_state[state.SELECTION] = picked
     left, right, _ = st.columns([2, 2, 4])
