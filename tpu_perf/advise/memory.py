@@ -69,7 +69,9 @@ def no_donation(s: Signals) -> Finding:
         return passed(NO_DONATION, "PyTorch optimizers update parameters in place")
     if s.output_bytes is None or s.argument_bytes is None:
         return not_evaluable(NO_DONATION, "no XLA memory analysis of a step program (JAX runs with a jitted step save it)")
-    alias = s.alias_bytes or 0
+    if s.alias_bytes is None:  # unknown, not none donated
+        return not_evaluable(NO_DONATION, "XLA's memory analysis of the step gave no alias bytes: whether inputs were donated is unknown")
+    alias = s.alias_bytes
     evidence = [src("argument_bytes", s.argument_bytes), src("output_bytes", s.output_bytes), src("alias_bytes", alias)]
     returns_state = s.output_bytes >= T.DONATION_MIN_FRACTION * s.argument_bytes and s.output_bytes >= T.DONATION_MIN_BYTES
     if not returns_state:
