@@ -3,7 +3,8 @@
 Two sources: `tpu_perf.request()` / `tpu_perf.token()` marks (hand-written servers and decode loops),
 and Hugging Face `generate()` in PyTorch, hooked where it is defined (`GenerationMixin.generate`):
 each call is a request per prompt row, each forward pass of the model inside it one token per row
-(the first one is the prefill: its end is the first token).
+(the first one is the prefill). A token is stamped when it has been sampled: when the next pass
+starts, or `generate()` returns (as a streamer or a `max_new_tokens=1` call would clock it).
 
 A request keeps its token times in memory and is written whole when it ends: one `requests` row and
 one `tokens` row per token step, so a token costs the loop one clock read and one list append.
@@ -149,20 +150,29 @@ def _hook_hf(log: GenerationLog, module: ModuleType) -> Callable[[], None]:
         device = getattr(getattr(self, "device", None), "type", "cpu")
         sync = log.rec.sync if device != "cpu" else None
         cache: list[Any] = [None]
+        pending = [False]
+
+        def forward_start(_module: Any, _inputs: Any) -> None:
+            if pending[0]:  # the token the last pass made was sampled: the loop moved on to the next
+                pending[0] = False
+                log.token(rows)
 
         def forward_done(_module: Any, _inputs: Any, output: Any) -> None:
             if sync is not None:  # the token exists once the device has computed it
                 sync()
-            log.token(rows)
+            pending[0] = True
             cache[0] = output_cache(output)
 
         log.request_start("auto:generate", prompt, rows)
         busy.depth = 1
-        handle = self.register_forward_hook(forward_done)
+        handles = (self.register_forward_pre_hook(forward_start), self.register_forward_hook(forward_done))
         try:
-            return original(self, *args, **kwargs)
+            out = original(self, *args, **kwargs)
+            forward_start(self, ())  # the last token: sampled before generate() returned
+            return out
         finally:
-            handle.remove()
+            for handle in handles:
+                handle.remove()
             busy.depth = 0
             kv_bytes, kv_dtype = kv_cache_bytes(cache[0])
             log.describe(weight_bytes=weight_bytes_of(self), prompt_positions=None if prompt is None else prompt // rows, kv_bytes_per_position=kv_bytes, kv_dtype=kv_dtype)

@@ -4,8 +4,8 @@
 
 While such a block is open, module-wide forward hooks find the outermost module calls (the model,
 not its layers) whose first argument is a tensor of token ids. Each is a token step, one token per
-row; a call over more than one position is a prefill and starts a request, as does the block's first
-call. A training script's evaluation under `no_grad` looks the same, so these requests are kept aside
+row, stamped once sampled (when the next call starts or the request ends); a call over more than one
+position is a prefill and starts a request, as does the block's first call. A training script's evaluation under `no_grad` looks the same, so these requests are kept aside
 and written only when the run took no training step: then they are what the run did.
 Outside such blocks the hooks are not installed, so training steps pay nothing.
 """
@@ -123,7 +123,8 @@ class TokenLoop:
         depth = getattr(self._local, "calls", 0)
         self._local.calls = depth + 1
         if depth == 0:
-            self._local.started_call = self.rec.now()
+            self._local.started_call = now = self.rec.now()
+            self._stamp(now)
 
     def _post(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
         depth = getattr(self._local, "calls", 1) - 1
@@ -144,11 +145,19 @@ class TokenLoop:
                                       rows * positions if positions > 1 else None, rows)
             request.arrays.update(weight_bytes=weight_bytes_of(module), prompt_positions=positions)
             self._local.request = request
-        request.times.append(self.rec.now())
-        request.counts.append(rows)
+        self._local.pending = rows  # stamped once sampled: when the next call starts, or the request ends
         self._local.cache = output_cache(output)
 
+    def _stamp(self, now: float) -> None:
+        """The last call's token was sampled by `now`: it counts to the open request."""
+        rows, request = getattr(self._local, "pending", None), getattr(self._local, "request", None)
+        self._local.pending = None
+        if rows is not None and request is not None:
+            request.times.append(now)
+            request.counts.append(rows)
+
     def _end_request(self, end: float) -> None:
+        self._stamp(end)
         request: Request | None = getattr(self._local, "request", None)
         if request is None:
             return
