@@ -1,7 +1,8 @@
 """Eager token loops recorded unchanged (collectors/torch/token_loop.py): PyTorch examples'
-word_language_model/generate.py and a hand-written greedy loop over a Hugging Face model with its KV
-cache, neither calling generate() nor marking anything, read as generation runs that match the
-scripts' own clocks; a training script's evaluations under no_grad do not."""
+word_language_model/generate.py, an unmarked server over its LSTM (sequence-first prompts) and a
+hand-written greedy loop over a Hugging Face model with its KV cache, none calling generate() or
+marking anything, read as generation runs that match the scripts' own clocks; a training script's
+evaluations under no_grad do not."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ def near(value: float | None, truth: float, tolerance: float) -> bool:
     return value is not None and abs(value - truth) <= tolerance * truth
 
 
-@pytest.mark.parametrize("name", ["torch_word_lm_generate", "hf_greedy_loop"])
+@pytest.mark.parametrize("name", ["torch_word_lm_generate", "hf_greedy_loop", "torch_rnn_server"])
 def test_an_eager_token_loop_is_a_generation_run(corpus_runs, name: str) -> None:
     run = corpus_runs(name)
     truth, doc = run.truth, report_doc(run.dir, run.store)

@@ -5,8 +5,10 @@
 While such a block is open, module-wide forward hooks find the outermost module calls (the model,
 not its layers) whose first argument is a tensor of token ids. Each is a token step, one token per
 row, stamped once sampled (when the next call starts or the request ends); a call over more than one
-position is a prefill and starts a request, as does the block's first call. A training script's evaluation under `no_grad` looks the same, so these requests are kept aside
-and written only when the run took no training step: then they are what the run did.
+position is a prefill and starts a request, as does the block's first call (read batch-first until
+the first decode call's rows show a sequence-first prompt). A training script's evaluation under
+`no_grad` looks the same, so these requests are kept aside and written only when the run took no
+training step: then they are what the run did.
 Outside such blocks the hooks are not installed, so training steps pay nothing; inside one, the
 module-wide hooks last until the first call on token ids, whose module (the model) is then hooked
 alone.
@@ -162,6 +164,13 @@ class TokenLoop:
                                       rows * positions if positions > 1 else None, rows)
             request.arrays.update(weight_bytes=weight_bytes_of(module), prompt_positions=positions)
             self._local.request = request
+            self._local.prefill = (rows, positions) if positions > 1 else None
+        elif getattr(self._local, "prefill", None) is not None:  # the first decode call after a prefill
+            first, second = self._local.prefill
+            self._local.prefill = None
+            if second == rows != first:  # the prompt was sequence-first (positions, rows), as an RNN LM feeds it
+                request.sequences, request.counts = rows, [rows] * len(request.counts)
+                request.arrays["prompt_positions"] = first
         self._local.pending = rows  # stamped once sampled: when the next call starts, or the request ends
         self._local.cache = output_cache(output)
 
