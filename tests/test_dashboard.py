@@ -1131,7 +1131,9 @@ SWEEP_JS = r"""() => {
         const own = [...e.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
         if (own && e.scrollWidth > e.clientWidth + 1) problems.push(`cut (${e.scrollWidth} > ${e.clientWidth} px): ${e.innerText.trim().slice(0, 80)}`);
     }
-    const measured = [...document.querySelectorAll('[class*="st-key-evidence_"] [data-testid="stDataFrame"] td')].map(e => e.textContent);  // an advisor's evidence quotes a measured value with its source (XLA's alias bytes: 0 B)
+    // an advisor's evidence quotes a measured value with its source (XLA's alias bytes: 0 B); the bytes at the peak by
+    // category are XLA's liveness, where a category a run has none of is a measured 0 (no optimizer state), not unknown
+    const measured = [...document.querySelectorAll('[class*="st-key-evidence_"] [data-testid="stDataFrame"] td, .st-key-cmp_at_peak [data-testid="stDataFrame"] td')].map(e => e.textContent);
     const numbers = [...[...document.querySelectorAll('.tp-kpis')].map(t => t.innerText), ...cells.filter(c => !measured.includes(c))].join('\n');  // where an unknown shows n/a
     for (const m of numbers.matchAll(/(^|[^\d.,])0 B\b/g)) problems.push(`"0 B" in a KPI table or grid (unknown is n/a): …${where(numbers, m.index)}…`);
     for (const m of text.matchAll(/\d(?:\.\d+)?e[+\-]\d+ ?m?s\b/g)) problems.push(`a time in e-notation: …${where(text, m.index)}…`);
