@@ -144,8 +144,9 @@ def input_loop(tmp_path_factory: pytest.TempPathFactory):
 
     def get(name: str) -> tuple[object, dict, dict]:
         if name not in made:
-            # six traced steps: the medians below stand on more than one step a descheduled thread can shift
-            made[name] = _record(tmp_path_factory.mktemp(f"split_{name}"), *INPUTS[name], "--steps", "14", record_args=("--trace-steps", "3:9"))
+            # six traced steps: the medians below stand on more than one step a descheduled thread can shift;
+            # 20 steps leave the steady sample 5 or more beside them (warm-up, the window's two instrumented ends, the tail)
+            made[name] = _record(tmp_path_factory.mktemp(f"split_{name}"), *INPUTS[name], "--steps", "20", record_args=("--trace-steps", "3:9"))
         return made[name]
 
     return get
