@@ -1131,10 +1131,9 @@ SWEEP_JS = r"""() => {
         const own = [...e.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
         if (own && e.scrollWidth > e.clientWidth + 1) problems.push(`cut (${e.scrollWidth} > ${e.clientWidth} px): ${e.innerText.trim().slice(0, 80)}`);
     }
-    // an advisor's evidence quotes a measured value with its source (XLA's alias bytes: 0 B); the bytes at the peak by
-    // category are XLA's liveness, where a category a run has none of is a measured 0 (no optimizer state), not unknown
-    const measured = [...document.querySelectorAll('[class*="st-key-evidence_"] td, [class*="st-key-cmp_at_peak"] td')].map(e => e.textContent);  // the key's class on the grid or a box around it
-    const numbers = [...[...document.querySelectorAll('.tp-kpis')].map(t => t.innerText), ...cells.filter(c => !measured.includes(c))].join('\n');  // where an unknown shows n/a
+    // where an unknown must show n/a: the KPI tables (the grids hold measured values too: an advisor's evidence quotes
+    // XLA's alias bytes, 0 B; the bytes at the peak by category give 0 B for a category a run has none of)
+    const numbers = [...document.querySelectorAll('.tp-kpis')].map(t => t.innerText).join('\n');
     for (const m of numbers.matchAll(/(^|[^\d.,])0 B\b/g)) problems.push(`"0 B" in a KPI table or grid (unknown is n/a): …${where(numbers, m.index)}…`);
     for (const m of text.matchAll(/\d(?:\.\d+)?e[+\-]\d+ ?m?s\b/g)) problems.push(`a time in e-notation: …${where(text, m.index)}…`);
     for (const plot of document.querySelectorAll('.js-plotly-plot')) {  // labels that overlap, or a legend cut by the figure's edge

@@ -314,15 +314,6 @@ class Recorder:
             (mark_current or self.steps.mark_current_instrumented)()
             self._trace_call(trace, trace.stop, active=False)
 
-    def cut_trace(self) -> bool:
-        """Stop an open trace window now (True when one was open): the JAX tracker's window opened on
-        the calls of a function that turned out not to be the step, and the step's calls open another."""
-        trace = self.trace
-        if trace is None or not trace.active:
-            return False
-        self._trace_call(trace, trace.stop, active=False)
-        return True
-
     def yield_trace(self, reason: str) -> bool:
         """The script starts its own profiler: stop tpu-perf's window (or never open it), warn once.
 

@@ -314,15 +314,12 @@ class JitTracker:
     def _leads(self, state: FunctionState) -> bool:
         """Whether `state`'s calls drive the trace window while no step is known: nothing has carried
         state between calls (a predict loop, a loop synced by `np.asarray`) and it is the most-called
-        function, the one `fallback` takes as the step at the end, called on the main thread (a
-        prefetch thread's jitted augmentation is called most before the train step has carried its
-        state twice). Without this such a step was found only after the run, too late for a trace window."""
+        function, the one `fallback` takes as the step at the end. Without this such a step was
+        found only after the run, too late for a trace window."""
         trace = self.rec.trace
         if self.rec.steps.source is not None and self.provisional is not None:  # marked steps came after all
             self._rearm("before the script's first marked step")
         if trace is None or trace.done or self.rec.steps.source is not None:
-            return False
-        if threading.current_thread() is not threading.main_thread():  # a prefetch thread's jitted work runs ahead of the loop's step
             return False
         if self.provisional is not None and self.provisional is not state:
             return False  # one function's call indices open and close the window
@@ -331,12 +328,9 @@ class JitTracker:
         return all(state.calls >= f.calls for f in self.functions if f is not state)
 
     def _rearm(self, when: str) -> None:
-        """The window went to another function's calls (an eval, or a device-only measurement, before
-        training): close it if still open, drop that trace, so the step's own calls open the window
-        again; else say so."""
+        """The window went to another function's calls (an eval before training): drop that trace,
+        when it is closed, so the step's own calls open the window again; else say so."""
         trace, name, self.provisional = self.rec.trace, self.provisional.name if self.provisional else "?", None
-        if trace is not None and trace.active and self.discard_trace is not None and self.rec.cut_trace():  # still open: close it here
-            self.rec.steps.mark_current_instrumented()  # the stop's cost is this iteration's, not the step's
         if trace is not None and trace.done and not trace.active and self.discard_trace is not None:
             self.discard_trace()
             trace.done = False
