@@ -61,3 +61,28 @@ def test_a_request_inside_one_loop_is_a_generation_run(corpus_runs) -> None:
     script_wall = truth["generated_tokens"] / truth["tokens_per_s"]
     assert i["tokens_per_s"] == pytest.approx(truth["generated_tokens"] / (script_wall - i["own_s"]), rel=0.2)
     assert doc["steps"]["count"] == 12 and "training" not in " ".join(run.manifest.get("warnings") or [])
+
+
+def test_a_scan_decoder_is_a_generation_run(corpus_runs) -> None:
+    """A `generate` that prefills, then samples its new tokens in one `lax.scan` (trips XLA proved:
+    tests/corpus/jax_scan_generate.py): each call is a request of 2 rows, 32 tokens each, the first
+    sampled after the prefill and the rest one per trip, stacked time-major and transposed."""
+    run = corpus_runs("jax_scan_generate")
+    truth, doc = run.truth, report_doc(run.dir, run.store)
+    i = doc["inference"]
+    assert i is not None and i["source"] == "auto:while-loop" and i["ttft_s"] is None
+    assert (i["requests"], i["generated_tokens"]) == (truth["requests"], truth["generated_tokens"])
+    assert i["tpot_s"]["p50"] == pytest.approx(np.median(truth["tpot"]), rel=0.3)
+    script_wall = truth["generated_tokens"] / truth["tokens_per_s"]
+    assert i["tokens_per_s"] == pytest.approx(truth["generated_tokens"] / (script_wall - i["own_s"]), rel=0.2)
+
+
+def test_a_scan_that_feeds_back_no_token_is_not_a_request(tmp_path: Path) -> None:
+    """A tagger's scan takes an argmax label per position (tests/scripts/jax_scan_tagger.py) but
+    feeds none back: its calls stay steps, not requests."""
+    script = ROOT / "tests" / "scripts" / "jax_scan_tagger.py"
+    proc = tpu_perf_cli("record", "-q", "--store", str(tmp_path / "runs"), str(script))
+    assert proc.returncode == 0, proc.stderr
+    folder = next((tmp_path / "runs").iterdir())
+    doc = report_doc(folder, tmp_path / "runs")
+    assert doc["inference"] is None and doc["steps"]["count"] == 12
