@@ -269,3 +269,26 @@ def test_decode_loop_rules_on_a_growing_cache_and_its_fix(corpus_runs) -> None:
     assert tpu.expected_gain.kind == "upper_bound" and tpu.expected_gain.amount == pytest.approx(1 / ((1 - d) + d / step))
     assert {decode_recompiles(replace(grow, inference=None)).outcome, decode_host_sync(replace(grow, inference=None)).outcome} == {"not_evaluable"}
 
+
+
+def test_torch_compile_recompiling_in_every_request_is_named(corpus_runs) -> None:
+    """Hugging Face's static cache + torch.compile recipe (tests/corpus/hf_compiled_generate.py): the
+    compiled forward's guards fail again in later requests. A run of requests without steps warms
+    up in its first request; the compiles after it are recompiles, named with Dynamo's failed guard
+    and charged to the requests' wall time."""
+    from tpu_perf.advise.rules import advise_signals
+    from tpu_perf.advise.signals import build_signals
+    from tpu_perf.store import load_run
+
+    run = corpus_runs("hf_compiled_generate")
+    doc = report_doc(run.dir, run.store)
+    i, c = doc["inference"], doc["compile"]
+    assert (i["requests"], i["generated_tokens"]) == (run.truth["requests"], run.truth["generated_tokens"])
+    assert near(i["tokens_per_s"], run.truth["tokens_per_s"], 0.20)
+    first_end = min(float(e) for e in load_run(str(run.dir)).table("requests")["end_time_s"])
+    compiles = load_run(str(run.dir)).compiles
+    late = compiles[(compiles["event"] == "backend_compile") & (compiles["time_s"] > first_end)]
+    assert c["after_warmup"] == len(late) > 0 and c["after_warmup_s"] == pytest.approx(late["duration_s"].sum())
+    found = {f.id: f for f in advise_signals(build_signals(load_run(str(run.dir)))).findings}
+    rec = found["decode-recompiles"]
+    assert rec.outcome == "fired" and "a failed guard (torch.compile)" in rec.reason and "len(kwargs)" in rec.reason, rec.reason

@@ -16,6 +16,7 @@ from tpu_perf.advise.finding import (
     passed,
 )
 from tpu_perf.advise.signals import OP_PARTS, Signals, src
+from tpu_perf.analyzers.torch_compile import guard_words
 
 JAX_JIT_DOCS = "https://docs.jax.dev/en/latest/jit-compilation.html"
 
@@ -32,6 +33,7 @@ RECOMPILATION = Rule(
 CAUSES = {
     "shape": "a new shape", "dtype": "a new dtype", "sharding": "a new sharding", "static": "a static argument's new value",
     "structure": "a new pytree structure", "value": "a new non-array argument", "unknown": "no argument change seen",
+    "guard": "a failed guard (torch.compile)",
 }
 """What each kind of recompile cause (collectors/jax/recompiles.py) is, in the reason's words."""
 
@@ -106,7 +108,7 @@ def recompilation(s: Signals) -> Finding:
         what = "in the steps that recompiled, beyond a step that did not" if s.recompile_excess_s is not None else "in recompiles"
         lower = " (for PyTorch a lower bound: Dynamo's dynamic-shape graphs also run slower, without a compile event)" if s.framework == "torch" else ""
         gain = Gain(factor=1 / (1 - share), basis=f"{share:.0%} of the wall time after warm-up went {what}; a step whose arguments keep their shapes and static values compiles once{lower}", kind="estimate")
-    changing = "; ".join(r["reason"].splitlines()[0][:160] for r in s.torch_recompile_reasons[:3])
+    changing = "; ".join(guard_words(r["reason"])[:160] for r in s.torch_recompile_reasons[:3])
     top = ", ".join(f"{name} x{n}" for name, n in list(s.late_functions.items())[:3])
     reason = f"{s.late_compiles} recompiles in the {later} steps after warm-up ({per_step:.2f} per step: {top})" + (f"; Dynamo: {changing}" if changing else "")
     causes = s.recompile_causes[:3]

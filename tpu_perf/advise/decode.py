@@ -122,8 +122,8 @@ def decode_recompiles(s: Signals) -> Finding:
     i = s.inference
     if i is None:
         return not_evaluable(DECODE_RECOMPILES, "no generation requests were recorded (an inference run only)")
-    if s.late_compiles is None or not s.steps_after_warmup:
-        return not_evaluable(DECODE_RECOMPILES, "no decode steps whose compiles were heard (Hugging Face generate() and marked requests are not jitted steps tpu-perf times; torch.compile recompiles show in the compile section)")
+    if s.late_compiles is None:
+        return not_evaluable(DECODE_RECOMPILES, "no compiles were heard after the first request or decode steps (one request, or a framework whose compiles no hook sees)")
     cost = s.recompile_excess_s if s.recompile_excess_s is not None else s.late_compile_s
     share = min(1.0, (cost or 0.0) / i.wall_s) if i.wall_s > 0 else None
     evidence = [src("late_compiles", s.late_compiles), src("late_compile_s", s.late_compile_s), src("recompile_excess_s", s.recompile_excess_s),
@@ -139,7 +139,7 @@ def decode_recompiles(s: Signals) -> Finding:
         evidence += [ev(f"recompiles_by_{c['kind']}", c["count"], "compiles", f"compile.after_warmup_causes[{c['function']}, {c['kind']}]") for c in causes]
     gain = 1 / (1 - share) if share < 1 else None
     return fired(DECODE_RECOMPILES, what, evidence,
-                 Gain(factor=None, basis=f"one shape per program: the {share:.0%} of the requests' wall time spent recompiling goes, {gain:.2f}x generated tokens/s (the first request's compiles, in warm-up, are not counted)" if gain else "the requests' time is all recompiles",
+                 Gain(factor=None, basis=f"one shape per program: the {share:.0%} of the requests' wall time spent recompiling goes, {gain:.2f}x generated tokens/s (the first request's or warm-up's compiles are not counted)" if gain else "the requests' time is all recompiles",
                       kind="estimate", benefit="throughput", amount=gain, unit="tokens_per_s_factor"))
 
 

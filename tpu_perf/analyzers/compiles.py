@@ -15,7 +15,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tpu_perf.analyzers.inference import run_requests
 from tpu_perf.analyzers.steps import run_steps, run_warmup
+from tpu_perf.analyzers.torch_compile import guard_words
 from tpu_perf.store import Run
 
 
@@ -91,6 +93,9 @@ def _causes(run: Run, recompiles: pd.DataFrame) -> list[dict[str, object]]:
     """The recorder's causes of the recompiles after warm-up: those of the functions that recompiled,
     stamped after the first of their recompiles began, grouped by (function, kind), most first."""
     causes = (run.manifest.get("jax") or {}).get("recompile_causes") or []
+    if not causes and "recompile_reason" in recompiles:  # Dynamo says which guard failed at each
+        causes = [{"function": f, "kind": "guard", "what": guard_words(r), "time_s": t}
+                  for f, r, t in zip(recompiles["function"], recompiles["recompile_reason"], recompiles["time_s"], strict=True) if isinstance(r, str) and r.strip()]
     since = float(recompiles["time_s"].min())
     functions = set(recompiles["function"].astype(str))
     groups: dict[tuple[str, str], dict[str, object]] = {}
@@ -112,15 +117,22 @@ def after_warmup_compiles(run: Run) -> pd.DataFrame | None:
     `test_step` at the end of an epoch) is not one: it compiles once and is cached. Nor is a compile
     a checkpointing or logging library asked for (`occasional`, collectors/jax/callers.py: orbax
     slicing the arrays it saves, at every save): the step's shapes are not what changed. Warm-up is
-    `steps.run_warmup`. None: no steps, so no warm-up to count after (unknown, not zero)."""
+    `steps.run_warmup`. A run of requests without steps (Hugging Face `generate()`, a compiled
+    forward under it) warms up in its first request: a compile in a later one is after warm-up.
+    None: no steps and no requests, so no warm-up to count after (unknown, not zero)."""
     steps = run_steps(run)
     if steps.empty:
-        return None
+        requests = run_requests(run)[0]
+        if len(requests) < 2:
+            return None
+        steps = requests[["start_time_s", "end_time_s"]].astype(float).sort_values("end_time_s", kind="stable")
+        warmup = 1
+    else:
+        warmup = run_warmup(run)
     compiles = run.compiles
     if compiles.empty:
         return pd.DataFrame({"time_s": pd.Series(dtype=float), "duration_s": pd.Series(dtype=float), "function": pd.Series(dtype=str), "recompile": pd.Series(dtype=bool)})
     backend = compiles[compiles["event"] == "backend_compile"]
-    warmup = run_warmup(run)
     if warmup >= len(steps):
         return backend.iloc[0:0].assign(recompile=pd.Series(dtype=bool))
     warm_end, last_end = float(steps["end_time_s"].iloc[warmup - 1]), float(steps["end_time_s"].iloc[-1])

@@ -7,6 +7,7 @@ the manifest's `torch` facts. The common `compile.*` keys stay as every run has 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +32,16 @@ class TorchCompileStats:
 
 def _column(frame: pd.DataFrame, name: str) -> pd.Series:
     return frame[name] if name in frame else pd.Series([None] * len(frame), index=frame.index, dtype=object)
+
+
+def guard_words(reason: str) -> str:
+    """Dynamo's failed guard in a few words, for a table cell or a sentence:
+    "0/1: len(kwargs) == 7  # source  # file.py:134 in f  User stack trace: ..." ->
+    "len(kwargs) == 7 (file.py:134 in f)"."""
+    lines = reason.strip().splitlines()
+    parts = [p.strip() for p in (lines[0] if lines else "").split("#")]
+    guard = parts[0].split(": ", 1)[-1] if re.match(r"\d+/\d+: ", parts[0]) else parts[0]
+    return f"{guard} ({parts[-1]})" if len(parts) > 2 and parts[-1] else guard
 
 
 def analyze_torch_compile(run: Run) -> TorchCompileStats | None:

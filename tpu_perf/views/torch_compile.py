@@ -6,6 +6,7 @@ from typing import Any
 
 from rich.console import RenderableType
 
+from tpu_perf.analyzers.torch_compile import guard_words
 from tpu_perf.views.format import PlainTable as Table
 
 MAX_ROWS = 8
@@ -23,7 +24,7 @@ def render_torch_compile(doc: dict[str, Any]) -> RenderableType | None:
     for b in t["graph_break_reasons"][:MAX_ROWS]:
         table.add_row(f"graph break x{b['count']}", "", b["reason"])
     for r in t["recompile_reasons"][:MAX_ROWS]:
-        table.add_row("recompile", f"{r['function']} ({r['compile_id']})", r["reason"])
+        table.add_row("recompile", f"{r['function']} ({r['compile_id']})", guard_words(r["reason"]))
     cache = t.get("tpu_compile_cache")
     if cache:
         table.add_row("torch-tpu cache", "", ", ".join(f"{k} {v}" for k, v in cache.items()))
