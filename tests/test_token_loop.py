@@ -17,7 +17,7 @@ def near(value: float | None, truth: float, tolerance: float) -> bool:
     return value is not None and abs(value - truth) <= tolerance * truth
 
 
-@pytest.mark.parametrize("name", ["torch_word_lm_generate", "hf_greedy_loop", "torch_rnn_server"])
+@pytest.mark.parametrize("name", ["torch_word_lm_generate", "hf_greedy_loop", "hf_greedy_one_row", "torch_rnn_server"])
 def test_an_eager_token_loop_is_a_generation_run(corpus_runs, name: str) -> None:
     run = corpus_runs(name)
     truth, doc = run.truth, report_doc(run.dir, run.store)

@@ -6,7 +6,8 @@ While such a block is open, module-wide forward hooks find the outermost module 
 not its layers) whose first argument is a tensor of token ids. Each is a token step, one token per
 row, stamped once sampled (when the next call starts or the request ends); a call over more than one
 position is a prefill and starts a request, as does the block's first call (read batch-first until
-the first decode call's rows show a sequence-first prompt). A training script's evaluation under
+the first decode call's rows show how the prompt was laid out: a single row (1, P) or (P, 1), or
+sequence-first (P, rows)). A training script's evaluation under
 `no_grad` looks the same, so these requests are kept aside and written only when the run took no
 training step: then they are what the run did.
 Outside such blocks the hooks are not installed, so training steps pay nothing; inside one, the
@@ -164,15 +165,27 @@ class TokenLoop:
                                       rows * positions if positions > 1 else None, rows)
             request.arrays.update(weight_bytes=weight_bytes_of(module), prompt_positions=positions)
             self._local.request = request
-            self._local.prefill = (rows, positions) if positions > 1 else None
-        elif getattr(self._local, "prefill", None) is not None:  # the first decode call after a prefill
-            first, second = self._local.prefill
-            self._local.prefill = None
-            if second == rows != first:  # the prompt was sequence-first (positions, rows), as an RNN LM feeds it
-                request.sequences, request.counts = rows, [rows] * len(request.counts)
-                request.arrays["prompt_positions"] = first
+            self._local.first = tuple(int(n) for n in ids.shape) if ids.dim() == 2 else None
+        elif getattr(self._local, "first", None) is not None:  # the request's second call: a decode step
+            self._relayout(request, self._local.first, rows)
+            self._local.first = None
         self._local.pending = rows  # stamped once sampled: when the next call starts, or the request ends
         self._local.cache = output_cache(output)
+
+    @staticmethod
+    def _relayout(request: Request, first: tuple[int, int], rows: int) -> None:
+        """Read the request's first call again by the rows of its first decode step: a prompt of
+        one row fed batch-first (1, P) or sequence-first (P, 1), or of several rows sequence-first
+        (P, rows) as an RNN LM feeds it, looks like a decode step of other rows until then."""
+        if rows == request.sequences:
+            return
+        a, b = first
+        positions = a if b == rows else b if a == rows else None
+        if positions is None:
+            return
+        request.sequences, request.counts = rows, [rows] * len(request.counts)
+        request.prompt_tokens = rows * positions
+        request.arrays["prompt_positions"] = positions
 
     def _stamp(self, now: float) -> None:
         """The last call's token was sampled by `now`: it counts to the open request."""
