@@ -220,7 +220,8 @@ def _decode_bytes(requests: pd.DataFrame) -> tuple[float | None, float | None, f
 def _from_steps(requests: pd.DataFrame, steps: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Requests whose tokens are decode steps: each request's first token is its prefill's output,
     then one token per row for each step that started before the next request (at the step's
-    outputs-ready time where seen, else its own end)."""
+    outputs-ready time where seen, else its own end). A request whose prefill was a call of the
+    decode step itself has no first-token time of its own: the step that holds its start gives it."""
     requests = requests.copy()
     if steps.empty:
         return requests.iloc[0:0], pd.DataFrame(columns=["request", "time_s", "tokens"])
@@ -230,15 +231,21 @@ def _from_steps(requests: pd.DataFrame, steps: pd.DataFrame) -> tuple[pd.DataFra
     bounds = [*requests["start_time_s"].to_numpy(float)[1:], np.inf]
     rows: list[dict[str, float]] = []
     ends, generated, counts = [], [], []
-    for (_, request), upto in zip(requests.iterrows(), bounds, strict=True):
-        first, width = float(request["first_token_time_s"]), int(request["sequences"] or 1)
-        mine = done[(starts >= request["start_time_s"]) & (starts < upto)]
+    firsts, made = pd.to_numeric(requests["first_token_time_s"], errors="coerce").to_numpy(float), []
+    for (_, request), upto, first in zip(requests.iterrows(), bounds, firsts, strict=True):
+        width = int(request["sequences"] or 1)
+        after = starts >= request["start_time_s"]
+        if np.isnan(first):  # the decode step's own call was the prefill: the step that holds its start
+            held = min(int(np.searchsorted(starts, request["start_time_s"], side="left")), len(starts) - 1)  # the prefill's own step starts with the request
+            first, after = float(done[held]), np.arange(len(starts)) > held
+        made.append(first)
+        mine = done[after & (starts < upto)]
         times = [first, *mine.tolist()]
         rows += [{"request": request["request"], "time_s": t, "tokens": width} for t in times]
         ends.append(times[-1])
         counts.append(len(times))
         generated.append(width * len(times))
-    requests["end_time_s"], requests["generated_tokens"], requests["token_steps"] = ends, generated, counts
+    requests["first_token_time_s"], requests["end_time_s"], requests["generated_tokens"], requests["token_steps"] = made, ends, generated, counts
     return requests, pd.DataFrame(rows)
 
 

@@ -132,13 +132,20 @@ def _best_steps(run: Run) -> pd.DataFrame:
 
 def _mark_prefills(steps: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
     """A `prefill` column: the interleaved steps whose iteration holds a generation request's start
-    (its prefill ran between two decode steps: collectors/jax/prefill.py), not an eval."""
-    if requests.empty or "interleaved" not in steps or "start_time_s" not in requests:
+    (its prefill ran between two decode steps: collectors/jax/prefill.py), not an eval; and, where
+    the decode step's own call was the prefill (no first-token time of its own), that step."""
+    if requests.empty or "start_time_s" not in requests:
         return steps
-    starts = np.sort(requests["start_time_s"].to_numpy(dtype=float))
-    lo = np.searchsorted(starts, steps["start_time_s"].to_numpy(dtype=float), side="left")
-    hi = np.searchsorted(starts, steps["end_time_s"].to_numpy(dtype=float), side="left")
-    prefill = (hi > lo) & _flags(steps["interleaved"].fillna(False))
+    own = requests["first_token_time_s"].isna() if "first_token_time_s" in requests else pd.Series(False, index=requests.index)
+    if "interleaved" not in steps and not own.any():
+        return steps
+    interleaved = _flags(steps["interleaved"].fillna(False)) if "interleaved" in steps else np.zeros(len(steps), dtype=bool)
+    step_start, step_end = steps["start_time_s"].to_numpy(dtype=float), steps["end_time_s"].to_numpy(dtype=float)
+    prefill = np.zeros(len(steps), dtype=bool)
+    for starts, alone in ((requests.loc[~own, "start_time_s"], False), (requests.loc[own, "start_time_s"], True)):
+        starts = np.sort(starts.to_numpy(dtype=float))
+        holds = np.searchsorted(starts, step_end, side="left") > np.searchsorted(starts, step_start, side="left")
+        prefill |= holds if alone else holds & interleaved
     return steps.assign(prefill=prefill) if prefill.any() else steps
 
 
@@ -203,9 +210,9 @@ def steady_mask(steps: pd.DataFrame, warmup: int) -> pd.Series:
 
 def _extra_work(steps: pd.DataFrame) -> np.ndarray:
     """Steps with extra work in them: tpu-perf's (its trace window, a FLOP-counting step) or the
-    script's (an interleaved eval or checkpoint)."""
+    script's (an interleaved eval or checkpoint, a request's prefill)."""
     extra = np.zeros(len(steps), dtype=bool)
-    for column in ("traced", "instrumented", "interleaved"):
+    for column in ("traced", "instrumented", "interleaved", "prefill"):
         if column in steps:
             flags = steps[column]
             extra |= _flags(flags if flags.dtype == bool else flags.fillna(False))

@@ -23,7 +23,7 @@ from types import FrameType
 from typing import Any
 
 from tpu_perf.collectors.jax import at_peak, callers, choice, recompiles
-from tpu_perf.collectors.jax.prefill import PrefillWatch
+from tpu_perf.collectors.jax.prefill import PrefillWatch, carries, carry_paths
 from tpu_perf.collectors.jax.ready import Call, ReadyWatcher, SyncStamper, block_ready, waitable
 from tpu_perf.collectors.jax.wrappers import OuterCalls
 from tpu_perf.collectors.session import Recorder
@@ -135,6 +135,9 @@ class JitTracker:
         self.outer = OuterCalls(recorder.now, recorder.called)
         self.prefills = PrefillWatch(recorder.now)
         """A prefill before each run of decode steps: generation requests (prefill.py)."""
+        self._carry_paths: tuple[tuple[Any, ...], ...] = ()
+        """Where the step function's calls take its own last outputs (prefill.carry_paths)."""
+        self._carry_tries = 0
         self.recompiles: list[dict[str, Any]] = []
         """What changed in a function's arguments at each of its compiles after the first (recompiles.py)."""
         self.oom: tuple[FunctionState, str] | None = None
@@ -192,6 +195,9 @@ class JitTracker:
         carried = sum(1 for x in arg_leaves if id(x) in state.out_ids) if (state.out_ids and step_fn is None) else 0
         if step_fn is None:
             choice.observe(state, arg_leaves, state.out_ids)
+            if self.prefills.pending:
+                self.prefills.confirm(state, arg_leaves)
+        restarted = (arg_leaves if not carried else None) if step_fn is None else self._restarted(state, args, kwargs, arg_leaves) if state is step_fn else None
         if timed and self._holds_back():  # a multi-process job: the host waits where the device does (own work vs waits)
             blocked = rec.now()
             self._wait(state)
@@ -228,6 +234,8 @@ class JitTracker:
         compiles_before = self._compiles
         dispatched = rec.now()
         start = self._start(state, dispatched) if stopped_at is None else stopped_at
+        if restarted is not None:  # a first call, or one that starts again: the same function's prefill?
+            self.prefills.self_restart(state, start, restarted)
         self.tracing = state
         try:
             out = state.jitted(*args, **kwargs)
@@ -414,6 +422,23 @@ class JitTracker:
         if pending is not None:
             block_ready(pending)
             self.watcher.settle()
+
+    def _restarted(self, state: FunctionState, args: tuple[Any, ...], kwargs: dict[str, Any], leaves: list[Any]) -> list[Any] | None:
+        """The arguments' leaves of a step call that takes none of the step's own outputs where its
+        calls carry them (it starts again: a request's prefill by the decode step itself,
+        prefill.py); else None. A few tuple and dict lookups per call; arguments are flattened only
+        at such a call and the one after it."""
+        prefills = self.prefills
+        if id(state) in prefills.pending:
+            prefills.confirm(state, leaves or self.jax.tree_util.tree_leaves((args, kwargs)))
+        if not self._carry_paths:
+            if self._carry_tries < 3 and state.out_ids:  # where it carries them: learnt on a call that does
+                self._carry_tries += 1
+                self._carry_paths = carry_paths(args, kwargs, state.out_ids, self._array)
+            return None
+        if carries(args, kwargs, self._carry_paths, state.out_ids):
+            return None
+        return leaves or self.jax.tree_util.tree_leaves((args, kwargs))
 
     def _decide(self, chosen: FunctionState) -> None:
         if self.provisional is not None and self.provisional is not chosen:

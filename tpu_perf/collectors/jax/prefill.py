@@ -11,10 +11,18 @@ Each such restart is kept; at the end, those whose consumer is the step function
 steps that follow each (the steps table) are its tokens (analyzers/inference.py). One restart is an
 initialisation (a jitted init before a training loop), not serving: at least `MIN_REQUESTS` are
 needed.
+
+Many JAX decoders use one jitted function for both: the prompt through `forward(params, prompt,
+cache, 0)` with a fresh cache, then `forward(params, token, cache, position)` per token. Then the
+step function's own call that takes none of its own outputs is the prefill (`self_restart`), kept
+once the next call confirms it: a decode step feeds fewer positions per row than the prompt did (a
+training step restarted on a fresh state feeds the same batch shape again, and is not a request).
+Its first token is that call's outputs ready, read from the steps table (the call is a step).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -52,6 +60,8 @@ class PrefillWatch:
         self.last: _Producer | None = None
         """The last call, when it was not the step function's (the tracker checks it first)."""
         self.restarts: list[Restart] = []
+        self.pending: dict[int, Restart] = {}
+        """By function: its last call that took none of its own outputs, until its next call confirms it."""
 
     def before(self, state: Any, leaves: list[Any]) -> None:
         """Before `state`'s call, another function's call came last: when this call takes its outputs
@@ -78,6 +88,22 @@ class PrefillWatch:
         smallest = min(out_leaves, key=lambda x: getattr(x, "nbytes", 0))
         self.last = _Producer(state, start, frozenset(map(id, out_leaves)), getattr(smallest, "_base_array", smallest), _prompt(arg_leaves))
 
+    def self_restart(self, state: Any, start: float, leaves: list[Any]) -> None:
+        """`state`'s call dispatched at `start` took none of its own outputs: a prefill by the same
+        function, if it fed a prompt (several positions per row) and the next call confirms it."""
+        prompt = _prompt(leaves)
+        if prompt is not None and prompt[1] > prompt[0]:
+            self.pending[id(state)] = Restart(state, state.name, start, math.nan, prompt)
+
+    def confirm(self, state: Any, leaves: list[Any]) -> None:
+        """The call after `state`'s self-restart: kept when it feeds fewer positions per row (a decode step)."""
+        restart = self.pending.pop(id(state), None)
+        if restart is None or restart.prompt is None:
+            return
+        fed = _prompt(leaves)
+        if fed is None or fed[1] // max(1, fed[0]) < restart.prompt[1] // max(1, restart.prompt[0]):
+            self.restarts.append(restart)
+
     def rows(self, step_fn: Any, source: str) -> list[dict[str, Any]]:
         """`requests` rows of the step function's restarts (none below `MIN_REQUESTS`)."""
         mine = [r for r in self.restarts if r.consumer is step_fn]
@@ -87,7 +113,7 @@ class PrefillWatch:
             "request": i,
             "source": f"{source}; prefill jit({r.producer})",
             "start_time_s": r.start,
-            "first_token_time_s": r.first_token,
+            "first_token_time_s": None if math.isnan(r.first_token) else r.first_token,
             "end_time_s": None,
             "prompt_tokens": None if r.prompt is None else r.prompt[1],
             "sequences": 1 if r.prompt is None else r.prompt[0],
@@ -105,3 +131,35 @@ def _prompt(leaves: list[Any]) -> tuple[int, int] | None:
         if shape is not None and len(shape) == 2 and getattr(dtype, "kind", "") in ("i", "u") and (best is None or shape[0] * shape[1] > best[1]):
             best = (int(shape[0]), int(shape[0]) * int(shape[1]))
     return best
+
+
+def carry_paths(args: tuple[Any, ...], kwargs: dict[str, Any], own: frozenset[int], array: type) -> tuple[tuple[Any, ...], ...]:
+    """Paths (through tuples, lists and dicts) to one of a function's own last outputs in each of its
+    arguments that holds one: what `carries` looks at per call, with no flattening."""
+
+    def find(obj: Any, path: tuple[Any, ...], depth: int) -> tuple[Any, ...] | None:
+        if isinstance(obj, array):
+            return path if id(obj) in own else None
+        items = enumerate(obj) if isinstance(obj, (tuple, list)) else obj.items() if isinstance(obj, dict) else ()
+        for key, value in items if depth < 4 else ():
+            found = find(value, (*path, key), depth + 1)
+            if found is not None:
+                return found
+        return None
+
+    found = [find(a, (i,), 0) for i, a in enumerate(args)] + [find(a, (k,), 0) for k, a in kwargs.items()]
+    return tuple(p for p in found if p is not None)
+
+
+def carries(args: tuple[Any, ...], kwargs: dict[str, Any], paths: tuple[tuple[Any, ...], ...], own: frozenset[int]) -> bool:
+    """Whether this call takes one of the function's own last outputs where its calls carry them."""
+    for path in paths:
+        obj: Any = args if isinstance(path[0], int) else kwargs
+        try:
+            for key in path:
+                obj = obj[key]
+        except (IndexError, KeyError, TypeError):
+            continue
+        if id(obj) in own:
+            return True
+    return False
