@@ -8,6 +8,7 @@ passes it. Each run is recorded once per session (corpus_runs)."""
 
 from __future__ import annotations
 
+import io
 from dataclasses import replace
 
 import pytest
@@ -61,6 +62,14 @@ def test_prefill_stall_counts_tokens_that_waited_on_another_requests_prefill(cor
     short = replace(i, ttft_s=Percentiles(p50=0.01 * i.e2e_s.p50, p90=i.e2e_s.p50, p99=i.e2e_s.p50, mean=i.e2e_s.p50))
     assert prefill_stall(replace(s, inference=replace(short, stall_share=0.049))).outcome == "passed"
     assert prefill_stall(replace(s, inference=replace(short, stall_share=0.051))).outcome == "fired"
+    from rich.console import Console
+
+    from tests.conftest import report_doc
+    from tpu_perf.views.inference import render_inference
+
+    console = Console(width=300, record=True, file=io.StringIO())
+    console.print(render_inference(report_doc(run.dir, run.store)))
+    assert f"{i.stalled_gaps} token gap(s) held another request's prefill" in console.export_text()
     quiet = signals(corpus_runs, "jax_decode").inference  # one request at a time: no gap holds another's prefill
     assert (quiet.stalled_gaps, quiet.stall_share) == (0, 0.0)
 
