@@ -99,3 +99,53 @@ def test_unfused_attention_counts_the_passes_over_the_cache(corpus_runs) -> None
     assert unfused_attention(replace(long, cache_reads=replace(c, passes=bar - 0.01))).outcome == "passed"
     assert unfused_attention(replace(long, cache_reads=replace(c, passes=bar))).outcome == "fired"
     assert unfused_attention(replace(long, inference=None)).outcome == "not_evaluable"
+
+
+def test_cache_passes_of_compiled_attention_programs() -> None:
+    """The count on XLA:CPU's own programs, compiled here (no recording): einsum-softmax-einsum over
+    a (batch, length, heads, head_dim) cache and `jax.nn.dot_product_attention` alike make a
+    transposed copy and a matmul on it (3 passes: what CPU cannot tell apart, a fused kernel shows
+    only on a TPU or GPU); one reduction per array, 1; a stack of layers scanned over a stacked
+    cache hands the cache to a loop: not counted (None), never a false 2."""
+    import jax
+    import jax.numpy as jnp
+
+    from tpu_perf.analyzers.cache_reads import cache_passes
+    from tpu_perf.analyzers.hlo import parse_hlo
+
+    b, n, h, d = 1, 128, 4, 64  # at 64 x 2 x 16 XLA:CPU copies the cache before a one-pass reduction too (4 passes)
+
+    def einsum(q, k, v):
+        return jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(jnp.einsum("bqhd,bkhd->bhqk", q, k), -1), v)
+
+    def fused(q, k, v):
+        return jax.nn.dot_product_attention(q, k, v)
+
+    def one_pass(q, k, v):
+        p = jax.nn.softmax((q * k).sum(-1), axis=1)
+        return (p[..., None] * v).sum(1, keepdims=True)
+
+    def step(attend):
+        def decode(q, k, v, new, pos):
+            k, v = (jax.lax.dynamic_update_slice(c, new, (0, pos, 0, 0)) for c in (k, v))
+            return attend(q, k, v), k, v
+        return decode
+
+    def scanned(q, k, v, new, pos):  # k, v: (layers, b, n, h, d)
+        def layer(x, kv):
+            kl, vl = (jax.lax.dynamic_update_slice(c, new, (0, pos, 0, 0)) for c in kv)
+            return x + einsum(x, kl, vl), (kl, vl)
+        x, (k, v) = jax.lax.scan(layer, q, (k, v))
+        return x, k, v
+
+    def passes(fn, cache):
+        q, new = jnp.ones((b, 1, h, d)), jnp.ones((b, 1, h, d))
+        text = jax.jit(fn, donate_argnums=(1, 2)).lower(q, jnp.ones(cache), jnp.ones(cache), new, 3).compile().as_text()
+        return cache_passes(parse_hlo(text), [{"dtype": "float32", "shape": list(cache)}] * 2)
+
+    cache = (b, n, h, d)
+    assert passes(step(einsum), cache)[0] == 3.0
+    assert passes(step(fused), cache)[0] == 3.0
+    assert passes(step(one_pass), cache)[0] == 1.0
+    count, ops = passes(scanned, (3, *cache))
+    assert count is None and len(ops) == 1, (count, ops)

@@ -79,6 +79,8 @@ def unfused_attention(s: Signals) -> Finding:
                 ev("cache_arrays", c.arrays, "hlo", "step signature: donated arguments"), ev("cache_bytes", c.cache_bytes, "hlo", "step signature: donated arguments' bytes"),
                 ev("cache_ops_share_fraction", c.op_share, "trace", "ops.parquet: time of those ops / the step program's op time"),
                 ev("decode_share_fraction", i.decode_share, "inference", "inference.decode_share")]
+    if c.passes is None:
+        return not_evaluable(UNFUSED_ATTENTION, f"the decode step's KV cache goes into {c.ops[0]} (layers scanned over a stacked cache, or a called computation): its passes inside are not counted", evidence)
     if c.passes < T.CACHE_PASSES:
         return passed(UNFUSED_ATTENTION, f"the decode step passes over each KV cache array {c.passes:.1f} time(s) a step ({len(c.ops)} ops)", evidence)
     shown = ", ".join(c.ops[:4]) + (f" and {len(c.ops) - 4} more" if len(c.ops) > 4 else "")

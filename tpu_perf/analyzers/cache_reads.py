@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -28,6 +30,8 @@ from tpu_perf.store.layout import SIGNATURE_SUFFIX
 _DTYPES = {"f32": "float32", "bf16": "bfloat16", "f16": "float16", "f64": "float64", "s8": "int8", "f8e4m3fn": "float8_e4m3fn", "f8e5m2": "float8_e5m2"}
 """HLO element types under the names the signature (numpy) gives them."""
 _BOOKKEEPING = frozenset({"parameter", "constant", "get-tuple-element", "tuple", "bitcast"})
+_NESTED = frozenset({"while", "call", "conditional"})
+"""Ops whose work on an operand is in another computation."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,8 +39,9 @@ class CacheReads:
     arrays: int
     """Cache arrays the decode step carries (its donated arguments)."""
     cache_bytes: float
-    passes: float
-    """Reads and writes of a whole cache array per array per step (1: read once)."""
+    passes: float | None
+    """Reads and writes of a whole cache array per array per step (1: read once); None where the
+    cache goes into a loop, call or conditional (`ops` names it), whose passes are not counted."""
     ops: tuple[str, ...]
     """The top-level ops that pass over a cache array (HLO instruction names)."""
     op_share: float | None
@@ -54,11 +59,11 @@ def cache_reads(run: Run) -> CacheReads | None:
     if not donated:
         return None
     module = run_hlo(run, hlo)
-    passes, ops = _passes(module, donated)
+    passes, ops = cache_passes(module, donated)
     if not ops:
         return None
     cache_bytes = float(sum(math.prod(row["shape"]) * _itemsize(row.get("dtype")) for row in donated))
-    return CacheReads(arrays=len(donated), cache_bytes=cache_bytes, passes=passes / len(donated), ops=tuple(ops), op_share=_op_share(module, run.table("ops"), set(ops)))
+    return CacheReads(arrays=len(donated), cache_bytes=cache_bytes, passes=passes, ops=ops, op_share=_op_share(module, run.table("ops"), set(ops)) if passes is not None else None)
 
 
 def _itemsize(dtype: str | None) -> int:
@@ -77,25 +82,31 @@ def _in_place(module: HloModule, inst: Instruction) -> bool:
     return inst.opcode == "fusion" and any(i.opcode == "dynamic-update-slice" and i.text.startswith("ROOT") for c in inst.called for i in module.computations.get(c, []))
 
 
-def _passes(module: HloModule, donated: list[dict]) -> tuple[int, list[str]]:
-    """Whole-array reads and writes by the entry's top-level ops of the cache: the parameters of a
-    donated argument's shape, and what the ops make of them at their size (copies, updates)."""
+def cache_passes(module: HloModule, donated: Sequence[Mapping[str, Any]]) -> tuple[float | None, tuple[str, ...]]:
+    """(whole-array reads and writes per cache array, the ops making them) by the entry's top-level
+    ops, of the cache: the parameters of a `donated` argument's shape (`dtype`, `shape`), and what
+    the ops make of them at their size (copies, updates). None where the cache goes into a loop, a
+    call or a conditional (layers scanned over a stacked cache): the passes are inside, uncounted."""
     body = module.computations.get(module.entry, [])
     wanted = {(str(row.get("dtype")), tuple(row["shape"])) for row in donated}
     sizes = {math.prod(dims) for _, dims in wanted}
     cache = {i.name for i in body if i.opcode == "parameter" and any((_DTYPES.get(dt, dt), dims) in wanted for dt, dims in shapes(i.shape))}
-    total, ops = 0, []
+    total, ops, tuples = 0, [], set()
     for inst in body:
         reads = sum(1 for o in inst.operands if o in cache)
+        if inst.opcode in _NESTED and (reads or not tuples.isdisjoint(inst.operands)):
+            return None, (inst.name,)
         if not reads:
             continue
-        if any(n in sizes for n in _elements(inst.shape)) and inst.opcode != "tuple":
+        if inst.opcode == "tuple":
+            tuples.add(inst.name)  # a loop's state holding the cache
+        elif any(n in sizes for n in _elements(inst.shape)):
             cache.add(inst.name)  # the cache still, in another layout or updated
         if inst.opcode in _BOOKKEEPING or _in_place(module, inst):
             continue
         total += reads + (1 if inst.name in cache else 0)
         ops.append(inst.name)
-    return total, ops
+    return (total / len(donated) if ops and donated else None), tuple(ops)
 
 
 def _op_share(module: HloModule, ops: pd.DataFrame, names: set[str]) -> float | None:
