@@ -48,13 +48,15 @@ def test_prefill_stall_fires_on_long_prompts_and_passes_the_corpus(corpus_runs) 
 
 def test_prefill_stall_counts_tokens_that_waited_on_another_requests_prefill(corpus_runs) -> None:
     """Two slots sharing one device: slot B's 1024-token prefills run between slot A's tokens. The
-    gaps of A that held a whole prefill are the script's own count (±1 at the edges: a mark is a
+    requests are the script's marks (its jitted decode step, found as the step, restarts after each
+    prefill too: those restarts are not a second set of requests). The gaps of A that held a whole prefill are the script's own count (±1 at the edges: a mark is a
     clock read off the script's), their time beyond a plain gap within 15 %; the rule cites them.
     On the stall bar (short prefills otherwise): 4.9 % passes, 5.1 % fires."""
     run = corpus_runs("two_slot_server")
     s = build_signals(load_run(str(run.dir)))
     i, truth = s.inference, run.truth
     assert truth["held_gaps"] >= 3, truth  # the script did make the stall it is about
+    assert (i.source, i.requests) == ("explicit", truth["requests"]), (i.source, i.requests)  # the marks, not the decode step's restarts too
     assert abs(i.stalled_gaps - truth["held_gaps"]) <= 1, (i.stalled_gaps, truth)
     assert i.stall_share * i.wall_s == pytest.approx(truth["stall_s"], rel=0.15), (i.stall_share * i.wall_s, truth)
     finding = {f.id: f for f in advise_signals(s).findings}["prefill-stall"]

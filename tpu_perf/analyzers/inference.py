@@ -108,7 +108,8 @@ def analyze_inference(run: Run) -> InferenceStats | None:
     ttft, tpot = first - start, _tpot(requests)
     gaps, weights = _token_gaps(tokens, requests)
     stalled, stall_s = _prefill_stalls(tokens, requests)
-    own = float(requests["own_s"].sum()) if "own_s" in requests else 0.0  # tpu-perf's trace start/stop inside the requests' span
+    # tpu-perf's trace start/stop inside the requests' span: per request where they are steps or calls, else from the run's steps (marks, generate())
+    own = float(requests["own_s"].sum()) if "own_s" in requests else own_time_within(run_steps(run), float(start.min()), float(end.max()))
     wall = float(end.max() - start.min()) - own
     total = float((end - start).sum())
     prefill = float(np.nansum(ttft)) if np.isfinite(ttft).any() else None

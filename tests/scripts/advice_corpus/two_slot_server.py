@@ -2,7 +2,10 @@
 own requests, and the device runs one program at a time (a lock around every call, as a TPU runs
 its queue). Slot A decodes long answers to short prompts; slot B brings long prompts (1024 tokens)
 for short answers, and each of its prefills runs between two of slot A's decode steps: A's next
-token waits for the whole prompt. Writes, to the JSON file named by argv[1], the gaps between A's
+token waits for the whole prompt. Each slot feeds its decode step the device array the last call
+returned (streaming a copy of each token to the host), so the decode step is found as the step
+(it consumes its own outputs) and its prefills as restarts beside the marks: the marks are the
+requests. Writes, to the JSON file named by argv[1], the gaps between A's
 tokens that held one of B's prefills and their time: what tpu-perf's stall count is checked against."""
 
 import json
@@ -40,7 +43,9 @@ def decode_step(params, token):
 
 def call(fn, *args):
     with device:
-        return int(np.asarray(fn(*args))[0])
+        out = fn(*args)
+        np.asarray(out)  # the sampled token, streamed
+        return out
 
 
 prefills: list[tuple[float, float]] = []
@@ -57,7 +62,7 @@ def slot_a(requests: int, prompt: int, new: int) -> None:
             a_tokens.append([time.perf_counter()])
             for _ in range(new - 1):
                 time.sleep(0.0005)  # the host's work between tokens (sampling, streaming): the other slot's turn
-                token = call(decode_step, params, jnp.asarray([token]))
+                token = call(decode_step, params, token)
                 tpu_perf.token()
                 a_tokens[-1].append(time.perf_counter())
     a_done.set()
@@ -76,7 +81,7 @@ def slot_b(prompt: int, new: int) -> None:
             tpu_perf.token()
             for _ in range(new - 1):
                 time.sleep(0.0005)
-                token = call(decode_step, params, jnp.asarray([token]))
+                token = call(decode_step, params, token)
                 tpu_perf.token()
 
 
@@ -91,5 +96,5 @@ held = [(lo, hi) for lo, hi in gaps if any(lo <= s and e <= hi for s, e in prefi
 if os.environ.get("CORPUS_TRUTH"):
     with open(os.environ["CORPUS_TRUTH"], "w") as f:
         plain = float(np.median([hi - lo for lo, hi in gaps if (lo, hi) not in held]))
-        json.dump({"prefills": len(prefills), "held_gaps": len(held), "held_s": sum(hi - lo for lo, hi in held), "stall_s": sum(hi - lo - plain for lo, hi in held)}, f)
+        json.dump({"requests": 2 + len(prefills), "prefills": len(prefills), "held_gaps": len(held), "held_s": sum(hi - lo for lo, hi in held), "stall_s": sum(hi - lo - plain for lo, hi in held)}, f)
 print(f"{len(prefills)} long prefills, {len(held)} of slot A's token gaps held one")
