@@ -50,8 +50,8 @@ def prefill_stall(s: Signals) -> Finding:
                 ev("generated_tokens_per_request", i.generated_tokens / i.requests if i.requests else None, "inference", "inference.generated_tokens / inference.requests"),
                 ev("ttft_p50_s", i.ttft_s.p50 if i.ttft_s else None, "inference", "inference.ttft_s.p50"), ev("tpot_p50_s", i.tpot_s.p50 if i.tpot_s else None, "inference", "inference.tpot_s.p50"),
                 ev("sequences_per_call", per_call, "inference", "inference.requests / inference.calls"),
-                ev("stalled_token_gaps", i.stalled_gaps, "inference", "inference.stalled_gaps"), ev("stall_share_fraction", i.stall_share, "inference", "inference.stall_share"),
-                ev("itl_p99_over_p50", itl, "inference", "inference.itl_s.p99 / inference.itl_s.p50")]
+                ev("stalled_token_gaps_count", i.stalled_gaps, "inference", "inference.stalled_gaps"), ev("stall_share_fraction", i.stall_share, "inference", "inference.stall_share"),
+                ev("itl_p99_over_p50_ratio", itl, "inference", "inference.itl_s.p99 / inference.itl_s.p50")]
     stalled = i.stall_share is not None and i.stall_share >= T.PREFILL_STALL_SHARE
     if p < T.PREFILL_SHARE and not stalled:
         return passed(PREFILL_STALL, f"prefill holds {p:.0%} of a typical request's time (the bar: {T.PREFILL_SHARE:.0%})"
@@ -75,8 +75,8 @@ def unfused_attention(s: Signals) -> Finding:
     if c is None:
         return not_evaluable(UNFUSED_ATTENTION, "no compiled decode step carrying a KV cache was read (a JAX decode loop that donates its cache); "
                                                 "Hugging Face generate() and PyTorch loops run eager kernels (scaled_dot_product_attention is one)")
-    evidence = [ev("cache_passes_per_array", c.passes, "hlo", "step program HLO: top-level ops' whole-array reads and writes of the donated cache (analyzers/cache_reads.py)"),
-                ev("cache_arrays", c.arrays, "hlo", "step signature: donated arguments"), ev("cache_bytes", c.cache_bytes, "hlo", "step signature: donated arguments' bytes"),
+    evidence = [ev("cache_passes_count", c.passes, "hlo", "step program HLO: top-level ops' whole-array reads and writes of the donated cache (analyzers/cache_reads.py)"),
+                ev("cache_arrays_count", c.arrays, "hlo", "step signature: donated arguments"), ev("cache_bytes", c.cache_bytes, "hlo", "step signature: donated arguments' bytes"),
                 ev("cache_ops_share_fraction", c.op_share, "trace", "ops.parquet: time of those ops / the step program's op time"),
                 ev("decode_share_fraction", i.decode_share, "inference", "inference.decode_share")]
     if c.passes is None:
