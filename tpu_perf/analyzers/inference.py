@@ -6,7 +6,8 @@ serving benchmark: time to first token (TTFT) from a request's start to its firs
 output token (TPOT) = (end-to-end - TTFT) / (tokens per sequence - 1); inter-token latency (ITL) the
 gaps between a request's consecutive tokens. A request of a batched call counts once per prompt row
 (each row shares its call's times). Generated tokens/s divides every generated token by the wall time
-from the first request's start to the last one's end: prefill included, as a user would clock it.
+from the first request's start to the last one's end: prefill included, as a user would clock it,
+and tpu-perf's own trace start/stop left out (`own_s`, analyzers/own_time.py: one rule for every path).
 
 The bytes a decode step must read are the weights plus the KV cache at its context length (read from
 the model's arrays when the request ended); MBU = those bytes per decode step / the median time of a
