@@ -34,6 +34,9 @@ PLANTED = {
     "jax_static_step": (ADVICE / "jax_static_step.py",),
     "jax_decode_grow": (ADVICE / "jax_decode_grow.py", "--mode", "grow"),
     "jax_decode_fixed": (ADVICE / "jax_decode_grow.py", "--mode", "fixed"),
+    "jax_long_prompt": (ADVICE / "jax_long_prompt.py", "--mode", "long"),
+    "jax_short_prompt": (ADVICE / "jax_long_prompt.py", "--mode", "short"),
+    "two_slot_server": (ADVICE / "two_slot_server.py",),
 }
 """The advisor's own scripts (a defect planted, or a shape the corpus lacks): name -> script, args.
 keras_fit and flax_multisteps_mlp overlap tests/corpus's keras_jax and flax_multisteps but
@@ -55,7 +58,8 @@ class CorpusRun:
     dir: Path
     """The run folder (read only)."""
     truth: dict | None
-    """What a tests/corpus script printed of itself (tests/corpus/truth.py); None for a planted one."""
+    """What a tests/corpus script printed of itself (tests/corpus/truth.py), or a planted one wrote to
+    $CORPUS_TRUTH; None for a planted one that writes none."""
 
     @property
     def manifest(self) -> dict:

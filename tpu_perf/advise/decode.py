@@ -72,7 +72,7 @@ DECODE_HOST_SYNC = Rule(
 )
 
 
-def _amdahl(i: InferenceStats, decode_factor: float) -> float | None:
+def amdahl(i: InferenceStats, decode_factor: float) -> float | None:
     """Overall tokens/s factor when the decode part speeds up by `decode_factor` (prefill unchanged)."""
     if i.decode_share is None:
         return None
@@ -96,7 +96,7 @@ def decode_small_batch(s: Signals) -> Finding:
         return passed(DECODE_BATCH, f"{rows:.0f} sequences per call; KV cache {i.kv_cache_bytes / i.weight_bytes:.0%} of the weights' bytes", evidence)
     # twice the sequences: the weights once, the KV cache twice, at the same bandwidth -> tokens per byte
     per_step = 2 * (i.weight_bytes + i.kv_cache_bytes) / (i.weight_bytes + 2 * i.kv_cache_bytes)
-    gain = _amdahl(i, per_step)
+    gain = amdahl(i, per_step)
     return fired(DECODE_BATCH, f"{rows:.0f} sequence(s) per decode step read {i.weight_bytes:.3g} bytes of weights for {rows:.0f} token(s); the KV cache is only {i.kv_cache_bytes / i.weight_bytes:.0%} of that", evidence,
                  Gain(factor=None, basis=f"at most, where the decode step is memory-bound: twice the sequences per call make {per_step:.2f}x the tokens per decode step at the same bytes/s, {gain:.2f}x generated tokens/s over the requests' time (the prefill's {1 - (i.decode_share or 0):.0%} share unchanged); a step bound by host overhead gains less (measured 1.07-1.28x on a 2-core CPU)" if gain else "decode share unknown",
                       kind="upper_bound", benefit="throughput", amount=gain, unit="tokens_per_s_factor"))
@@ -112,7 +112,7 @@ def fp32_kv_cache(s: Signals) -> Finding:
     share = i.kv_cache_bytes / i.decode_bytes_per_step if i.kv_cache_bytes is not None and i.decode_bytes_per_step else None
     if "float32" not in s.kv_dtypes or share is None or share < T.DECODE_KV_MIN_SHARE:
         return passed(FP32_KV_CACHE, f"KV cache in {', '.join(s.kv_dtypes)}" + (f", {share:.1%} of a decode step's bytes" if share is not None else ""), evidence)
-    gain = _amdahl(i, 1 / (1 - share / 2))
+    gain = amdahl(i, 1 / (1 - share / 2))
     return fired(FP32_KV_CACHE, f"the KV cache is float32, {share:.1%} of the bytes each decode step reads", evidence,
                  Gain(factor=None, basis=f"bf16 halves its bytes: a memory-bound decode step {1 / (1 - share / 2):.2f}x faster, {gain:.2f}x generated tokens/s (prefill unchanged)" if gain else "decode share unknown",
                       kind="upper_bound", benefit="throughput", amount=gain, unit="tokens_per_s_factor"))
@@ -166,7 +166,7 @@ def decode_host_sync(s: Signals) -> Finding:
         gain = Gain(factor=None, basis="the host waits for the device at every token; the host work that could overlap it is not measured on this run", kind="none", benefit="throughput")
         more = []
     else:
-        amount = _amdahl(i, overlap.factor)
+        amount = amdahl(i, overlap.factor)
         gain = Gain(factor=None, basis=f"at most: {overlap.basis}, {overlap.factor:.2f}x per decode step, {amount:.2f}x generated tokens/s over the requests' time (the prefill unchanged)",
                     kind="upper_bound", benefit="throughput", amount=amount, unit="tokens_per_s_factor")
     return fired(DECODE_HOST_SYNC, what + ": each token waits for the device before the next step is dispatched", evidence + more, gain)

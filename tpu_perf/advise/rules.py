@@ -9,7 +9,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tpu_perf.advise import collectives, compilation, compute, decode, hosts, idle, input, memory
+from tpu_perf.advise import (
+    collectives,
+    compilation,
+    compute,
+    decode,
+    decode_passes,
+    hosts,
+    idle,
+    input,
+    memory,
+)
 from tpu_perf.advise.finding import Finding
 from tpu_perf.advise.signals import Signals
 
@@ -33,6 +43,8 @@ RULES: tuple[Callable[[Signals], Finding], ...] = (
     decode.fp32_kv_cache,
     decode.decode_recompiles,
     decode.decode_host_sync,
+    decode_passes.prefill_stall,
+    decode_passes.unfused_attention,
 )
 
 AFTER_RULES: tuple[Callable[[Signals, list[Finding]], Finding], ...] = (idle.device_idle,)

@@ -20,6 +20,7 @@ from tpu_perf.advise import thresholds as T
 from tpu_perf.advise.dot_dtypes import dot_flops_share_by_source_dtype
 from tpu_perf.advise.finding import Evidence, ev
 from tpu_perf.advise.padding import fixed_dot_dims
+from tpu_perf.analyzers.cache_reads import CacheReads, cache_reads
 from tpu_perf.analyzers.compiles import CompileStats, after_warmup_compiles
 from tpu_perf.analyzers.flops import run_chip
 from tpu_perf.analyzers.hlo import HloModule, run_hlo
@@ -168,6 +169,8 @@ class Signals:
     """Generation requests (the report's `inference` section); None for a run that served none."""
     kv_dtypes: tuple[str, ...] = ()
     """dtypes of the KV caches the requests' models returned (Hugging Face generate())."""
+    cache_reads: CacheReads | None = None
+    """Passes of a JAX decode step over its KV cache (analyzers/cache_reads.py); None elsewhere."""
     """The report's `stragglers`: worst first."""
 
     @property
@@ -291,6 +294,7 @@ def build_signals(run: Run, report: Report | None = None, *, target: str | None 
         processes=hosts.processes if hosts is not None else None,
         hosts=to_jsonable(list(hosts.hosts)) if hosts is not None else [], stragglers=to_jsonable(list(hosts.stragglers)) if hosts is not None else [],
         inference=report.inference, kv_dtypes=_kv_dtypes(run) if report.inference is not None else (),
+        cache_reads=cache_reads(run) if report.inference is not None else None,
     )
 
 

@@ -88,3 +88,13 @@ DECODE_SMALL_BATCH = 8
 per step at nearly the same bytes. vLLM and JetStream batch continuously for this reason."""
 DECODE_KV_MIN_SHARE = 0.01
 """tpu-perf: a KV cache under 1 % of a decode step's bytes is not worth a dtype change."""
+PREFILL_SHARE = 0.2
+"""tpu-perf: prefill holding a fifth of the requests' time or more (XProf calls an input pipeline
+holding 20 % of the step "highly input-bound"): overlapping it with decode (chunked prefill) bounds
+a gain of 1/max(prefill, decode share), 1.25x at this share."""
+CACHE_PASSES = 2.0
+"""tpu-perf: a decode step passing over each KV cache array twice or more (a fused attention kernel
+reads it once): the cache's bytes per token at least doubled."""
+PREFILL_STALL_SHARE = 0.05
+"""tpu-perf: other requests' tokens waiting on a prefill for 5 % of the requests' time or more (the
+share at which the recompile rule fires): a stall a user sees as inter-token latency spikes."""

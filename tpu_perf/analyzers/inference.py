@@ -6,7 +6,8 @@ serving benchmark: time to first token (TTFT) from a request's start to its firs
 output token (TPOT) = (end-to-end - TTFT) / (tokens per sequence - 1); inter-token latency (ITL) the
 gaps between a request's consecutive tokens. A request of a batched call counts once per prompt row
 (each row shares its call's times). Generated tokens/s divides every generated token by the wall time
-from the first request's start to the last one's end: prefill included, as a user would clock it.
+from the first request's start to the last one's end: prefill included, as a user would clock it,
+and tpu-perf's own trace start/stop left out (`own_s`, analyzers/own_time.py: one rule for every path).
 
 The bytes a decode step must read are the weights plus the KV cache at its context length (read from
 the model's arrays when the request ended); MBU = those bytes per decode step / the median time of a
@@ -24,6 +25,7 @@ from tpu_perf.analyzers.exact import step_bytes_accessed
 from tpu_perf.analyzers.flops import run_chip
 from tpu_perf.analyzers.loop_requests import SOURCE as LOOP_SOURCE
 from tpu_perf.analyzers.loop_requests import loop_requests
+from tpu_perf.analyzers.own_time import own_time_within
 from tpu_perf.analyzers.programs import step_program
 from tpu_perf.analyzers.steps import run_steps
 from tpu_perf.store import Run
@@ -60,8 +62,9 @@ class InferenceStats:
     wall_s: float
     """From the first request's start to the last one's end, less `own_s`."""
     own_s: float = 0.0
-    """tpu-perf's own time inside that span (a request's call that started or stopped the trace
-    window), left out of `wall_s`: the script's own clock holds it."""
+    """tpu-perf's own time inside that span (a decode step or a request's call that started or
+    stopped the trace window, beyond a plain one's time: analyzers/own_time.py), left out of
+    `wall_s` on every request path: the script's own clock holds it."""
     tokens_per_s: float | None
     """Generated tokens over `wall_s` (prefill included)."""
     prefill_share: float | None
@@ -87,6 +90,11 @@ class InferenceStats:
     """achieved_bytes_per_s / peak_bytes_per_s."""
     mbu_reason: str | None
     """Why `mbu` is None."""
+    stalled_gaps: int | None = None
+    """Gaps between a request's consecutive tokens that held another request's prefill (requests
+    served at once); None without token times."""
+    stall_share: float | None = None
+    """Those gaps' time beyond a plain gap (the median of the others) over `wall_s`."""
 
 
 def analyze_inference(run: Run) -> InferenceStats | None:
@@ -100,7 +108,9 @@ def analyze_inference(run: Run) -> InferenceStats | None:
     generated = requests["generated_tokens"].fillna(0).to_numpy(float)
     ttft, tpot = first - start, _tpot(requests)
     gaps, weights = _token_gaps(tokens, requests)
-    own = float(requests["own_s"].sum()) if "own_s" in requests else 0.0  # tpu-perf's trace start/stop inside the requests' span
+    stalled, stall_s = _prefill_stalls(tokens, requests)
+    # tpu-perf's trace start/stop inside the requests' span: per request where they are steps or calls, else from the run's steps (marks, generate())
+    own = float(requests["own_s"].sum()) if "own_s" in requests else own_time_within(run_steps(run), float(start.min()), float(end.max()))
     wall = float(end.max() - start.min()) - own
     total = float((end - start).sum())
     prefill = float(np.nansum(ttft)) if np.isfinite(ttft).any() else None
@@ -140,6 +150,8 @@ def analyze_inference(run: Run) -> InferenceStats | None:
         peak_bytes_per_s=peak,
         mbu=achieved / peak if achieved is not None and peak else None,
         mbu_reason=None if achieved is not None and peak else reason,
+        stalled_gaps=stalled,
+        stall_share=stall_s / wall if stall_s is not None and wall > 0 else None,
     )
 
 
@@ -199,6 +211,35 @@ def _token_gaps(tokens: pd.DataFrame, requests: pd.DataFrame) -> tuple[np.ndarra
     return gaps[inside], weights
 
 
+def _prefill_stalls(tokens: pd.DataFrame, requests: pd.DataFrame) -> tuple[int | None, float | None]:
+    """(gaps between a request's tokens that hold another request's whole prefill, their time
+    beyond the median of the other gaps): a prompt processed between other requests' decode steps.
+    A request's own prefill ends at its first token, before any of its gaps."""
+    if tokens.empty:
+        return None, None
+    ordered = tokens.sort_values(["request", "time_s"], kind="stable")
+    same, times = ordered["request"].to_numpy(), ordered["time_s"].to_numpy(float)
+    inside = same[1:] == same[:-1]
+    lo, hi = times[:-1][inside], times[1:][inside]
+    start = requests["start_time_s"].to_numpy(float)
+    first = pd.to_numeric(requests["first_token_time_s"], errors="coerce").to_numpy(float)
+    keep = np.isfinite(first)
+    if not len(lo) or not keep.any():
+        return 0, 0.0
+    order = np.argsort(start[keep], kind="stable")
+    begins = start[keep][order]
+    soonest = np.minimum.accumulate(first[keep][order][::-1])[::-1]  # of the prefills starting at or after each, the first to end
+    after = np.searchsorted(begins, lo, side="left")  # the prefills that start within or after the gap
+    held = np.zeros(len(lo), bool)
+    some = after < len(begins)
+    held[some] = soonest[after[some]] <= hi[some]
+    if not held.any():
+        return 0, 0.0
+    gaps = hi - lo
+    plain = float(np.median(gaps[~held])) if (~held).any() else 0.0
+    return int(held.sum()), float(np.maximum(gaps[held] - plain, 0.0).sum())
+
+
 def _decode_bytes(requests: pd.DataFrame) -> tuple[float | None, float | None, float | None, str | None]:
     """(bytes per decode step, weights, KV cache at the mean context, source): weights + KV cache
     per position x the mean context of the decode steps, averaged over requests by decode steps."""
@@ -220,8 +261,10 @@ def _decode_bytes(requests: pd.DataFrame) -> tuple[float | None, float | None, f
 def _from_steps(requests: pd.DataFrame, steps: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Requests whose tokens are decode steps: each request's first token is its prefill's output,
     then one token per row for each step that started before the next request (at the step's
-    outputs-ready time where seen, else its own end). A request whose prefill was a call of the
-    decode step itself has no first-token time of its own: the step that holds its start gives it."""
+    outputs-ready time where seen, else its own end); tpu-perf's own time in its steps (`own_s`:
+    the trace window's start or stop, as in a whole-request loop). A request whose prefill was a
+    call of the decode step itself has no first-token time of its own: the step that holds its
+    start gives it."""
     requests = requests.copy()
     if steps.empty:
         return requests.iloc[0:0], pd.DataFrame(columns=["request", "time_s", "tokens"])
@@ -230,7 +273,7 @@ def _from_steps(requests: pd.DataFrame, steps: pd.DataFrame) -> tuple[pd.DataFra
     done = ready.fillna(steps["end_time_s"]).to_numpy(float)
     bounds = [*requests["start_time_s"].to_numpy(float)[1:], np.inf]
     rows: list[dict[str, float]] = []
-    ends, generated, counts = [], [], []
+    ends, generated, counts, own = [], [], [], []
     firsts, made = pd.to_numeric(requests["first_token_time_s"], errors="coerce").to_numpy(float), []
     for (_, request), upto, first in zip(requests.iterrows(), bounds, firsts, strict=True):
         width = int(request["sequences"] or 1)
@@ -245,7 +288,8 @@ def _from_steps(requests: pd.DataFrame, steps: pd.DataFrame) -> tuple[pd.DataFra
         ends.append(times[-1])
         counts.append(len(times))
         generated.append(width * len(times))
-    requests["first_token_time_s"], requests["end_time_s"], requests["generated_tokens"], requests["token_steps"] = made, ends, generated, counts
+        own.append(own_time_within(steps, float(request["start_time_s"]), times[-1]))
+    requests["first_token_time_s"], requests["end_time_s"], requests["generated_tokens"], requests["token_steps"], requests["own_s"] = made, ends, generated, counts, own
     return requests, pd.DataFrame(rows)
 
 

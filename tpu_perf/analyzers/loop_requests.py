@@ -9,7 +9,7 @@ tokens per row. The first token is made inside the loop, not seen apart from the
 first token and inter-token gaps are unknown, and the time per output token is the call's time over
 its trips (the prompt's processing included, when the loop feeds the prompt too). A call that
 started or stopped tpu-perf's trace window is counted at a plain call's median time: the rest is
-tpu-perf's own, as in the all-in step time.
+tpu-perf's own (analyzers/own_time.py, the rule every request path follows), as in the all-in step time.
 
 A `lax.scan` or `fori_loop` decoder (a fixed number of new tokens) has trips XLA proved: it is
 taken for one when its loop samples a token per trip and carries it (`decode_loops`), and its
@@ -26,6 +26,7 @@ import pandas as pd
 from tpu_perf.analyzers.decode_loops import decoding_loops, token_rows
 from tpu_perf.analyzers.hlo import run_hlo
 from tpu_perf.analyzers.iteration import run_iteration_flops
+from tpu_perf.analyzers.own_time import step_own_time
 from tpu_perf.analyzers.programs import step_program
 from tpu_perf.analyzers.steps import run_steps
 from tpu_perf.store import Run
@@ -51,12 +52,8 @@ def loop_requests(run: Run) -> pd.DataFrame:
     if rows is None or steps.empty:
         return pd.DataFrame()
     start = steps["start_time_s"].to_numpy(float)
-    whole = steps["end_time_s"].to_numpy(float) - start  # the wall-clock iteration: the call, its wait and the loop's own work
-    took = whole.copy()
-    own = steps["instrumented"].fillna(False).astype(bool).to_numpy() if "instrumented" in steps else np.zeros(len(steps), bool)
-    plain = ~own & ~steps["compiled"].fillna(False).astype(bool).to_numpy() if "compiled" in steps else ~own
-    if own.any() and plain.any():  # a call that started or stopped the trace: that time is tpu-perf's own, the call took a plain one's
-        took = np.where(own, np.median(took[plain]), took)
+    own = step_own_time(steps)  # a call that started or stopped the trace: beyond a plain call's time, tpu-perf's own
+    took = steps["end_time_s"].to_numpy(float) - start - own  # the wall-clock iteration: the call, its wait and the loop's own work
     return pd.DataFrame({
         "request": np.arange(len(steps)),
         "source": SOURCE,
@@ -67,7 +64,7 @@ def loop_requests(run: Run) -> pd.DataFrame:
         "sequences": rows,
         "generated_tokens": rows * trips[0],
         "token_steps": trips[0],
-        "own_s": np.where(own, np.maximum(whole - took, 0.0), 0.0),
+        "own_s": own,
     })
 
 

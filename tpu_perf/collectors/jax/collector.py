@@ -199,6 +199,8 @@ def install(rec: Recorder, jax: ModuleType) -> Callable[[], None]:
     rec.add_before_close(tracker.close)
 
     def write_requests() -> None:  # generation: a prefill before each run of decode steps (prefill.py)
+        if rec.generation is not None and rec.generation.requests:
+            return  # the script marked its requests (tpu_perf.request()): those are its requests, not a second set read from its calls
         for row in tracker.prefills.rows(tracker.step_fn, tracker.source):
             rec.append("requests", row)
 
