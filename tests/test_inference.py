@@ -296,3 +296,21 @@ def test_torch_compile_recompiling_in_every_request_is_named(corpus_runs) -> Non
     found = {f.id: f for f in advise_signals(build_signals(load_run(str(run.dir)))).findings}
     rec = found["decode-recompiles"]
     assert rec.outcome == "fired" and "a failed guard (torch.compile)" in rec.reason and "len(kwargs)" in rec.reason, rec.reason
+
+
+def test_prefill_share_is_of_the_requests_that_compiled_nothing(corpus_runs) -> None:
+    """jax_decode compiles its prefill and decode step in the first request: that request's TTFT
+    is mostly compiling, which is not prompt processing. The shares are of the later requests."""
+    from tpu_perf.store import load_run
+
+    run = corpus_runs("jax_decode")
+    i = report_doc(run.dir, run.store)["inference"]
+    requests = load_run(str(run.dir)).table("requests").sort_values("start_time_s")
+    compiles = load_run(str(run.dir)).compiles
+    backend = compiles[compiles["event"] == "backend_compile"]
+    inside = backend["time_s"].between(requests["start_time_s"].iloc[0], requests["start_time_s"].iloc[1])
+    assert i["compile_s"] == pytest.approx(backend.loc[inside, "duration_s"].sum(), rel=0.05) and i["compile_s"] > 0
+    truth = run.truth  # the script's own clocks: time to first token and per token of each request
+    prefill = sum(truth["ttft"][1:])
+    share = prefill / (prefill + sum(p * (48 - 1) for p in truth["tpot"][1:]))
+    assert i["prefill_share"] == pytest.approx(share, abs=0.05), (i["prefill_share"], share)

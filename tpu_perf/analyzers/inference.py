@@ -67,10 +67,14 @@ class InferenceStats:
     `wall_s` on every request path: the script's own clock holds it."""
     tokens_per_s: float | None
     """Generated tokens over `wall_s` (prefill included)."""
+    compile_s: float = 0.0
+    """Compiling inside the requests (a first request's compiles, recompiles): the prefill and
+    decode shares are of the requests that compiled nothing (where there are such; else of every
+    request less its compile time)."""
     prefill_share: float | None
-    """Share of the requests' time before their first token (prompt processing)."""
+    """Share of the requests' time (compiles left out) before their first token (prompt processing)."""
     decode_share: float | None
-    """Share of the requests' time after their first token (decode steps)."""
+    """Share of the requests' time (compiles left out) after their first token (decode steps)."""
     decode_step_s: float | None
     """Median gap between consecutive token steps of a request: one decode step."""
     decode_bytes_per_step: float | None
@@ -112,8 +116,15 @@ def analyze_inference(run: Run) -> InferenceStats | None:
     # tpu-perf's trace start/stop inside the requests' span: per request where they are steps or calls, else from the run's steps (marks, generate())
     own = float(requests["own_s"].sum()) if "own_s" in requests else own_time_within(run_steps(run), float(start.min()), float(end.max()))
     wall = float(end.max() - start.min()) - own
-    total = float((end - start).sum())
-    prefill = float(np.nansum(ttft)) if np.isfinite(ttft).any() else None
+    # the shares are of the requests' own work: a compile inside a request (the first one's, a
+    # recompile) is a one-off that would read as prefill or decode time (decode-recompiles charges it)
+    # (tracing and lowering too, which no compile event times): the requests that compiled nothing
+    # where there are such, else every request less its compile time
+    compiling = _compiling_within(run, start, end)
+    steady = compiling == 0 if (compiling == 0).any() else np.ones(len(start), dtype=bool)
+    total = float((end - start)[steady].sum() - compiling[steady].sum())
+    before_first = ttft - _compiling_within(run, start, np.where(np.isfinite(first), first, start))
+    prefill = float(np.nansum(before_first[steady])) if np.isfinite(ttft[steady]).any() else None
     # the median is robust to the steps that compiled (a JAX decode step compiles in the first request);
     # without token gaps (a request inside one compiled loop), the median time per output token
     decode_step = float(np.median(gaps)) if len(gaps) else (float(np.nanmedian(tpot)) if np.isfinite(tpot).any() else None)
@@ -137,6 +148,7 @@ def analyze_inference(run: Run) -> InferenceStats | None:
         wall_s=wall,
         own_s=own,
         tokens_per_s=float(generated.sum()) / wall if wall > 0 else None,
+        compile_s=float(compiling.sum()),
         prefill_share=prefill / total if prefill is not None and total > 0 else None,
         decode_share=1 - prefill / total if prefill is not None and total > 0 else None,
         decode_step_s=decode_step,
@@ -180,6 +192,18 @@ def _tpot(requests: pd.DataFrame) -> np.ndarray:
     # a first token not seen apart (made inside one compiled loop): the request's time over its tokens
     whole = (requests["end_time_s"].to_numpy(float) - requests["start_time_s"].to_numpy(float)) / np.maximum(per_row, 1)
     return np.where(per_row > 1, np.where(np.isnan(first), whole, after_first), np.nan)
+
+
+def _compiling_within(run: Run, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Seconds of backend compiles (stamped at their end) inside each window [lo, hi]."""
+    compiles = run.compiles
+    if compiles.empty or not len(lo):
+        return np.zeros(len(lo))
+    backend = compiles[compiles["event"] == "backend_compile"]
+    ends = backend["time_s"].to_numpy(float)
+    starts = ends - backend["duration_s"].to_numpy(float)
+    overlap = np.minimum(hi[:, None], ends[None, :]) - np.maximum(lo[:, None], starts[None, :])
+    return np.clip(overlap, 0.0, None).sum(axis=1)
 
 
 def request_tpots(run: Run) -> tuple[float, ...]:

@@ -33,6 +33,8 @@ def render_inference(doc: dict[str, Any]) -> RenderableType | None:
         return None
     prompt = "n/a" if i["prompt_tokens"] is None else str(i["prompt_tokens"])
     share = "n/a" if i["prefill_share"] is None else f"prefill {fmt.percent(i['prefill_share'])}, decode {fmt.percent(i['decode_share'])} of the requests' time"
+    if i["prefill_share"] is not None and i.get("compile_s"):
+        share += f" (of the requests that compiled nothing: {fmt.seconds(i['compile_s'])} of compiling left out)"
     if i.get("stalled_gaps"):
         share += f"; {i['stalled_gaps']} token gap(s) held another request's prefill ({fmt.percent(i['stall_share'])} of the wall time beyond a plain gap)"
     if i["decode_bytes_per_step"] is None:
