@@ -314,3 +314,14 @@ def test_prefill_share_is_of_the_requests_that_compiled_nothing(corpus_runs) -> 
     prefill = sum(truth["ttft"][1:])
     share = prefill / (prefill + sum(p * (48 - 1) for p in truth["tpot"][1:]))
     assert i["prefill_share"] == pytest.approx(share, abs=0.05), (i["prefill_share"], share)
+
+
+def test_a_padded_batch_sampled_several_times_counts_real_prompt_tokens_and_every_row(corpus_runs) -> None:
+    """generate() on a left-padded batch with num_return_sequences=3 (tests/corpus/hf_sampled_batch.py):
+    every returned row gets a token per pass, the prompt tokens are the mask's ones, and the KV
+    cache a decode step reads holds every row at the padded width."""
+    run = corpus_runs("hf_sampled_batch")
+    i, truth = report_doc(run.dir, run.store)["inference"], run.truth
+    assert (i["requests"], i["calls"], i["prompt_tokens"], i["generated_tokens"]) == (truth["requests"], 2, truth["prompt_tokens"], truth["generated_tokens"])
+    assert i["weight_bytes"] == truth["weight_bytes"] and i["kv_cache_bytes"] == pytest.approx(truth["kv_bytes"])
+    assert near(i["tokens_per_s"], truth["tokens_per_s"], 0.20)

@@ -146,7 +146,10 @@ def _hook_hf(log: GenerationLog, module: ModuleType) -> Callable[[], None]:
     def generate(self: Any, *args: Any, **kwargs: Any) -> Any:
         if getattr(busy, "depth", 0):  # generate() inside generate() (assisted decoding): the outer call is the request
             return original(self, *args, **kwargs)
-        rows, prompt = _prompt_shape(args[0] if args else kwargs.get("input_ids", kwargs.get("inputs")))
+        ids = args[0] if args else kwargs.get("input_ids", kwargs.get("inputs"))
+        prompts, prompt = _prompt_shape(ids, kwargs.get("attention_mask"))
+        width = ids.shape[1] if prompt is not None else None  # the positions each row's cache holds, pads included
+        rows = prompts * _returned_per_prompt(self, kwargs)  # num_return_sequences=n: n rows per prompt, a token each per pass
         device = getattr(getattr(self, "device", None), "type", "cpu")
         sync = log.rec.sync if device != "cpu" else None
         cache: list[Any] = [None]
@@ -175,7 +178,7 @@ def _hook_hf(log: GenerationLog, module: ModuleType) -> Callable[[], None]:
                 handle.remove()
             busy.depth = 0
             kv_bytes, kv_dtype = kv_cache_bytes(cache[0])
-            log.describe(weight_bytes=weight_bytes_of(self), prompt_positions=None if prompt is None else prompt // rows, kv_bytes_per_position=kv_bytes, kv_dtype=kv_dtype)
+            log.describe(weight_bytes=weight_bytes_of(self), prompt_positions=width, kv_bytes_per_position=kv_bytes, kv_dtype=kv_dtype)
             log.request_end()
 
     mixin.generate = generate
@@ -186,12 +189,27 @@ def _hook_hf(log: GenerationLog, module: ModuleType) -> Callable[[], None]:
     return undo
 
 
-def _prompt_shape(ids: Any) -> tuple[int, int | None]:
-    """(prompt rows, prompt tokens in all rows) of `generate()`'s input ids; (1, None) when unknown."""
+def _prompt_shape(ids: Any, mask: Any = None) -> tuple[int, int | None]:
+    """(prompt rows, prompt tokens in all rows) of `generate()`'s input ids; (1, None) when unknown.
+    A padded batch's tokens are its attention mask's ones (the pads are not prompt)."""
     shape = getattr(ids, "shape", None)
     if shape is None or len(shape) != 2:
         return 1, None
+    if getattr(mask, "shape", None) == shape:
+        try:
+            return int(shape[0]), int(mask.sum())
+        except (TypeError, ValueError, RuntimeError):
+            pass
     return int(shape[0]), int(shape[0]) * int(shape[1])
+
+
+def _returned_per_prompt(model: Any, kwargs: dict[str, Any]) -> int:
+    """`num_return_sequences` of this call: the call's own, its `generation_config`'s, else the model's."""
+    for source in (kwargs, getattr(kwargs.get("generation_config"), "__dict__", {}), getattr(getattr(model, "generation_config", None), "__dict__", {})):
+        n = source.get("num_return_sequences")
+        if isinstance(n, int) and n >= 1:
+            return n
+    return 1
 
 
 def weight_bytes_of(model: Any) -> int | None:
