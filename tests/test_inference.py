@@ -325,3 +325,17 @@ def test_a_padded_batch_sampled_several_times_counts_real_prompt_tokens_and_ever
     assert (i["requests"], i["calls"], i["prompt_tokens"], i["generated_tokens"]) == (truth["requests"], 2, truth["prompt_tokens"], truth["generated_tokens"])
     assert i["weight_bytes"] == truth["weight_bytes"] and i["kv_cache_bytes"] == pytest.approx(truth["kv_bytes"])
     assert near(i["tokens_per_s"], truth["tokens_per_s"], 0.20)
+
+
+def test_a_cache_returned_updated_but_not_donated_is_the_kv_cache(corpus_runs) -> None:
+    """jax_one_forward's forward returns its cache updated without donating it: that argument is the
+    KV cache (weights + cache split as the script counts them), in the inference section and in
+    memory at the peak, and the second copies it makes are advised as the cache's, not a train state's."""
+    run = corpus_runs("jax_one_forward")
+    doc = report_doc(run.dir, run.store)
+    i, truth = doc["inference"], run.truth
+    assert i["kv_cache_bytes"] == truth["kv_bytes"] and near(i["weight_bytes"], truth["weight_bytes"], 0.001), (i["kv_cache_bytes"], i["weight_bytes"], truth)
+    assert "returns updated" in i["decode_bytes_source"]
+    at_peak = doc["memory"]["at_peak"]
+    assert at_peak["categories"]["kv_cache"] == truth["kv_bytes"], at_peak["categories"]
+    assert not [f for f in at_peak["findings"] if "train-state" in f], at_peak["findings"]

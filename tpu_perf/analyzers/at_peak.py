@@ -29,6 +29,7 @@ from tpu_perf.analyzers.buffer_assignment import (
     space_name,
     temporaries_peak,
 )
+from tpu_perf.analyzers.carried import carried_paths
 from tpu_perf.analyzers.hlo import HloModule, Instruction, parse_hlo
 from tpu_perf.analyzers.hlo_analysis import shapes
 from tpu_perf.analyzers.hlo_frames import Frames
@@ -323,6 +324,7 @@ def _findings(categories: dict[str, int], peak: int, buffers: list[PeakBuffer], 
         "other": "see the largest buffers",
     }
     out = []
+    state, held = ("KV-cache", "cache") if decode else ("train-state", "state")
     for name, size in sorted(categories.items(), key=lambda kv: -kv[1])[:2]:
         if not peak or size < FINDING_MIN_FRACTION * peak:
             continue
@@ -340,11 +342,11 @@ def _findings(categories: dict[str, int], peak: int, buffers: list[PeakBuffer], 
         elif name == "other" and sum(b.bytes for b in buffers if b.source == GAP) * 2 >= size:
             said = "mostly space in XLA's temporary allocations that holds no live value at the peak (buffers live at other times, alignment): it shrinks with the temporaries"
         elif name == "temporaries" and 2 * copies >= size and donated:
-            said = (f"{human_bytes(copies)} of it is second copies of train-state leaves (their old and new values live together): "
-                    "the state is donated, yet XLA makes these new values before it frees the old ones (top_buffers names the leaves)")
+            said = (f"{human_bytes(copies)} of it is second copies of {state} leaves (their old and new values live together): "
+                    f"the {held} is donated, yet XLA makes these new values before it frees the old ones (top_buffers names the leaves)")
         elif name == "temporaries" and 2 * copies >= size:  # the old and new state live together: not a batch-size matter
-            said = (f"{human_bytes(copies)} of it is second copies of train-state leaves (their old and new values live together): "
-                    "donate the state to the step so the update is written in place (see no-donation)")
+            said = (f"{human_bytes(copies)} of it is second copies of {state} leaves (their old and new values live together): "
+                    f"donate the {held} to the step so the update is written in place" + (" (jax.jit(..., donate_argnums=...) on the cache argument)" if decode else " (see no-donation)"))
         out.append(f"{name.replace('_', ' ')} is {100 * size / peak:.0f} % of the peak ({human_bytes(size)} in {count} buffers): {said}")
     return tuple(out)
 
@@ -398,9 +400,9 @@ def _from_live_range(classify: _Classifier, text: str) -> tuple[list[PeakBuffer]
 
 
 def _kv_cache(signature: dict) -> dict:
-    """The signature with the donated arguments (and their new values) as `kv_cache`: what a decode
-    step carries from call to call, beside the weights it reads unchanged."""
-    carried = {row["path"] for row in signature.get("inputs") or () if row.get("donated")}
+    """The signature with the arguments a decode step carries (and their new values) as `kv_cache`:
+    donated, or returned updated (`carried.carried_paths`), beside the weights it reads unchanged."""
+    carried = carried_paths(signature)
     if not carried:
         return signature
 

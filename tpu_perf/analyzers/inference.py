@@ -16,11 +16,13 @@ decode step / the chip's HBM bandwidth (hardware/catalogue.toml). Unknown is Non
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from tpu_perf.analyzers.carried import carried_bytes
 from tpu_perf.analyzers.exact import step_bytes_accessed
 from tpu_perf.analyzers.flops import run_chip
 from tpu_perf.analyzers.loop_requests import SOURCE as LOOP_SOURCE
@@ -29,6 +31,7 @@ from tpu_perf.analyzers.own_time import own_time_within
 from tpu_perf.analyzers.programs import step_program
 from tpu_perf.analyzers.steps import run_steps
 from tpu_perf.store import Run
+from tpu_perf.store.layout import SIGNATURE_SUFFIX
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -319,14 +322,22 @@ def _from_steps(requests: pd.DataFrame, steps: pd.DataFrame) -> tuple[pd.DataFra
 
 def _program_bytes(run: Run) -> tuple[float | None, float | None, float | None, str | None]:
     """(bytes per decode step, weights, KV cache, source) from the compiled decode step's arguments:
-    what it must read each call. Its donated arguments are the cache it carries; the rest, the weights."""
+    what it must read each call. The arguments it carries from call to call are the cache (those it
+    donates, else those it returns updated: `carried.py`); the rest, the weights."""
     row = step_program(run.programs)
     arguments = None if row is None else row.get("argument_bytes")
     if arguments is None or arguments != arguments:
         return None, None, None, None
     donated = row.get("alias_bytes")
-    kv = float(donated) if donated is not None and donated == donated and donated > 0 else None
-    return float(arguments), None if kv is None else float(arguments) - kv, kv, "the decode step's arguments (its donated ones: the KV cache)"
+    if donated is not None and donated == donated and donated > 0:
+        kv, how = float(donated), "its donated ones: the KV cache"
+    else:
+        hlo = row.get("hlo_file")
+        stem = hlo.removesuffix(".hlo.txt") if isinstance(hlo, str) else None
+        signature = json.loads(run.read_text(stem + SIGNATURE_SUFFIX)) if stem and run.exists(stem + SIGNATURE_SUFFIX) else {}
+        kv = carried_bytes(signature)
+        how = "those it returns updated: the KV cache" if kv is not None else "none carried from call to call: no KV cache seen"
+    return float(arguments), None if kv is None else float(arguments) - kv, kv, f"the decode step's arguments ({how})"
 
 
 def _peak_bandwidth(run: Run) -> tuple[str | None, float | None, str | None]:
