@@ -98,7 +98,7 @@ def steps_sentence(doc: dict[str, Any]) -> str:
         said = "no steps (an import of a trace with no step markers)" if data.dig(doc, "run.imported") else "no steps recorded"
     else:  # the report's own attribution of the steps left out (`steps.excluded`), as `report` and the compare page say it
         left = [e for e in s["excluded"] if e["reason"] != "warmup"]
-        out = f", {sum(e['steps'] for e in left)} left out ({exclusions_text([Exclusion(**e) for e in left], fmt.seconds)})" if left else ""
+        out = f", {sum(e['steps'] for e in left)} left out ({exclusions_text([Exclusion(**e) for e in left])})" if left else ""
         said = f"{count} steps: {s['warmup']} warm-up, {s['steady']} steady{out}" + (f", marked by `{s['source']}`" if s.get("source") else "")
     parts = [said]
     if s.get("iteration_p10_s") is not None:
