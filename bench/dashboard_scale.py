@@ -508,7 +508,10 @@ SHAPE_JS = """() => {
     const traces = plots.map(p => (p._fullData || []).length);
     const points = plots.flatMap(p => (p._fullData || []).map(t => (t.y || t.x || []).length));
     const grids = [...document.querySelectorAll('[data-testid="stDataFrame"]')].filter(visible);
-    const rows = grids.map(g => parseInt(g.querySelector('[aria-rowcount]')?.getAttribute('aria-rowcount') || '20'));
+    const rows = grids.map(g => {  // the grid is a canvas: its rows from its scroller's height (35 px a row, the header one)
+        const scroller = g.querySelector('.dvn-scroller');
+        return scroller ? Math.max(1, Math.round(scroller.scrollHeight / 35) - 1) : 20;
+    });
     const sum = xs => xs.reduce((a, b) => a + b, 0);
     return {tables: grids.length, rows: Math.max(1, Math.round(sum(rows) / Math.max(1, grids.length))),
             html: [...document.querySelectorAll('[data-testid="stHtml"]')].filter(visible).length, charts: plots.length,
