@@ -84,9 +84,11 @@ def _overview(doc: dict[str, Any], ref: data.RunRef) -> None:
     else:
         widgets.missing("Step-time breakdown", "It comes from the trace window's device timeline.")
     aot.render(doc)  # record --topology
-    if doc.get("mfu_detail"):
-        with st.expander("MFU detail"):
-            st.json(doc["mfu_detail"])
+    if doc.get("mfu_detail"):  # built when opened: st.json's viewer is a chunk of its own for the browser to load and run
+        detail = st.expander("MFU detail", key="run_mfu_detail", on_change="rerun")
+        if detail.open:
+            with detail:
+                st.json(doc["mfu_detail"])
 
 
 def steps_sentence(doc: dict[str, Any]) -> str:
