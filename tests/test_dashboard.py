@@ -273,8 +273,13 @@ def test_run_page_has_everything(env: dict) -> None:
     assert not at.exception
     assert kpi_table(at)[("Step time", "wide")][0] == step_cell(wide)
     s = wide["steps"]
-    assert f"{s['count']} steps: {s['warmup']} warm-up, {s['steady']} steady, {s['count'] - s['warmup'] - s['steady']} left out" in at.caption[1].value  # adds up
+    said = next(c.value for c in at.caption if c.value.startswith(f"{s['count']} steps: "))
+    assert f"{s['count']} steps: {s['warmup']} warm-up, {s['steady']} steady, {s['count'] - s['warmup'] - s['steady']} left out" in said  # adds up
+    assert any(m.value == f"Recorded with: `{' '.join(wide['run']['command'])}`" for m in at.markdown)  # inline code: no highlighter for the browser to load
     assert not at.get("download_button")  # lazy: the Downloads tab is not built until opened
+    assert wide["mfu_detail"] and not at.json  # lazy: the MFU detail's viewer is built when its expander is opened
+    at.session_state["run_mfu_detail"] = True
+    assert [e.value for e in at.run().json] == [json.dumps(wide["mfu_detail"])]
     codes = " ".join(c.value for c in opened(at, "Trace").code)
     assert f"xprof server --logdir {wide['trace']['logdir']}" in codes
     assert f"tensorboard --logdir {wide['trace']['logdir']}" in codes
