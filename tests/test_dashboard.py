@@ -25,6 +25,7 @@ import pytest
 
 from tests.conftest import ROOT, advice_doc, copy_run, report_doc, tpu_perf_cli  # noqa: E402
 from tpu_perf.dashboard import shape, tables  # noqa: E402
+from tpu_perf.store import load_run  # noqa: E402
 from tpu_perf.views import format as fmt  # noqa: E402
 
 if TYPE_CHECKING:
@@ -272,8 +273,13 @@ def test_run_page_has_everything(env: dict) -> None:
     assert not at.exception
     assert kpi_table(at)[("Step time", "wide")][0] == step_cell(wide)
     s = wide["steps"]
-    assert f"{s['count']} steps: {s['warmup']} warm-up, {s['steady']} steady, {s['count'] - s['warmup'] - s['steady']} left out" in at.caption[1].value  # adds up
+    said = next(c.value for c in at.caption if c.value.startswith(f"{s['count']} steps: "))
+    assert f"{s['count']} steps: {s['warmup']} warm-up, {s['steady']} steady, {s['count'] - s['warmup'] - s['steady']} left out" in said  # adds up
+    assert any(m.value == f"Recorded with: `{' '.join(wide['run']['command'])}`" for m in at.markdown)  # inline code: no highlighter for the browser to load
     assert not at.get("download_button")  # lazy: the Downloads tab is not built until opened
+    assert wide["mfu_detail"] and not at.json  # lazy: the MFU detail's viewer is built when its expander is opened
+    at.session_state["run_mfu_detail"] = True
+    assert [e.value for e in at.run().json] == [json.dumps(wide["mfu_detail"])]
     codes = " ".join(c.value for c in opened(at, "Trace").code)
     assert f"xprof server --logdir {wide['trace']['logdir']}" in codes
     assert f"tensorboard --logdir {wide['trace']['logdir']}" in codes
@@ -773,7 +779,7 @@ def test_imported_tpu_ops_are_per_device_over_the_trace(imports: dict) -> None:
     at.query_params["run"] = "tpu4"
     at.run()
     assert not at.exception
-    assert at.caption[1].value.startswith("no steps (an import")  # not "0 steps … from None"
+    assert any(c.value.startswith("no steps (an import") for c in at.caption)  # not "0 steps … from None"
     codes = " ".join(c.value for c in opened(at, "Trace").code)
     assert f"xprof server --logdir {tpu4['trace']['logdir']}" in codes
     ops = next(df.value for df in opened(at, "Ops & fusion").dataframe if df.value.index.name == "op")
@@ -955,6 +961,55 @@ def test_run_page_advice_tab_and_readable_tables(mixed: dict) -> None:
     report = mixed["reports"]["failing"]
     assert list(slowest.columns) == ["function", "compile time (s)"]
     assert list(slowest["compile time (s)"]) == pytest.approx([s["duration_s"] for s in report["compile"]["slowest"]])
+
+
+LEFT_OUT = re.compile(r"(\d+) ([^()]+?) \(([^()]+)\)")
+"""One clause of `exclusions_text`: "3 inside the trace window or FLOP count (12.1 ms)"."""
+
+
+def test_steps_left_out_read_the_same_on_the_run_and_compare_pages(env: dict) -> None:
+    """The run page's "N left out (…)" and the compare page's "X's steady median leaves out …" for
+    the same run are one attribution of its steps, in one wording (the report's `steps.excluded`):
+    "3 traced" on one page against "1 in the trace window + 4 compiled" on the other was the issue."""
+    wide = env["reports"]["wide"]
+    at = page("run")
+    at.query_params["run"] = "wide"
+    at.run()
+    assert not at.exception
+    said = next(c.value for c in at.caption if c.value.startswith(f"{wide['steps']['count']} steps: ")).split(" · ")[0]
+    on_run = set(LEFT_OUT.findall(said.split(" left out (", 1)[1])) if " left out (" in said else set()
+    at = page("compare")
+    at.query_params["runs"] = "narrow,wide"
+    at.run()
+    assert not at.exception
+    detail = next(m.value for m in at.markdown if "wide's steady median leaves out" in m.value)
+    on_compare = set(LEFT_OUT.findall(detail.split("wide's steady median leaves out", 1)[1].split(": ", 1)[1].split("; ")[0]))
+    report = {(str(e["steps"]), e["label"]) for e in wide["steps"]["excluded"]}
+    assert {(n, label) for n, label, _ in on_compare} == report  # every reason the report gives, as it gives it
+    assert on_run == {c for c in on_compare if c[1] != "warm-up"}  # the run page says its warm-up apart ("1 warm-up, 5 steady")
+    assert any(label == "inside the trace window or FLOP count" for _, label, _ in on_run)  # the traced steps, in those words on both
+
+
+def test_no_trace_is_said_only_of_a_run_recorded_with_it(mixed: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failed run recorded with its trace window (the default) that stopped before the window
+    opened is told so, never "record without --no-trace"; a run recorded with --no-trace is told to
+    drop it. In `tpu-perf advise` and in the compare page's Why."""
+    store = tmp_path / "runs"
+    copy_run(Path(load_run("fast", store=str(mixed["store"])).url), store)  # recorded with --no-trace
+    proc = tpu_perf_cli("record", "--store", str(store), "--name", "early", "-q", SELFTIMED, str(tmp_path / "early.json"), "--steps", "10", "--fail-at", "2")
+    assert proc.returncode == 1, proc.stderr
+    said = {name: " ".join(f["reason"] or "" for f in advice_doc(name, store)["findings"]) for name in ("fast", "early")}
+    assert "record without --no-trace" in said["fast"]
+    assert "--no-trace" not in said["early"]
+    assert "the run failed after 2 step(s), before its trace window (--trace-steps 3:6) opened" in said["early"]
+    monkeypatch.setenv("TPU_PERF_STORE", str(store))
+    at = page("compare")
+    at.query_params["runs"] = "fast,early"
+    at.run()
+    assert not at.exception
+    for text in [m.value for m in at.markdown] + [c.value for c in at.caption]:
+        for part in text.split("; "):  # each run's words apart: "early: could not be checked (…)"
+            assert not ("--no-trace" in part and "early" in part.split(":", 1)[0]), part
 
 
 def _figure(at: AppTest, title: str) -> dict:

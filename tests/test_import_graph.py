@@ -35,7 +35,7 @@ PACKAGE = "tpu_perf"
 # with the CLI's own commands; the package root and `__main__` are the entry points.
 # A module belongs to the layer of the longest prefix that names it (a package holds its modules).
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("tpu_perf.errors", "tpu_perf.jsonio", "tpu_perf.marks", "tpu_perf.pairing", "tpu_perf.version", "tpu_perf.git_state", "tpu_perf.text"),
+    ("tpu_perf.errors", "tpu_perf.jsonio", "tpu_perf.marks", "tpu_perf.pairing", "tpu_perf.version", "tpu_perf.git_state", "tpu_perf.text", "tpu_perf.units"),
     ("tpu_perf.store",),
     ("tpu_perf.hardware", "tpu_perf.modelflops", "tpu_perf.traces"),
     ("tpu_perf.collectors",),

@@ -105,7 +105,7 @@ def test_recompiling_run_is_compared_all_in_and_says_what_it_leaves_out() -> Non
     assert result.basis == "all_in_step_time" and "only 4 steady steps (< 5)" in result.basis_reason
     assert got.kind == "faster" and got.speedup == pytest.approx(bad_steps[1:].mean() / good_steps[1:].mean())
     assert got.text.startswith(f"good is {got.speedup:.2f}x faster per step than bad (all-in wall time per step (every step after the first): 90 % interval")
-    assert "bad's steady median leaves out 10 of 14 steps: 9 compiled a new program (8.1 s), 1 warm-up (1.2 s)" in got.text
+    assert "bad's steady median leaves out 10 of 14 steps: 9 compiled a new program (8.100 s), 1 warm-up (1.200 s)" in got.text
     steady = next(c for c in result.checks if c.name == "step_time")
     assert not steady.decides and "not deciding: all-in step time decides" in steady.message
     assert result.verdict == Verdict.IMPROVEMENT and result.exit_code == 0

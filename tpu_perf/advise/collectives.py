@@ -35,7 +35,7 @@ def exposed_collectives(s: Signals) -> Finding:
         return fired(EXPOSED_COLLECTIVES, f"the device ran only collectives for {share:.0%} of the traced step", evidence,
                      Gain(factor=1 / (1 - share), basis=f"{share:.0%} of the step is communication with no compute beside it; fully overlapped it would vanish", kind="upper_bound"))
     if a is None:
-        return not_evaluable(EXPOSED_COLLECTIVES, "no trace window and no step-program HLO: record without --no-trace")
+        return not_evaluable(EXPOSED_COLLECTIVES, f"no trace window and no step-program HLO: {s.trace_fix}")
     count = sum(a.collectives.values())
     evidence = [ev("collectives", count, "hlo", "hlo.analysis.collectives"), ev("async_pairs", a.async_pairs, "hlo", "hlo.analysis.async_pairs"), ev("async_overlapped", a.async_overlapped, "hlo", "hlo.analysis.async_overlapped")]
     if count == 0 or a.async_overlapped >= a.async_pairs > 0:

@@ -129,7 +129,7 @@ def op_by_op(s: Signals) -> Finding:
     if s.pmap_compiles and (pps is None or pps < T.OP_BY_OP_PROGRAMS_PER_STEP):
         return passed(OP_BY_OP, f"the step is compiled by jax.pmap ({s.pmap_compiles} pmap program compile(s))", evidence + [src("pmap_compiles", s.pmap_compiles)])
     if pps is None and s.step_program:
-        return passed(OP_BY_OP, "the step is one jitted program (no trace window to count launches: record without --no-trace)", evidence)
+        return passed(OP_BY_OP, f"the step is one jitted program (no trace window to count launches: {s.trace_fix})", evidence)
     if s.jitted_functions is not None:
         evidence.append(src("jitted_functions", s.jitted_functions))
     eager = not s.step_program and (s.distinct_compiled >= T.OP_BY_OP_EAGER_PROGRAMS or (s.jitted_functions == 0 and s.distinct_compiled >= T.OP_BY_OP_UNJITTED_PROGRAMS))

@@ -23,7 +23,7 @@ EXPLAINS_IDLE = ("host-sync", "input-bound", "op-by-op", "recompilation", "expos
 def device_idle(s: Signals, others: list[Finding]) -> Finding:
     idle = s.breakdown.get("device_idle") if s.breakdown else None
     if idle is None and s.duty_cycle_pct is None:
-        return not_evaluable(DEVICE_IDLE, "no trace window and no duty-cycle samples: record without --no-trace (duty cycle needs libtpu's metric service)")
+        return not_evaluable(DEVICE_IDLE, f"no trace window and no duty-cycle samples: {s.trace_fix} (duty cycle needs libtpu's metric service)")
     if s.duty_cycle_pct is None and s.platform == "cpu":
         return not_evaluable(DEVICE_IDLE, "on the CPU backend a gap inside a program is its executor between ops and this machine's scheduling of its threads (a host "
                              "callback is an op there), not time a TPU or GPU would idle: judge it on a TPU or GPU run")

@@ -173,7 +173,7 @@ def input_bound(s: Signals) -> Finding:
             idle = s.host_median_s / s.iteration_median_s
             evidence = [src("host_median_s", s.host_median_s), src("iteration_median_s", s.iteration_median_s)]
         else:
-            return not_evaluable(INPUT_BOUND, "no trace window and no host time per step: record without --no-trace")
+            return not_evaluable(INPUT_BOUND, f"no trace window and no host time per step: {s.trace_fix}")
     else:
         evidence = [ev("trace_host_fraction", idle, "trace", _share_path(s)),
                     ev("trace_input_fraction", s.breakdown.get("input", 0.0), "trace", "breakdown.input")]

@@ -52,6 +52,9 @@ class Signals:
     traced_steps: int
     trace_steps: float | None = None
     """Steps whose device work the trace holds (`ops.steps`); None: unknown."""
+    trace_fix: str = "record without --no-trace"
+    """What would give the run a trace window, worded from what it did (`trace_fix`): `--no-trace`
+    turned it off, or the run ended before its window opened."""
     iteration_median_s: float | None
     device_median_s: float | None
     host_median_s: float | None
@@ -266,6 +269,7 @@ def build_signals(run: Run, report: Report | None = None, *, target: str | None 
         framework=step_framework(run), platform=(run.manifest.get("hardware") or {}).get("platform"),
         run_chip=own, target=target_chip, target_from=target_from,
         steps=st.count, traced_steps=st.traced or (traces.device_step_count if traces is not None else 0), trace_steps=traces.op_steps if traces is not None else None,
+        trace_fix=trace_fix(run, st.count),
         iteration_median_s=st.iteration_median_s, device_median_s=st.device_median_s, host_median_s=st.host_median_s,
         step_s=st.steady_step_s, loop_median_s=st.loop_median_s, call_median_s=st.call_median_s, loop_low_s=st.loop_low_s, loop_steps=st.call_loop_steps,
         after_warmup_wall_s=wall_after, steps_after_warmup=steps_after,
@@ -296,6 +300,23 @@ def build_signals(run: Run, report: Report | None = None, *, target: str | None 
         inference=report.inference, kv_dtypes=_kv_dtypes(run) if report.inference is not None else (),
         cache_reads=cache_reads(run) if report.inference is not None else None,
     )
+
+
+def trace_fix(run: Run, steps: int) -> str:
+    """What would give `run` a trace window, from what it did: "record without --no-trace" only when
+    it was recorded with `--no-trace`; a run that failed or ended before its window opened is told
+    so (a failed run traced by default was told to drop a flag it never had)."""
+    config = run.manifest.get("config") or {}
+    if "trace_steps" not in config:  # an import, or a run recorded through the Python API without options
+        return "record it with `tpu-perf record` (a trace window is on by default)"
+    window = config["trace_steps"]
+    if window is None:
+        return "record without --no-trace"
+    start, stop = (int(v) for v in window)
+    ended = {"failed": "failed", "crashed": "crashed", "interrupted": "was interrupted"}.get(run.status, "ended")
+    if steps <= start:
+        return f"the run {ended} after {steps} step(s), before its trace window (--trace-steps {start}:{stop}) opened: pass a window inside the run"
+    return f"its trace window (--trace-steps {start}:{stop}) captured no step's device work"
 
 
 def _kv_dtypes(run: Run) -> tuple[str, ...]:

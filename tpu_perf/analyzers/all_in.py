@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from tpu_perf.analyzers.ready import ready_times
+from tpu_perf.units import seconds
 
 MIN_STEADY_STEPS = 5
 """Fewer steady steps than this: the steady median stands on too little; compare all-in."""
@@ -192,8 +193,8 @@ def needs_all_in(steady: int, share: float | None, *, of: str = "of the time aft
     return None
 
 
-def exclusions_text(exclusions: Sequence[Exclusion], seconds: object = None) -> str:
-    """"9 compiled after warm-up (8.47 s), 1 warm-up (0.91 s)"; "none" when nothing was left out."""
-    fmt = seconds if callable(seconds) else (lambda s: f"{s:.3g} s")
-    parts = [f"{e.steps} {e.label} ({fmt(e.time_s)})" for e in exclusions]
+def exclusions_text(exclusions: Sequence[Exclusion]) -> str:
+    """"9 compiled a new program (8.470 s), 1 warm-up (910.00 ms)"; "none" when nothing was left out.
+    Times as `report` and the dashboard say them (`units.seconds`): one wording on every page."""
+    parts = [f"{e.steps} {e.label} ({seconds(e.time_s)})" for e in exclusions]
     return ", ".join(parts) if parts else "none"

@@ -163,6 +163,10 @@ _REPORTS = _Memo(256)
 _VALUES = _Memo(256)
 _SUMMARIES = _Memo(4096)
 _INDEXED = _Memo(4)
+CHECKS = _Memo(256)
+"""`tpu-perf check` between two sides of a comparison (`export.checks`), per the sides' labels and
+their runs' ids, stamps and live statuses: a change of comparison back to a pair shown before, or
+a click on a tab, checks no pair again. Shared and read-only, as the reports are."""
 WORKERS = max(2, min(4, os.cpu_count() or 1))
 """Runs loaded at once. Parquet decoding (pyarrow) releases the GIL, so on free cores a second
 thread overlaps one run's reads with another's analysis; the analysis itself holds the GIL."""
@@ -176,6 +180,7 @@ def clear_caches() -> None:
     _VALUES.clear()
     _SUMMARIES.clear()
     _INDEXED.clear()
+    CHECKS.clear()
 
 
 def open_run(url: str, stamp: float) -> Run:

@@ -53,17 +53,27 @@ def checks(docs: Mapping[str, Mapping[str, Any]], refs: Mapping[str, data.RunRef
         return values[label]
 
     def checked(base: str, cand: str, base_labels: Sequence[str], cand_labels: Sequence[str], groups: bool) -> Checked:
-        b, c = [of(x) for x in base_labels], [of(x) for x in cand_labels]
-        names = (f"repeat={base}", f"repeat={cand}") if groups else (base, cand)
-        result = check_sets(b, c)
-        said = verdict.speed_sentence(*names, b, c, result)
-        return Checked(baseline=base, candidate=cand, result=replace(result, sentence=said.text), groups=groups, sentence=said)
+        key = (base, cand, groups, tuple(_ref_key(refs[x]) for x in base_labels), tuple(_ref_key(refs[x]) for x in cand_labels))
+        return data.CHECKS.get(key, lambda: _check(base, cand, [of(x) for x in base_labels], [of(x) for x in cand_labels], groups))
 
     groups = repeat_groups(docs)
     if len(groups) >= 2:
         base = next((g for g, labels in groups.items() if baseline in labels), next(iter(groups)))
         return [checked(base, g, groups[base], labels, True) for g, labels in groups.items() if g != base]
     return [checked(baseline, label, [baseline], [label], False) for label in docs if label != baseline]
+
+
+def _ref_key(ref: data.RunRef) -> tuple[str, str, float, str]:
+    """What a run's side of a check depends on: the run, its stamp, and its live status (a run that
+    ends, or crashes, is checked again)."""
+    return (ref.id, ref.url, ref.stamp, ref.status)
+
+
+def _check(base: str, cand: str, b: list[RunValues], c: list[RunValues], groups: bool) -> Checked:
+    names = (f"repeat={base}", f"repeat={cand}") if groups else (base, cand)
+    result = check_sets(b, c)
+    said = verdict.speed_sentence(*names, b, c, result)
+    return Checked(baseline=base, candidate=cand, result=replace(result, sentence=said.text), groups=groups, sentence=said)
 
 
 KPI_CHECKS: Mapping[str, str] = {

@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import math
 from collections.abc import Mapping
+from typing import Any
 
 import pandas as pd
 
@@ -41,7 +42,7 @@ def _delta(change: float | None, lower_is_better: bool, neutral: bool = False) -
     return f'<span class="tp-d {tone}">{arrow} {change * 100:+.1f} %</span>'
 
 
-def _cell(row: pd.Series) -> str:
+def _cell(row: Mapping[str, Any]) -> str:
     if isinstance(row["why"], str):
         return f'<td><span class="tp-v tp-na" title="{html.escape(str(row["why"]))}">n/a</span></td>'
     grey = bool(row.get("neutral", False)) or row.get("claim") is False
@@ -54,10 +55,12 @@ def kpi_table_html(rows: pd.DataFrame, labels: list[str], headers: Mapping[str, 
         f'<th title="{html.escape(headers.get(label, ""))}">{html.escape(label)}<span class="tp-sub">{"baseline · " if label == baseline else ""}{html.escape(headers.get(label, ""))}</span></th>'
         for label in labels
     )
+    grouped: dict[Any, dict[str, dict[str, Any]]] = {}  # plain records, not groupby/iterrows: a tenth of the time on a rerun
+    for r in rows.to_dict("records"):
+        grouped.setdefault(r["kpi"], {})[r["run"]] = r
     body = []
-    for kpi, group in rows.groupby("kpi", sort=False):
-        by_run = {r["run"]: r for _, r in group.iterrows()}
-        first = group.iloc[0]
+    for kpi, by_run in grouped.items():
+        first = next(iter(by_run.values()))
         cells = "".join(_cell(by_run[label]) if label in by_run else "<td></td>" for label in labels)
         body.append(f'<tr><th title="{html.escape(str(first["help"]))}">{html.escape(str(kpi))}</th>{cells}</tr>')
     return f'{CSS}<div class="tp-kpis-box"><table class="tp-kpis"><thead><tr><th></th>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'

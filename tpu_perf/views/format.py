@@ -1,4 +1,5 @@
-"""Number formatting for people: units always shown, "n/a" only here, never in data."""
+"""Number formatting for people: units always shown, "n/a" only here, never in data. Times are
+`units.seconds` (shared with the analyzers' own sentences, so a time reads the same everywhere)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tpu_perf.text import printable
+from tpu_perf.units import seconds
 
 if TYPE_CHECKING:
     from tpu_perf.analyzers.steps import StepStats
@@ -29,16 +31,6 @@ def md_code(text: object) -> str:
     itself holds a backtick (it would end the span)."""
     text = printable(str(text), multiline=True)
     return f"`{text}`" if "`" not in text and text.strip() == text and text else md(text)
-
-
-def seconds(value: float | None) -> str:
-    if value is None:
-        return "n/a"
-    if value >= 1:
-        return f"{value:.3f} s"
-    if value >= 1e-3:
-        return f"{value * 1e3:.2f} ms"
-    return f"{value * 1e6:.1f} µs"
 
 
 def step_time(steps: StepStats) -> str:

@@ -110,7 +110,7 @@ def _all_in(s: dict[str, Any]) -> str:
 
     if s.get("all_in_s") is None:
         return "n/a (fewer than 2 steps)"
-    left_out = exclusions_text([Exclusion(**e) for e in s.get("excluded") or ()], fmt.seconds)
+    left_out = exclusions_text([Exclusion(**e) for e in s.get("excluded") or ()])
     share = "" if s.get("excluded_share") is None else f", {s['excluded_share']:.0%} of the time after the first step"
     warn = "; the headline step time is this all-in time" if s["step_basis"] == "all-in" else ""
     tool = s.get("all_in_tool_steps") or 0

@@ -84,9 +84,11 @@ def _overview(doc: dict[str, Any], ref: data.RunRef) -> None:
     else:
         widgets.missing("Step-time breakdown", "It comes from the trace window's device timeline.")
     aot.render(doc)  # record --topology
-    if doc.get("mfu_detail"):
-        with st.expander("MFU detail"):
-            st.json(doc["mfu_detail"])
+    if doc.get("mfu_detail"):  # built when opened: st.json's viewer is a chunk of its own for the browser to load and run
+        detail = st.expander("MFU detail", key="run_mfu_detail", on_change="rerun")
+        if detail.open:
+            with detail:
+                st.json(doc["mfu_detail"])
 
 
 def steps_sentence(doc: dict[str, Any]) -> str:
@@ -98,7 +100,7 @@ def steps_sentence(doc: dict[str, Any]) -> str:
         said = "no steps (an import of a trace with no step markers)" if data.dig(doc, "run.imported") else "no steps recorded"
     else:  # the report's own attribution of the steps left out (`steps.excluded`), as `report` and the compare page say it
         left = [e for e in s["excluded"] if e["reason"] != "warmup"]
-        out = f", {sum(e['steps'] for e in left)} left out ({exclusions_text([Exclusion(**e) for e in left], fmt.seconds)})" if left else ""
+        out = f", {sum(e['steps'] for e in left)} left out ({exclusions_text([Exclusion(**e) for e in left])})" if left else ""
         said = f"{count} steps: {s['warmup']} warm-up, {s['steady']} steady{out}" + (f", marked by `{s['source']}`" if s.get("source") else "")
     parts = [said]
     if s.get("iteration_p10_s") is not None:
@@ -249,8 +251,7 @@ def render() -> None:
     r = doc["run"]
     started = f"imported {fmt.timestamp(r.get('started_at'))}" if r.get("imported") else f"{r['status']} · started {fmt.timestamp(r.get('started_at'))}"
     st.markdown(f"### {widgets.STATUS_ICON.get(r['status'], '')} {fmt.md(r['name'])}  \n{fmt.md_code(r['id'])} · {fmt.md(started)} · {fmt.md_code(r.get('url'))}")
-    st.caption("Imported with:" if r.get("imported") else "Recorded with:")
-    st.code(" ".join(map(str, r.get("command") or [])), language="bash")
+    st.markdown(f"{'Imported with' if r.get('imported') else 'Recorded with'}: {fmt.md_code(' '.join(map(str, r.get('command') or [])))}")  # not st.code: its highlighter costs the browser ~0.4 s a page
     if r.get("error"):
         st.error(f"The script failed: {fmt.md(r['error'])}")
     for warning in r.get("warnings") or []:
