@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import sys
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
@@ -58,6 +59,9 @@ class FunctionState:
     spans: list[Span] = field(default_factory=list)
     pending: Call | None = None
     out_ids: frozenset[int] = frozenset()
+    out_refs: dict[int, Any] = field(default_factory=dict)
+    """Weak references to the last outputs by id: an id in `out_ids` whose object died may be a new
+    object's (CPython reuses addresses: a scalar token freed, then a new position array)."""
     donated_outputs: set[int] = field(default_factory=set)
     """Positions of outputs seen donated to a later call before they were ready (the train state):
     the watcher watches another output, which stays alive until it is stamped."""
@@ -265,6 +269,8 @@ class JitTracker:
             state.abstract_args = new
         if timed:
             state.out_ids = frozenset(map(id, out_leaves))
+            if state is step_fn or step_fn is None:
+                state.out_refs = {id(x): weakref.ref(x) for x in out_leaves}
             position = self._watched_position(state, out_leaves)
             call = Call(state, start, traced, state.out_ids, [waitable(out_leaves[position])] if out_leaves else [], position=position)
             if state is step_fn:
@@ -436,7 +442,7 @@ class JitTracker:
                 self._carry_tries += 1
                 self._carry_paths = carry_paths(args, kwargs, state.out_ids, self._array)
             return None
-        if carries(args, kwargs, self._carry_paths, state.out_ids):
+        if carries(args, kwargs, self._carry_paths, state.out_refs):
             return None
         return leaves or self.jax.tree_util.tree_leaves((args, kwargs))
 
@@ -448,7 +454,7 @@ class JitTracker:
         self._adopt(chosen)
         for f in self.functions:
             if f is not chosen:
-                f.out_ids, f.spans = frozenset(), []
+                f.out_ids, f.out_refs, f.spans = frozenset(), {}, []
 
     def _adopt(self, chosen: FunctionState) -> None:
         self.step_fn = chosen

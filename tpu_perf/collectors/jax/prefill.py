@@ -71,7 +71,7 @@ class PrefillWatch:
             return
         self.last = None
         ids = {id(x) for x in leaves}
-        if ids.isdisjoint(last.out_ids) or not ids.isdisjoint(state.out_ids):
+        if ids.isdisjoint(last.out_ids) or holds_own(leaves, state.out_refs):
             return
         try:
             last.leaf.block_until_ready()
@@ -124,13 +124,18 @@ class PrefillWatch:
 
 
 def _prompt(leaves: list[Any]) -> tuple[int, int] | None:
-    """(rows, tokens) of the largest integer array of rank 2 among a call's arguments."""
-    best = None
+    """(rows, tokens) of the largest integer array of rank 2 among a call's arguments; else of the
+    longest of rank 1, one row (a single prompt's ids, as equinox models take them)."""
+    best = vector = None
     for x in leaves:
         shape, dtype = getattr(x, "shape", None), getattr(x, "dtype", None)
-        if shape is not None and len(shape) == 2 and getattr(dtype, "kind", "") in ("i", "u") and (best is None or shape[0] * shape[1] > best[1]):
+        if shape is None or getattr(dtype, "kind", "") not in ("i", "u"):
+            continue
+        if len(shape) == 2 and (best is None or shape[0] * shape[1] > best[1]):
             best = (int(shape[0]), int(shape[0]) * int(shape[1]))
-    return best
+        elif len(shape) == 1 and shape[0] > 1 and (vector is None or shape[0] > vector[1]):
+            vector = (1, int(shape[0]))
+    return best or vector
 
 
 def carry_paths(args: tuple[Any, ...], kwargs: dict[str, Any], own: frozenset[int], array: type) -> tuple[tuple[Any, ...], ...]:
@@ -151,8 +156,19 @@ def carry_paths(args: tuple[Any, ...], kwargs: dict[str, Any], own: frozenset[in
     return tuple(p for p in found if p is not None)
 
 
-def carries(args: tuple[Any, ...], kwargs: dict[str, Any], paths: tuple[tuple[Any, ...], ...], own: frozenset[int]) -> bool:
-    """Whether this call takes one of the function's own last outputs where its calls carry them."""
+def holds_own(leaves: list[Any], refs: dict[int, Any]) -> bool:
+    """Whether `leaves` hold one of a function's last outputs (`refs`: weak references by id; an id
+    alone may be a dead output's, reused by a new object)."""
+    for x in leaves:
+        ref = refs.get(id(x))
+        if ref is not None and ref() is x:
+            return True
+    return False
+
+
+def carries(args: tuple[Any, ...], kwargs: dict[str, Any], paths: tuple[tuple[Any, ...], ...], own: dict[int, Any]) -> bool:
+    """Whether this call takes one of the function's own last outputs (`own`: weak references by
+    id) where its calls carry them."""
     for path in paths:
         obj: Any = args if isinstance(path[0], int) else kwargs
         try:
@@ -160,6 +176,7 @@ def carries(args: tuple[Any, ...], kwargs: dict[str, Any], paths: tuple[tuple[An
                 obj = obj[key]
         except (IndexError, KeyError, TypeError):
             continue
-        if id(obj) in own:
+        ref = own.get(id(obj))
+        if ref is not None and ref() is obj:
             return True
     return False
