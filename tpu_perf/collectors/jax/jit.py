@@ -197,11 +197,14 @@ class JitTracker:
         if self.prefills.last is not None and self.prefills.last.state is not state:  # another function ran last: a prefill?
             self.prefills.before(state, arg_leaves or self.jax.tree_util.tree_leaves((args, kwargs)))
         carried = sum(1 for x in arg_leaves if id(x) in state.out_ids) if (state.out_ids and step_fn is None) else 0
+        restarted = None  # the leaves of a call that starts again from none of its own outputs: a prefill by the same function?
         if step_fn is None:
             choice.observe(state, arg_leaves, state.out_ids)
             if self.prefills.pending:
                 self.prefills.confirm(state, arg_leaves)
-        restarted = (arg_leaves if not carried else None) if step_fn is None else self._restarted(state, args, kwargs, arg_leaves) if state is step_fn else None
+            restarted = None if carried else arg_leaves
+        elif state is step_fn:
+            restarted = self._restarted(state, args, kwargs, arg_leaves)
         if timed and self._holds_back():  # a multi-process job: the host waits where the device does (own work vs waits)
             blocked = rec.now()
             self._wait(state)
@@ -238,7 +241,7 @@ class JitTracker:
         compiles_before = self._compiles
         dispatched = rec.now()
         start = self._start(state, dispatched) if stopped_at is None else stopped_at
-        if restarted is not None:  # a first call, or one that starts again: the same function's prefill?
+        if restarted is not None:
             self.prefills.self_restart(state, start, restarted)
         self.tracing = state
         try:
