@@ -286,9 +286,13 @@ def test_a_changed_computation_is_named_changed_with_its_numbers(jobs: dict) -> 
 
 
 def test_a_3x_slower_step_exits_1(jobs: dict) -> None:
+    """Timed by the process's CPU time per step (`--timing cpu`: every run ran on this CPU and computed
+    through its step), the Markdown saying so; the wall-clock step time shown beside it, not deciding."""
     job = jobs["slow"]
     assert job["exit"] == 1, job["stdout"]
-    assert re.search(r"\| step_time \| ❌ REGRESSION", job["md"]), job["md"]
+    assert re.search(r"\| cpu_step_time \| ❌ REGRESSION", job["md"]), job["md"]
+    assert "Timing: CPU time per step decides (--timing cpu)" in job["md"], job["md"]
+    assert re.search(r"\| step_time \|  \(\w+, not deciding\)", job["md"]), job["md"]
 
 
 def test_a_crashing_pr_exits_4_and_is_named_the_prs(jobs: dict) -> None:
@@ -309,12 +313,13 @@ def test_the_tpu_form_differs_only_where_marked() -> None:
     cpu, tpu = workflow("cpu"), workflow("tpu")
     assert cpu["jobs"]["perf"]["runs-on"] == "ubuntu-latest" and tpu["jobs"]["perf"]["runs-on"] == ["self-hosted", "tpu-v6e"]
     assert "--require-timing" in step_script(tpu["jobs"]["perf"], "check") and "--require-timing" not in step_script(cpu["jobs"]["perf"], "check")
+    assert "--timing cpu" in step_script(cpu["jobs"]["perf"], "check") and "--timing" not in step_script(tpu["jobs"]["perf"], "check")
     for job in (cpu, tpu):
         job["jobs"]["perf"].pop("runs-on")
         job["jobs"]["perf"]["env"].pop("TPU_PERF_PIP")
         for step in job["jobs"]["perf"]["steps"]:
             if step.get("name") == "check":
-                step["run"] = re.sub(r" --require-timing\s+# \[differs\]", "", step["run"])
+                step["run"] = re.sub(r" --(require-timing|timing cpu)\s+# \[differs\]", "", step["run"])
     assert cpu == tpu  # every other step and setting the same: one job, two deciding rules
 
 
@@ -337,6 +342,7 @@ def test_the_all_in_guard_never_fails_an_unchanged_program_alone_on_real_runs(jo
     REGRESSION a comment-only PR once got from it alone), and a draw that fails does so on its
     steady step. (Such draws exist: a process keeps one of two speed modes for its life, which
     pairing does not cancel; docs/ci.md, "Timing on a shared CPU", gives the rates.)"""
+    import itertools
     from itertools import permutations
 
     from tpu_perf.analyzers.regression import CheckOptions, Verdict, check_sets
@@ -347,17 +353,18 @@ def test_the_all_in_guard_never_fails_an_unchanged_program_alone_on_real_runs(jo
     base = sorted(map(run_values, select(["tag:side=baseline"], str(where["baseline"]), flag="--store").runs), key=lambda r: r.tags["pair"])
     cands = list(map(run_values, select(["tag:side=candidate"], str(where["candidates"]), flag="--store").runs))
     assert len(base) == 2 and len(cands) == 10
-    counts = {"guard shown": 0, "REGRESSION": 0}
-    for one, two in permutations(cands, 2):
+    counts = {timing: {"guard shown": 0, "REGRESSION": 0} for timing in ("wall", "cpu")}
+    for (one, two), timing in itertools.product(permutations(cands, 2), ("wall", "cpu")):
         pair = [replace(one, tags={**one.tags, "pair": base[0].tags["pair"]}), replace(two, tags={**two.tags, "pair": base[1].tags["pair"]})]
-        result = check_sets(base, pair, CheckOptions(pair_by="pair"))
+        result = check_sets(base, pair, CheckOptions(pair_by="pair", timing=timing))
         by = {c.name: c for c in result.checks}
-        guard, step = by["all_in_step_time"], by["step_time"]
-        counts["guard shown"] += guard.verdict == Verdict.REGRESSION
+        guard, step, wall = by["all_in_step_time"], by[result.basis], by["step_time"]
+        assert result.basis == ("cpu_step_time" if timing == "cpu" else "step_time"), result.timing_reason
+        counts[timing]["guard shown"] += guard.verdict == Verdict.REGRESSION
         if result.verdict == Verdict.REGRESSION:
-            counts["REGRESSION"] += 1
-            past_noise = guard.decides and guard.verdict == Verdict.REGRESSION and (guard.low or 0) > 1 + (step.detectable or 0)
+            counts[timing]["REGRESSION"] += 1
+            past_noise = guard.decides and guard.verdict == Verdict.REGRESSION and (guard.low or 0) > 1 + max(step.detectable or 0, wall.detectable or 0)
             assert step.verdict == Verdict.REGRESSION or past_noise, [c.message for c in result.checks]
         else:
             assert result.exit_code == 0, [c.message for c in result.checks]
-    print(f"90 draws of real unchanged runs: {counts}")
+    print(f"90 draws of real unchanged runs, by clock: {counts}")
