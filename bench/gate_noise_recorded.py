@@ -4,6 +4,7 @@ REGRESSION, how often a 10 % slower step is caught, and the smallest change the 
 
     PYTHONPATH=$PWD .venv/bin/python bench/gate_noise_recorded.py [--pairs 10] [--draw 5] [--busy 1]
         [--store DIR]   # reuse the recordings of an earlier call
+        [--max-cv 0.05] # check's --max-cv
 
 Records PAIRS back-to-back triples of tests/scripts/gate_step.py (10 chained 256x256 matmuls a step,
 100 steps; order alternating): the baseline, an unchanged candidate (the same program from another
@@ -102,7 +103,7 @@ def clock_step_s(store: Path, side: str, pair: str, name: str) -> float | None:
     return statistics.median(values) if values else None
 
 
-def rates(store: Path, draw: int, seed: int) -> None:
+def rates(store: Path, draw: int, seed: int, max_cv: float) -> None:
     runs = {side: {r.tags["pair"]: r for r in map(run_values, select([f"tag:side={side}"], str(store), flag="--store").runs)} for side in ("base", "same", "slow")}
     pairs = sorted(set.intersection(*(set(v) for v in runs.values())), key=int)
     combos = list(itertools.combinations(pairs, draw))
@@ -110,18 +111,18 @@ def rates(store: Path, draw: int, seed: int) -> None:
     combos = combos[:2000]
     for candidate in CANDIDATES:
         if candidate == "wall":
-            timed, options = runs, CheckOptions(pair_by="pair")
+            timed, options = runs, CheckOptions(pair_by="pair", max_cv=max_cv)
         elif candidate.startswith("recorded"):
             if any(r.cpu_step_s is None for by in runs.values() for r in by.values()):
                 print(f"{candidate}: a run has no CPU time per step (recorded before the recorder kept it)")
                 continue
-            timed, options = runs, CheckOptions(pair_by="pair", timing="cpu")
+            timed, options = runs, CheckOptions(pair_by="pair", timing="cpu", max_cv=max_cv)
         else:  # the same runs, their step time read from the script's clock; the deterministic tier beside it
             timed = {side: {p: replace(r, step_s=clock_step_s(store, side, p, candidate)) for p, r in by.items()} for side, by in runs.items()}
             if any(r.step_s is None for by in timed.values() for r in by.values()):
                 print(f"{candidate}: no clocks beside the recordings (recorded before --clocks)")
                 continue
-            options = CheckOptions(pair_by="pair", metrics=("step_time", "peak_memory", "compiles", "flops_per_step", "bytes_accessed", "hlo"))
+            options = CheckOptions(pair_by="pair", max_cv=max_cv, metrics=("step_time", "peak_memory", "compiles", "flops_per_step", "bytes_accessed", "hlo"))
         print(f"-- step time from {candidate}")
         judge(timed, pairs, combos, options)
 
@@ -158,12 +159,13 @@ def main() -> None:
     parser.add_argument("--busy", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--store", type=Path, default=None)
+    parser.add_argument("--max-cv", type=float, default=CheckOptions().max_cv, help="check's --max-cv (the pair ratios' CV above which a verdict needs its 99 %% bound)")
     args = parser.parse_args()
     store = args.store or Path(tempfile.mkdtemp(prefix="gate-noise-runs-")) / "runs"
     if not store.exists() or not any(store.iterdir()):
         took = record_all(store, args.pairs, args.busy)
         print(f"recorded {args.pairs} triples beside {args.busy} busy process(es) in {took:.0f} s; store {store}")
-    rates(store, args.draw, args.seed)
+    rates(store, args.draw, args.seed, args.max_cv)
 
 
 if __name__ == "__main__":
