@@ -31,16 +31,28 @@ mode); XLA:CPU's worker threads take it above 1."""
 
 
 def cpu_timing(baseline: Sequence[RunValues], candidate: Sequence[RunValues]) -> tuple[bool, str]:
-    """(True, why CPU time per step decides) when every run ran on a CPU, recorded its CPU time per
-    step, and computed through its step (CPU_BOUND_SHARE); else (False, why wall time decides)."""
+    """(True, why CPU time per step decides) when every run ran on a CPU (a CPU device, or no
+    framework and no device: the host's own loop), recorded its CPU time per step, and computed
+    through its step (CPU_BOUND_SHARE); else (False, why wall time decides, naming runs)."""
     runs = [(side, r) for side, rs in (("baseline", baseline), ("candidate", candidate)) for r in rs]
-    not_cpu = [f"{side} run {r.run_id} ran on {r.fingerprint.get('chip') or 'an unknown device'}" for side, r in runs if r.fingerprint.get("chip") != "cpu"]
+    not_cpu = [f"{side} run {r.run_id} ran on {r.fingerprint.get('chip') or 'an unknown device'}" for side, r in runs if not _on_cpu(r)]
     if not_cpu:
-        return False, f"wall time decides (--timing cpu stands in on a CPU runner only: {'; '.join(not_cpu)})"
+        return False, f"wall time decides (--timing cpu stands in on a CPU runner only: {_some(not_cpu)})"
     missing = [f"{side} run {r.run_id}" for side, r in runs if r.cpu_step_s is None]
     if missing:
-        return False, f"wall time decides (--timing cpu: no CPU time per step recorded in {', '.join(missing)}; a tpu-perf that records it records them again)"
+        return False, f"wall time decides (--timing cpu: no CPU time per step recorded in {_some(missing)}; a tpu-perf that records it records them again)"
     waits = [f"{side} run {r.run_id} used the CPU for {r.cpu_step_s / r.step_s:.0%} of its step" for side, r in runs if r.step_s and r.cpu_step_s is not None and r.cpu_step_s < CPU_BOUND_SHARE * r.step_s]
     if waits:
-        return False, f"wall time decides (--timing cpu: {'; '.join(waits)}, under {CPU_BOUND_SHARE:.0%}: the step waits or sleeps, which CPU time does not see)"
+        return False, f"wall time decides (--timing cpu: {_some(waits)}, under {CPU_BOUND_SHARE:.0%}: the step waits or sleeps, which CPU time does not see)"
     return True, "CPU time per step decides (--timing cpu): every run ran on a CPU and computed through its step; the process's CPU time is far steadier than wall time beside other work on a shared runner (docs/ci.md, \"Timing on a shared CPU\")"
+
+
+def _on_cpu(run: RunValues) -> bool:
+    chip, framework = run.fingerprint.get("chip"), run.fingerprint.get("framework")
+    return chip == "cpu" or (chip is None and framework is None)
+
+
+def _some(items: Sequence[str], shown: int = 3) -> str:
+    """The first few of `items`, and how many more."""
+    more = f"; and {len(items) - shown} more" if len(items) > shown else ""
+    return "; ".join(items[:shown]) + more
