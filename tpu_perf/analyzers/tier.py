@@ -67,9 +67,9 @@ def _quiet_guards(timed: Sequence[Check], *, basis: str, undecided: Sequence[Che
 
 
 def _within_run_noise(check: Check, unpaired: Callable[[Check], Check]) -> float | None:
-    """For a paired REGRESSION of an unchanged program: the slowdown the runs' own spread hides (the
-    unpaired check's `detectable` on the same values), when the paired interval's low end does not
-    clear it; else None. Pairing cancels only what the two runs of a pair share. With the compiled
+    """For a paired REGRESSION (or IMPROVEMENT) of an unchanged program: the change the runs' own
+    spread hides (the unpaired check's `detectable` on the same values), when the paired interval's
+    near end does not clear it (for an IMPROVEMENT, its high end stays above 1 / (1 + that)); else None. Pairing cancels only what the two runs of a pair share. With the compiled
     program the same, what is left to differ is the host code and the machine, and what a process
     does not share with its partner is not cancelled: one of two speed modes it keeps for its life
     (3.5-4.4 against 7-10 ms a step here), or a process CPU time a few percent off its partner's (the
@@ -77,15 +77,19 @@ def _within_run_noise(check: Check, unpaired: Callable[[Check], Check]) -> float
     pairs that happen to agree then read as a confident change. So such a reading must stand against
     the noise measured between runs too, whatever --max-cv says (docs/ci.md, "Timing on a shared
     CPU"); a changed program, or --require-timing, lets the pairs decide alone."""
-    if check.method != PAIRED_METHOD or check.verdict != Verdict.REGRESSION or check.low is None:
+    if check.method != PAIRED_METHOD or check.verdict not in (Verdict.REGRESSION, Verdict.IMPROVEMENT) or check.low is None or check.high is None:
         return None
     detectable = unpaired(check).detectable
-    return detectable if detectable is not None and check.low <= 1 + detectable else None
+    if detectable is None:
+        return None
+    worse = check.low if check.lower_is_better == (check.verdict == Verdict.REGRESSION) else 1 / check.high  # the near end, as a slowdown
+    return detectable if worse <= 1 + detectable else None
 
 
 def _why_not(check: Check, hidden: float, *, within_runs: bool) -> str:
     if within_runs:  # a paired reading within the runs' own noise
-        return f"the compiled program is unchanged, and the paired interval's low end ({percent(check.low) if check.low else 'n/a'}) does not clear the {detectable_text(check.detectable or hidden)} the runs' own spread hides (pairing cancels only what a pair shares)"
+        end, value = ("low", check.low) if (check.verdict == Verdict.REGRESSION) == check.lower_is_better else ("high", check.high)
+        return f"the compiled program is unchanged, and the paired interval's {end} end ({percent(value) if value else 'n/a'}) does not clear the {detectable_text(check.detectable or hidden)} the runs' own spread hides, either way (pairing cancels only what a pair shares)"
     if check.verdict == Verdict.REGRESSION:  # a quieted all-in guard
         return f"the compiled program and its compile counts are unchanged and the steady step is undecided; the all-in interval's low end ({percent(check.low) if check.low else 'n/a'}) does not clear the {detectable_text(hidden)} this runner's noise hides"
     return "the compiled program is unchanged"
