@@ -93,3 +93,5 @@ def test_timing_cpu_keeps_wall_time_for_a_step_that_waits(store: str) -> None:
     code, doc = check(store, "slow", "--pair-by", "tag:pair", "--timing", "cpu")
     assert doc["basis"] == "step_time" and "the step waits or sleeps" in doc["timing_reason"], doc["timing_reason"]
     assert "cpu_step_time" not in by_metric(doc) and (code, doc["verdict"]) == (1, "REGRESSION")
+    bad = tpu_perf_cli("check", "--store", store, "--baseline", "tag:side=base", "--candidate", "tag:side=slow", "--timing", "sundial")
+    assert bad.returncode == 2 and "--timing sundial: one of wall, cpu" in bad.stderr, bad.stderr
