@@ -126,7 +126,9 @@ candidate side alone: these edits of the documented scripts, each asserted to ap
 DOC_STEPS = "--steps 100"
 """The documented recordings' length; the 3x slower PR's job records 40 steps (`run_job(steps=...)`):
 its comparisons need far fewer, and its 8 recordings of a 3x longer step were the module's costliest
-step (47 s of 181 s at load 5)."""
+step (47 s of 181 s at load 5). It records 5 pairs (the documented PAIRS): the TPU form times it by
+wall clock, where a baseline run in the slow mode read 3x as +89 % (interval +25 .. +186 %, 4 pairs,
+each side's CV 41 % and 3 %), BAD_DATA with about 5 pairs named as what would decide it."""
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -251,7 +253,7 @@ def jobs(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> dict[str, dic
     shared = None
     for i, pr in enumerate(PRS):
         full = pr in FULL
-        steps = run_job(workspace, temp, shas[pr], wheel, pairs=4 if pr == "slow" else 2, steps=40 if pr == "slow" else None, stop_before_cleanup=i == 0, shared=None if full else shared, tpu_check=full)
+        steps = run_job(workspace, temp, shas[pr], wheel, pairs=5 if pr == "slow" else 2, steps=40 if pr == "slow" else None, stop_before_cleanup=i == 0, shared=None if full else shared, tpu_check=full)
         check = steps["check"]
         out[pr] = {"exit": check.returncode, "stdout": check.stdout + check.stderr, "md": (workspace / "perf.md").read_text(),
                    "who": (workspace / "who.txt").read_text().splitlines(), "summary": (workspace / "summary.md").read_text(), "sha": shas[pr], "main": shas["main"]}
