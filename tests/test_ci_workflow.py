@@ -15,7 +15,7 @@ checkout (no index: dependencies come from the test's environment on PYTHONPATH)
 Two jobs (FULL) run every step for both sides; the other seven share the first one's baseline
 install and recordings (`run_job(shared=...)`), which cut the module from over 600 s (the timeout,
 8 of 9 jobs done) to 204-381 s at load 6-10; the 3x slower PR's recordings take 40 steps, not 100
-(181 -> 139 s at load 3-5). The CPU form times steps by CPU time (`--timing cpu`). docs/ci.md's
+(181 s at load 4.5-5 before; 139 s with 4 pairs at load 3-5, 165 s with 5 at load 4-6). The CPU form times steps by CPU time (`--timing cpu`). docs/ci.md's
 second form of the job (a TPU runner, `--require-timing`, wall time) is held to differ only where
 marked, and its `check` step runs on the FULL jobs.
 """
