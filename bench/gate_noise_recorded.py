@@ -4,6 +4,7 @@ REGRESSION, how often a 10 % slower step is caught, and the smallest change the 
 
     PYTHONPATH=$PWD .venv/bin/python bench/gate_noise_recorded.py [--pairs 10] [--draw 5] [--busy 1]
         [--store DIR]   # reuse the recordings of an earlier call
+        [--max-cv 0.05] # check's --max-cv
 
 Records PAIRS back-to-back triples of tests/scripts/gate_step.py (10 chained 256x256 matmuls a step,
 100 steps; order alternating): the baseline, an unchanged candidate (the same program from another
@@ -14,11 +15,13 @@ rates over those draws, and the median `detectable_change` of the unchanged draw
 The draws share recordings, so the rates are those of this machine on this afternoon, not a
 population's; more pairs make them firmer.
 
-Beside wall time, the same draws judged on timing candidates the script measured itself at each
-step (`gate_step.py --clocks`): the process's CPU time per step (every thread, XLA:CPU's workers
-too) and the main thread's. Each candidate replaces the step time of the same runs (median over
-the steps after the first 5), judged by the same paired check with the deterministic tier beside it.
-Hardware instruction counts are not among them where `perf_event_open` finds no PMU (ENOENT on a VM).
+Beside wall time (`check` as it is), the same draws judged with `--timing cpu`: the process's CPU
+time per step the recorder keeps in each step's `cpu_s` (every thread, XLA:CPU's workers too), the
+check's own timing metric on a CPU runner. And, for comparison, two clocks the script measured
+itself at each step (`gate_step.py --clocks`): the process's CPU time and the main thread's, each
+replacing the step time of the same runs (median over the steps after the first 5), judged by the
+same paired check with the deterministic tier beside it. Hardware instruction counts are not among
+them where `perf_event_open` finds no PMU (ENOENT on a VM).
 """
 
 from __future__ import annotations
@@ -53,8 +56,9 @@ def spin(stop: multiprocessing.synchronize.Event) -> None:
             x = (x + i * i) % 1_000_003
 
 
-CANDIDATES = ("wall", "process_cpu_s", "main_thread_cpu_s")
-"""The step time as the recorder measures it (wall), and the script's own clocks (`--clocks`)."""
+CANDIDATES = ("wall", "recorded cpu_s (--timing cpu)", "process_cpu_s", "main_thread_cpu_s")
+"""The step time as the recorder measures it (wall), its CPU time per step (`check --timing cpu`),
+and the script's own clocks (`--clocks`)."""
 
 
 def record(store: Path, side: str, pair: int, work: int, folder: Path) -> None:
@@ -99,7 +103,7 @@ def clock_step_s(store: Path, side: str, pair: str, name: str) -> float | None:
     return statistics.median(values) if values else None
 
 
-def rates(store: Path, draw: int, seed: int) -> None:
+def rates(store: Path, draw: int, seed: int, max_cv: float) -> None:
     runs = {side: {r.tags["pair"]: r for r in map(run_values, select([f"tag:side={side}"], str(store), flag="--store").runs)} for side in ("base", "same", "slow")}
     pairs = sorted(set.intersection(*(set(v) for v in runs.values())), key=int)
     combos = list(itertools.combinations(pairs, draw))
@@ -107,26 +111,33 @@ def rates(store: Path, draw: int, seed: int) -> None:
     combos = combos[:2000]
     for candidate in CANDIDATES:
         if candidate == "wall":
-            timed, options = runs, CheckOptions(pair_by="pair")
+            timed, options = runs, CheckOptions(pair_by="pair", max_cv=max_cv)
+        elif candidate.startswith("recorded"):
+            if any(r.cpu_step_s is None for by in runs.values() for r in by.values()):
+                print(f"{candidate}: a run has no CPU time per step (recorded before the recorder kept it)")
+                continue
+            timed, options = runs, CheckOptions(pair_by="pair", timing="cpu", max_cv=max_cv)
         else:  # the same runs, their step time read from the script's clock; the deterministic tier beside it
             timed = {side: {p: replace(r, step_s=clock_step_s(store, side, p, candidate)) for p, r in by.items()} for side, by in runs.items()}
             if any(r.step_s is None for by in timed.values() for r in by.values()):
                 print(f"{candidate}: no clocks beside the recordings (recorded before --clocks)")
                 continue
-            options = CheckOptions(pair_by="pair", metrics=("step_time", "peak_memory", "compiles", "flops_per_step", "bytes_accessed", "hlo"))
+            options = CheckOptions(pair_by="pair", max_cv=max_cv, metrics=("step_time", "peak_memory", "compiles", "flops_per_step", "bytes_accessed", "hlo"))
         print(f"-- step time from {candidate}")
         judge(timed, pairs, combos, options)
 
 
 def judge(runs: dict, pairs: list[str], combos: list[tuple[str, ...]], options: CheckOptions) -> None:
     """The verdicts' rates over the draws, the median smallest detectable slowdown, the pairs' CV."""
+    basis = "cpu_step_time" if options.timing == "cpu" else "step_time"
+    value = (lambda r: r.cpu_step_s) if options.timing == "cpu" else (lambda r: r.step_s)
     for cand in ("same", "slow"):
         counts: dict[str, int] = {}
         detectable = []
         for combo in combos:
             result = check_sets([runs["base"][p] for p in combo], [runs[cand][p] for p in combo], options)
             counts[result.verdict.value] = counts.get(result.verdict.value, 0) + 1
-            step = next((c for c in result.checks if c.name == "step_time"), None)
+            step = next((c for c in result.checks if c.name == basis), None)
             if step is not None and step.detectable is not None:
                 detectable.append(step.detectable)
         share = {k: v / len(combos) for k, v in sorted(counts.items())}
@@ -134,9 +145,9 @@ def judge(runs: dict, pairs: list[str], combos: list[tuple[str, ...]], options: 
         ok = share.get(Verdict.PASS, 0) + share.get(Verdict.UNCHANGED, 0)
         headline = f"PASS or UNCHANGED {ok:.1%}, false REGRESSION {share.get(Verdict.REGRESSION, 0):.1%}" if cand == "same" else f"REGRESSION {share.get(Verdict.REGRESSION, 0):.1%}"
         print(f"{label}: {headline}; all verdicts {', '.join(f'{k} {v:.1%}' for k, v in share.items())}; median smallest detectable slowdown {statistics.median(detectable) * 100:+.1f} %")
-    base = [runs["base"][p].step_s for p in pairs]
+    base = [value(runs["base"][p]) for p in pairs]
     for cand in ("same", "slow"):
-        ratios = [runs[cand][p].step_s / b for p, b in zip(pairs, base, strict=True)]
+        ratios = [value(runs[cand][p]) / b for p, b in zip(pairs, base, strict=True)]
         print(f"{cand}/baseline step ratio: median {statistics.median(ratios):.3f}, CV {statistics.stdev(ratios) / statistics.mean(ratios):.1%}")
     print(f"{len(pairs)} pairs: baseline step {statistics.median(base) * 1e3:.2f} ms (CV {statistics.stdev(base) / statistics.mean(base):.1%}); {len(combos)} draws of {len(combos[0])} pairs")
 
@@ -148,12 +159,13 @@ def main() -> None:
     parser.add_argument("--busy", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--store", type=Path, default=None)
+    parser.add_argument("--max-cv", type=float, default=CheckOptions().max_cv, help="check's --max-cv (the pair ratios' CV above which a verdict needs its 99 %% bound)")
     args = parser.parse_args()
     store = args.store or Path(tempfile.mkdtemp(prefix="gate-noise-runs-")) / "runs"
     if not store.exists() or not any(store.iterdir()):
         took = record_all(store, args.pairs, args.busy)
         print(f"recorded {args.pairs} triples beside {args.busy} busy process(es) in {took:.0f} s; store {store}")
-    rates(store, args.draw, args.seed)
+    rates(store, args.draw, args.seed, args.max_cv)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,10 @@ def record_sleep_loop(store: Path, step_s: float, *, steps: int = 8, tags: Mappi
     return writer.run_id
 
 
+CPU_SHARE = 0.8
+"""Each written step's process CPU time (`cpu_s`), as a share of its duration: a step that computes."""
+
+
 def write_run(store: Path, durations: list[float], *, tags: Mapping[str, str] | None = None, name: str = "nightly", manifest: Mapping[str, object] | None = None, started_at: float | None = None, index: bool = True) -> str:
     """A run folder written through the store writer with these step durations (the first step
     compiles), as a recording writes it: steps appended while live, compacted at the end. For
@@ -40,7 +44,7 @@ def write_run(store: Path, durations: list[float], *, tags: Mapping[str, str] | 
     writer = RunWriter.create(str(store), {"name": name, "status": "running", "tags": dict(tags or {}), "started_at": start, "frameworks": [], **dict(manifest or {})})
     t = start
     for i, d in enumerate(durations):
-        writer.append("steps", {"step": i, "step_num": i, "start_time_s": t, "end_time_s": t + d, "duration_s": d, "device_s": None, "wait_s": None, "compiled": i == 0, "compile_s": 0, "traced": False, "instrumented": False, "tail": False, "interleaved": False, "source": "explicit", "host": "test", "process_index": 0})
+        writer.append("steps", {"step": i, "step_num": i, "start_time_s": t, "end_time_s": t + d, "duration_s": d, "cpu_s": CPU_SHARE * d, "device_s": None, "wait_s": None, "compiled": i == 0, "compile_s": 0, "traced": False, "instrumented": False, "tail": False, "interleaved": False, "source": "explicit", "host": "test", "process_index": 0})
         t += d
     writer.finish("completed", 0, warnings=[])
     if index:

@@ -78,3 +78,20 @@ def test_pair_by_needs_tag_key_and_two_pairs(store: str) -> None:
     code, doc = check(store, "same", "--pair-by", "tag:side")  # side values never match across sides
     assert (code, doc["verdict"]) == (4, "BAD_DATA")
     assert "0 pair(s) by tag side" in by_metric(doc)["pairs"]["message"]
+
+
+def test_timing_cpu_keeps_wall_time_for_a_step_that_waits(store: str) -> None:
+    """These steps sleep: each step's CPU time is recorded (`tpu_perf.step()` boundaries stamp it)
+    but is a small share of the step, so `--timing cpu` keeps wall time, says why, and still
+    catches the 10 % slower candidate (CPU time would not see a longer wait)."""
+    from tpu_perf.analyzers.report import build_report
+    from tpu_perf.commands.selectors import select
+
+    run = select(["tag:side=slow"], store, flag="--store").runs[0]
+    steps = build_report(run).steps
+    assert steps.cpu_median_s is not None and 0 < steps.cpu_median_s < 0.25 * steps.steady_step_s
+    code, doc = check(store, "slow", "--pair-by", "tag:pair", "--timing", "cpu")
+    assert doc["basis"] == "step_time" and "the step waits or sleeps" in doc["timing_reason"], doc["timing_reason"]
+    assert "cpu_step_time" not in by_metric(doc) and (code, doc["verdict"]) == (1, "REGRESSION")
+    bad = tpu_perf_cli("check", "--store", store, "--baseline", "tag:side=base", "--candidate", "tag:side=slow", "--timing", "sundial")
+    assert bad.returncode == 2 and "--timing sundial: one of wall, cpu" in bad.stderr, bad.stderr

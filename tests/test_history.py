@@ -254,6 +254,11 @@ def test_a_noisy_series_states_its_noise_and_smallest_detectable_step(tmp_path: 
     assert f"no change point: noise {series['noise'] * 100:.1f} % point to point; the smallest step this series finds 80 % of the time: ±{series['detectable_change'] * 100:.1f} %" in flat
     short = build_history([r for r in load_index(str(store))][:8], order_by="tag:commit").series[0]
     assert short.detectable is None and short.noise is not None  # 8 points: no split can reach p <= 0.01
+    for metric in ("all_in", "cpu_step_time"):  # the all-in time and the CPU time per step say the same
+        [other] = history_json(store, "tag:commit", "--order-by", "tag:commit", "--metric", metric)["series"]
+        assert other["change_points"] == [] and other["noise"] == pytest.approx(0.28, rel=0.35), metric
+        text = tpu_perf_cli("history", "tag:commit", "--order-by", "tag:commit", "--metric", metric, "--store", str(store), check=True).stdout
+        assert f"no change point: noise {other['noise'] * 100:.1f} % point to point; the smallest step this series finds 80 % of the time: ±{other['detectable_change'] * 100:.1f} %" in " ".join(text.split()), metric
 
 
 def test_the_detectable_step_table_holds_for_the_detector() -> None:

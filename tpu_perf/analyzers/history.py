@@ -33,6 +33,7 @@ import numpy as np
 METRICS: dict[str, tuple[str, str]] = {
     "step_time": ("step_s", "seconds"),
     "all_in": ("all_in_s", "seconds"),
+    "cpu_step_time": ("cpu_step_s", "seconds"),
     "mfu": ("mfu", "fraction"),
     "tokens_per_s": ("tokens_per_s", "per_second"),
     "peak_memory": ("peak_memory_bytes", "bytes"),

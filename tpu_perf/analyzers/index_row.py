@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tpu_perf.store import Run
 
-INDEX_VERSION = 3
+INDEX_VERSION = 4
 """Bumped when a row's meaning changes: rows of an older version are rebuilt on read (2: `step_s` is the
 headline step time, all-in where the steady sample is too small; the peak is `memory.peak_bytes`; 3: a generation run's `ttft_p99_s`, `tpot_p50_s`,
-`generated_tokens_per_s` and `mbu`)."""
+`generated_tokens_per_s` and `mbu`; 4: `cpu_step_s`, the process's CPU time per steady step)."""
 
 FINGERPRINT_KEYS: tuple[str, ...] = ("chip", "chip_count", "topology", "framework", "jax", "jaxlib", "libtpu", "torch", "torch_tpu", "xla_flags", "libtpu_init_args", "tokens_per_step", "model", "script")
 """What must match for two runs to be one series in `history` (the check's fingerprint plus the script)."""
@@ -77,6 +77,7 @@ def index_row(run: Run) -> dict[str, Any]:
         peak_memory_source=report.memory.peak_source,
         program_hash=report.program_hash,
         compiles_after_warmup=steps.compiled_after_warmup,
+        cpu_step_s=steps.cpu_median_s,  # the process's CPU time per steady step: `history --metric cpu_step_time`
         error=None,
     )
     inference = report.inference  # a generation run's metrics, for `history`

@@ -44,6 +44,7 @@ from tpu_perf.analyzers.decide import (
 from tpu_perf.analyzers.exact import EXACT_METRICS, LABELS, exact_checks
 from tpu_perf.analyzers.run_values import FINGERPRINT_FIELDS, RunValues
 from tpu_perf.analyzers.tier import program_tier
+from tpu_perf.analyzers.timing import CPU_METRIC, TIMINGS, cpu_timing
 from tpu_perf.analyzers.verdicts import EXIT_CODES, PRECEDENCE, Check, Verdict
 from tpu_perf.analyzers.welch import (
     compare_samples,
@@ -85,6 +86,10 @@ class CheckOptions:
     pair_by: str | None = None
     """Tag KEY that pairs baseline and candidate runs recorded back to back (`--pair-by tag:KEY`):
     timed metrics are judged on per-pair log ratios (`analyzers.paired`)."""
+    timing: str = "wall"
+    """The clock the steady step is timed by (`--timing`): `wall`, the iteration; `cpu`, the
+    process's CPU time per step where every run ran on a CPU and computed through its step, else
+    wall time, the check saying which and why (`analyzers.timing`)."""
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha < 0.5:
@@ -92,6 +97,8 @@ class CheckOptions:
         for name in ("margin", "max_cv", "memory_margin"):
             if not 0 <= getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} {getattr(self, name)}: must be a fraction in [0, 1), e.g. 0.03 for 3 %")
+        if self.timing not in TIMINGS:
+            raise ValueError(f"--timing {self.timing}: one of {', '.join(TIMINGS)}")
         unknown = [f for f in self.ignore_fingerprint if f not in FINGERPRINT_FIELDS]
         if unknown:
             raise ValueError(f"--ignore-fingerprint {', '.join(unknown)}: unknown field; one of {', '.join(FINGERPRINT_FIELDS)}")
@@ -123,6 +130,7 @@ class Metric:
 METRICS: tuple[Metric, ...] = (
     Metric(name="mfu", label="MFU", unit="fraction", lower_is_better=False, value=lambda r: r.mfu, statistical=True, steady=True),
     Metric(name="step_time", label="step time", unit="s", lower_is_better=True, value=lambda r: r.step_s, statistical=True, steady=True, samples=lambda r: r.steady_samples_s),
+    Metric(name=CPU_METRIC, label="CPU time per step", unit="s", lower_is_better=True, value=lambda r: r.cpu_step_s, statistical=True, steady=True, samples=lambda r: r.cpu_samples_s),
     Metric(name="all_in_step_time", label="all-in step time", unit="s", lower_is_better=True, value=lambda r: r.all_in_s, statistical=True, samples=lambda r: r.all_in_samples_s, geometric=False),
     Metric(name="tokens_per_s", label="tokens/s", unit="tokens/s", lower_is_better=False, value=lambda r: r.tokens_per_s, statistical=True, steady=True),
     Metric(name="peak_memory", label="peak memory", unit="bytes", lower_is_better=True, value=lambda r: r.peak_memory_bytes, statistical=False),
@@ -157,6 +165,9 @@ class CheckResult:
     steady sample is too small or leaves out too much (`all_in.needs_all_in`)."""
     basis_reason: str | None = None
     """Why the basis is all-in, naming the run(s); None on the steady basis."""
+    timing_reason: str | None = None
+    """With `--timing cpu`: which clock timed the steady step (CPU time per step, `cpu_step_time`,
+    or wall time) and why (`analyzers.timing.cpu_timing`); None with wall time asked for."""
     sentence: str | None = None
     """The verdict in words (`verdict.speed_sentence`), set by whoever knows the sides' names."""
     commits: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
@@ -168,7 +179,7 @@ class CheckResult:
         return {
             "schema_version": SCHEMA_VERSION, "verdict": self.verdict, "exit_code": self.exit_code,
             "baseline_runs": list(self.baseline_runs), "candidate_runs": list(self.candidate_runs),
-            "differing_fields": list(self.differing_fields), "basis": self.basis, "basis_reason": self.basis_reason, "sentence": self.sentence,
+            "differing_fields": list(self.differing_fields), "basis": self.basis, "basis_reason": self.basis_reason, "timing_reason": self.timing_reason, "sentence": self.sentence,
             "commits": {"baseline": list(self.commits[0]), "candidate": list(self.commits[1])}, "broken": list(self.broken),
             "options": asdict(self.options),
             "checks": [_check_dict(c) for c in self.checks],
@@ -386,6 +397,14 @@ def check_sets(baseline: Sequence[RunValues], candidate: Sequence[RunValues], op
     fp, differing = fingerprint_check(baseline, candidate, options.ignore_fingerprint)
     names = options.metrics or default_metrics(baseline, candidate)
     reason = all_in_basis(baseline, candidate) if "all_in_step_time" in names else None
+    timing_reason = None
+    if options.timing == "cpu" and "step_time" in names:
+        on_cpu, timing_reason = cpu_timing(baseline, candidate)
+        if on_cpu and reason:
+            timing_reason = "wall time decides: the all-in step time is the basis (see the basis), and the CPU time per step stands on the steady steps alone"
+        if on_cpu and CPU_METRIC not in names:
+            names = (*names[:names.index("step_time") + 1], CPU_METRIC, *names[names.index("step_time") + 1:])
+    cpu_decides = CPU_METRIC in names and not reason
     checks = [fp, runs_check(baseline, candidate, options, all_in=reason is not None)]
     broken = tuple(side for side, runs in (("baseline", baseline), ("candidate", candidate)) if any(r.status != "completed" for r in runs))
     pairs = None
@@ -417,18 +436,20 @@ def check_sets(baseline: Sequence[RunValues], candidate: Sequence[RunValues], op
             check = replace(check, decides=False, message=f"{check.message} (not deciding: a run did not complete, see `runs`)")
         elif reason and metric.steady:  # the steady median hides what the all-in time shows: it does not decide
             check = replace(check, decides=False, message=f"{check.message} (not deciding: all-in step time decides, {reason})")
+        elif cpu_decides and name == "step_time":  # on a CPU runner, the CPU time per step times the steady step
+            check = replace(check, decides=False, message=f"{check.message} (not deciding: {timing_reason})")
         elif not reason and name == "all_in_step_time" and check.verdict not in (Verdict.REGRESSION, Verdict.IMPROVEMENT):
             check = replace(check, decides=False, message=f"{check.message} (not deciding: on the steady basis the all-in time is a guard that only a definite change turns into the verdict)")
         checks.append(check)
-    basis = "all_in_step_time" if reason else "tpot_p50" if "step_time" not in names and "tpot_p50" in names else "step_time"  # a run of requests without steps: per output token
+    basis = "all_in_step_time" if reason else CPU_METRIC if cpu_decides else "tpot_p50" if "step_time" not in names and "tpot_p50" in names else "step_time"  # a run of requests without steps: per output token
     if not options.require_timing:
-        checks = program_tier(checks, basis=basis, max_cv=options.max_cv, statistical={n for n, m in METRIC_BY_NAME.items() if m.statistical},
+        checks = program_tier(checks, basis=basis, statistical={n for n, m in METRIC_BY_NAME.items() if m.statistical},
                               unpaired=lambda c: check_metric(METRIC_BY_NAME[c.name], c.baseline, c.candidate, options))
     verdict, code = overall(checks, inconclusive_ok=options.inconclusive_ok)
     return CheckResult(
         verdict=verdict, exit_code=code, checks=tuple(checks), options=options,
         baseline_runs=tuple(r.run_id for r in baseline), candidate_runs=tuple(r.run_id for r in candidate),
-        differing_fields=differing, basis=basis, basis_reason=reason,
+        differing_fields=differing, basis=basis, basis_reason=reason, timing_reason=timing_reason,
         commits=(_commits(baseline), _commits(candidate)), broken=broken,
     )
 

@@ -96,6 +96,11 @@ class RunValues:
     """Generation: memory-bandwidth utilisation of a decode step (`inference.mbu`)."""
     tpot_samples_s: tuple[float, ...] = ()
     """Each request's time per output token (a single run's interval); not saved."""
+    cpu_step_s: float | None = None
+    """The process's CPU time per steady step (`StepStats.cpu_median_s`): `check --timing cpu`'s
+    timing metric on a CPU runner (`analyzers.timing`); None where the run did not record it."""
+    cpu_samples_s: tuple[float, ...] = ()
+    """The steady steps' CPU times in order (a single run's interval); not saved."""
 
     @property
     def all_in_reason(self) -> str | None:
@@ -126,6 +131,7 @@ class RunValues:
             "provenance": dict(self.provenance), "error": self.error,
             "headline_step_s": self.headline_step_s, "step_basis": self.step_basis, "step_basis_reason": self.step_basis_reason,
             "ttft_p99_s": self.ttft_p99_s, "tpot_p50_s": self.tpot_p50_s, "generated_tokens_per_s": self.generated_tokens_per_s, "mbu": self.mbu,
+            "cpu_step_s": self.cpu_step_s,
         }
 
     @classmethod
@@ -151,6 +157,7 @@ class RunValues:
             headline_step_s=num("headline_step_s"), step_basis=None if data.get("step_basis") is None else str(data["step_basis"]),
             step_basis_reason=None if data.get("step_basis_reason") is None else str(data["step_basis_reason"]),
             ttft_p99_s=num("ttft_p99_s"), tpot_p50_s=num("tpot_p50_s"), generated_tokens_per_s=num("generated_tokens_per_s"), mbu=num("mbu"),
+            cpu_step_s=num("cpu_step_s"),
         )
 
 
@@ -180,6 +187,7 @@ def run_values(run: Run, report: Report | None = None) -> RunValues:
         tags={str(k): str(v) for k, v in run.tags.items()}, provenance=provenance(run),
         error=(run.manifest.get("error") or {}).get("message"),
         headline_step_s=steps.step_s, step_basis=steps.step_basis, step_basis_reason=steps.step_basis_reason,
+        cpu_step_s=steps.cpu_median_s,
         **step_samples(run, steps),
         **serving_values(run, report),
     )
@@ -211,20 +219,24 @@ def provenance(run: Run) -> dict[str, Any]:
 
 
 def step_samples(run: Run, stats: StepStats) -> dict[str, tuple[float, ...]]:
-    """The steady iterations (where the loop runs ahead of the device, its per-step pace) and the
-    iterations after the first step, in order (a single run's interval), from the same steady
-    sample and steady step time as the report's (`stats`)."""
+    """The steady iterations (where the loop runs ahead of the device, its per-step pace), the
+    iterations after the first step and the steady steps' CPU times, in order (a single run's
+    interval), from the same steady sample and steady step time as the report's (`stats`)."""
+    import pandas as pd
+
     from tpu_perf.analyzers.all_in import after_first, counted_durations
     from tpu_perf.analyzers.steps import pace_samples, run_steps, steady_mask
 
     steps = run_steps(run)
     if steps.empty:
-        return {"steady_samples_s": (), "all_in_samples_s": ()}
+        return {"steady_samples_s": (), "all_in_samples_s": (), "cpu_samples_s": ()}
     durations = steps["duration_s"].to_numpy(dtype=float)
     mask = steady_mask(steps, stats.warmup).to_numpy()
     steady = pace_samples(steps, mask) if stats.steady_basis == "device pace" else durations[mask]  # a loop that runs ahead: its device's pace
     counted, _ = counted_durations(steps, stats.warmup, stats.steady_step_s, runs_ahead=stats.runs_ahead)
-    return {"steady_samples_s": tuple(float(d) for d in steady if d == d), "all_in_samples_s": tuple(float(d) for d in counted[after_first(steps, runs_ahead=stats.runs_ahead)] if d == d)}
+    cpu = pd.to_numeric(steps["cpu_s"], errors="coerce").to_numpy(dtype=float)[mask] if "cpu_s" in steps and stats.cpu_median_s is not None else ()
+    return {"steady_samples_s": tuple(float(d) for d in steady if d == d), "all_in_samples_s": tuple(float(d) for d in counted[after_first(steps, runs_ahead=stats.runs_ahead)] if d == d),
+            "cpu_samples_s": tuple(float(d) for d in cpu if d == d)}
 
 
 AOT_FIELDS: tuple[str, ...] = ("topology", "chip", "chips", "flops_per_step", "peak_hbm_bytes", "optimal_step_s")

@@ -79,6 +79,11 @@ class StepStats:
     iteration, a sync or a pause, lengthens one; none shortens it)."""
     call_loop_steps: int = 0
     """Steady steps with `call_s` and `loop_s` known: the sample of `call_median_s` and `loop_median_s`."""
+    cpu_median_s: float | None = None
+    """Median CPU time of the process (every thread) per steady step (`cpu_s`: over each iteration;
+    the mean where the loop runs ahead, as the CPU work of queued steps lands in other iterations).
+    `check --timing cpu` compares it on a CPU runner, where a busy neighbour stretches wall time far
+    more (docs/ci.md, "Timing on a shared CPU"); None where the run did not record it."""
     runs_ahead: bool = False
     """The loop queues steps ahead of the device: most iterations return at dispatch and a sync (or
     the end) pays for the queued steps, so the median iteration is a dispatch time, not a step."""
@@ -481,6 +486,7 @@ def analyze_steps(run: Run, *, warmup_steps: int | None = None) -> StepStats:
         loop_median_s=loop_median,
         loop_low_s=_column_median(steps, mask, "loop_s", np.min),
         call_loop_steps=_known(steps, mask, "call_s", "loop_s"),
+        cpu_median_s=_column_median(steps, mask, "cpu_s", np.mean if ahead else np.median),
         runs_ahead=ahead,
         step_s=headline.value,
         step_basis=headline.basis,

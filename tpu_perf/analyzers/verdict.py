@@ -32,6 +32,7 @@ BASIS_WORDS: Mapping[str, str] = {
     "step_time": "steady step time",
     "all_in_step_time": "all-in wall time per step (every step after the first)",
     "tpot_p50": "time per output token (median request)",
+    "cpu_step_time": "CPU time per step (the process's, every thread)",
 }
 
 
@@ -126,6 +127,8 @@ def speed_sentence(baseline: str, candidate: str, base_runs: Sequence[RunValues]
     parts = [f"{BASIS_WORDS.get(result.basis, result.basis)}: {_interval(check, result, slower=speedup < 1)}"]
     if result.basis_reason:
         parts.append(f"the steady median is not used: {result.basis_reason}")
+    if result.timing_reason:
+        parts.append(result.timing_reason)
     if len(base_runs) == 1 and len(cand_runs) == 1:
         parts += [t for t in (left_out(a, base_runs[0]), left_out(b, cand_runs[0])) if t]
     parts += [f"but {c.name.replace('_', ' ')} is {c.verdict.value} ({c.message.split(':')[0]})" for c in result.checks if c.decides and c.name in ("step_time", "all_in_step_time") and c is not check and c.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT) and c.verdict != check.verdict]

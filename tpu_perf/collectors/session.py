@@ -247,11 +247,11 @@ class Recorder:
         index = self.steps.boundary(source, self.now())
         if index is None:
             return
-        start, tracing, waited = self.now(), self.trace_active or self.trace_held, core_wait()
+        start, tracing, waited, cpu = self.now(), self.trace_active or self.trace_held, core_wait(), time.process_time()
         self.before_step(index)
         if tracing and not (self.trace_active or self.trace_held):  # the trace stopped here: its cost is the new step's
             self.steps.mark_instrumented()
-            self.steps.open(source, start, step_num, waited=waited)
+            self.steps.open(source, start, step_num, waited=waited, cpu=cpu)
         else:
             if not tracing and self.trace_active:  # it started here: its cost ends the step before, held for its end
                 self.steps.mark_current_instrumented()
@@ -263,11 +263,12 @@ class Recorder:
         self.sync()
         self.steps.end(source, self.now())
 
-    def span(self, source: str, start: float, end: float, *, traced: bool = False, step_num: int | None = None, device_known: bool = True, interleaved: bool = False, busy: bool = False, instrumented: bool = False) -> None:
+    def span(self, source: str, start: float, end: float, *, traced: bool = False, step_num: int | None = None, device_known: bool = True, interleaved: bool = False, busy: bool = False, instrumented: bool = False, cpu: float | None = None) -> None:
         """A complete step from dispatch to device completion (any thread may call this);
         `device_known` False: `end` is when tpu-perf looked, an upper bound of the device time.
-        `busy`: the step's device time is the reported device work inside its iteration."""
-        self.steps.span(source, start, end, traced=traced, step_num=step_num, device_known=device_known, interleaved=interleaved, busy=busy, instrumented=instrumented)
+        `busy`: the step's device time is the reported device work inside its iteration. `cpu`: the
+        process's CPU time (`time.process_time()`) read at the step's dispatch."""
+        self.steps.span(source, start, end, traced=traced, step_num=step_num, device_known=device_known, interleaved=interleaved, busy=busy, instrumented=instrumented, cpu=cpu)
 
     def waited(self, start: float, end: float) -> None:
         """The loop was blocked in a framework call from `start` to `end` (a device sync, a

@@ -22,6 +22,7 @@ from __future__ import annotations
 import bisect
 import math
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +43,9 @@ class _OpenStep:
     core_wait: tuple[int, float] | None = None
     """`core_wait()` of the thread that opened the step, as it opened it (boundary marks only: a span
     is marked after the fact, from any thread)."""
+    cpu: float | None = None
+    """The process's CPU time (`time.process_time()`, every thread) as the step started: read by the
+    thread that started it (a boundary mark) or at its dispatch (a span's `cpu`); None: not read."""
 
 
 @dataclass
@@ -118,13 +122,14 @@ class StepTracker:
             self._close(now)
             return self._next_index
 
-    def open(self, source: str, start: float, step_num: int | None = None, *, waited: tuple[int, float] | None = None) -> None:
-        """Open a step at `start`; `waited`: `core_wait()` read at `start`, where the caller took
-        `start` earlier (else it is read now, on the calling thread: the loop's)."""
+    def open(self, source: str, start: float, step_num: int | None = None, *, waited: tuple[int, float] | None = None, cpu: float | None = None) -> None:
+        """Open a step at `start`; `waited` and `cpu`: `core_wait()` and `time.process_time()` read at
+        `start`, where the caller took `start` earlier (else they are read now, on the calling thread: the loop's)."""
         with self._lock:
             if self._source != source:
                 return
-            self._begin(_OpenStep(self._next_index, start, source, step_num, self.traced(), self._instrument_next, core_wait=waited or core_wait()))
+            self._begin(_OpenStep(self._next_index, start, source, step_num, self.traced(), self._instrument_next, core_wait=waited or core_wait(),
+                                  cpu=time.process_time() if cpu is None else cpu))
             self._instrument_next = False
 
     def end(self, source: str, now: float) -> None:
@@ -191,9 +196,10 @@ class StepTracker:
             self._open = None
 
     # -- span marks -------------------------------------------------------------------------------
-    def span(self, source: str, start: float, end: float, *, traced: bool = False, step_num: int | None = None, device_known: bool = True, interleaved: bool = False, busy: bool = False, instrumented: bool = False) -> None:
+    def span(self, source: str, start: float, end: float, *, traced: bool = False, step_num: int | None = None, device_known: bool = True, interleaved: bool = False, busy: bool = False, instrumented: bool = False, cpu: float | None = None) -> None:
         """A complete step [start, end]: dispatch to device completion (its `device_s`, when
         `device_known`; else unknown; `end` is the step's `ready_time_s` when known). The step's iteration ends where the next one starts.
+        `cpu`: the process's CPU time read at the step's dispatch (its `cpu_s` runs to the next step's); None: unknown.
         `interleaved`: an eval ran since the previous dispatch, so in the previous step's iteration.
         `busy`: `device_s` is the device work reported (`device_busy`) inside the step's iteration,
         counted when the next step starts: with steps queued ahead, dispatch-to-ready overstates it."""
@@ -202,7 +208,7 @@ class StepTracker:
                 return
             if interleaved and self._closed is not None:  # it ran before this dispatch: in the held step's iteration
                 self._closed.step.interleaved = True
-            self._begin(_OpenStep(self._next_index, start, source, step_num, traced, instrumented))
+            self._begin(_OpenStep(self._next_index, start, source, step_num, traced, instrumented, cpu=cpu))
             self._close(end, device_s=max(0.0, end - start) if device_known else None, from_reports=False, busy=busy)
             if self._closed is not None and device_known:
                 self._closed.ready = end
@@ -210,7 +216,7 @@ class StepTracker:
     def _begin(self, step: _OpenStep) -> None:
         """Open `step`; the step held before it ends where this one starts."""
         if self._closed is not None:
-            self._write(self._closed, step.start, core_wait_now=step.core_wait)
+            self._write(self._closed, step.start, core_wait_now=step.core_wait, cpu_now=step.cpu)
             self._closed = None
         for held in (self._busy, self._waits, self._calls):  # what ended before this step is in no later one
             _drop_until(held, step.start)
@@ -263,9 +269,12 @@ class StepTracker:
         _drop_until(self._calls, end)
         return inside, max(0.0, end - start - busy)
 
-    def _write(self, closed: _ClosedStep, end: float, *, tail: bool = False, core_wait_now: tuple[int, float] | None = None) -> None:
+    def _write(self, closed: _ClosedStep, end: float, *, tail: bool = False, core_wait_now: tuple[int, float] | None = None, cpu_now: float | None = None) -> None:
         """`core_wait_now`: the next step's `core_wait` as it opened, where its start ends this
-        iteration; the step's `core_wait_s` is the difference when one thread opened both."""
+        iteration; the step's `core_wait_s` is the difference when one thread opened both. `cpu_now`:
+        the next step's `cpu`; the step's `cpu_s` is the process's CPU time over its iteration (a
+        timing that a busy neighbour on a shared CPU runner stretches far less than the wall time:
+        docs/ci.md, "Timing on a shared CPU"); None for the last step and where either is unknown."""
         step = closed.step
         end = max(end, step.start)
         duration = end - step.start
@@ -283,6 +292,7 @@ class StepTracker:
             "call_s": call_s,
             "loop_s": loop_s,
             "core_wait_s": _core_wait_seconds(step.core_wait, core_wait_now),
+            "cpu_s": max(0.0, cpu_now - step.cpu) if cpu_now is not None and step.cpu is not None else None,
             "compiled": compile_s > 0,
             "compile_s": compile_s,
             "traced": step.traced,

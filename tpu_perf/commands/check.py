@@ -83,6 +83,7 @@ def check_command(
     ignore_fingerprint: Annotated[list[str], typer.Option(help="Fingerprint field allowed to differ (e.g. jax after a version bump); repeatable.", show_default=False)] = [],  # noqa: B006
     pair_by: Annotated[str | None, typer.Option(help="tag:KEY, where runs sharing a value of tag KEY on both sides are a pair recorded back to back; timed metrics are judged on per-pair ratios (docs/ci.md, Paired runs).")] = None,
     inconclusive_ok: Annotated[bool, typer.Option("--inconclusive-ok", help="Exit 0 instead of 3 when the verdict is INCONCLUSIVE.")] = False,
+    timing: Annotated[str, typer.Option("--timing", help="The clock that times the steady step: wall (the iteration), or cpu: the process's CPU time per step where every run ran on a CPU and computed through its step (far steadier beside other work on a shared CPU runner), else wall time; the output says which decided and why.")] = "wall",
     require_timing: Annotated[bool, typer.Option("--require-timing", help="No UNCHANGED: when the compiled program is unchanged but the timing cannot be judged here, keep the timing's verdict (BAD_DATA 4, INCONCLUSIVE 3) instead of exiting 0.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the verdict as JSON instead of the table.")] = False,
     junit: Annotated[Path | None, typer.Option(help="Write JUnit XML here (one testcase per check).", dir_okay=False)] = None,
@@ -103,7 +104,7 @@ def check_command(
     from tpu_perf.views.check import github_annotations, render_check, render_junit, render_markdown
 
     try:
-        options = CheckOptions(alpha=alpha, margin=margin, max_cv=max_cv, metrics=tuple(metric) or None, ignore_fingerprint=tuple(ignore_fingerprint), inconclusive_ok=inconclusive_ok, require_timing=require_timing, pair_by=pair_key(pair_by) if pair_by is not None else None)
+        options = CheckOptions(alpha=alpha, margin=margin, max_cv=max_cv, metrics=tuple(metric) or None, ignore_fingerprint=tuple(ignore_fingerprint), inconclusive_ok=inconclusive_ok, require_timing=require_timing, timing=timing, pair_by=pair_key(pair_by) if pair_by is not None else None)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     base = side_values(baseline, baseline_store or store, flag="--baseline")

@@ -51,7 +51,7 @@ def history_command(
     selectors: Annotated[list[str], typer.Argument(help="Runs: tag:KEY=VALUE, tag:KEY (any value), name:NAME, id or prefix, or all.", show_default=False)],
     store: Annotated[str, typer.Option("--store", envvar=layout.STORE_ENV, help="Run store (a folder or fsspec URL).")] = layout.DEFAULT_STORE,
     order_by: Annotated[str, typer.Option("--order-by", help="started, or tag:KEY (e.g. tag:commit): one point per value.")] = "started",
-    metric: Annotated[str, typer.Option(help="step_time, all_in, mfu, tokens_per_s, peak_memory; for generation runs ttft_p99, tpot_p50, generated_tokens_per_s or mbu.")] = "step_time",
+    metric: Annotated[str, typer.Option(help="step_time, all_in, cpu_step_time (the process's CPU time per step: steadier on a shared CPU runner), mfu, tokens_per_s, peak_memory; for generation runs ttft_p99, tpot_p50, generated_tokens_per_s or mbu.")] = "step_time",
     as_json: Annotated[bool, typer.Option("--json", help="Print the history as JSON.")] = False,
     markdown: Annotated[bool, typer.Option("--markdown", help="Print Markdown (for a CI job summary; also appended to $GITHUB_STEP_SUMMARY when set).")] = False,
 ) -> None:

@@ -58,6 +58,7 @@ SCHEMA = pa.schema(
         ("tokens_per_s", pa.float64()), ("peak_memory_bytes", pa.int64()), ("compiles_after_warmup", pa.int64()),
         ("peak_memory_source", pa.string()), ("program_hash", pa.string()),
         ("ttft_p99_s", pa.float64()), ("tpot_p50_s", pa.float64()), ("generated_tokens_per_s", pa.float64()), ("mbu", pa.float64()),
+        ("cpu_step_s", pa.float64()),
         ("error", pa.string()), ("index_version", pa.int64()), ("indexed_at", pa.float64()),
         ("files_stamp", pa.string()),
     ]

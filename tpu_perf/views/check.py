@@ -101,6 +101,7 @@ def render_markdown(result: CheckResult) -> str:
         f"{len(result.baseline_runs)} baseline vs {len(result.candidate_runs)} candidate runs; margin {result.options.margin:.0%}, alpha {result.options.alpha}, max CV {result.options.max_cv:.0%}.",
         "",
         *([f"**{result.sentence}**", ""] if result.sentence else []),
+        *([f"Timing: {fmt.md(result.timing_reason)}.", ""] if result.timing_reason else []),
         *author_summary(result),
         "| check | verdict | baseline | candidate | change [interval] | CV base / cand | detail |",
         "|---|---|---|---|---|---|---|",
@@ -123,6 +124,8 @@ def render_junit(result: CheckResult) -> str:
     failures = sum(c.verdict in fail and c.decides for c in result.checks)
     skipped = sum(c.verdict == Verdict.INCONCLUSIVE and c.verdict not in fail and c.decides for c in result.checks)
     suite = ET.Element("testsuite", name="tpu-perf check", tests=str(len(result.checks)), failures=str(failures), errors="0", skipped=str(skipped))
+    if result.timing_reason:  # which clock timed the steps (`--timing cpu`), and why
+        ET.SubElement(ET.SubElement(suite, "properties"), "property", name="timing", value=result.timing_reason)
     for check in result.checks:
         case = ET.SubElement(suite, "testcase", classname="tpu-perf.check", name=check.name)
         text = check.message + (f"\nbaseline: {values(check, check.baseline)}\ncandidate: {values(check, check.candidate)}" if check.baseline else "")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import sys
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -39,7 +40,7 @@ OCCASIONAL = 0.5
 """A jitted function called less than this often per step, between steps, is an eval (or another
 occasional program): the step after it is flagged `interleaved`."""
 
-Span = tuple[float, float, bool, bool, bool]
+Span = tuple[float, float, bool, bool, bool, float | None]
 """(dispatch time, outputs-ready time, traced, ready time seen exactly, holds the trace window's start or stop)."""
 
 
@@ -104,6 +105,8 @@ class _Group:
     end: float = 0.0
     calls: int = 0
     instrumented: bool = False
+    cpu: float | None = None
+    """The process's CPU time at the first call's dispatch (the step's `cpu`)."""
 
 
 class JitTracker:
@@ -240,6 +243,7 @@ class JitTracker:
         traced = self._trace_live() and rec.trace_active
         compiles_before = self._compiles
         dispatched = rec.now()
+        cpu = time.process_time() if timed else None  # the step's CPU clock, read where its dispatch starts (not where its span is delivered)
         start = self._start(state, dispatched) if stopped_at is None else stopped_at
         if restarted is not None:
             self.prefills.self_restart(state, start, restarted)
@@ -275,7 +279,7 @@ class JitTracker:
             if state is step_fn or step_fn is None:
                 state.out_refs = {id(x): weakref.ref(x) for x in out_leaves}
             position = self._watched_position(state, out_leaves)
-            call = Call(state, start, traced, state.out_ids, [waitable(out_leaves[position])] if out_leaves else [], position=position)
+            call = Call(state, start, traced, state.out_ids, [waitable(out_leaves[position])] if out_leaves else [], position=position, cpu=cpu)
             if state is step_fn:
                 call.interleaved, self._interleaved = self._interleaved, False
             call.instrumented = stopped_at is not None
@@ -361,8 +365,8 @@ class JitTracker:
             if prev is not None and not prev.drained:
                 prev.instrumented = True
             elif state.spans:
-                start, end, traced, exact, _ = state.spans[-1]
-                state.spans[-1] = (start, end, traced, exact, True)
+                start, end, traced, exact, _, cpu = state.spans[-1]
+                state.spans[-1] = (start, end, traced, exact, True, cpu)
 
     def _fetched(self, x: Any) -> None:
         """Count a fetch of the latest outputs of a timed function, once per call."""
@@ -390,9 +394,9 @@ class JitTracker:
                 call.drained = True
                 end = call.end if call.end is not None else call.start
                 if call.state is self.step_fn:
-                    self._step_span(call.start, end, call.traced, call.exact, call.interleaved, call.instrumented)
+                    self._step_span(call.start, end, call.traced, call.exact, call.interleaved, call.instrumented, cpu=call.cpu)
                 elif self.step_fn is None and len(call.state.spans) < MAX_BUFFERED_CALLS:
-                    call.state.spans.append((call.start, end, call.traced, call.exact, call.instrumented))
+                    call.state.spans.append((call.start, end, call.traced, call.exact, call.instrumented, call.cpu))
 
     def _holds_back(self) -> bool:
         """In a multi-process job each process waits for its previous step before dispatching the
@@ -463,16 +467,16 @@ class JitTracker:
         self.step_fn = chosen
         spans, chosen.spans = chosen.spans, []
         self._step_index = len(spans)
-        for start, end, traced, exact, instrumented in spans:
-            self._step_span(start, end, traced, exact, False, instrumented)
+        for start, end, traced, exact, instrumented, cpu in spans:
+            self._step_span(start, end, traced, exact, False, instrumented, cpu=cpu)
 
-    def _step_span(self, start: float, end: float, traced: bool, exact: bool, interleaved: bool, instrumented: bool = False) -> None:
+    def _step_span(self, start: float, end: float, traced: bool, exact: bool, interleaved: bool, instrumented: bool = False, *, cpu: float | None = None) -> None:
         """One call of the step function; with accumulation, every k-th call ends a step that
         began at the first call of its group."""
         k = (self.step_fn.micro_batches or 1) if self.step_fn is not None else 1
         g = self._group
         if g is None:
-            g = self._group = _Group(start, traced, exact, interleaved, instrumented=instrumented)
+            g = self._group = _Group(start, traced, exact, interleaved, instrumented=instrumented, cpu=cpu)
         else:
             g.traced, g.exact, g.interleaved = g.traced or traced, g.exact and exact, g.interleaved or interleaved
             g.instrumented = g.instrumented or instrumented
@@ -480,7 +484,7 @@ class JitTracker:
         g.end = end
         if g.calls >= k:
             self._group = None
-            self.rec.span(self.source, g.start, end, traced=g.traced, device_known=g.exact, interleaved=g.interleaved, busy=True, instrumented=g.instrumented)
+            self.rec.span(self.source, g.start, end, traced=g.traced, device_known=g.exact, interleaved=g.interleaved, busy=True, instrumented=g.instrumented, cpu=g.cpu)
 
     def accumulates(self, optimizer: Any, by: str) -> None:
         """An accumulating optimizer's update is being traced: the function under way accumulates."""
@@ -541,7 +545,7 @@ class JitTracker:
         g = self._group
         if g is not None and g.calls:  # the run ended inside an update's micro-batches
             self._group = None
-            self.rec.span(self.source, g.start, g.end, traced=g.traced, device_known=g.exact, interleaved=g.interleaved)
+            self.rec.span(self.source, g.start, g.end, traced=g.traced, device_known=g.exact, interleaved=g.interleaved, cpu=g.cpu)
 
     def _abstract(self, args: tuple[Any, ...], kwargs: dict[str, Any], *, sharded: bool = True) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """Shapes, dtypes and (unless `sharded` is false: pmap places its own) shardings."""

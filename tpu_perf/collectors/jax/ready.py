@@ -67,6 +67,8 @@ class Call:
     it, without holding the output meanwhile."""
     seq: int = 0
     """Its place in the watcher's dispatch order."""
+    cpu: float | None = None
+    """The process's CPU time (`time.process_time()`) at its dispatch: the step's `cpu_s` runs from here to the next step's."""
 
     def stamp(self, t: float, *, exact: bool = True) -> None:
         if self.end is None:
