@@ -16,7 +16,7 @@ from rich.console import Console
 from tests.conftest import copy_run, report_doc
 from tpu_perf.views.schema import report_schema
 
-SCRIPTS = ("hf_generate", "jax_decode", "jax_one_forward", "equinox_decode", "torch_marked_server")
+SCRIPTS = ("hf_generate", "jax_decode", "jax_one_forward", "equinox_decode", "jax_no_cache_generate", "torch_marked_server")
 
 
 def near(value: float | None, truth: float, tolerance: float) -> bool:

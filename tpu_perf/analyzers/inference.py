@@ -290,8 +290,8 @@ def _from_steps(requests: pd.DataFrame, steps: pd.DataFrame) -> tuple[pd.DataFra
     then one token per row for each step that started before the next request (at the step's
     outputs-ready time where seen, else its own end); tpu-perf's own time in its steps (`own_s`:
     the trace window's start or stop, as in a whole-request loop). A request whose prefill was a
-    call of the decode step itself has no first-token time of its own: the step that holds its
-    start gives it."""
+    call of the decode step itself has no first-token time of its own: its outputs ready, or the
+    next call's start where later (the token sampled and fed back), give it."""
     requests = requests.copy()
     if steps.empty:
         return requests.iloc[0:0], pd.DataFrame(columns=["request", "time_s", "tokens"])
@@ -308,6 +308,8 @@ def _from_steps(requests: pd.DataFrame, steps: pd.DataFrame) -> tuple[pd.DataFra
         if np.isnan(first):  # the decode step's own call was the prefill: the step that holds its start
             held = min(int(np.searchsorted(starts, request["start_time_s"], side="left")), len(starts) - 1)  # the prefill's own step starts with the request
             first, after = float(done[held]), np.arange(len(starts)) > held
+            if held + 1 < len(starts) and starts[held + 1] < upto:  # sampled once the loop moved on to the next call (as the other path waits at it)
+                first = max(first, float(starts[held + 1]))
         made.append(first)
         mine = done[after & (starts < upto)]
         times = [first, *mine.tolist()]

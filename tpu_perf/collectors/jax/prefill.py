@@ -61,6 +61,8 @@ class PrefillWatch:
         """The last call, when it was not the step function's (the tracker checks it first)."""
         self.restarts: list[Restart] = []
         self.pending: dict[int, Restart] = {}
+        self._fed: dict[int, tuple[int, int] | None] = {}
+        """By function: the (rows, tokens) its last such call fed."""
         """By function: its last call that took none of its own outputs, until its next call confirms it."""
 
     def before(self, state: Any, leaves: list[Any]) -> None:
@@ -90,18 +92,25 @@ class PrefillWatch:
 
     def self_restart(self, state: Any, start: float, leaves: list[Any]) -> None:
         """`state`'s call dispatched at `start` took none of its own outputs: a prefill by the same
-        function, if it fed a prompt (several positions per row) and the next call confirms it."""
+        function, if it fed a prompt (several positions per row) that does not just extend its last
+        call's by one position a row (a loop with no cache feeding the whole sequence again), and
+        the next call confirms it."""
         prompt = _prompt(leaves)
-        if prompt is not None and prompt[1] > prompt[0]:
-            self.pending[id(state)] = Restart(state, state.name, start, math.nan, prompt)
+        last, self._fed[id(state)] = self._fed.get(id(state)), prompt
+        if prompt is None or prompt[1] <= prompt[0]:
+            return
+        if last is not None and _grew(last, prompt):
+            return
+        self.pending[id(state)] = Restart(state, state.name, start, math.nan, prompt)
 
     def confirm(self, state: Any, leaves: list[Any]) -> None:
-        """The call after `state`'s self-restart: kept when it feeds fewer positions per row (a decode step)."""
+        """The call after `state`'s self-restart: kept when it feeds fewer positions per row (a
+        decode step with a cache) or one more (the whole sequence again, with the new token)."""
         restart = self.pending.pop(id(state), None)
         if restart is None or restart.prompt is None:
             return
         fed = _prompt(leaves)
-        if fed is None or fed[1] // max(1, fed[0]) < restart.prompt[1] // max(1, restart.prompt[0]):
+        if fed is None or fed[1] // max(1, fed[0]) < restart.prompt[1] // max(1, restart.prompt[0]) or _grew(restart.prompt, fed):
             self.restarts.append(restart)
 
     def rows(self, step_fn: Any, source: str) -> list[dict[str, Any]]:
@@ -136,6 +145,11 @@ def _prompt(leaves: list[Any]) -> tuple[int, int] | None:
         elif len(shape) == 1 and shape[0] > 1 and (vector is None or shape[0] > vector[1]):
             vector = (1, int(shape[0]))
     return best or vector
+
+
+def _grew(before: tuple[int, int], after: tuple[int, int]) -> bool:
+    """`after` is `before`'s rows, each one position longer: the same request's next token."""
+    return after[0] == before[0] and after[1] == before[1] + before[0]
 
 
 def carry_paths(args: tuple[Any, ...], kwargs: dict[str, Any], own: frozenset[int], array: type) -> tuple[tuple[Any, ...], ...]:
