@@ -19,7 +19,7 @@ SCRIPTS = Path(__file__).resolve().parent / "scripts"
 TORCH_SCRIPTS = Path(__file__).resolve().parent / "torch_scripts"
 CATALOGUE = {"recompilation", "host-sync", "op-by-op", "unrolled-loop", "small-batch", "input-bound", "no-donation", "fp32-matmul", "mxu-padding",
              "graph-break", "exposed-collectives", "hbm-headroom", "hbm-pressure", "no-compile-cache", "straggler", "device-idle",
-             "decode-small-batch", "fp32-kv-cache", "decode-recompiles", "decode-host-sync", "prefill-stall", "unfused-attention"}
+             "decode-small-batch", "fp32-kv-cache", "decode-recompiles", "decode-host-sync", "decode-no-cache", "prefill-stall", "unfused-attention"}
 JAX_DEFECTS = {"recompilation", "host-sync", "no-donation", "unrolled-loop", "input-bound"}
 
 

@@ -14,16 +14,17 @@ import numpy as np
 from truth import write
 
 REQUESTS, PROMPT, NEW_TOKENS = 4, 12, 16
-VOCAB, D = 512, 128
-keys = jax.random.split(jax.random.PRNGKey(0), 3)
-params = {"embed": jax.random.normal(keys[0], (VOCAB, D)) * 0.1, "mix": jax.random.normal(keys[1], (D, D)) * 0.1,
-          "out": jax.random.normal(keys[2], (D, VOCAB)) * 0.1}
+VOCAB, D = 512, 384
+keys = jax.random.split(jax.random.PRNGKey(0), 4)
+params = {"embed": jax.random.normal(keys[0], (VOCAB, D)) * 0.1, "mix": jax.random.normal(keys[1], (D, D)) * 0.05,
+          "up": jax.random.normal(keys[2], (D, D)) * 0.05, "out": jax.random.normal(keys[3], (D, VOCAB)) * 0.1}
 
 
 @jax.jit
 def forward(params, tokens):
     x = params["embed"][tokens]
     x = jnp.tanh(jnp.cumsum(x, axis=1) @ params["mix"])  # each position sees the ones before it
+    x = x + jnp.tanh(x @ params["up"])
     return x @ params["out"]
 
 

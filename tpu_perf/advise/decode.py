@@ -72,6 +72,19 @@ DECODE_HOST_SYNC = Rule(
 )
 
 
+DECODE_NO_CACHE = Rule(
+    id="decode-no-cache", title="Every token runs the whole sequence again: keep a KV cache", family="decode", severity="high",
+    fix=Fix(
+        summary="Keep each layer's keys and values for the positions already seen (a KV cache) and feed only the new token to each decode step: "
+                "its work no longer grows with the sequence, and with a fixed-size cache written in place it compiles once.",
+        jax="cache = jnp.zeros((batch, max_len, heads, head_dim), dtype)  # filled by the prefill\n"
+            "logits, cache = decode_step(params, token[:, None], cache, position)  # one position per call, cache carried (donate_argnums)",
+        pytorch="out = model(input_ids=token, past_key_values=past, use_cache=True); past = out.past_key_values  # or model.generate(...)",
+    ),
+    docs=("https://jax-ml.github.io/scaling-book/inference/", "https://huggingface.co/docs/transformers/kv_cache"),
+)
+
+
 def amdahl(i: InferenceStats, decode_factor: float) -> float | None:
     """Overall tokens/s factor when the decode part speeds up by `decode_factor` (prefill unchanged)."""
     if i.decode_share is None:
@@ -170,3 +183,28 @@ def decode_host_sync(s: Signals) -> Finding:
         gain = Gain(factor=None, basis=f"at most: {overlap.basis}, {overlap.factor:.2f}x per decode step, {amount:.2f}x generated tokens/s over the requests' time (the prefill unchanged)",
                     kind="upper_bound", benefit="throughput", amount=amount, unit="tokens_per_s_factor")
     return fired(DECODE_HOST_SYNC, what + ": each token waits for the device before the next step is dispatched", evidence + more, gain)
+
+
+def decode_no_cache(s: Signals) -> Finding:
+    i, w = s.inference, s.whole_sequence
+    if i is None:
+        return not_evaluable(DECODE_NO_CACHE, "no generation requests were recorded (an inference run only)")
+    if w is None:
+        return passed(DECODE_NO_CACHE, "no request's decode calls fed the whole sequence again (a cache, or a loop this rule cannot see: generate() and PyTorch token loops keep Hugging Face's own cache)")
+    factor = w.step_s / w.cached_step_s if w.cached_step_s > 0 else None
+    evidence = [ev("whole_sequence_requests_count", w.requests, "steps", "requests whose decode calls fed one position more each (collectors/jax/prefill.py)"),
+                ev("fitted_steps_count", w.steps, "steps", "decode steps in the fit (not compiling, not traced)"),
+                ev("step_fixed_s", w.fixed_s, "steps", "fit of step time against positions fed: intercept"),
+                ev("step_per_position_s", w.per_position_s, "steps", "fit of step time against positions fed: slope"),
+                ev("mean_positions_count", w.mean_positions, "steps", "positions a decode step fed, on average"),
+                ev("decode_share_fraction", i.decode_share, "inference", "inference.decode_share")]
+    what = (f"{w.requests} request(s) fed the whole sequence to every decode step ({w.mean_positions:.0f} positions on average); "
+            f"their {w.steps} steps take {w.fixed_s * 1e3:.3g} ms + {w.per_position_s * 1e6:.3g} us per position fed")
+    if factor is None or factor < T.WHOLE_SEQUENCE_GAIN:
+        return passed(DECODE_NO_CACHE, what + (f": a one-position step would be only {factor:.2f}x faster" if factor else ""), evidence)
+    amount = amdahl(i, factor)
+    gain = Gain(factor=None, basis=f"at most: a step that feeds one position, by the same fit, {w.cached_step_s * 1e3:.3g} ms against {w.step_s * 1e3:.3g} ms ({factor:.2f}x); "
+                f"attention over the cached positions still reads them, so less; {amount:.2f}x generated tokens/s over the requests' time (the prefill unchanged)" if amount else
+                f"at most {factor:.2f}x per decode step (a step of one position, by the same fit)",
+                kind="upper_bound", benefit="throughput", amount=amount, unit="tokens_per_s_factor" if amount else None)
+    return fired(DECODE_NO_CACHE, what, evidence, gain)

@@ -43,6 +43,7 @@ RULES: tuple[Callable[[Signals], Finding], ...] = (
     decode.fp32_kv_cache,
     decode.decode_recompiles,
     decode.decode_host_sync,
+    decode.decode_no_cache,
     decode_passes.prefill_stall,
     decode_passes.unfused_attention,
 )

@@ -31,6 +31,7 @@ from tpu_perf.analyzers.programs import step_program
 from tpu_perf.analyzers.report import Report, build_report
 from tpu_perf.analyzers.steps import run_steps, run_warmup, step_framework
 from tpu_perf.analyzers.traces import TraceSection
+from tpu_perf.analyzers.whole_sequence import WholeSequence, whole_sequence_decode
 from tpu_perf.hardware import Chip, lookup_chip
 from tpu_perf.jsonio import to_jsonable
 from tpu_perf.store import Run
@@ -174,6 +175,9 @@ class Signals:
     """dtypes of the KV caches the requests' models returned (Hugging Face generate())."""
     cache_reads: CacheReads | None = None
     """Passes of a JAX decode step over its KV cache (analyzers/cache_reads.py); None elsewhere."""
+    whole_sequence: WholeSequence | None = None
+    """Decode steps that feed the whole sequence again (no KV cache), their time fitted by length
+    (analyzers/whole_sequence.py); None elsewhere."""
     """The report's `stragglers`: worst first."""
 
     @property
@@ -299,6 +303,7 @@ def build_signals(run: Run, report: Report | None = None, *, target: str | None 
         hosts=to_jsonable(list(hosts.hosts)) if hosts is not None else [], stragglers=to_jsonable(list(hosts.stragglers)) if hosts is not None else [],
         inference=report.inference, kv_dtypes=_kv_dtypes(run) if report.inference is not None else (),
         cache_reads=cache_reads(run) if report.inference is not None else None,
+        whole_sequence=whole_sequence_decode(run) if report.inference is not None else None,
     )
 
 

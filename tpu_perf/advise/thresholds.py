@@ -98,3 +98,7 @@ reads it once): the cache's bytes per token at least doubled."""
 PREFILL_STALL_SHARE = 0.05
 """tpu-perf: other requests' tokens waiting on a prefill for 5 % of the requests' time or more (the
 share at which the recompile rule fires): a stall a user sees as inter-token latency spikes."""
+WHOLE_SEQUENCE_GAIN = 1.2
+"""tpu-perf: a decode loop that feeds the whole sequence per token (no KV cache) is named when its
+own steps' time against length says a step of one position would be 1.2x faster or more: below
+that, the fixed cost per step (dispatch, the weights' reads) hides the recomputation."""

@@ -22,6 +22,7 @@ Its first token is that call's outputs ready, read from the steps table (the cal
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -50,6 +51,8 @@ class Restart:
     start: float
     first_token: float
     prompt: tuple[int, int] | None
+    whole: bool = False
+    """Its decode calls feed the whole sequence again, one position longer each (no KV cache)."""
 
 
 class PrefillWatch:
@@ -110,7 +113,9 @@ class PrefillWatch:
         if restart is None or restart.prompt is None:
             return
         fed = _prompt(leaves)
-        if fed is None or fed[1] // max(1, fed[0]) < restart.prompt[1] // max(1, restart.prompt[0]) or _grew(restart.prompt, fed):
+        if fed is not None and _grew(restart.prompt, fed):
+            self.restarts.append(dataclasses.replace(restart, whole=True))
+        elif fed is None or fed[1] // max(1, fed[0]) < restart.prompt[1] // max(1, restart.prompt[0]):
             self.restarts.append(restart)
 
     def rows(self, step_fn: Any, source: str) -> list[dict[str, Any]]:
@@ -129,6 +134,7 @@ class PrefillWatch:
             "generated_tokens": None,
             "token_steps": None,
             "prompt_positions": None if r.prompt is None else r.prompt[1] // max(1, r.prompt[0]),
+            "whole_sequence": r.whole,
         } for i, r in enumerate(mine)]
 
 
