@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -84,7 +86,7 @@ def test_a_long_legend_grows_the_chart_instead_of_squashing_it() -> None:
 
 
 def test_every_figure_is_what_plotlys_checks_make_of_it() -> None:
-    """The builders write Plotly's JSON themselves and skip its per-property checks (`figures._figure`,
+    """The builders write Plotly's JSON themselves and skip its per-property checks (`figures.plain_figure`,
     most of a chart's build time): passed through those checks (`go.Figure(fig.to_dict())`, which
     validates and coerces every property), each figure comes out unchanged: no invalid property, no
     shorthand Plotly would have spelt otherwise (`title="x"` for `{"text": "x"}`, a named colour scale)."""
@@ -111,3 +113,26 @@ def test_every_figure_is_what_plotlys_checks_make_of_it() -> None:
         assert mine == checked, mine["layout"].get("title")
     assert built[0].layout.shapes[0].fillcolor == "grey" and built[0].layout.annotations[0].text == "warm-up"  # the warm-up shaded and named
     assert [t.type for t in built[6].data] == ["bar", "bar"] and built[5].data[0].colorscale[0] == (0.0, "#440154")
+
+
+def test_history_figure_is_what_plotlys_checks_make_of_it(tmp_path: Path) -> None:
+    """The History chart (a change point's dashed line and label, on a time axis and on a tag's
+    category axis) written as Plotly's JSON comes out of Plotly's checks unchanged."""
+    import json
+
+    import plotly.graph_objects as go
+    import plotly.io
+
+    from tests.history_runs import write_series
+    from tpu_perf.analyzers.history import build_history
+    from tpu_perf.analyzers.index_row import load_index
+    from tpu_perf.dashboard.history_figure import history_figure
+
+    store = tmp_path / "runs"
+    write_series(store, [0.020] * 6 + [0.026] * 6, noise=0.01, seed=1, steps=8)
+    for order_by in ("started", "tag:commit"):
+        history = build_history(load_index(str(store)), order_by=order_by)
+        fig = history_figure(history)
+        assert len(fig.layout.shapes) == len(fig.layout.annotations) == 1, order_by  # the one change point drawn
+        mine = json.loads(plotly.io.to_json(fig.to_dict(), validate=False))
+        assert mine == json.loads(plotly.io.to_json(go.Figure(fig.to_dict()).to_dict(), validate=False)), order_by

@@ -2,7 +2,7 @@
 none calls Streamlit, so they can be built and checked anywhere.
 
 Figures are written as Plotly's own JSON (traces and layout as plain dicts, arrays as numpy) and
-wrapped without Plotly's per-property checks (`_figure`): `go.Scatter(...)`, `update_layout` and
+wrapped without Plotly's per-property checks (`plain_figure`): `go.Scatter(...)`, `update_layout` and
 `add_vrect` validate and coerce every property in Python, which was most of building a chart
 (the step-time chart of three 10k-step runs: 16.5 ms of CPU, 61 ms under a profiler, against the
 page's 0.45 s). `tests/test_dashboard_figures.py` passes every builder's output through Plotly's
@@ -58,7 +58,7 @@ Trace = dict[str, Any]
 """One trace as Plotly's JSON has it (`type`, `x`, `y`, nested dicts for `line`, `marker`...)."""
 
 
-def _figure(traces: Sequence[Trace], layout: Mapping[str, Any]) -> go.Figure:
+def plain_figure(traces: Sequence[Trace], layout: Mapping[str, Any]) -> go.Figure:
     """A figure of traces and layout already in Plotly's JSON form, not checked property by property
     (`_validate=False`: the same figure, built about 10x faster; the tests check it as Plotly would).
     Arrays are numpy arrays, as Plotly's checks would have made them (sent as typed arrays)."""
@@ -160,7 +160,7 @@ def step_times(series: Sequence[tuple[str, pd.DataFrame]], *, log: bool = True, 
     if ticks:
         layout["yaxis"].update(tickvals=ticks, ticktext=[_ms(t) for t in ticks])
     title = "Step time over steps" if x == "step" else "Step time over time"
-    return _figure(traces, _layout(traces, title, xaxis_title=X_AXES[x], yaxis_title="step time (log)" if log else "step time", **layout))
+    return plain_figure(traces, _layout(traces, title, xaxis_title=X_AXES[x], yaxis_title="step time (log)" if log else "step time", **layout))
 
 
 def linear_ticks(low: float, high: float, most: int = 8) -> list[float]:
@@ -229,7 +229,7 @@ def step_distribution(series: Sequence[tuple[str, np.ndarray]]) -> go.Figure:
         elif len(values):  # quartiles of 3 steps would be made up: the steps themselves
             traces.append({"type": "scatter", "x": [at] * len(values), "y": values, "mode": "markers", "name": f"{label}: {len(values)} steady steps, too few for a box", "showlegend": True, "marker": {"color": colour(i), "size": 9}})
     xaxis = {"tickangle": 0, "automargin": True}  # labels level, long names shortened in the middle (full in the legend and on hover)
-    return _figure(traces, _layout(traces, "Steady-state step time distribution", yaxis_title="step time (ms)", xaxis=xaxis))
+    return plain_figure(traces, _layout(traces, "Steady-state step time distribution", yaxis_title="step time (ms)", xaxis=xaxis))
 
 
 def memory_timeline(series: Sequence[tuple[str, pd.DataFrame]], *, title: str = "Device memory in use") -> go.Figure:
@@ -240,7 +240,7 @@ def memory_timeline(series: Sequence[tuple[str, pd.DataFrame]], *, title: str = 
     for i, (label, samples) in enumerate(series):
         for j, (device, rows) in enumerate(samples.groupby("device", sort=True)):
             traces.append(_line(rows["t_s"], rows["bytes_in_use"].astype(float) / MIB, points=points, name=f"{label} · {device}", line={"color": colour(i), "dash": ["solid", "dot", "dash", "dashdot"][j % 4]}))
-    return _figure(traces, _layout(traces, title, xaxis_title="time since start (s)", yaxis_title="in use (MiB)"))
+    return plain_figure(traces, _layout(traces, title, xaxis_title="time since start (s)", yaxis_title="in use (MiB)"))
 
 
 def memory_band(series: Sequence[tuple[str, pd.DataFrame]], *, title: str = "Device memory in use (highest device, band down to the lowest)") -> go.Figure:
@@ -261,7 +261,7 @@ def memory_band(series: Sequence[tuple[str, pd.DataFrame]], *, title: str = "Dev
         fill = {"fill": "tonexty", "fillcolor": _faint(colour(i))} if devices > 1 else {}
         name = f"{label} · highest of {devices} devices" if devices > 1 else f"{label} · {samples['device'].iloc[0]}"
         traces.append({"type": "scatter", "x": _array(band["t"]), "y": _array(band["high"]), "mode": "lines", "name": name, "line": {"color": colour(i)}, "legendgroup": label, **fill})
-    return _figure(traces, _layout(traces, title, xaxis_title="time since start (s)", yaxis_title="in use (MiB)"))
+    return plain_figure(traces, _layout(traces, title, xaxis_title="time since start (s)", yaxis_title="in use (MiB)"))
 
 
 def _faint(hex_colour: str, alpha: float = 0.2) -> str:
@@ -300,7 +300,7 @@ def hosts_heatmap(frame: pd.DataFrame, value: str = "duration_s") -> go.Figure:
     step_text = "step %{x}" if per == 1 else f"steps %{{x}}–%{{x}}+{per - 1} (slowest)"
     traces = [{"type": "heatmap", "z": z, "x": _array(steps), "y": rows, "colorscale": HEATMAP_COLOURS, "reversescale": True, "colorbar": {"title": {"text": "ms"}}, "hovertemplate": f"%{{y}}<br>{step_text}<br>{what}: %{{z:.2f}} ms<extra></extra>"}]
     layout = _layout(traces, f"Hosts × steps: {what} per step", xaxis_title="step", yaxis_title="", yaxis={"autorange": "reversed", "type": "category"})
-    return _figure(traces, {**layout, "height": max(240, 80 + 36 * len(rows))})
+    return plain_figure(traces, {**layout, "height": max(240, 80 + 36 * len(rows))})
 
 
 def top_ops(table: pd.DataFrame, labels: Sequence[str]) -> go.Figure:
@@ -319,7 +319,7 @@ def top_ops(table: pd.DataFrame, labels: Sequence[str]) -> go.Figure:
                 "hovertemplate": "%{customdata[0]}<br>%{x:.3f} ms per step per device (%{customdata[2]} % of step)<br>%{customdata[1]}<extra>" + label + "</extra>",
             })  # fmt: skip
     layout = _layout(traces, "Top ops: time per step per device", xaxis_title="ms per step per device", barmode="group", yaxis={"autorange": "reversed"})
-    return _figure(traces, {**layout, "height": max(360, 28 * len(table) * max(1, len(labels)))})
+    return plain_figure(traces, {**layout, "height": max(360, 28 * len(table) * max(1, len(labels)))})
 
 
 def fusion_bars(by_kind: Mapping[str, Mapping[str, int]], runs: Sequence[str] | None = None) -> go.Figure:
@@ -328,4 +328,4 @@ def fusion_bars(by_kind: Mapping[str, Mapping[str, int]], runs: Sequence[str] | 
     kinds = sorted({k for counts in by_kind.values() for k in counts})
     colours = palette.run_colours(runs or list(by_kind))
     traces = [{"type": "bar", "x": kinds, "y": [counts.get(k, 0) for k in kinds], "name": label, "marker": {"color": colours.get(label, palette.OTHER_PART)}} for label, counts in by_kind.items()]
-    return _figure(traces, _layout(traces, "Fusions by kind (step program)", yaxis_title="fusions", barmode="group"))
+    return plain_figure(traces, _layout(traces, "Fusions by kind (step program)", yaxis_title="fusions", barmode="group"))
