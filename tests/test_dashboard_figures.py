@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -81,3 +83,56 @@ def test_a_long_legend_grows_the_chart_instead_of_squashing_it() -> None:
     rows = figures.legend_rows(long)
     assert rows >= 4  # 12 entries (a line and a warm-up mark per run)
     assert long.layout.margin.b == 50 + figures.LEGEND_ROW_PX * rows and long.layout.height - long.layout.margin.b == short.layout.height - short.layout.margin.b == 310
+
+
+def test_every_figure_is_what_plotlys_checks_make_of_it() -> None:
+    """The builders write Plotly's JSON themselves and skip its per-property checks (`figures.plain_figure`,
+    most of a chart's build time): passed through those checks (`go.Figure(fig.to_dict())`, which
+    validates and coerces every property), each figure comes out unchanged: no invalid property, no
+    shorthand Plotly would have spelt otherwise (`title="x"` for `{"text": "x"}`, a named colour scale)."""
+    import json
+
+    import numpy as np
+    import plotly.graph_objects as go
+    import plotly.io
+
+    steps = pd.DataFrame({"step": range(6), "t_s": [0.0, 1.0, 1.1, 1.2, 1.3, 1.4], "duration_s": [0.9, 3e-3, 12e-3, 4e-3, 5e-3, 4e-3], "phase": ["warm-up"] + ["steady"] * 5})
+    paced = steps.assign(pace_s=[np.nan, 6e-3, 6e-3, 7e-3, 6e-3, 6e-3])
+    memory = pd.DataFrame({"t_s": [0.0, 1.0, 2.0] * 2, "device": ["tpu:0"] * 3 + ["tpu:1"] * 3, "bytes_in_use": [1e6, 2e6, 3e6, 1e6, 4e6, 2e6]})
+    hosts = pd.DataFrame({"process_index": [0, 0, 1, 1], "index": [0, 1, 0, 1], "duration_s": [0.1, 0.2, 0.1, 0.3], "own_s": [0.1, 0.1, 0.1, 0.2], "hostname": ["h0", "h0", None, None]})
+    ops = pd.DataFrame({"a": [2e-3, 1e-3], "a % of step": [0.5, np.nan], "b": [1e-3, np.nan], "ops": ["fusion.1", "dot.2"]}, index=["fusion.1", "dot.2"])
+    built = [
+        figures.step_times([("a", steps), ("b", paced)]), figures.step_times([("a", steps)], log=False, x="wall"),
+        figures.step_distribution([("a", figures.steady_step_times(steps)), ("b", np.array([0.01, 0.02]))]),
+        figures.memory_timeline([("a", memory)]), figures.memory_band([("a", memory), ("b", memory[memory["device"] == "tpu:0"])]),
+        figures.hosts_heatmap(hosts, "own_s"), figures.top_ops(ops, ["a", "b"]), figures.fusion_bars({"a": {"kLoop": 2}, "b": {"kInput": 1}}, ["a", "b"]),
+    ]  # fmt: skip
+    for fig in built:
+        mine = json.loads(plotly.io.to_json(fig.to_dict(), validate=False))
+        checked = json.loads(plotly.io.to_json(go.Figure(fig.to_dict()).to_dict(), validate=False))
+        assert mine == checked, mine["layout"].get("title")
+    assert built[0].layout.shapes[0].fillcolor == "grey" and built[0].layout.annotations[0].text == "warm-up"  # the warm-up shaded and named
+    assert [t.type for t in built[6].data] == ["bar", "bar"] and built[5].data[0].colorscale[0] == (0.0, "#440154")
+
+
+def test_history_figure_is_what_plotlys_checks_make_of_it(tmp_path: Path) -> None:
+    """The History chart (a change point's dashed line and label, on a time axis and on a tag's
+    category axis) written as Plotly's JSON comes out of Plotly's checks unchanged."""
+    import json
+
+    import plotly.graph_objects as go
+    import plotly.io
+
+    from tests.history_runs import write_series
+    from tpu_perf.analyzers.history import build_history
+    from tpu_perf.analyzers.index_row import load_index
+    from tpu_perf.dashboard.history_figure import history_figure
+
+    store = tmp_path / "runs"
+    write_series(store, [0.020] * 6 + [0.026] * 6, noise=0.01, seed=1, steps=8)
+    for order_by in ("started", "tag:commit"):
+        history = build_history(load_index(str(store)), order_by=order_by)
+        fig = history_figure(history)
+        assert len(fig.layout.shapes) == len(fig.layout.annotations) == 1, order_by  # the one change point drawn
+        mine = json.loads(plotly.io.to_json(fig.to_dict(), validate=False))
+        assert mine == json.loads(plotly.io.to_json(go.Figure(fig.to_dict()).to_dict(), validate=False)), order_by

@@ -13,7 +13,7 @@ from pathlib import PurePath
 import plotly.graph_objects as go
 
 from tpu_perf.analyzers.history import History, Point, Series, is_number
-from tpu_perf.dashboard import palette
+from tpu_perf.dashboard import figures, palette
 
 SCALE = {"seconds": (1e3, "ms"), "bytes": (1 / 2**20, "MiB"), "fraction": (100.0, "%"), "per_second": (1.0, "/s")}
 """Unit -> (factor, axis label) the values are shown in."""
@@ -43,24 +43,27 @@ def _x(point: Point, by_time: bool) -> object:
 def history_figure(history: History) -> go.Figure:
     factor, label = SCALE.get(history.unit, (1.0, ""))
     by_time = history.order_by == "started"
-    fig = go.Figure()
+    traces, shapes, annotations = [], [], []
     for i, series in enumerate(history.series):
         colour = palette.run_colour(i)  # the dashboard's one set of colours, each series its own
         xs = [_x(p, by_time) for p in series.points]
         values = [p.value * factor for p in series.points]
         spread = {"type": "data", "symmetric": False, "array": [(p.high - p.value) * factor for p in series.points], "arrayminus": [(p.value - p.low) * factor for p in series.points], "visible": any(p.n > 1 for p in series.points)}
         hover = [f"{p.key}<br>{p.value * factor:.4g} {label} (median of {p.n})<br>runs: {', '.join(p.runs[:3])}" for p in series.points]
-        fig.add_trace(go.Scatter(x=xs, y=values, mode="lines+markers", name=series_label(series, history), line={"color": colour}, error_y=spread, hovertext=hover, hoverinfo="text"))
+        traces.append({"type": "scatter", "x": xs, "y": values, "mode": "lines+markers", "name": series_label(series, history), "line": {"color": colour}, "error_y": spread, "hovertext": hover, "hoverinfo": "text"})
         for cp in series.change_points:
             at = xs[cp.index]
-            fig.add_shape(type="line", x0=at, x1=at, xref="x", yref="paper", y0=0, y1=1, line={"color": colour, "dash": "dash"})
-            fig.add_annotation(x=at, yref="paper", y=1.0, text=f"{cp.previous}→{cp.at}: {cp.change:+.1%}", showarrow=False, yanchor="bottom", font={"color": colour})
-    xaxis = {"type": "date", "title": "started (UTC)"} if by_time else {"type": "category", "title": history.order_by.replace("tag:", ""), "categoryorder": "array", "categoryarray": _keys_in_order(history)}
-    fig.update_layout(
-        xaxis={**xaxis, "automargin": True}, yaxis_title=f"{history.metric} ({label})" if label else history.metric, margin={"t": 40},
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "left", "x": 0}, height=420 + 22 * len(history.series),
-    )  # fmt: skip
-    return fig
+            shapes.append({"type": "line", "x0": at, "x1": at, "xref": "x", "yref": "paper", "y0": 0, "y1": 1, "line": {"color": colour, "dash": "dash"}})
+            annotations.append({"x": at, "yref": "paper", "y": 1.0, "text": f"{cp.previous}→{cp.at}: {cp.change:+.1%}", "showarrow": False, "yanchor": "bottom", "font": {"color": colour}})
+    title = "started (UTC)" if by_time else history.order_by.replace("tag:", "")
+    xaxis = {"type": "date"} if by_time else {"type": "category", "categoryorder": "array", "categoryarray": _keys_in_order(history)}
+    layout = {
+        "xaxis": {**xaxis, "title": {"text": title}, "automargin": True}, "yaxis": {"title": {"text": f"{history.metric} ({label})" if label else history.metric}}, "margin": {"t": 40},
+        "legend": {"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "left", "x": 0}, "height": 420 + 22 * len(history.series),
+    }  # fmt: skip
+    if shapes:
+        layout |= {"shapes": shapes, "annotations": annotations}
+    return figures.plain_figure(traces, layout)
 
 
 def _keys_in_order(history: History) -> list[str]:

@@ -23,8 +23,9 @@ def preload() -> None:
 
 def warm() -> None:
     """Draw each kind of chart once on a few made-up points, serialised as `st.plotly_chart` does:
-    Plotly loads its figure classes, validators and JSON encoder lazily and parses each layout
-    path once, about 0.3-0.5 s that the first page with charts paid (the run page's Overview)."""
+    Plotly loads its figure classes and JSON encoder lazily, which the first page with charts paid
+    (the run page's Overview: its two charts 16.5 ms of CPU in a fresh process against 3.9 ms warmed;
+    43 ms when the charts still went through Plotly's property checks)."""
     import numpy as np
     import pandas as pd
     import plotly.io
