@@ -34,6 +34,7 @@ PLANTED = {
     "jax_static_step": (ADVICE / "jax_static_step.py",),
     "jax_decode_grow": (ADVICE / "jax_decode_grow.py", "--mode", "grow"),
     "jax_decode_fixed": (ADVICE / "jax_decode_grow.py", "--mode", "fixed"),
+    "jax_decode_derived": (ADVICE / "jax_decode_grow.py", "--mode", "derived"),
 }
 """The advisor's own scripts (a defect planted, or a shape the corpus lacks): name -> script, args.
 keras_fit and flax_multisteps_mlp overlap tests/corpus's keras_jax and flax_multisteps but
