@@ -10,9 +10,10 @@ the first decode call's rows show a sequence-first prompt). A training script's 
 `no_grad` looks the same, so these requests are kept aside and written only when the run took no
 training step: then they are what the run did.
 Outside such blocks the hooks are not installed, so training steps pay nothing; inside one, the
-module-wide hooks last until the first call on token ids; then the model's own `forward` is wrapped
-instead (a forward hook sends every call through torch's slow path: 16-34 us a token measured on a
-1 ms word-LM token, against about 6 us for the wrapper). A block inside `generate()` or a marked
+module-wide hooks last until the first call on token ids; then the model's class's `forward` is
+wrapped for the block instead, passing other instances through (a forward hook sends every call
+through torch's slow path: 16-34 us a token measured on a 1 ms word-LM token, against about 6 us for
+a wrapper). A block inside `generate()` or a marked
 request, or one that finds itself in one, drops its hooks: those tokens are counted there.
 """
 
@@ -62,11 +63,17 @@ class TokenLoop:
         self._blocks = 0
         self._handles: list[Any] = []
         """The module-wide hooks, while a block looks for the model."""
-        self._wrapped: tuple[Any, Any, Any] | None = None
-        """(model, the instance `forward` it had or None, the wrapper) once the model is found."""
+        self._wrapped: tuple[Any, Any, Any, Any] | None = None
+        """(model, its class, the class's own `forward` or None where inherited, the wrapper) once the
+        model is found; (model, None, None, None) where it is hooked instead."""
         self.requests: list[tuple[Request, float]] = []
         """Ended requests with their end times, written at close when the run took no training step."""
         self._undo: list[Any] = []
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> TokenLoop:
+        """Itself: `copy.deepcopy` of a hooked model copies its hooks, bound to this (the copy's calls
+        then pass through them; one recording has one loop, and its locks cannot be copied)."""
+        return self
 
     @property
     def log(self) -> GenerationLog | None:
@@ -134,17 +141,23 @@ class TokenLoop:
             handle.remove()
         self._handles = []
         if self._wrapped is not None:
-            model, own, wrapper = self._wrapped
+            _, cls, original, wrapper = self._wrapped
             self._wrapped = None
-            if vars(model).get("forward") is wrapper:  # not replaced by the script meanwhile
-                del vars(model)["forward"]
-                if own is not None:
-                    vars(model)["forward"] = own
+            if cls is not None and vars(cls).get("forward") is wrapper:  # not replaced by the script meanwhile
+                if original is None:
+                    delattr(cls, "forward")
+                else:
+                    cls.forward = original
 
     def _adopt(self, model: Any) -> None:
-        """Wrap `model`'s forward and drop the module-wide hooks: with those, every layer's call
-        takes torch's slow path with hooks (14 % a token inside generate() measured). Later calls of
-        another model in the block are not seen."""
+        """See only `model`'s calls from now on, and drop the module-wide hooks (with those, every
+        layer's call takes torch's slow path with hooks: 14 % a token inside generate() measured).
+        Its class's `forward` is wrapped for the block, passing any other instance straight through:
+        a forward hook on the model would send each of its calls through that slow path (16-34 us a
+        1 ms token), and a wrapper set on the instance would go with it into `copy.deepcopy(model)`.
+        A model with a `forward` of its own (torch.compile's module, accelerate's hooks), compiled in
+        place, or of a torch class (an `nn.Embedding` called alone: its class is everyone's) is hooked
+        instead. Later calls of another model in the block are not seen."""
         wrapped = self._wrapped
         if wrapped is not None and wrapped[0] is model:
             return
@@ -152,26 +165,31 @@ class TokenLoop:
             if not self._handles:  # every block ended meanwhile
                 return
             self._remove_hooks()
-            forward, loop, local, now = model.forward, self, self._local, self.rec.now
+            cls = type(model)
+            if "forward" in vars(model) or getattr(model, "_compiled_call_impl", None) is not None or cls.__module__.split(".")[0] == "torch":
+                self._handles = [model.register_forward_pre_hook(self._pre), model.register_forward_hook(self._post, with_kwargs=True, always_call=True)]
+                self._wrapped = (model, None, None, None)
+                return
+            original, loop, local, now = cls.forward, self, self._local, self.rec.now
             log = self.log
             busy = log.busy if log is not None else lambda: True
 
-            @functools.wraps(forward)
-            def forward_of_token_loop(*args: Any, **kwargs: Any) -> Any:
-                if not getattr(local, "active", False):  # another thread's model call, or a block inside generate()/marks
-                    return forward(*args, **kwargs)
+            @functools.wraps(original)
+            def forward(module: Any, *args: Any, **kwargs: Any) -> Any:
+                if module is not model or not getattr(local, "active", False):  # another instance, thread, or a block inside generate()/marks
+                    return original(module, *args, **kwargs)
                 started = now()
                 loop._stamp(started)
-                output = forward(*args, **kwargs)
+                output = original(module, *args, **kwargs)
                 ids = args[0] if args else kwargs.get("input_ids", kwargs.get("input"))
                 if local.decode is not None and getattr(ids, "shape", None) == local.decode[0] and not busy():
                     local.pending, local.output = local.decode[1], output  # one more decode call like the last: the rest is known
                 else:
-                    loop._token_call(model, started, args, kwargs, output)
+                    loop._token_call(module, started, args, kwargs, output)
                 return output
 
-            self._wrapped = (model, vars(model).get("forward"), forward_of_token_loop)
-            vars(model)["forward"] = forward_of_token_loop
+            self._wrapped = (model, cls, vars(cls).get("forward"), forward)
+            cls.forward = forward
 
     # -- the model's calls -----------------------------------------------------------------------
     def _pre(self, module: Any, args: tuple[Any, ...]) -> None:
@@ -184,7 +202,8 @@ class TokenLoop:
     def _post(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
         depth = getattr(self._local, "calls", 1) - 1
         self._local.calls = depth
-        if depth or not getattr(self._local, "active", False):
+        wrapped = self._wrapped
+        if depth or not getattr(self._local, "active", False) or (wrapped is not None and wrapped[0] is not module):  # a copy of the hooked model carries its hooks
             return
         self._token_call(module, getattr(self._local, "started_call", None) or self.rec.now(), args, kwargs, output)
 
