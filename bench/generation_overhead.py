@@ -12,7 +12,11 @@ thread's CPU time (`time.thread_time`, which other processes on a loaded machine
 block's figure is the median over its requests; the ratios are the median recorded over the median
 plain, and the median of the blocks' paired ratios. Target: <= 1.03 at about 1 ms a token.
 
-    python bench/generation_overhead.py [--workload loop|marked|generate] [--blocks 8] [--requests 4]
+`--paired N` measures finer under load: N rounds of two plain requests, a recording holding two
+(after one to warm it), two plain again; it prints the median over the rounds of the recorded
+requests' thread CPU per token less the plain ones' around them (and the quartiles).
+
+    python bench/generation_overhead.py [--workload loop|marked|generate] [--blocks 8] [--requests 4] [--paired N]
 """
 
 from __future__ import annotations
@@ -107,14 +111,37 @@ def ratios(recorded: list[float], plain: list[float]) -> str:
     return f"{ratio:.3f} (paired blocks {paired:.3f})"
 
 
+def paired(one: Callable[[], Clocks], rounds: int, workload: str) -> None:
+    """Recorded less plain thread CPU per token, per round of plain, recorded, plain requests."""
+    diffs, plains = [], []
+    with tempfile.TemporaryDirectory() as store:
+        for i in range(rounds):
+            before = statistics.mean(one()[1] for _ in range(2))
+            with tpu_perf.record(f"paired-{i}", store, trace_steps=None, quiet=True):
+                one()
+                recorded = statistics.mean(one()[1] for _ in range(2))
+            plain = (before + statistics.mean(one()[1] for _ in range(2))) / 2
+            diffs.append(recorded - plain)
+            plains.append(plain)
+    q1, median, q3 = statistics.quantiles(diffs, n=4)
+    base = statistics.median(plains)
+    print(f"loop thread's CPU per token ({workload}, {rounds} rounds, load {os.getloadavg()[0]:.1f}): plain {base * 1e6:.1f} us, "
+          f"recorded - plain {statistics.median(diffs) * 1e6:+.1f} us (quartiles {q1 * 1e6:+.1f} .. {q3 * 1e6:+.1f}), "
+          f"ratio {1 + statistics.median(diffs) / base:.4f}; target <= 1.03 at about 1 ms a token")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workload", choices=("loop", "marked", "generate"), default="loop")
     parser.add_argument("--blocks", type=int, default=8, help="blocks per arm, alternating")
     parser.add_argument("--requests", type=int, default=4, help="requests per block")
+    parser.add_argument("--paired", type=int, metavar="N", help="instead: N rounds of plain, recorded, plain requests (thread CPU)")
     args = parser.parse_args()
     one = hf_generate() if args.workload == "generate" else word_lm(marked=args.workload == "marked")
     one()  # warm-up
+    if args.paired:
+        paired(one, args.paired, args.workload)
+        return
     wall: dict[str, list[float]] = {"plain": [], "record": []}
     cpu: dict[str, list[float]] = {"plain": [], "record": []}
     with tempfile.TemporaryDirectory() as store:
