@@ -65,6 +65,8 @@ class FunctionState:
     spans: list[Span] = field(default_factory=list)
     pending: Call | None = None
     out_ids: frozenset[int] = frozenset()
+    prev_out_ids: frozenset[int] = frozenset()
+    """The call before's: a fetch of those one call behind (logging the last loss) is no fetch of the latest."""
     indexed_ids: set[int] = field(default_factory=set)
     """Arrays indexed or sliced from the latest call's outputs (`token[0]`), at `indexed_at` calls."""
     indexed_at: int = -1
@@ -268,7 +270,7 @@ class JitTracker:
                 self.recompiles.append({"function": f"{'pmap' if state.kind == 'pmap' else 'jit'}({state.name})", "time_s": rec.now(), "kind": kind, "what": what})
             state.abstract_args = new
         if timed:
-            state.out_ids = frozenset(map(id, out_leaves))
+            state.prev_out_ids, state.out_ids = state.out_ids, frozenset(map(id, out_leaves))
             position = self._watched_position(state, out_leaves)
             call = Call(state, start, traced, state.out_ids, [waitable(out_leaves[position])] if out_leaves else [], position=position)
             if state is step_fn:
@@ -388,7 +390,7 @@ class JitTracker:
         not ready) was fetched; None when `x` is an output itself (counted as such) or none ran."""
         key = id(x)
         for state in [self.step_fn] if self.step_fn is not None else self.functions:
-            if key in state.out_ids or (state.indexed_at == state.calls and key in state.indexed_ids):
+            if key in state.out_ids or key in state.prev_out_ids or (state.indexed_at == state.calls and key in state.indexed_ids):
                 return None
             call = state.pending
             leaves = call.leaves if call is not None and call.end is None else None
