@@ -37,6 +37,7 @@ PLANTED = {
     "jax_long_prompt": (ADVICE / "jax_long_prompt.py", "--mode", "long"),
     "jax_short_prompt": (ADVICE / "jax_long_prompt.py", "--mode", "short"),
     "two_slot_server": (ADVICE / "two_slot_server.py",),
+    "jax_decode_derived": (ADVICE / "jax_decode_grow.py", "--mode", "derived"),
 }
 """The advisor's own scripts (a defect planted, or a shape the corpus lacks): name -> script, args.
 keras_fit and flax_multisteps_mlp overlap tests/corpus's keras_jax and flax_multisteps but

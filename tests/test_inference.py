@@ -242,6 +242,7 @@ def test_decode_loop_rules_on_a_growing_cache_and_its_fix(corpus_runs) -> None:
 
     from tpu_perf.advise import thresholds as T
     from tpu_perf.advise.decode import decode_host_sync, decode_recompiles
+    from tpu_perf.advise.input import overlap_gain
     from tpu_perf.advise.rules import advise_signals
     from tpu_perf.advise.signals import build_signals
     from tpu_perf.hardware import lookup_chip
@@ -269,8 +270,8 @@ def test_decode_loop_rules_on_a_growing_cache_and_its_fix(corpus_runs) -> None:
     assert decode_host_sync(replace(grow, fetched_step_calls=half + 1)).outcome == "fired"
     tpu = decode_host_sync(replace(grow, target=lookup_chip("v5e")))
     d = grow.inference.decode_share
-    step = grow.iteration_median_s / max(grow.device_median_s, grow.host_median_s)
-    assert tpu.expected_gain.kind == "upper_bound" and tpu.expected_gain.amount == pytest.approx(1 / ((1 - d) + d / step))
+    step = overlap_gain(grow)[0].factor  # iteration / max(device, host); the trace's host share where the steps' host median is 0 (a fetch that waits out the whole step)
+    assert tpu.expected_gain.kind == "upper_bound" and tpu.expected_gain.amount == pytest.approx(1 / ((1 - d) + d / step)), (tpu.expected_gain.basis, grow.iteration_median_s, grow.device_median_s, grow.host_median_s, d)
     assert {decode_recompiles(replace(grow, inference=None)).outcome, decode_host_sync(replace(grow, inference=None)).outcome} == {"not_evaluable"}
 
 
@@ -367,3 +368,22 @@ def test_a_loop_with_no_kv_cache_is_told_to_keep_one(corpus_runs) -> None:
     cached = build_signals(load_run(str(corpus_runs("jax_one_forward").dir)))
     assert cached.whole_sequence is None
     assert {f.id: f for f in advise_signals(cached).findings}["decode-no-cache"].outcome == "passed"
+
+
+def test_a_token_fetched_through_a_value_computed_from_it_is_a_host_sync(corpus_runs) -> None:
+    """Serving loops fetch each token through an index, a slice or an op of the decode step's output
+    (`int(token[0])`, `np.asarray(token[:1])[0]`, `token[0].item()`, `int(jnp.max(token))`): each is
+    a host sync per token, as a fetch of the output itself is, and `decode-host-sync` fires (the
+    lm1b-style corpus loop's `int(token[0])` too); the same loop keeping its tokens on the device
+    passes. (An op's result is told by its fetch waiting while the step still ran: on this CPU the
+    tiny step is often done first, so the indexed three are what the count must hold.)"""
+    from tpu_perf.advise.decode import decode_host_sync
+    from tpu_perf.advise.signals import build_signals
+    from tpu_perf.store import load_run
+
+    derived, fixed, lm1b = (build_signals(load_run(str(corpus_runs(name).dir))) for name in ("jax_decode_derived", "jax_decode_fixed", "jax_decode"))
+    indexed = sum(1 for _ in range(3) for i in range(11) if i % 4 != 3)  # 3 requests x 11 decode calls, 3 of 4 fetch an index or slice
+    assert derived.step_calls == 33 and derived.fetched_step_calls >= indexed - 1, (derived.step_calls, derived.fetched_step_calls)
+    assert decode_host_sync(derived).outcome == "fired" and decode_host_sync(lm1b).outcome == "fired", lm1b.fetched_step_calls
+    assert lm1b.fetched_step_calls >= 0.95 * lm1b.step_calls, (lm1b.step_calls, lm1b.fetched_step_calls)  # the first calls, before the step was known, may not count
+    assert decode_host_sync(fixed).outcome == "passed" and fixed.fetched_step_calls <= 1

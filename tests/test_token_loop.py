@@ -40,3 +40,54 @@ def test_evaluations_of_a_training_run_are_not_requests(tmp_path) -> None:
     (run,) = [p for p in tmp_path.iterdir() if (p / "run.json").exists()]
     doc = report_doc(run, tmp_path)
     assert doc["steps"]["count"] == 15 and doc["inference"] is None
+
+
+def test_the_token_loop_wraps_the_model_alone_and_leaves_marked_requests_to_the_marks(tmp_path) -> None:
+    """Per token the loop pays for one wrapper around the model's class's forward (no module hooks,
+    which send every call through torch's slow path), put back when the block ends; a copy of the
+    model made in the block runs its own weights. A model with a forward of its own (as accelerate
+    sets) is hooked instead, keeps that forward and can be copied too. A block that finds itself in a marked request
+    drops its hooks at once: the marks count those tokens, the loop none."""
+    import copy
+
+    import torch
+
+    import tpu_perf
+    from tpu_perf.store import load_run
+
+    hooks = torch.nn.modules.module
+
+    class Tiny(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed, self.head = torch.nn.Embedding(50, 8), torch.nn.Linear(8, 50)
+
+        def forward(self, ids: torch.Tensor) -> torch.Tensor:
+            return self.head(self.embed(ids))
+
+    defined = Tiny.__dict__["forward"]
+    model, own = Tiny().eval(), Tiny().eval()
+    own_forward = own.forward
+    scripts_own = vars(own)["forward"] = lambda ids: own_forward(ids)  # noqa: PLW0108 -- a forward set on the instance, as accelerate's hooks do
+    seen, copies = [], []
+    with tpu_perf.record("loop", tmp_path / "runs", trace_steps=None, quiet=True) as handle:
+        for m in (model, own):
+            with torch.no_grad():
+                ids = torch.randint(50, (2, 6))
+                for _ in range(5):  # a prefill of 6 positions, then 4 decode calls of one each
+                    ids = m(ids)[:, -1:].argmax(-1)
+                    seen.append((Tiny.__dict__["forward"] is not defined, bool(hooks._global_forward_hooks or m.embed._forward_hooks), bool(m._forward_hooks)))
+                twin = copy.deepcopy(m)
+                torch.nn.init.zeros_(twin.head.weight), torch.nn.init.zeros_(twin.head.bias)
+                copies.append((float(twin(ids).abs().sum()), float(m(ids).abs().sum())))
+            assert Tiny.__dict__["forward"] is defined and not model._forward_hooks and vars(own)["forward"] is scripts_own
+        with torch.no_grad(), tpu_perf.request(prompt_tokens=3):
+            for _ in range(4):
+                model(torch.randint(50, (1, 1)))
+                tpu_perf.token()
+                seen.append(bool(hooks._global_forward_hooks or hooks._global_forward_pre_hooks or model._forward_hooks or Tiny.__dict__["forward"] is not defined))
+    assert seen[:5] == [(True, False, False)] * 5 and seen[5:10] == [(False, False, True)] * 5 and seen[10:] == [False] * 4, seen
+    assert copies[0][0] == 0.0 < copies[0][1], copies  # (the script's own lambda forward goes with a copy of `own` as it is: its business)
+    requests = load_run(str(handle.folder)).table("requests").sort_values("request")
+    assert requests["source"].tolist() == ["auto:token-loop", "auto:token-loop", "explicit"], requests
+    assert requests["generated_tokens"].tolist() == [12, 12, 4] and requests["prompt_tokens"].tolist()[:2] == [12, 12]  # 2 rows x 6 calls (the copy's not counted)

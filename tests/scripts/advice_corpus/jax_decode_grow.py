@@ -2,8 +2,10 @@
 position a token (`jnp.concatenate`), so the decode step is compiled again at every new cache length
 (and the prefill at every new prompt length), and each token is fetched to the host (`np.asarray`)
 before the next step is dispatched. `--mode fixed` is the same model with a fixed-size cache written
-in place, prompts padded to one bucket (one compile of each), and the tokens fetched once per request. 3 requests, prompts of 8, 9 and 10
-tokens, 12 new tokens each; a 1-layer, 64-wide decoder."""
+in place, prompts padded to one bucket (one compile of each), and the tokens fetched once per request. `--mode derived`
+is the fixed loop fetching each token as serving code does, through a value computed from it (`int(token[0])`,
+`np.asarray(token[:1])[0]`, `token[0].item()`, `int(jnp.max(token))` in turn): a host sync per token all the same.
+3 requests, prompts of 8, 9 and 10 tokens, 12 new tokens each; a 1-layer, 64-wide decoder."""
 
 import argparse
 
@@ -61,8 +63,10 @@ def decode_fixed(params, token, keys, values, position):
 
 def main() -> None:
     mode = argparse.ArgumentParser()
-    mode.add_argument("--mode", choices=("grow", "fixed"), default="grow")
-    grow = mode.parse_args().mode == "grow"
+    mode.add_argument("--mode", choices=("grow", "fixed", "derived"), default="grow")
+    chosen = mode.parse_args().mode
+    grow, derived = chosen == "grow", chosen == "derived"
+    fetches = (lambda t: int(t[0]), lambda t: int(np.asarray(t[:1])[0]), lambda t: t[0].item(), lambda t: int(jnp.max(t)))
     params, rng = init(jax.random.PRNGKey(0)), np.random.default_rng(0)
     for length in PROMPTS:
         prompt = rng.integers(0, VOCAB, (1, length))
@@ -78,8 +82,8 @@ def main() -> None:
                 out.append(int(np.asarray(token)[0]))  # waits for this token before dispatching the next
             else:
                 token, keys, values = decode_fixed(params, token, keys, values, length + i)
-                out.append(token)
-        if not grow:
+                out.append(fetches[i % len(fetches)](token) if derived else token)
+        if not grow and not derived:
             np.asarray(jnp.stack(out[1:]))
 
 

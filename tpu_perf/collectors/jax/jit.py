@@ -26,7 +26,14 @@ from typing import Any
 
 from tpu_perf.collectors.jax import at_peak, callers, choice, recompiles
 from tpu_perf.collectors.jax.prefill import PrefillWatch, carries, carry_paths
-from tpu_perf.collectors.jax.ready import Call, ReadyWatcher, SyncStamper, block_ready, waitable
+from tpu_perf.collectors.jax.ready import (
+    Call,
+    ReadyWatcher,
+    SyncStamper,
+    block_ready,
+    is_ready_now,
+    waitable,
+)
 from tpu_perf.collectors.jax.wrappers import OuterCalls
 from tpu_perf.collectors.session import Recorder
 
@@ -63,6 +70,11 @@ class FunctionState:
     out_refs: dict[int, Any] = field(default_factory=dict)
     """Weak references to the last outputs by id: an id in `out_ids` whose object died may be a new
     object's (CPython reuses addresses: a scalar token freed, then a new position array)."""
+    prev_out_ids: frozenset[int] = frozenset()
+    """The call before's: a fetch of those one call behind (logging the last loss) is no fetch of the latest."""
+    indexed_ids: set[int] = field(default_factory=set)
+    """Arrays indexed or sliced from the latest call's outputs (`token[0]`), at `indexed_at` calls."""
+    indexed_at: int = -1
     donated_outputs: set[int] = field(default_factory=set)
     """Positions of outputs seen donated to a later call before they were ready (the train state):
     the watcher watches another output, which stays alive until it is stamped."""
@@ -119,6 +131,8 @@ class JitTracker:
         self.step_fn: FunctionState | None = None
         self.stamper = SyncStamper(recorder.now, recorder.steps.waited, self._synced)
         self.stamper.on_fetch = self._fetched
+        self.stamper.in_flight = self._in_flight
+        self.stamper.on_index = self._indexed
         self._lock = threading.Lock()
         self._compiles = 0
         self._ready: list[Call] = []
@@ -275,7 +289,7 @@ class JitTracker:
                 self.recompiles.append({"function": f"{'pmap' if state.kind == 'pmap' else 'jit'}({state.name})", "time_s": rec.now(), "kind": kind, "what": what})
             state.abstract_args = new
         if timed:
-            state.out_ids = frozenset(map(id, out_leaves))
+            state.prev_out_ids, state.out_ids = state.out_ids, frozenset(map(id, out_leaves))
             if state is step_fn or step_fn is None:
                 state.out_refs = {id(x): weakref.ref(x) for x in out_leaves}
             position = self._watched_position(state, out_leaves)
@@ -368,14 +382,42 @@ class JitTracker:
                 start, end, traced, exact, _, cpu = state.spans[-1]
                 state.spans[-1] = (start, end, traced, exact, True, cpu)
 
-    def _fetched(self, x: Any) -> None:
-        """Count a fetch of the latest outputs of a timed function, once per call."""
+    def _fetched(self, x: Any, behind: FunctionState | None) -> None:
+        """Count a fetch of the latest outputs of a timed function, once per call: `x` itself, or
+        (`behind`) an array not ready when fetched while that function's latest call still ran: a
+        value computed from its outputs (`int(token[0])`, `np.asarray(logits.argmax())`) waits for
+        the call as a fetch of the output does."""
         key = id(x)
         for state in [self.step_fn] if self.step_fn is not None else self.functions:
-            if key in state.out_ids and state.fetched_at != state.calls:
+            if (key in state.out_ids or state is behind or (state.indexed_at == state.calls and key in state.indexed_ids)) and state.fetched_at != state.calls:
                 state.fetched_at = state.calls
                 state.fetched_calls += 1
                 return
+
+    def _indexed(self, x: Any, out: Any) -> None:
+        """`out` was indexed or sliced from `x`: if `x` is (or was indexed from) a timed function's
+        latest outputs, a fetch of `out` is a fetch of them."""
+        key = id(x)
+        for state in [self.step_fn] if self.step_fn is not None else self.functions:
+            fresh = state.indexed_at == state.calls
+            if key in state.out_ids or (fresh and key in state.indexed_ids):
+                if not fresh:
+                    state.indexed_ids, state.indexed_at = set(), state.calls
+                state.indexed_ids.add(id(out))
+                return
+
+    def _in_flight(self, x: Any) -> FunctionState | None:
+        """The timed function whose latest call was still running when `x` (none of its outputs,
+        not ready) was fetched; None when `x` is an output itself (counted as such) or none ran."""
+        key = id(x)
+        for state in [self.step_fn] if self.step_fn is not None else self.functions:
+            if key in state.out_ids or key in state.prev_out_ids or (state.indexed_at == state.calls and key in state.indexed_ids):
+                return None
+            call = state.pending
+            leaves = call.leaves if call is not None and call.end is None else None
+            if leaves and not is_ready_now(leaves[0]):
+                return state
+        return None
 
     def _start(self, state: FunctionState, now: float) -> float:
         """When the step began: the script's outer call (nnx/equinox host work), not before the

@@ -291,8 +291,16 @@ class SyncStamper:
         self.unstamped: list[Call] = []
         self._block: Callable[[Any], Any] | None = None
         """jaxlib's own `ArrayImpl.block_until_ready` while the sync points are wrapped."""
-        self.on_fetch: Callable[[Any], None] | None = None
-        """Called with each array the script fetches to the host (`float`, `np.asarray`, `print`)."""
+        self.on_fetch: Callable[[Any, Any], None] | None = None
+        """Called with each array the script fetches to the host (`float`, `np.asarray`, `print`),
+        and what `in_flight` said of it before the fetch waited."""
+        self.on_index: Callable[[Any, Any], None] | None = None
+        """Called with an array and the array an index or slice of it made (`token[0]`): a fetch of
+        the second is a fetch of the first's values."""
+        self.in_flight: Callable[[Any], Any] = lambda x: None
+        """Asked only of an array that was not ready when fetched: the function whose latest call was
+        still running then (None if none), so that a fetch of a value computed from its outputs
+        (`int(token[0])`) counts as a sync on that call (a device runs its work in order)."""
 
     def track(self, call: Call) -> None:
         """Watch `call` for syncs; calls stamped (or lost) since are dropped from the front: they end
@@ -336,19 +344,20 @@ class SyncStamper:
                 time.sleep(POLL_S)
 
     def install(self, jax: Any) -> Callable[[], None]:
-        """Wrap `ArrayImpl.block_until_ready`, `ArrayImpl._value` and `jax.block_until_ready`."""
+        """Wrap `ArrayImpl.block_until_ready`, `ArrayImpl._value`, `ArrayImpl.__getitem__` and `jax.block_until_ready`."""
         from jax._src import array as array_module
 
         cls = array_module.ArrayImpl
         original_block = cls.__dict__["block_until_ready"]
         original_value = cls.__dict__["_value"]
+        original_getitem = cls.__dict__["__getitem__"]
         original_tree_block = jax.block_until_ready
         stamper = self
         self._block = original_block
 
         def block_until_ready(self: Any) -> Any:
             start = stamper._now()
-            pending = stamper.unstamped and not _ready(self)
+            pending = stamper.unstamped and not is_ready_now(self)
             result = original_block(self)
             stamper._waited(start, stamper._now())
             if pending:
@@ -360,7 +369,8 @@ class SyncStamper:
 
         def value(self: Any) -> Any:
             start = stamper._now()
-            pending = stamper.unstamped and not _ready(self)
+            pending = stamper.unstamped and not is_ready_now(self)
+            behind = stamper.in_flight(self) if pending else None
             result = original_value.fget(self)
             stamper._waited(start, stamper._now())
             if pending:
@@ -368,13 +378,19 @@ class SyncStamper:
             elif stamper.unstamped:
                 stamper.release(self)
             if stamper.on_fetch is not None:
-                stamper.on_fetch(self)
+                stamper.on_fetch(self, behind)
             stamper._synced()
             return result
 
+        def getitem(self: Any, idx: Any, /) -> Any:
+            out = original_getitem(self, idx)
+            if stamper.on_index is not None:
+                stamper.on_index(self, out)
+            return out
+
         def tree_block_until_ready(x: Any) -> Any:
             start = stamper._now()
-            leaves = [leaf for leaf in jax.tree_util.tree_leaves(x) if not _ready(leaf)] if stamper.unstamped else []
+            leaves = [leaf for leaf in jax.tree_util.tree_leaves(x) if not is_ready_now(leaf)] if stamper.unstamped else []
             result = original_tree_block(x)
             stamper._waited(start, stamper._now())
             for leaf in leaves:
@@ -384,12 +400,15 @@ class SyncStamper:
 
         cls.block_until_ready = block_until_ready
         cls._value = property(value)
+        getitem.__doc__, getitem.__wrapped__ = original_getitem.__doc__, original_getitem  # type: ignore[attr-defined]
+        cls.__getitem__ = getitem
         jax.block_until_ready = tree_block_until_ready
         undo_numpy = _route_numpy(cls)
 
         def uninstall() -> None:
             cls.block_until_ready = original_block
             cls._value = original_value
+            cls.__getitem__ = original_getitem
             jax.block_until_ready = original_tree_block
             undo_numpy()
             stamper._block = None
@@ -430,7 +449,7 @@ def _route_numpy(cls: type) -> Callable[[], None]:
     return undo
 
 
-def _ready(x: Any) -> bool:
+def is_ready_now(x: Any) -> bool:
     """Whether an array's value is ready (a sync on it then returns at once and says nothing of when)."""
     try:
         return bool(x.is_ready())

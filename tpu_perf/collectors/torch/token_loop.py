@@ -11,12 +11,16 @@ sequence-first (P, rows)). A training script's evaluation under
 `no_grad` looks the same, so these requests are kept aside and written only when the run took no
 training step: then they are what the run did.
 Outside such blocks the hooks are not installed, so training steps pay nothing; inside one, the
-module-wide hooks last until the first call on token ids, whose module (the model) is then hooked
-alone.
+module-wide hooks last until the first call on token ids; then the model's class's `forward` is
+wrapped for the block instead, passing other instances through (a forward hook sends every call
+through torch's slow path: 16-34 us a token measured on a 1 ms word-LM token, against about 6 us for
+a wrapper). A block inside `generate()` or a marked
+request, or one that finds itself in one, drops its hooks: those tokens are counted there.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Any
 
@@ -59,10 +63,18 @@ class TokenLoop:
         self._lock = threading.Lock()
         self._blocks = 0
         self._handles: list[Any] = []
-        """The module-wide hooks, while a block looks for the model; then the model's own hooks."""
+        """The module-wide hooks, while a block looks for the model."""
+        self._wrapped: tuple[Any, Any, Any, Any] | None = None
+        """(model, its class, the class's own `forward` or None where inherited, the wrapper) once the
+        model is found; (model, None, None, None) where it is hooked instead."""
         self.requests: list[tuple[Request, float]] = []
         """Ended requests with their end times, written at close when the run took no training step."""
         self._undo: list[Any] = []
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> TokenLoop:
+        """Itself: `copy.deepcopy` of a hooked model copies its hooks, bound to this (the copy's calls
+        then pass through them; one recording has one loop, and its locks cannot be copied)."""
+        return self
 
     @property
     def log(self) -> GenerationLog | None:
@@ -101,6 +113,7 @@ class TokenLoop:
             self._local.active = log is not None and not log.busy()
         if depth == 0 and self._local.active:
             self._local.started = self.rec.now()
+            self._local.request = self._local.pending = self._local.output = self._local.decode = None
             with self._lock:
                 self._blocks += 1
                 if self._blocks == 1:
@@ -114,27 +127,70 @@ class TokenLoop:
         self._local.blocks = depth - 1
         if depth == 1 and self._local.active:
             self._end_request(self.rec.now())
-            with self._lock:
-                self._blocks -= 1
-                if self._blocks == 0:
-                    self._remove_hooks()
+            self._release()
+
+    def _release(self) -> None:
+        """The thread's block stops looking for token steps: its hooks go once no other thread's block needs them."""
+        self._local.active = False
+        with self._lock:
+            self._blocks -= 1
+            if self._blocks == 0:
+                self._remove_hooks()
 
     def _remove_hooks(self) -> None:
         for handle in self._handles:
             handle.remove()
         self._handles = []
+        if self._wrapped is not None:
+            _, cls, original, wrapper = self._wrapped
+            self._wrapped = None
+            if cls is not None and vars(cls).get("forward") is wrapper:  # not replaced by the script meanwhile
+                if original is None:
+                    delattr(cls, "forward")
+                else:
+                    cls.forward = original
 
     def _adopt(self, model: Any) -> None:
-        """Hook `model` itself and drop the module-wide hooks: with those, every layer's call takes
-        torch's slow path with hooks (14 % a token inside generate() measured), with the model's own
-        only its calls do. Later calls of another model in the block are not seen."""
+        """See only `model`'s calls from now on, and drop the module-wide hooks (with those, every
+        layer's call takes torch's slow path with hooks: 14 % a token inside generate() measured).
+        Its class's `forward` is wrapped for the block, passing any other instance straight through:
+        a forward hook on the model would send each of its calls through that slow path (16-34 us a
+        1 ms token), and a wrapper set on the instance would go with it into `copy.deepcopy(model)`.
+        A model with a `forward` of its own (torch.compile's module, accelerate's hooks), compiled in
+        place, or of a torch class (an `nn.Embedding` called alone: its class is everyone's) is hooked
+        instead. Later calls of another model in the block are not seen."""
+        wrapped = self._wrapped
+        if wrapped is not None and wrapped[0] is model:
+            return
         with self._lock:
-            if not self._handles or getattr(self._handles[0], "module", None) is model:
+            if not self._handles:  # every block ended meanwhile
                 return
             self._remove_hooks()
-            pre, post = model.register_forward_pre_hook(self._pre), model.register_forward_hook(self._post, with_kwargs=True, always_call=True)
-            pre.module = model
-            self._handles = [pre, post]
+            cls = type(model)
+            if "forward" in vars(model) or getattr(model, "_compiled_call_impl", None) is not None or cls.__module__.split(".")[0] == "torch":
+                self._handles = [model.register_forward_pre_hook(self._pre), model.register_forward_hook(self._post, with_kwargs=True, always_call=True)]
+                self._wrapped = (model, None, None, None)
+                return
+            original, loop, local, now = cls.forward, self, self._local, self.rec.now
+            log = self.log
+            busy = log.busy if log is not None else lambda: True
+
+            @functools.wraps(original)
+            def forward(module: Any, *args: Any, **kwargs: Any) -> Any:
+                if module is not model or not getattr(local, "active", False):  # another instance, thread, or a block inside generate()/marks
+                    return original(module, *args, **kwargs)
+                started = now()
+                loop._stamp(started)
+                output = original(module, *args, **kwargs)
+                ids = args[0] if args else kwargs.get("input_ids", kwargs.get("input"))
+                if local.decode is not None and getattr(ids, "shape", None) == local.decode[0] and not busy():
+                    local.pending, local.output = local.decode[1], output  # one more decode call like the last: the rest is known
+                else:
+                    loop._token_call(module, started, args, kwargs, output)
+                return output
+
+            self._wrapped = (model, cls, vars(cls).get("forward"), forward)
+            cls.forward = forward
 
     # -- the model's calls -----------------------------------------------------------------------
     def _pre(self, module: Any, args: tuple[Any, ...]) -> None:
@@ -147,16 +203,23 @@ class TokenLoop:
     def _post(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
         depth = getattr(self._local, "calls", 1) - 1
         self._local.calls = depth
-        if depth or getattr(self._local, "blocks", 0) == 0:
+        wrapped = self._wrapped
+        if depth or not getattr(self._local, "active", False) or (wrapped is not None and wrapped[0] is not module):  # a copy of the hooked model carries its hooks
             return
-        started = getattr(self._local, "started_call", None) or self.rec.now()
+        self._token_call(module, getattr(self._local, "started_call", None) or self.rec.now(), args, kwargs, output)
+
+    def _token_call(self, module: Any, started: float, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
+        """An outermost module call that began at `started` in the thread's open block returned `output`."""
+        log = self.log
+        if log is None or log.busy():  # generate() or marks count this block's tokens: no hooks on its calls (13-25 us a token)
+            self._end_request(started)
+            self._release()
+            return
         ids = args[0] if args else kwargs.get("input_ids", kwargs.get("input"))  # Hugging Face models take input_ids=
         shape = token_rows(ids, self.torch) if ids is not None else None
-        if shape is not None:  # the model of this block: from now on only its calls are hooked
-            self._adopt(module)
-        log = self.log
-        if shape is None or log is None or log.busy():  # not token ids, or generate()/marks count these tokens
+        if shape is None:  # not token ids
             return
+        self._adopt(module)  # the model of this block: from now on only its calls are seen
         rows, positions = shape
         request: Request | None = getattr(self._local, "request", None)
         if request is None or positions > 1:
@@ -170,7 +233,8 @@ class TokenLoop:
             self._relayout(request, self._local.first, rows)
             self._local.first = None
         self._local.pending = rows  # stamped once sampled: when the next call starts, or the request ends
-        self._local.cache = output_cache(output)
+        self._local.output = output  # its KV cache is read when the request ends
+        self._local.decode = (ids.shape, rows) if positions == 1 and getattr(self._local, "first", None) is None else None  # the layout settled: later calls like this one take the fast path
 
     @staticmethod
     def _relayout(request: Request, first: tuple[int, int], rows: int) -> None:
@@ -200,8 +264,9 @@ class TokenLoop:
         request: Request | None = getattr(self._local, "request", None)
         if request is None:
             return
-        self._local.request = None
-        cache = getattr(self._local, "cache", None)
+        self._local.request = self._local.decode = None
+        output, self._local.output = getattr(self._local, "output", None), None
+        cache = output_cache(output) if output is not None else None
         kv, dtype = kv_cache_bytes(cache) if cache is not None else (0.0, None)  # no cache returned: none is read (an RNN's state, a full recompute)
         request.arrays.update(kv_bytes_per_position=kv, kv_dtype=dtype)
         with self._lock:
