@@ -19,6 +19,13 @@ from tpu_perf.analyzers.verdicts import Check, Verdict
 PROGRAM_CHECKS: tuple[str, ...] = ("hlo", "flops_per_step", "bytes_accessed", "peak_memory", "compiles")
 """The deterministic tier: what must be known and unchanged for an unjudged timing to be UNCHANGED."""
 
+MIN_PAIRS = 3
+"""Pairs an unchanged program's paired timing needs before it may decide. A process keeps its speed
+mode for its life, so two runs a side can all sit in one mode each and agree to a fraction of a
+percent: a comment-only PR read +6.2 % on both clocks from 2 pairs (pair ratios' CV 0.2 %, each
+side's 0.4-0.7 %) in a full CI run, and passed alone. Two values say nothing of the spread between
+runs; a third can (docs/ci.md's workflow records 5)."""
+
 
 def program_tier(checks: Sequence[Check], *, basis: str, statistical: Collection[str], unpaired: Callable[[Check], Check]) -> list[Check]:
     """When the only deciding checks that did not pass are timed ones the noise left undecided
@@ -83,10 +90,17 @@ def _within_run_noise(check: Check, unpaired: Callable[[Check], Check]) -> float
     if check.method != PAIRED_METHOD or check.verdict not in (Verdict.REGRESSION, Verdict.IMPROVEMENT) or check.low is None or check.high is None:
         return None
     detectable = unpaired(check).detectable
+    worse = check.low if check.lower_is_better == (check.verdict == Verdict.REGRESSION) else 1 / check.high  # the near end, as a slowdown
+    if _pairs(check) < MIN_PAIRS:  # too few runs to see the spread between them: it hides at least this reading
+        far = check.high if check.lower_is_better == (check.verdict == Verdict.REGRESSION) else 1 / check.low
+        return max(detectable or 0.0, abs(far - 1))
     if detectable is None:
         return None
-    worse = check.low if check.lower_is_better == (check.verdict == Verdict.REGRESSION) else 1 / check.high  # the near end, as a slowdown
     return detectable if worse <= 1 + detectable else None
+
+
+def _pairs(check: Check) -> int:
+    return min(len(check.baseline), len(check.candidate))
 
 
 def _clocks_disagree(check: Check, wall: Check | None) -> bool:
@@ -108,6 +122,9 @@ def _why_not(check: Check, hidden: float, *, within_runs: bool, wall: Check | No
     if wall is not None and wall.ratio is not None:  # CPU time against the wall clock
         return (f"the compiled program is unchanged and the wall-clock step time moved the other way ({percent(wall.ratio)}): "
                 "more CPU time at the same or less wall time is the same work on more threads at once, not more work")
+    if within_runs and _pairs(check) < MIN_PAIRS:
+        return (f"the compiled program is unchanged, and {_pairs(check)} pair(s) cannot tell the code from a run's speed, which a process "
+                f"keeps for its life: {MIN_PAIRS} pairs at least before an unchanged program's timing decides")
     if within_runs:  # a paired reading within the runs' own noise
         end, value = ("low", check.low) if (check.verdict == Verdict.REGRESSION) == check.lower_is_better else ("high", check.high)
         return f"the compiled program is unchanged, and the paired interval's {end} end ({percent(value) if value else 'n/a'}) does not clear the {detectable_text(check.detectable or hidden)} the runs' own spread hides, either way (pairing cancels only what a pair shares)"
