@@ -249,7 +249,10 @@ def test_recording_keeps_no_step_outputs_alive(tmp_path: Path) -> None:
     proc = tpu_perf_cli("record", "-q", "--no-trace", "--store", str(tmp_path / "runs"), str(ROOT / "tests" / "scripts" / "jax_live_arrays.py"), str(out))
     assert proc.returncode == 0, proc.stderr
     counts = json.loads(out.read_text())
-    assert counts["max"] <= counts["first"] + 11  # one step's outputs in flight at most, not 200
+    # two steps' outputs (11 arrays each) in flight at most, not 200: JAX keeps a running step's inputs
+    # alive until it ends, so a loaded machine, running behind, holds the last step's too (26-30 beside
+    # the other workers, against 13 first, in 3 full runs; 13-19 alone)
+    assert counts["max"] <= counts["first"] + 2 * 11
     assert len(load_run(next((tmp_path / "runs").iterdir())).steps) == 200
 
 
