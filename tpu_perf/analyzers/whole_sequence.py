@@ -78,7 +78,7 @@ def whole_sequence_decode(run: Run) -> WholeSequence | None:
     fed, work = np.asarray(positions), np.asarray(on_device)
     seen = np.isfinite(work)
     if seen.sum() < MIN_STEPS:
-        fed, work, seen = fed, np.asarray(times), np.ones(len(times), dtype=bool)
+        work, seen = np.asarray(times), np.ones(len(times), dtype=bool)
     slope = float(max(np.polyfit(fed[seen], work[seen], 1)[0], 0.0))
     mean_positions = float(np.mean(positions))
     return WholeSequence(requests=used, steps=len(times), fixed_s=max(float(np.mean(times)) - slope * mean_positions, 0.0), per_position_s=slope, mean_positions=mean_positions)

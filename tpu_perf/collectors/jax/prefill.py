@@ -17,7 +17,10 @@ cache, 0)` with a fresh cache, then `forward(params, token, cache, position)` pe
 step function's own call that takes none of its own outputs is the prefill (`self_restart`), kept
 once the next call confirms it: a decode step feeds fewer positions per row than the prompt did (a
 training step restarted on a fresh state feeds the same batch shape again, and is not a request).
-Its first token is that call's outputs ready, read from the steps table (the call is a step).
+Its first token is that call's outputs ready, or the next call's start where later (the token
+sampled and fed back), read from the steps table (the call is a step). A loop with no KV cache
+feeds the whole sequence again, one position longer a row each call: its calls are one request
+until the ids start again shorter (`whole`: analyzers/whole_sequence.py fits their cost).
 """
 
 from __future__ import annotations
@@ -64,9 +67,9 @@ class PrefillWatch:
         """The last call, when it was not the step function's (the tracker checks it first)."""
         self.restarts: list[Restart] = []
         self.pending: dict[int, Restart] = {}
+        """By function: its last call that took none of its own outputs, until its next call confirms it."""
         self._fed: dict[int, tuple[int, int] | None] = {}
         """By function: the (rows, tokens) its last such call fed."""
-        """By function: its last call that took none of its own outputs, until its next call confirms it."""
 
     def before(self, state: Any, leaves: list[Any]) -> None:
         """Before `state`'s call, another function's call came last: when this call takes its outputs
