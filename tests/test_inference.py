@@ -127,7 +127,11 @@ def _slowed_copy(run_dir, store, factor: float):
 def test_check_and_history_take_the_inference_metrics(corpus_runs, tmp_path) -> None:
     """`check` on two generation runs without steps compares time per output token (its basis) and
     catches a 3x slower candidate (8 requests a run: a wide interval on this shared machine); `history` plots TTFT p99, TPOT p50, tokens/s for them."""
+    import numpy as np
+
     from tests.conftest import tpu_perf_cli
+    from tpu_perf.analyzers.inference import request_tpots
+    from tpu_perf.store import load_run
 
     run, store = corpus_runs("hf_generate"), tmp_path / "store"
     base = copy_run(run.dir, store)
@@ -136,9 +140,15 @@ def test_check_and_history_take_the_inference_metrics(corpus_runs, tmp_path) -> 
     result = json.loads(proc.stdout)
     checks = {c["metric"]: c for c in result["checks"]}
     assert result["basis"] == "tpot_p50" and checks["runs"]["verdict"] == "PASS", result
-    assert checks["tpot_p50"]["verdict"] == "REGRESSION" and checks["tpot_p50"]["ratio"] == pytest.approx(3.0, rel=0.05), checks["tpot_p50"]
-    assert "over 8 and 8 requests" in checks["tpot_p50"]["message"] and " steps" not in checks["tpot_p50"]["message"], checks["tpot_p50"]["message"]
-    assert proc.returncode == 1, proc.stdout[-2000:]
+    tpot = checks["tpot_p50"]
+    assert tpot["ratio"] == pytest.approx(3.0, rel=0.05) and "over 8 and 8 requests" in tpot["message"] and " steps" not in tpot["message"], tpot
+    # a recording starved on the idle-class test workers can hold a request many times the others
+    # (one CI run: interval 0.69x .. 13.1x): then the check may only say INCONCLUSIVE, and how many would decide
+    samples = np.log(np.asarray(request_tpots(load_run(str(base)))))
+    if samples.std() < 0.5:  # the requests of a run within about 1.6x of each other: 3x must be caught
+        assert tpot["verdict"] == "REGRESSION" and proc.returncode == 1, tpot
+    else:
+        assert tpot["verdict"] in ("REGRESSION", "INCONCLUSIVE") and proc.returncode in (1, 3), tpot
     reports = [report_doc(d, store)["inference"] for d in (base, slow)]
     for metric, read in (("ttft_p99", lambda i: i["ttft_s"]["p99"]), ("tpot_p50", lambda i: i["tpot_s"]["p50"]), ("generated_tokens_per_s", lambda i: i["tokens_per_s"])):
         history = json.loads(tpu_perf_cli("history", "all", "--store", str(store), "--metric", metric, "--json", check=True).stdout)
