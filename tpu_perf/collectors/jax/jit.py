@@ -554,10 +554,11 @@ class JitTracker:
             return
         called = [f for f in self.functions if len(f.spans) >= 2]
         if not called:
-            self.rec.warn("no training steps found: no jitted function was called twice at top level mark steps with tpu_perf.step() or jax.profiler.StepTraceAnnotation")
+            self.rec.warn("no training steps found: no jitted function was called twice at top level; mark steps with tpu_perf.step() or jax.profiler.StepTraceAnnotation")
             return
         chosen = max(called, key=lambda f: len(f.spans))
-        self.rec.warn(f"no jitted function carried state between calls; took the most-called one, {chosen.name}, as the step (mark steps with tpu_perf.step() to be sure)")
+        self.rec.warn(f"no jitted function carried state between calls; took the most-called one, {chosen.name}, as the step: a loop that keeps no state "
+                      "(prediction, evaluation, a decoder that runs a whole request per call) is timed per call (mark steps with tpu_perf.step() to be sure)")
         trace, window = self.rec.trace, self.rec.options.trace_steps
         if trace is not None and window is not None and self.provisional is not None and self.provisional is not chosen:
             self.rec.warn(f"the trace window holds calls of {self.provisional.name}, the most-called function when it opened, not of {chosen.name}, "
