@@ -212,7 +212,8 @@ class JitTracker:
         if self._clean is None and any(isinstance(x, self._tracer) for x in arg_leaves):
             return state.jitted(*args, **kwargs)
         if self.prefills.last is not None and self.prefills.last.state is not state:  # another function ran last: a prefill?
-            self.prefills.before(state, arg_leaves or self.jax.tree_util.tree_leaves((args, kwargs)))
+            moved_on = self.outer.start or entered  # the script called this (an equinox or nnx wrapper's start, else this call's)
+            self.prefills.before(state, arg_leaves or self.jax.tree_util.tree_leaves((args, kwargs)), moved_on)
         carried = sum(1 for x in arg_leaves if id(x) in state.out_ids) if (state.out_ids and step_fn is None) else 0
         restarted = None  # the leaves of a call that starts again from none of its own outputs: a prefill by the same function?
         if step_fn is None:
@@ -275,7 +276,7 @@ class JitTracker:
         if state is step_fn:  # the hot path: nothing to keep
             self.prefills.last = None
         else:
-            self.prefills.after(state, dispatched, arg_leaves, out_leaves)
+            self.prefills.after(state, start, arg_leaves, out_leaves)  # its start: the script's call (an nnx or equinox wrapper's), not the inner dispatch
         state.calls += 1
         if rec.steps.source is not None:
             state.calls_in_steps += 1

@@ -31,6 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tpu_perf.collectors.jax.ready import is_ready_now
+
 MIN_REQUESTS = 2
 """Restarts of the step function from another function's outputs before they are called requests."""
 
@@ -71,9 +73,11 @@ class PrefillWatch:
         self._fed: dict[int, tuple[int, int] | None] = {}
         """By function: the (rows, tokens) its last such call fed."""
 
-    def before(self, state: Any, leaves: list[Any]) -> None:
+    def before(self, state: Any, leaves: list[Any], moved_on: float | None = None) -> None:
         """Before `state`'s call, another function's call came last: when this call takes its outputs
-        and none of its own, that call was a prefill; wait for its outputs (the first token)."""
+        and none of its own, that call was a prefill; its first token is when the script moved on to
+        this call (`moved_on`: it had the token by then, fetched or not) where the outputs were
+        ready by then, else when they became ready (waited for here)."""
         last = self.last
         if last is None or last.state is state:
             return
@@ -81,11 +85,13 @@ class PrefillWatch:
         ids = {id(x) for x in leaves}
         if ids.isdisjoint(last.out_ids) or holds_own(leaves, state.out_refs):
             return
-        try:
-            last.leaf.block_until_ready()
-        except Exception:  # noqa: BLE001 -- deleted or failed: its readiness is unknown, now is an upper bound
-            pass
-        self.restarts.append(Restart(state, last.state.name, last.start, self._now(), last.prompt))
+        ready = moved_on is not None and is_ready_now(last.leaf)
+        if not ready:
+            try:
+                last.leaf.block_until_ready()
+            except Exception:  # noqa: BLE001 -- deleted or failed: its readiness is unknown, now is an upper bound
+                pass
+        self.restarts.append(Restart(state, last.state.name, last.start, moved_on if ready and moved_on is not None else self._now(), last.prompt))
 
     def after(self, state: Any, start: float, arg_leaves: list[Any], out_leaves: list[Any]) -> None:
         """After a call of `state`, not the step function (dispatched at `start`): keep what a
