@@ -208,7 +208,8 @@ def install(rec: Recorder, jax: ModuleType) -> Callable[[], None]:
 
     profilers = JaxProfilers(rec, jax)
     undos.append(profilers.install(jax))
-    tracker.discard_trace = lambda: shutil.rmtree(profilers.trace_dir / "plugins", ignore_errors=True)
+    tracker.discard_trace = lambda: (profilers.join(), shutil.rmtree(profilers.trace_dir / "plugins", ignore_errors=True))
+    rec.add_finalizer(profilers.join)  # after the last window's stop, before its files are read
     rec.offer_trace(TraceControl(start=lambda: profilers.own_start(str(profilers.trace_dir), lambda: _check_profiler_safe(jax)), stop=profilers.own_stop, name="jax.profiler"))
 
     seen_hardware = False
