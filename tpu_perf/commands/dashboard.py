@@ -69,7 +69,7 @@ def streamlit_argv(host: str, port: int) -> list[str]:
     return [
         sys.executable, "-m", "tpu_perf.dashboard.serve", "run", str(app),
         f"--server.address={host}", f"--server.port={port}", "--server.headless=true",
-        "--server.fileWatcherType=none", "--server.runOnSave=false",
+        "--server.fileWatcherType=none", "--server.runOnSave=false", "--runner.postScriptGC=false",
         "--browser.gatherUsageStats=false", f"--browser.serverAddress={public_name(host)}", f"--browser.serverPort={port}",
         "--client.toolbarMode=viewer", "--theme.base=light", "--server.enableStaticServing=false",
     ]  # fmt: skip
