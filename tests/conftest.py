@@ -13,6 +13,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Iterator, Sequence
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -172,6 +173,43 @@ def _cli_in_process(args: list[str], env: dict[str, str]) -> subprocess.Complete
             else:
                 os.environ[k] = v
     return subprocess.CompletedProcess(["tpu-perf", *args], code, stdout.getvalue(), stderr.getvalue())
+
+
+class _HtmlTable(HTMLParser):
+    """The rows of an HTML table (`dashboard.html_table`), each a {header: cell text} dict."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.head: list[str] = []
+        self.rows: list[dict[str, str]] = []
+        self._cells: list[str] = []
+        self._text: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "tr":
+            self._cells = []
+        elif tag in ("th", "td"):
+            self._text = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("th", "td") and self._text is not None:
+            self._cells.append("".join(self._text).strip())
+            self._text = None
+        elif tag == "tr" and not self.head:
+            self.head = self._cells
+        elif tag == "tr":
+            self.rows.append(dict(zip(self.head, self._cells, strict=True)))
+
+    def handle_data(self, data: str) -> None:
+        if self._text is not None:
+            self._text.append(data)
+
+
+def html_rows(body: str) -> list[dict[str, str]]:
+    """The rows of the one table in an `st.html` body, as text, keyed by the table's headers."""
+    reader = _HtmlTable()
+    reader.feed(body)
+    return reader.rows
 
 
 def report_doc(run: str | Path, store: str | Path | None = None) -> dict:

@@ -23,8 +23,8 @@ import numpy as np
 import psutil
 import pytest
 
-from tests.conftest import ROOT, advice_doc, copy_run, report_doc, tpu_perf_cli  # noqa: E402
-from tpu_perf.dashboard import shape, tables  # noqa: E402
+from tests.conftest import ROOT, advice_doc, copy_run, html_rows, report_doc, tpu_perf_cli  # noqa: E402
+from tpu_perf.dashboard import html_table, shape, tables  # noqa: E402
 from tpu_perf.store import load_run  # noqa: E402
 from tpu_perf.views import format as fmt  # noqa: E402
 
@@ -931,6 +931,22 @@ def test_compare_why_names_findings_on_one_side_the_breakdown_and_settings(mixed
     assert at.subheader[0].value == "Why"  # right below the verdict, before the KPIs and charts
 
 
+def test_memory_tables_say_n_a_for_an_unknown_and_keep_markup_as_text() -> None:
+    """The Memory tab's HTML tables: a device whose capacity and peak time are unknown reads n/a
+    (never 0 B, None or nan), bytes and times in their units, and a source's markup stays text."""
+    rows = [
+        {"device": "tpu:0", "peak_bytes": 3 * 2**30, "capacity_bytes": 16 * 2**30, "source": "libtpu", "peak_time_s": 112.5},
+        {"device": "cpu:0", "peak_bytes": 2**20, "capacity_bytes": None, "source": "jax.memory_stats", "peak_time_s": None},
+    ]
+    read = html_rows(html_table.table_html(tables.device_memory(rows, started_at=100.0), numeric=tables.DEVICE_MEMORY_NUMERIC))
+    assert read[0] == {"device": "tpu:0", "peak": "3.00 GiB", "capacity": "16.00 GiB", "peak of capacity": "18.8 %", "measured by": "libtpu", "peak at (since start)": "12.500 s"}
+    assert read[1]["peak"] == "1.00 MiB" and read[1]["capacity"] == read[1]["peak of capacity"] == read[1]["peak at (since start)"] == "n/a"
+    import pandas as pd
+
+    body = html_table.table_html(pd.DataFrame({"source": ["<lambda> at x.py:3", None]}))
+    assert "&lt;lambda&gt;" in body and html_rows(body) == [{"source": "<lambda> at x.py:3"}, {"source": "n/a"}]
+
+
 def test_run_page_advice_tab_and_readable_tables(mixed: dict) -> None:
     advice = json.loads(tpu_perf_cli("advise", "--store", str(mixed["store"]), "failing", "--all", "--json", check=True).stdout)["findings"]
     fired = [f for f in advice if f["outcome"] == "fired"]
@@ -1186,9 +1202,9 @@ SWEEP_JS = r"""() => {
         const own = [...e.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
         if (own && e.scrollWidth > e.clientWidth + 1) problems.push(`cut (${e.scrollWidth} > ${e.clientWidth} px): ${e.innerText.trim().slice(0, 80)}`);
     }
-    // where an unknown must show n/a: the KPI tables (the grids hold measured values too: an advisor's evidence quotes
+    // where an unknown must show n/a: the KPI tables and the Memory tab's figures (the grids hold measured values too: an advisor's evidence quotes
     // XLA's alias bytes, 0 B; the bytes at the peak by category give 0 B for a category a run has none of)
-    const numbers = [...document.querySelectorAll('.tp-kpis')].map(t => t.innerText).join('\n');
+    const numbers = [...document.querySelectorAll('.tp-kpis, .tp-facts')].map(t => t.innerText).join('\n');
     for (const m of numbers.matchAll(/(^|[^\d.,])0 B\b/g)) problems.push(`"0 B" in a KPI table or grid (unknown is n/a): …${where(numbers, m.index)}…`);
     for (const m of text.matchAll(/\d(?:\.\d+)?e[+\-]\d+ ?m?s\b/g)) problems.push(`a time in e-notation: …${where(text, m.index)}…`);
     for (const plot of document.querySelectorAll('.js-plotly-plot')) {  // labels that overlap, or a legend cut by the figure's edge

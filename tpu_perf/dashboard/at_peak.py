@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from tpu_perf.analyzers.at_peak_compare import category_shift
-from tpu_perf.dashboard import bars, palette
+from tpu_perf.dashboard import bars, html_table, palette
 from tpu_perf.views import format as fmt
 from tpu_perf.views.aot import aot_entries
 from tpu_perf.views.at_peak import shift_sentence, spaces_lines
@@ -34,13 +34,13 @@ def buffers_frame(at_peak: dict[str, Any]) -> pd.DataFrame:
     ])
 
 
-def _one(at_peak: dict[str, Any], title: str, key: str) -> None:
+def _one(at_peak: dict[str, Any], title: str) -> None:
     st.html(categories_html(at_peak, f"{title}: {fmt.bytes_(at_peak['peak_bytes'])} at the peak of {at_peak['program']}"))
-    for finding in at_peak["findings"]:
-        st.markdown(f"- {finding}")
-    for line in spaces_lines(at_peak):
-        st.caption(line)
-    st.dataframe(buffers_frame(at_peak), hide_index=True, width="stretch", key=f"{key}_buffers")
+    if at_peak["findings"]:
+        st.markdown("\n".join(f"- {finding}" for finding in at_peak["findings"]))
+    if lines := spaces_lines(at_peak):
+        st.caption("  \n".join(lines))
+    st.html(html_table.table_html(buffers_frame(at_peak), numeric=("bytes",), caption="Largest buffers live at the peak"))
     st.caption(f"Liveness: {at_peak['source']} (docs/memory.md)")
 
 
@@ -51,11 +51,11 @@ def render(doc: dict[str, Any]) -> None:
         failed = f" The allocation that failed: {fmt.bytes_(oom['failed_allocation_bytes'])}." if oom.get("failed_allocation_bytes") is not None else ""
         st.error(f"The script ran out of device memory in {oom['function'] or 'an unknown program'}.{failed} {oom['message']}")
     if memory.get("at_peak"):
-        _one(memory["at_peak"], "Step program", "run_at_peak")
-    for i, a in enumerate(aot_entries(doc)):
+        _one(memory["at_peak"], "Step program")
+    for a in aot_entries(doc):
         if a.get("at_peak"):
             fits = {True: "fits", False: "does NOT fit", None: "fit unknown"}[a["fits"]]
-            _one(a["at_peak"], f"{a['topology']} ({fits}, headroom {fmt.bytes_(a.get('at_peak_headroom_bytes'))})", f"run_aot_at_peak_{i}")
+            _one(a["at_peak"], f"{a['topology']} ({fits}, headroom {fmt.bytes_(a.get('at_peak_headroom_bytes'))})")
 
 
 def compare_frame(docs: dict[str, dict[str, Any]]) -> pd.DataFrame:

@@ -11,25 +11,33 @@ from typing import Any
 
 import pandas as pd
 
+from tpu_perf.units import seconds
 from tpu_perf.views import format as fmt
 
 MIB = 2**20
 
-DEVICE_MEMORY_COLUMNS = {"device": "device", "peak_bytes": "peak (MiB)", "capacity_bytes": "capacity (MiB)", "peak_of_capacity": "peak % of capacity", "source": "measured by", "peak_time_s": "peak at (s since start)"}
+DEVICE_MEMORY_COLUMNS = {"device": "device", "peak_bytes": "peak", "capacity_bytes": "capacity", "peak_of_capacity": "peak of capacity", "source": "measured by", "peak_time_s": "peak at (since start)"}
+DEVICE_MEMORY_NUMERIC = ("peak", "capacity", "peak of capacity", "peak at (since start)")
 SLOWEST_COMPILE_COLUMNS = {"function": "function", "duration_s": "compile time (s)"}
 DEVICE_COLUMNS = {"id": "device", "kind": "kind", "chip": "chip", "peak_tflops": "peak FLOP/s", "peak_hbm_gbps": "peak HBM bandwidth", "source": "seen in"}
 
 
+def _known(value: float) -> float | None:
+    return None if pd.isna(value) else float(value)
+
+
 def device_memory(rows: Sequence[Mapping[str, Any]], started_at: float | None) -> pd.DataFrame:
-    """`memory.per_device`: MiB, the peak as a share of the capacity, its time since the run started."""
+    """`memory.per_device` as text: bytes in their unit, the peak as a share of the capacity, its
+    time since the run started ("n/a" where unknown)."""
     frame = pd.DataFrame(list(rows))
+    number = {c: pd.to_numeric(frame[c], errors="coerce") for c in ("peak_bytes", "capacity_bytes", "peak_time_s") if c in frame}
+    if {"peak_bytes", "capacity_bytes"} <= set(number):
+        frame["peak_of_capacity"] = [fmt.percent(_known(p / c) if c else None) for p, c in zip(number["peak_bytes"], number["capacity_bytes"], strict=True)]
     for column in ("peak_bytes", "capacity_bytes"):
-        if column in frame:
-            frame[column] = pd.to_numeric(frame[column], errors="coerce") / MIB
-    if {"peak_bytes", "capacity_bytes"} <= set(frame.columns):
-        frame["peak_of_capacity"] = frame["peak_bytes"] / frame["capacity_bytes"]
-    if "peak_time_s" in frame and started_at is not None:
-        frame["peak_time_s"] = pd.to_numeric(frame["peak_time_s"], errors="coerce") - float(started_at)
+        if column in number:
+            frame[column] = [fmt.bytes_(_known(v)) for v in number[column]]
+    if "peak_time_s" in number and started_at is not None:
+        frame["peak_time_s"] = [seconds(_known(v - float(started_at))) for v in number["peak_time_s"]]
     elif "peak_time_s" in frame:
         frame = frame.drop(columns=["peak_time_s"])
     order = [c for c in DEVICE_MEMORY_COLUMNS if c in frame]

@@ -19,6 +19,7 @@ from tpu_perf.dashboard import (
     data,
     figures,
     hosts_tab,
+    html_table,
     inference,
     kpi_table,
     shape,
@@ -117,16 +118,19 @@ def steps_sentence(doc: dict[str, Any]) -> str:
 
 def _memory(doc: dict[str, Any], ref: data.RunRef) -> None:
     m = doc.get("memory") or {}
-    cols = st.columns(4)
-    cols[0].metric("Peak device memory", fmt.bytes_(m.get("peak_bytes")), help=f"memory.peak_bytes, source: {m.get('peak_source')}")
-    cols[1].metric("Capacity per device", fmt.bytes_(m.get("capacity_bytes")))
-    cols[2].metric("XLA analysis (step)", fmt.bytes_(m.get("xla_peak_bytes")), help="memory.xla_peak_bytes: the step program's peak_memory_in_bytes by XLA's memory analysis; XLA:CPU's leaves out temporaries, so it is not the peak above")
-    cols[3].metric("Host RSS peak", fmt.bytes_(m.get("host_rss_peak_bytes")))
+    facts = [
+        ("Peak device memory", fmt.bytes_(m.get("peak_bytes")), f"memory.peak_bytes, source: {m.get('peak_source') or 'n/a'}"),
+        ("Capacity per device", fmt.bytes_(m.get("capacity_bytes")), None),
+        ("XLA analysis (step)", fmt.bytes_(m.get("xla_peak_bytes")), "memory.xla_peak_bytes: the step program's peak_memory_in_bytes by XLA's memory analysis; XLA:CPU's leaves out temporaries, so it is not the peak above"),
+        ("Host RSS peak", fmt.bytes_(m.get("host_rss_peak_bytes")), None),
+    ]
+    duty = data.dig(doc, "runtime.duty_cycle_pct")
+    if duty is not None:
+        facts.append(("Duty cycle", f"{duty:.1f} %", "runtime.duty_cycle_pct: the mean share of time the chip was busy, as libtpu (TPU) or NVML (GPU) samples it"))
+    st.html(html_table.facts_html(facts))
     if isinstance(m.get("per_device"), list) and m["per_device"]:
         per_device = tables.device_memory(m["per_device"], data.dig(doc, "run.started_at"))
-        st.dataframe(per_device, hide_index=True, width="stretch", key="run_mem_devices", column_config={"peak % of capacity": st.column_config.NumberColumn(format="percent")})
-    if data.dig(doc, "runtime.duty_cycle_pct") is not None:
-        st.metric("Duty cycle", f"{doc['runtime']['duty_cycle_pct']:.1f} %")
+        st.html(html_table.table_html(per_device, numeric=tables.DEVICE_MEMORY_NUMERIC, caption="Peak per device"))
     samples = data.memory_frame(ref.url, ref.stamp)
     if samples.empty:
         widgets.missing("Memory samples", "No memory time series in this run.")
