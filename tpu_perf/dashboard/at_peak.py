@@ -40,7 +40,7 @@ def _one(at_peak: dict[str, Any], title: str) -> None:
         st.markdown("\n".join(f"- {finding}" for finding in at_peak["findings"]))
     if lines := spaces_lines(at_peak):
         st.caption("  \n".join(lines))
-    st.html(html_table.table_html(buffers_frame(at_peak), numeric=("bytes",), caption="Largest buffers live at the peak"))
+    st.html(html_table.table_html(buffers_frame(at_peak), numeric=("bytes",), wrap=("op", "op name", "source"), caption="Largest buffers live at the peak"))
     st.caption(f"Liveness: {at_peak['source']} (docs/memory.md)")
 
 

@@ -20,9 +20,10 @@ CSS = """
 <style>
 .tp-table-box { overflow-x: auto; margin: 0.25rem 0 0.75rem; }  /* wider than its box: scrolls inside it */
 .tp-table { border-collapse: collapse; width: 100%; font-size: 0.9rem; font-variant-numeric: tabular-nums; }
-.tp-table th, .tp-table td { padding: 0.3rem 0.6rem; border-bottom: 1px solid rgba(49, 51, 63, 0.12); text-align: left; vertical-align: top; overflow-wrap: anywhere; }
+.tp-table th, .tp-table td { padding: 0.3rem 0.6rem; border-bottom: 1px solid rgba(49, 51, 63, 0.12); text-align: left; vertical-align: top; white-space: nowrap; }
+.tp-table .tp-wrap { white-space: normal; overflow-wrap: anywhere; min-width: 10rem; }  /* long text (a path, an op name) wraps; short values never break */
 .tp-table th { font-weight: 600; }
-.tp-table .tp-num { text-align: right; white-space: nowrap; }
+.tp-table .tp-num { text-align: right; }
 .tp-table .tp-na { color: rgba(49, 51, 63, 0.6); }
 .tp-table caption { caption-side: top; text-align: left; font-weight: 600; padding-bottom: 0.3rem; }
 .tp-facts { display: flex; flex-wrap: wrap; gap: 0.5rem 2.5rem; margin: 0.25rem 0 0.75rem; }
@@ -41,16 +42,21 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def table_html(frame: pd.DataFrame, *, numeric: Collection[str] = (), caption: str | None = None) -> str:
-    """`frame` (values already formatted) as a table; `numeric` columns right-aligned."""
-    head = "".join(f'<th class="{"tp-num" if c in numeric else ""}">{html.escape(str(c))}</th>' for c in frame.columns)
+def _kind(column: Any, numeric: Collection[str], wrap: Collection[str]) -> str:
+    return "tp-num" if column in numeric else "tp-wrap" if column in wrap else ""
+
+
+def table_html(frame: pd.DataFrame, *, numeric: Collection[str] = (), wrap: Collection[str] = (), caption: str | None = None) -> str:
+    """`frame` (values already formatted) as a table: `numeric` columns right-aligned, `wrap` columns
+    (long text) wrapped; the others kept on one line, the table scrolling in its box if it must."""
+    head = "".join(f'<th class="{_kind(c, numeric, wrap)}">{html.escape(str(c))}</th>' for c in frame.columns)
     rows = []
     for record in frame.itertuples(index=False, name=None):
         cells = []
         for column, value in zip(frame.columns, record, strict=True):
             text = _text(value)
-            kind = " ".join(k for k, on in (("tp-num", column in numeric), ("tp-na", text == "n/a")) if on)
-            cells.append(f'<td class="{kind}">{html.escape(text)}</td>')
+            kind = _kind(column, numeric, wrap) + (" tp-na" if text == "n/a" else "")
+            cells.append(f'<td class="{kind.strip()}">{html.escape(text)}</td>')
         rows.append(f"<tr>{''.join(cells)}</tr>")
     title = f"<caption>{html.escape(caption)}</caption>" if caption else ""
     return f'{CSS}<div class="tp-table-box"><table class="tp-table">{title}<thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
