@@ -106,8 +106,9 @@ def _layout(traces: Sequence[Trace], title: str, *, xaxis_title: str | None = No
     the figure's other layout entries (`xaxis`, `yaxis`... as dicts), the axis titles set in them."""
     bottom = 50 + LEGEND_ROW_PX * max(2, legend_rows(traces))
     for axis, text in (("xaxis", xaxis_title), ("yaxis", yaxis_title)):
+        layout[axis] = {"ticklabeloverflow": "allow", **layout.get(axis, {})}  # no measuring of every label against the page: the margins hold them
         if text is not None:
-            layout[axis] = {**layout.get(axis, {}), "title": {"text": text}}
+            layout[axis] = {**layout[axis], "title": {"text": text}}
     return {**layout, "title": {"text": title}, "margin": {"l": 10, "r": 10, "t": 64, "b": bottom}, "legend": {"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom", "x": 0}, "height": 310 + bottom}
 
 
