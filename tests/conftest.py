@@ -15,10 +15,14 @@ import threading
 from collections.abc import Iterator, Sequence
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.zygote import ForkedProcess, Zygote, fork_enabled, startup_key
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
@@ -176,12 +180,16 @@ def _cli_in_process(args: list[str], env: dict[str, str]) -> subprocess.Complete
 
 
 class _HtmlTable(HTMLParser):
-    """The rows of an HTML table (`dashboard.html_table`), each a {header: cell text} dict."""
+    """The rows of an HTML table (`dashboard.html_table`), each a {header: cell text} dict; and per
+    header cell its column's own name (`data-col`) and its hover help."""
 
     def __init__(self) -> None:
         super().__init__()
         self.head: list[str] = []
+        self.keys: list[str | None] = []
+        self.helps: list[str | None] = []
         self.rows: list[dict[str, str]] = []
+        self.cells: list[list[str]] = []
         self._cells: list[str] = []
         self._text: list[str] | None = None
 
@@ -190,6 +198,10 @@ class _HtmlTable(HTMLParser):
             self._cells = []
         elif tag in ("th", "td"):
             self._text = []
+            if not self.head and tag == "th":
+                a = dict(attrs)
+                self.keys.append(a.get("data-col"))
+                self.helps.append(a.get("title"))
 
     def handle_endtag(self, tag: str) -> None:
         if tag in ("th", "td") and self._text is not None:
@@ -199,6 +211,7 @@ class _HtmlTable(HTMLParser):
             self.head = self._cells
         elif tag == "tr":
             self.rows.append(dict(zip(self.head, self._cells, strict=True)))
+            self.cells.append(self._cells)
 
     def handle_data(self, data: str) -> None:
         if self._text is not None:
@@ -210,6 +223,20 @@ def html_rows(body: str) -> list[dict[str, str]]:
     reader = _HtmlTable()
     reader.feed(body)
     return reader.rows
+
+
+def html_frame(at: object, index: str) -> tuple[pd.DataFrame, dict[str, str], dict[str, str | None]]:
+    """The page's HTML table whose first column is `index` (`html_table.table_html(..., index=True)`)
+    as the frame it was drawn from: (frame by the columns' own names, {column: header}, {column: help})."""
+    import pandas as pd
+
+    body = next(h.proto.body for h in at.get("html") if f'data-index="{index}"' in h.proto.body)  # type: ignore[attr-defined]
+    reader = _HtmlTable()
+    reader.feed(body)
+    keys = [k or h for k, h in zip(reader.keys, reader.head, strict=True)]
+    frame = pd.DataFrame(reader.cells, columns=keys).set_index(keys[0])
+    frame.index.name = index
+    return frame, dict(zip(keys[1:], reader.head[1:], strict=True)), dict(zip(keys[1:], reader.helps[1:], strict=True))
 
 
 def report_doc(run: str | Path, store: str | Path | None = None) -> dict:

@@ -23,7 +23,15 @@ import numpy as np
 import psutil
 import pytest
 
-from tests.conftest import ROOT, advice_doc, copy_run, html_rows, report_doc, tpu_perf_cli  # noqa: E402
+from tests.conftest import (  # noqa: E402
+    ROOT,
+    advice_doc,
+    copy_run,
+    html_frame,
+    html_rows,
+    report_doc,
+    tpu_perf_cli,
+)
 from tpu_perf.dashboard import html_table, shape, tables  # noqa: E402
 from tpu_perf.store import load_run  # noqa: E402
 from tpu_perf.views import format as fmt  # noqa: E402
@@ -211,7 +219,7 @@ def test_compare_page_shows_report_numbers_and_deltas(env: dict) -> None:
     lines = {t["name"]: t for t in steps_fig["data"]}
     assert len(plotted(lines["narrow"]["y"])) == narrow["steps"]["count"]
     assert len(plotted(lines["wide · warm-up"]["y"])) == wide["steps"]["warmup"]
-    config = next(df.value for df in at.dataframe if df.value.index.name == "setting")
+    config = html_frame(at, "setting")[0]
     assert config.loc["config.tokens_per_step", "wide"] == str(TOKENS_PER_STEP)
     assert "command" in config.index
     memory = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in opened(at, "Memory", "compare_tab").get("plotly_chart")]
@@ -246,10 +254,10 @@ def test_compare_config_shows_the_differing_part_of_long_values(env: dict) -> No
     at.query_params["runs"] = "narrow,wide"
     at.run()
     assert not at.exception
-    config = next(df.value for df in at.dataframe if df.value.index.name == "setting")
+    config = html_frame(at, "setting")[0]
     assert (config.loc["command", "narrow"], config.loc["command", "wide"]) == ("… --width 128", "… --width 384")
     at.toggle(key="cmp_whole_values").set_value(True).run()
-    config = next(df.value for df in at.dataframe if df.value.index.name == "setting")
+    config = html_frame(at, "setting")[0]
     assert (config.loc["command", "narrow"], config.loc["command", "wide"]) == (commands["narrow"], commands["wide"])
 
 
@@ -485,7 +493,8 @@ def test_browser_select_two_runs_and_compare(server: str, dash_store: dict, tmp_
             assert page.locator(".js-plotly-plot").count() == 2  # the Step time tab's; the others are built when opened
             body = page.inner_text("body")
             assert "Step time over steps" in body and "Step-time breakdown" in body and "Configuration and environment" in body
-            assert page.locator("[data-testid='stDataFrame']").count() >= 2  # breakdown, configuration diff (canvas grids)
+            assert page.locator("table.tp-table[data-index='part'] tbody tr").count() >= 2  # the breakdown's parts (an HTML table)
+            assert page.locator("table.tp-table[data-index='setting'] tbody tr").count() >= 1  # the settings that differ
             page.get_by_role("tab", name="Fusion").click()
             page.locator(".js-plotly-plot").filter(has_text="Fusions by kind").wait_for(timeout=30_000)
             page.get_by_role("tab", name="Step time").click()
@@ -837,8 +846,7 @@ def test_whole_trace_breakdowns_get_shares_only(stepped_store: dict, tmp_path: P
     at.run()
     at.selectbox(key="compare_baseline").set_value("stepped").run()
     assert not at.exception
-    grid = next(df for df in at.dataframe if df.value.index.name == "part")
-    table, headers = grid.value, {c: v.get("label") for c, v in json.loads(grid.proto.columns).items()}
+    table, headers, _ = html_frame(at, "part")
     assert list(table.columns) == ["tpu4 %", "stepped s", "stepped %", "kineto %"]  # no "tpu4 s"/"Δ tpu4" of n/a
     assert (headers["tpu4 %"], headers["kineto %"], headers["stepped %"]) == ("tpu4 % of trace", "kineto % of trace", "stepped % of step")
     rows = reports["stepped"]["breakdown_detail"]["steps"]
@@ -853,7 +861,7 @@ def test_whole_trace_breakdowns_get_shares_only(stepped_store: dict, tmp_path: P
     assert '<div class="tp-bars-axis">% of step time (of the whole trace for tpu4, kineto)</div>' in bars_html(at, "Step-time breakdown")
     at.selectbox(key="compare_baseline").set_value("tpu4").run()  # a baseline with shares only: no change per step at all
     assert not at.exception
-    table = next(df.value for df in at.dataframe if df.value.index.name == "part")
+    table = html_frame(at, "part")[0]
     assert list(table.columns) == ["tpu4 %", "stepped s", "stepped %", "kineto %"]
     captions = [c.value for c in at.caption]
     assert any(c.startswith("No change per step for stepped: the baseline tpu4 has shares of the whole trace only") for c in captions)
@@ -915,7 +923,7 @@ def test_compare_why_names_findings_on_one_side_the_breakdown_and_settings(mixed
         line = next(t for t in texts if f"(`{rule}`)" in t)
         assert f"on **{fired_on}** only: {advice[fired_on][rule]['reason'].rstrip('.')}" in line
     # the breakdown per step, side by side: mean seconds per traced step in each part, from the report
-    table = next(df.value for df in at.dataframe if df.value.index.name == "part")
+    table = html_frame(at, "part")[0]
     for name, doc in (("narrow", narrow), ("failing", failing)):
         rows = doc["breakdown_detail"]["steps"]
         assert (f"{name} s" in table) == bool(rows)  # shares of the whole trace only: no column of n/a per step
@@ -926,7 +934,7 @@ def test_compare_why_names_findings_on_one_side_the_breakdown_and_settings(mixed
     said = any(t.startswith("failing: largest change in where the step goes is **") for t in texts)
     per_step = bool(failing["breakdown_detail"]["steps"]) and bool(narrow["breakdown_detail"]["steps"])
     assert said == per_step  # whole-trace shares only (no traced step's window): nothing said per step
-    config = next(df.value for df in at.dataframe if df.value.index.name == "setting")
+    config = html_frame(at, "setting")[0]
     assert config.loc["env.XLA_FLAGS", "failing"] == XLA_FLAGS
     assert at.subheader[0].value == "Why"  # right below the verdict, before the KPIs and charts
 

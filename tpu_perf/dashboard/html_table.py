@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -46,20 +46,32 @@ def _kind(column: Any, numeric: Collection[str], wrap: Collection[str]) -> str:
     return "tp-num" if column in numeric else "tp-wrap" if column in wrap else ""
 
 
-def table_html(frame: pd.DataFrame, *, numeric: Collection[str] = (), wrap: Collection[str] = (), caption: str | None = None) -> str:
+def table_html(
+    frame: pd.DataFrame, *, numeric: Collection[str] = (), wrap: Collection[str] = (), caption: str | None = None,
+    index: bool = False, labels: Mapping[str, str] | None = None, helps: Mapping[str, str] | None = None,
+) -> str:
     """`frame` (values already formatted) as a table: `numeric` columns right-aligned, `wrap` columns
-    (long text) wrapped; the others kept on one line, the table scrolling in its box if it must."""
-    head = "".join(f'<th class="{_kind(c, numeric, wrap)}">{html.escape(str(c))}</th>' for c in frame.columns)
+    (long text) wrapped, the others kept on one line, the table scrolling in its box if it must.
+    `index`: the frame's index as the first column, in bold. A header says `labels[column]` (else
+    the column), with `helps[column]` on hover; each keeps its column's name in `data-col`, and the
+    table its index's in `data-index`, so a test reads the table back by the frame's own names."""
+    labels, helps = labels or {}, helps or {}
+    keys = [frame.index.name or ""] if index else []
+    head = "".join(f'<th data-col="{html.escape(str(k))}"></th>' for k in keys)
+    for c in frame.columns:
+        hover = f' title="{html.escape(helps[c])}"' if c in helps else ""
+        head += f'<th class="{_kind(c, numeric, wrap)}" data-col="{html.escape(str(c))}"{hover}>{html.escape(str(labels.get(c, c)))}</th>'
     rows = []
-    for record in frame.itertuples(index=False, name=None):
-        cells = []
+    for name, record in zip(frame.index, frame.itertuples(index=False, name=None), strict=True):
+        cells = [f"<th>{html.escape(_text(name))}</th>"] if index else []
         for column, value in zip(frame.columns, record, strict=True):
             text = _text(value)
             kind = _kind(column, numeric, wrap) + (" tp-na" if text == "n/a" else "")
             cells.append(f'<td class="{kind.strip()}">{html.escape(text)}</td>')
         rows.append(f"<tr>{''.join(cells)}</tr>")
     title = f"<caption>{html.escape(caption)}</caption>" if caption else ""
-    return f'{CSS}<div class="tp-table-box"><table class="tp-table">{title}<thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
+    named = f' data-index="{html.escape(str(frame.index.name or ""))}"' if index else ""
+    return f'{CSS}<div class="tp-table-box"><table class="tp-table"{named}>{title}<thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
 
 
 def facts_html(facts: Sequence[tuple[str, str, str | None]]) -> str:

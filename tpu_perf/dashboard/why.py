@@ -17,7 +17,7 @@ import streamlit as st
 
 from tpu_perf.advise.differ import FindingDiff, compare_findings
 from tpu_perf.analyzers import breakdown_compare, compare
-from tpu_perf.dashboard import bars, data, differing, tables, widgets
+from tpu_perf.dashboard import bars, data, differing, html_table, tables, widgets
 from tpu_perf.views import format as fmt
 from tpu_perf.views.advice import gain_text
 
@@ -134,27 +134,26 @@ def _findings(refs: Mapping[str, data.RunRef], basis: str | None) -> None:
         st.caption(f"Fired on every run (no difference): {', '.join(result.everywhere)}.")
 
 
-def breakdown_view(table: pd.DataFrame, labels: list[str]) -> tuple[pd.DataFrame, dict[str, Any]]:
+def breakdown_view(table: pd.DataFrame, labels: list[str]) -> tuple[pd.DataFrame, dict[str, str], dict[str, str]]:
     """`breakdown_side_by_side` as shown: ms per step, % of step (or of the whole trace, for a run
     with no per-step rows), change, each in its unit as text (`n/a` where unknown, never "None"),
-    with a header and help per column."""
-    config: dict[str, Any] = {}
+    with a header and help per column: (table, {column: header}, {column: help})."""
+    headers: dict[str, str] = {}
+    helps: dict[str, str] = {}
     formats: dict[str, Any] = {}
     for label in labels:
         if f"{label} s" in table:
             formats[f"{label} s"] = tables.ms
-            config[f"{label} s"] = st.column_config.TextColumn(f"{label} (ms/step)", help="mean time per traced step in this part (one device lane)")
+            headers[f"{label} s"], helps[f"{label} s"] = f"{label} (ms/step)", "mean time per traced step in this part (one device lane)"
         if f"{label} %" in table:
             formats[f"{label} %"] = tables.share
             per_step = f"{label} s" in table
-            config[f"{label} %"] = st.column_config.TextColumn(
-                f"{label} % of step" if per_step else f"{label} % of trace",
-                help="share of the step time" if per_step else "share of the whole trace's time: this run has no per-step breakdown, so no time per step and no change",
-            )  # fmt: skip
+            headers[f"{label} %"] = f"{label} % of step" if per_step else f"{label} % of trace"
+            helps[f"{label} %"] = "share of the step time" if per_step else "share of the whole trace's time: this run has no per-step breakdown, so no time per step and no change"
         if f"Δ {label}" in table:
             formats[f"Δ {label}"] = tables.change
-            config[f"Δ {label}"] = st.column_config.TextColumn(f"Δ {label}", help="change of the time per step against the baseline; n/a where the baseline spent no time in this part")
-    return tables.as_text(table, formats), config
+            headers[f"Δ {label}"], helps[f"Δ {label}"] = f"Δ {label}", "change of the time per step against the baseline; n/a where the baseline spent no time in this part"
+    return tables.as_text(table, formats), headers, helps
 
 
 def whole_trace_words(docs: Mapping[str, Mapping[str, Any]], baseline: str) -> list[str]:
@@ -183,8 +182,8 @@ def _breakdown(docs: Mapping[str, dict[str, Any]], refs: Mapping[str, data.RunRe
     if table.empty:
         widgets.missing("Step-time breakdown", "It comes from the trace window's device timeline; record with a trace window (the default).")
         return
-    shown, config = breakdown_view(table, list(docs))
-    st.dataframe(shown, column_config=config, width="stretch", key="why_breakdown")  # full width: no column cut with 4 runs
+    shown, headers, helps = breakdown_view(table, list(docs))
+    st.html(html_table.table_html(shown, index=True, numeric=list(shown.columns), labels=headers, helps=helps))  # scrolls in its box with many runs
     for line in whole_trace_words(docs, baseline):
         st.caption(line)
     for label, doc in docs.items():  # per run: its traced steps ran unlike its step time
@@ -208,8 +207,7 @@ def _config(refs: Mapping[str, data.RunRef], baseline: str) -> None:
         st.success("Same configuration, flags, versions and hardware.")
         return
     what = "the value" if whole else "a long value: the part that differs from the most alike other run's value (the baseline's first), … standing for words equal in both"
-    config = {label: st.column_config.TextColumn(label, help=what) for label in shown.columns}
-    st.dataframe(shown, column_config=config, width="stretch", key="cmp_config")
+    st.html(html_table.table_html(shown, index=True, wrap=list(shown.columns), helps=dict.fromkeys(shown.columns, what)))
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
