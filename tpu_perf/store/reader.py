@@ -131,11 +131,14 @@ class Run:
 
     @cached_property
     def modified_stamp(self) -> float:
-        """The newest modification time among the run's files: a cache key that changes with the run."""
+        """The newest modification time among the run's files: a cache key that changes with the run.
+        Dot names are not the run's (a file being written, the saved report derived from the rest)."""
         if self.hosts:
             return max(host.modified_stamp for host in self.hosts)
         stamps = []
         for info in self._fs.ls(self._path, detail=True):
+            if str(info.get("name", "")).rstrip("/").rsplit("/", 1)[-1].startswith("."):
+                continue
             stamp = info.get("mtime") or info.get("LastModified") or info.get("created")
             if hasattr(stamp, "timestamp"):
                 stamp = stamp.timestamp()
