@@ -160,17 +160,28 @@ def write_store(store: Path, runs: int, steps: int, template: Path) -> list[str]
     return ids
 
 
-def index_rows(store: Path) -> int:
-    """Write the index row of each run that lacks one, as `tpu-perf record` does when a run ends
-    (`write_index_row`): the runs page reads these rows, not the runs. Returns how many were written."""
+def index_rows(store: Path, saved: bool = True) -> tuple[int, int]:
+    """Write what `tpu-perf record` writes when a run ends, for each run that lacks it: its index
+    row (`write_index_row`: the runs page reads these rows, not the runs) and its saved report
+    (`saved_report.save`: a page opens the run without analysing it), or with `saved` False remove
+    the saved reports (a store of runs recorded before them, or through the Python API). Returns
+    how many rows and reports were written."""
     from tpu_perf import load_run
     from tpu_perf.analyzers.index_row import write_index_row
+    from tpu_perf.commands import saved_report
     from tpu_perf.store.index import ROW_FILE
 
-    missing = [p for p in sorted(store.iterdir()) if (p / "run.json").exists() and not (p / ROW_FILE).exists()]
-    for folder in missing:
+    folders = [p for p in sorted(store.iterdir()) if (p / "run.json").exists()]
+    rows = [f for f in folders if not (f / ROW_FILE).exists()]
+    for folder in rows:
         write_index_row(load_run(str(folder)), str(store))
-    return len(missing)
+    reports = 0
+    for folder in folders:
+        if not saved:
+            (folder / saved_report.SAVED_FILE).unlink(missing_ok=True)
+        elif saved_report.load(run := load_run(str(folder))) is None:
+            reports += saved_report.save(run, str(store))
+    return len(rows), reports
 
 
 def timed(fn: object) -> float:
@@ -683,6 +694,7 @@ def main() -> None:
     parser.add_argument("--no-apptest", action="store_true", help="Chromium only")
     parser.add_argument("--only", choices=("all", "run"), default="all", help="run: the run page's steps only (Chromium)")
     parser.add_argument("--no-bare", action="store_true", help="skip the bare-page baseline (Chromium)")
+    parser.add_argument("--no-saved", action="store_true", help="remove the runs' saved reports first (runs recorded before them, or through the Python API)")
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.1f} at the start", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -691,10 +703,12 @@ def main() -> None:
             template = record_template(Path(tmp) / "template")
             t_write = timed(lambda: write_store(store, args.runs, args.steps, template))
             print(f"store: {args.runs} runs x {args.steps} steps written in {t_write:.1f} s ({store})")
-        written: list[int] = []
-        t_rows = timed(lambda: written.append(index_rows(store)))  # a store written before the bench wrote rows
-        if written[0]:
-            print(f"store: {written[0]} runs lacked their index row (written by `tpu-perf record` as a run ends); written in {t_rows:.1f} s")
+        written: list[tuple[int, int]] = []
+        t_rows = timed(lambda: written.append(index_rows(store, saved=not args.no_saved)))  # a store written before the bench wrote them
+        if any(written[0]):
+            print(f"store: {written[0][0]} index rows and {written[0][1]} saved reports written (by `tpu-perf record` as a run ends) in {t_rows:.1f} s")
+        if args.no_saved:
+            print("store: no saved reports (--no-saved): every page builds the reports of the runs it opens")
         ids = sorted(p.name for p in store.iterdir() if (p / "run.json").exists())
         names = [f"run-{i:03d}" for i in (0, 1, 2, 3, 4)]
         browser = [] if args.no_browser else [browser_measure(store, names, Path(tmp), args.only) for _ in range(args.repeat)]

@@ -127,6 +127,7 @@ def record(
 def _print_summary(url: str, store: str, warnings: list[str] | None = None) -> None:
     from tpu_perf.analyzers.index_row import write_index_row
     from tpu_perf.analyzers.report import build_report
+    from tpu_perf.commands import saved_report
     from tpu_perf.store import load_run
 
     try:
@@ -138,6 +139,7 @@ def _print_summary(url: str, store: str, warnings: list[str] | None = None) -> N
             err.print(f"tpu-perf: warning: {printable(warning)}", style="yellow", highlight=False, markup=False)
         return
     write_index_row(run, store)  # the run's row in the store's index (`ls`, `history`, selectors)
+    saved_report.save(run, store)  # its whole report, for the dashboard to open it without analysing it again
     from tpu_perf.views.report import one_line
 
     r = report.run

@@ -127,20 +127,28 @@ def _parse(text: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def write_index_row(run: Run, store: str) -> dict[str, Any] | None:
-    """Write `run`'s row into `store`'s index when the run is final; the row, or None when not
-    written (still running, or the store cannot be written: the index rebuilds it on read)."""
+def final_run(run: Run, store: str) -> Run | None:
+    """The run a finished recording leaves in `store`: `run`, or for one process of a job the job;
+    None while it is still running (nothing is written for it then)."""
     from tpu_perf.store import layout, load_run
     from tpu_perf.store.fs import filesystem, join, to_url
-    from tpu_perf.store.index import write_row
 
     shard = run.manifest.get("process_index") is not None or f"/{layout.HOSTS_DIR}/" in run.url.replace("\\", "/")
     if shard and not run.is_job:  # one process of a job: the job's row
         fs, base = filesystem(store)
         run = load_run(to_url(fs, join(base, run.id)))
-    if run.status not in layout.FINAL_STATUSES:
+    return run if run.status in layout.FINAL_STATUSES else None
+
+
+def write_index_row(run: Run, store: str) -> dict[str, Any] | None:
+    """Write `run`'s row into `store`'s index when the run is final; the row, or None when not
+    written (still running, or the store cannot be written: the index rebuilds it on read)."""
+    from tpu_perf.store.index import write_row
+
+    final = final_run(run, store)
+    if final is None:
         return None
-    row = index_row(run)
+    row = index_row(final)
     if row["status"] == "damaged":
         return None
     try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from tpu_perf.analyzers.all_in import Exclusion, needs_all_in
 from tpu_perf.analyzers.flops import run_chip
@@ -120,8 +120,13 @@ class RunValues:
             "program_hash": self.hlo_hash,
         }
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
+    SAMPLES: ClassVar[tuple[str, ...]] = ("steady_samples_s", "all_in_samples_s", "tpot_samples_s", "cpu_samples_s")
+    """The per-step (per-request) samples a single run's interval is made of: left out of a saved
+    baseline, kept with a run's saved report (`to_dict(samples=True)`)."""
+
+    def to_dict(self, *, samples: bool = False) -> dict[str, Any]:
+        kept = {name: list(getattr(self, name)) for name in self.SAMPLES} if samples else {}
+        return kept | {
             "run_id": self.run_id, "name": self.name, "status": self.status, "step_s": self.step_s,
             "mfu": self.mfu, "tokens_per_s": self.tokens_per_s, "peak_memory_bytes": self.peak_memory_bytes,
             "peak_memory_source": self.peak_memory_source, "compiles_after_warmup": self.compiles_after_warmup,
@@ -158,6 +163,7 @@ class RunValues:
             step_basis_reason=None if data.get("step_basis_reason") is None else str(data["step_basis_reason"]),
             ttft_p99_s=num("ttft_p99_s"), tpot_p50_s=num("tpot_p50_s"), generated_tokens_per_s=num("generated_tokens_per_s"), mbu=num("mbu"),
             cpu_step_s=num("cpu_step_s"),
+            **{name: tuple(float(v) for v in data[name]) for name in cls.SAMPLES if data.get(name) is not None},
         )
 
 

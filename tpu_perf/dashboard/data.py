@@ -10,7 +10,6 @@ report's summary parts (`build_report(..., summary=True)`, same code, same numbe
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -33,12 +32,13 @@ from tpu_perf.analyzers.run_values import RunValues
 from tpu_perf.analyzers.run_values import run_values as analyzers_run_values
 from tpu_perf.analyzers.step_phases import step_phases
 from tpu_perf.analyzers.timeline import best_rows
+from tpu_perf.commands import saved_report
 from tpu_perf.dashboard import stamp
 from tpu_perf.errors import TpuPerfError
 from tpu_perf.jsonio import dumps
 from tpu_perf.store import Run, layout, load_run, scan_runs
 from tpu_perf.store.writer import write_atomic
-from tpu_perf.version import __version__
+from tpu_perf.version import __version__, code_key
 
 CACHE_ENV = "TPU_PERF_CACHE_DIR"
 """Where run summaries are cached (default: $XDG_CACHE_HOME/tpu-perf/dashboard)."""
@@ -167,6 +167,8 @@ CHECKS = _Memo(256)
 """`tpu-perf check` between two sides of a comparison (`export.checks`), per the sides' labels and
 their runs' ids, stamps and live statuses: a change of comparison back to a pair shown before, or
 a click on a tab, checks no pair again. Shared and read-only, as the reports are."""
+_PREFETCH = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tpu-perf-prefetch")
+"""Reads a page is likely to need next, off the script's thread (a Run keeps the tables it read)."""
 WORKERS = max(2, min(4, os.cpu_count() or 1))
 """Runs loaded at once. Parquet decoding (pyarrow) releases the GIL, so on free cores a second
 thread overlaps one run's reads with another's analysis; the analysis itself holds the GIL."""
@@ -189,35 +191,20 @@ def open_run(url: str, stamp: float) -> Run:
 
 
 def _build(url: str, stamp: float) -> bytes:
-    built = None
-    try:
-        built = report_module.build_report(open_run(url, stamp))
-        got = {"doc": built.to_dict(), "error": None}
-    except Exception as exc:  # a run that fails to load gets an error card
-        got = {"doc": None, "error": f"{url}: {type(exc).__name__}: {exc}"}
-    if built is not None:  # the verdict's numbers from the same report, not a second build
-        with contextlib.suppress(Exception):  # else `run_values` builds them and says what failed
-            _VALUES.get((url, stamp), lambda: analyzers_run_values(open_run(url, stamp), built))
-    document, got["advice_error"] = _advise(url, stamp, built)
-    got["advice"] = document["findings"] if document else None
-    got["advice_summary"] = {k: document[k] for k in ("next", "nothing_left", "also", "conclusion", "target")} if document else None
-    return dumps(got, indent=None).encode()
-
-
-def _advise(url: str, stamp: float, built: report_module.Report | None) -> tuple[dict[str, Any] | None, str | None]:
-    """`tpu-perf advise --all --json`'s document (every rule's finding, the next fix, the "also"
-    list, the conclusion), built with the report so a comparison's runs are advised on the loader
-    threads too; an advisor error is said, not raised."""
+    """The run's report, advice and check numbers: saved with the run when its recording ended
+    (`commands.saved_report`), else built here."""
+    run = open_run(url, stamp)
+    built = saved_report.load(run)
     if built is None:
-        return None, None
-    try:
-        from tpu_perf.advise import advise
-        from tpu_perf.advise.document import advice_document
-
-        run = open_run(url, stamp)
-        return advice_document(run, advise(run, built)), None
-    except Exception as exc:  # the report still shows; the advice part says why it is missing
-        return None, f"the advisor failed on {url}: {type(exc).__name__}: {exc}"
+        built = saved_report.build(run)  # reads the tables the pages read next, as a side effect
+    else:  # the Memory tabs' table, read while the page draws: a saved report read none
+        _PREFETCH.submit(run.table, "memory")
+    if built.values is not None:  # the verdict's numbers from the same report, not a second build
+        _VALUES.get((url, stamp), lambda: built.values)
+    got: dict[str, Any] = {"doc": built.doc, "error": built.error, "advice_error": built.advice_error}
+    got["advice"] = built.advice["findings"] if built.advice else None
+    got["advice_summary"] = {k: built.advice[k] for k in ("next", "nothing_left", "also", "conclusion", "target")} if built.advice else None
+    return dumps(got, indent=None).encode()
 
 
 def _report(url: str, stamp: float) -> dict[str, Any]:
@@ -308,8 +295,8 @@ def _cache_dir() -> Path:
 
 
 def _sections_key() -> str:
-    """Changes when tpu-perf or its report layout changes, so old summaries are not reused."""
-    return f"{__version__}/{report_module.REPORT_VERSION}"
+    """Changes when tpu-perf's code or its report layout changes, so old summaries are not reused."""
+    return f"{__version__}/{report_module.REPORT_VERSION}/{code_key()}"
 
 
 def summarize(doc: dict[str, Any]) -> dict[str, Any]:
