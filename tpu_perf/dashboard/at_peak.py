@@ -84,6 +84,6 @@ def render_compare(docs: dict[str, dict[str, Any]]) -> None:
     frame = compare_frame(docs)
     if not frame.empty:
         st.subheader("What fills memory at the step's peak")
-        for line in shift_lines(docs):
-            st.markdown(line)
-        st.dataframe(frame, hide_index=True, width="stretch", key="cmp_at_peak")
+        if lines := shift_lines(docs):
+            st.markdown("  \n".join(lines))
+        st.html(html_table.table_html(frame.set_index("at the peak"), index=True, numeric=[c for c in frame.columns if c != "at the peak"]))
