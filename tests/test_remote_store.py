@@ -62,6 +62,7 @@ def test_record_ls_report_advise_check_dashboard_on_an_s3_store(s3_env: dict[str
 
     names = {Path(p).name for p in s3fs.S3FileSystem(endpoint_url=s3_env["FSSPEC_S3_ENDPOINT_URL"]).ls(f"{BUCKET}/done/{listed[0]['id']}")}
     assert "steps.parquet" in names and "steps.jsonl" not in names  # compacted, and the JSON lines gone
+    assert ".report.json" in names and not Path(BUCKET).exists()  # the saved report on the store, not in a local folder of the bucket's name
     advice = json.loads(tpu_perf_cli("advise", "--json", "--store", store, "s3-run", env=s3_env, check=True).stdout)
     assert advice["run"]["id"] == listed[0]["id"] and advice["findings"]
     # a wide margin: the gate's statistics are not the subject here (12 sleeps of 0.1 s on a loaded machine

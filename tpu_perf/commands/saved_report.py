@@ -88,13 +88,14 @@ def save(run: Run, store: str) -> bool:
         if final is None or built is None or built.doc is None:
             return False
         fs, folder, path = _path(final)
+        local = is_local(final.url)
         saved = {
-            "format": FORMAT, "code": code_key(), "url": final.url, "files_stamp": folder_stamp(fs, folder),
+            "format": FORMAT, "code": code_key(), "url": final.url, "files_stamp": folder_stamp(fs, folder) if local else None,
             "doc": built.doc, "advice": built.advice, "advice_error": built.advice_error,
             "values": built.values.to_dict(samples=True) if built.values is not None else None,
         }  # fmt: skip
         data = dumps(saved, indent=None).encode()
-        if is_local(folder):
+        if local:
             from pathlib import Path
 
             from tpu_perf.store.writer import write_atomic
@@ -111,6 +112,7 @@ def load(run: Run) -> Built | None:
     """The run's saved report where it is still what a build would give (see the module's
     docstring); None otherwise."""
     from tpu_perf.analyzers.run_values import RunValues
+    from tpu_perf.store.fs import is_local
     from tpu_perf.store.index import folder_stamp
     from tpu_perf.version import code_key
 
@@ -120,7 +122,7 @@ def load(run: Run) -> Built | None:
             saved = json.loads(f.read())
         if saved.get("format") != FORMAT or saved.get("code") != code_key() or saved.get("url") != run.url:
             return None
-        if saved.get("files_stamp") != folder_stamp(fs, folder):
+        if saved.get("files_stamp") != (folder_stamp(fs, folder) if is_local(run.url) else None):  # an object store's runs are trusted, as its index rows are
             return None
         values = RunValues.from_dict(saved["values"]) if saved.get("values") is not None else None
         return Built(doc=saved["doc"], error=None, advice=saved.get("advice"), advice_error=saved.get("advice_error"), values=values)
