@@ -23,6 +23,7 @@ CSS = """
 .tp-table th, .tp-table td { padding: 0.3rem 0.6rem; border-bottom: 1px solid rgba(49, 51, 63, 0.12); text-align: left; vertical-align: top; white-space: nowrap; }
 .tp-table .tp-wrap { white-space: normal; overflow-wrap: anywhere; min-width: 10rem; }  /* long text (a path, an op name) wraps; short values never break */
 .tp-table th { font-weight: 600; }
+.tp-table thead th { white-space: normal; vertical-align: bottom; }  /* a header wraps between words: its column is as wide as its values */
 .tp-table .tp-num { text-align: right; }
 .tp-table .tp-na { color: rgba(49, 51, 63, 0.6); }
 .tp-table caption { caption-side: top; text-align: left; font-weight: 600; padding-bottom: 0.3rem; }
