@@ -14,8 +14,6 @@ import pandas as pd
 from tpu_perf.units import seconds
 from tpu_perf.views import format as fmt
 
-MIB = 2**20
-
 DEVICE_MEMORY_COLUMNS = {"device": "device", "peak_bytes": "peak", "capacity_bytes": "capacity", "peak_of_capacity": "peak of capacity", "source": "measured by", "peak_time_s": "peak at (since start)"}
 DEVICE_MEMORY_NUMERIC = ("peak", "capacity", "peak of capacity", "peak at (since start)")
 SLOWEST_COMPILE_COLUMNS = {"function": "function", "duration_s": "compile time (s)"}
