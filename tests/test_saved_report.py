@@ -87,6 +87,9 @@ def test_a_saved_report_is_used_only_while_it_is_what_a_build_gives(recorded: Pa
     for damaged in (b"{", b"[]", b'{"format": 1}', b""):
         (run_dir / saved_report.SAVED_FILE).write_bytes(damaged)
         assert _stale(run_dir)
+    (run_dir / saved_report.SAVED_FILE).unlink()
+    os.mkfifo(run_dir / saved_report.SAVED_FILE)  # a named pipe with nothing writing: read, it would wait forever
+    assert _stale(run_dir)
 
 
 def test_a_stale_report_is_built_again(recorded: Path, tmp_path: Path) -> None:

@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 SAVED_FILE = ".report.json"
 FORMAT = 1
 """Bumped when the file's own layout changes (the report's is covered by the code key)."""
+MAX_BYTES = 256 * 2**20
+"""The largest saved report read (a 10k-step run's is 0.5 MB, mostly its per-step samples)."""
 
 
 @dataclass(frozen=True)
@@ -112,13 +114,13 @@ def load(run: Run) -> Built | None:
     """The run's saved report where it is still what a build would give (see the module's
     docstring); None otherwise."""
     from tpu_perf.analyzers.run_values import RunValues
-    from tpu_perf.store.fs import is_local
+    from tpu_perf.store.fs import is_local, open_regular
     from tpu_perf.store.index import folder_stamp
     from tpu_perf.version import code_key
 
     fs, folder, path = _path(run)
     try:
-        with fs.open(path, "rb") as f:
+        with open_regular(fs, path, limit=MAX_BYTES) as f:  # never a FIFO's endless wait, never an unbounded read
             saved = json.loads(f.read())
         if saved.get("format") != FORMAT or saved.get("code") != code_key() or saved.get("url") != run.url:
             return None
