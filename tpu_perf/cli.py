@@ -139,7 +139,6 @@ def _print_summary(url: str, store: str, warnings: list[str] | None = None) -> N
             err.print(f"tpu-perf: warning: {printable(warning)}", style="yellow", highlight=False, markup=False)
         return
     write_index_row(run, store)  # the run's row in the store's index (`ls`, `history`, selectors)
-    saved_report.save(run, store)  # its whole report, for the dashboard to open it without analysing it again
     from tpu_perf.views.report import one_line
 
     r = report.run
@@ -151,6 +150,7 @@ def _print_summary(url: str, store: str, warnings: list[str] | None = None) -> N
     )
     for warning in r.warnings:
         err.print(f"tpu-perf: warning: {warning}", style="yellow", highlight=False, markup=False)
+    saved_report.save(run, store)  # its whole report, for the dashboard to open it without analysing it again (after the summary: the user has the answer first)
 
 
 @app.command()

@@ -105,7 +105,7 @@ def save(run: Run, store: str) -> bool:
             write_atomic(Path(path), data)
         else:
             fs.pipe_file(path, data)
-    except Exception:  # noqa: BLE001 - a convenience for later readers: the recording itself is saved and reported already
+    except (Exception, KeyboardInterrupt):  # noqa: BLE001 - a convenience for later readers: the recording is saved and reported already, so a Ctrl-C here ends the saving, not with a traceback
         return False
     return True
 
